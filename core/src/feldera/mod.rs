@@ -1,0 +1,1 @@
+//! Feldera HTTP API: request builders and response classification.

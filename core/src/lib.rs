@@ -1,0 +1,24 @@
+//! slotline-core: the sans-io heart of slotline.
+//!
+//! Everything here is a pure function or a state machine driven by inputs. The core never
+//! reads a clock, the environment, a socket or a file, and never sleeps or spawns: time and
+//! randomness arrive as inputs, and every side effect leaves as a command for a shell to
+//! execute. That is what lets every acknowledgement, batching, retry and crash decision be
+//! tested without a database.
+#![forbid(unsafe_code)]
+
+pub mod conn;
+pub mod contract;
+pub mod copy;
+pub mod error;
+pub mod feldera;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
+pub mod lsn;
+pub mod pgoutput;
+pub mod time;
+pub mod value;
+pub mod wire;
+
+pub use error::{DecodeError, DecodeErrorKind};
+pub use lsn::Lsn;

@@ -1,0 +1,1 @@
+//! pgoutput (logical replication protocol 1): message parser and relation cache.
