@@ -7,6 +7,7 @@
 //! tested without a database.
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod conn;
 pub mod contract;
 pub mod copy;
