@@ -7,6 +7,8 @@
 //! tested without a database.
 #![forbid(unsafe_code)]
 
+pub mod ack;
+pub mod backoff;
 pub mod config;
 pub mod conn;
 pub mod contract;
