@@ -130,9 +130,15 @@ impl AckTracker {
         Some(Advance::Idle { wal_end })
     }
 
-    /// Forgets everything not durable: a new session replays it from the slot.
-    pub fn reset_session(&mut self) {
-        *self = AckTracker::new(self.flush);
+    /// Forgets everything not durable: a new session replays it from the slot. Batches up
+    /// to `last_cut` belong to the old session and are void; the new session's first batch
+    /// is `last_cut + 1`.
+    pub fn reset_session(&mut self, last_cut: BatchSeq) {
+        *self = AckTracker {
+            durable_prefix: last_cut,
+            highest_needed: last_cut,
+            ..AckTracker::new(self.flush)
+        };
     }
 
     fn release(&mut self) -> Option<Advance> {
@@ -254,11 +260,16 @@ mod tests {
         ack.on_batch_durable(1);
         ack.on_begin();
         ack.on_commit(Lsn(20), 2);
-        ack.reset_session();
+        ack.reset_session(2);
         assert_eq!(
             (ack.flush(), ack.pending_commits(), ack.in_transaction()),
             (Lsn(10), 0, false)
         );
+        // The new session's first batch is 3, and it alone makes its commit durable.
+        ack.on_begin();
+        assert_eq!(ack.on_commit(Lsn(20), 3), None);
+        assert!(ack.on_batch_durable(3).is_some());
+        assert_eq!(ack.flush(), Lsn(20));
     }
 
     #[derive(Clone, Debug)]

@@ -18,6 +18,7 @@ pub mod feldera;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod lsn;
+pub mod outbox;
 pub mod pgoutput;
 pub mod time;
 pub mod value;
