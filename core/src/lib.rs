@@ -20,7 +20,9 @@ pub mod fuzzing;
 pub mod lsn;
 pub mod outbox;
 pub mod pgoutput;
+pub mod status;
 pub mod time;
+pub mod timer;
 pub mod value;
 pub mod wire;
 
