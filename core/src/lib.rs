@@ -20,6 +20,7 @@ pub mod fuzzing;
 pub mod lsn;
 pub mod outbox;
 pub mod pgoutput;
+pub mod startup;
 pub mod status;
 pub mod time;
 pub mod timer;

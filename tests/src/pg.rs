@@ -422,3 +422,51 @@ pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> O
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+impl PgCluster {
+    /// Runs one query through `psql` and returns its rows as text columns (`None` for NULL),
+    /// the shape the core's catalog parsers take.
+    pub fn query_rows(&self, database: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+        const NULL: &str = "\u{1}NULL\u{1}";
+        let mut cmd = Command::new(self.psql_binary());
+        cmd.args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+        ]);
+        cmd.args([
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            database,
+        ]);
+        cmd.args([
+            "-F",
+            "\u{1f}",
+            "-R",
+            "\u{1e}",
+            "-P",
+            &format!("null={NULL}"),
+            "-c",
+            sql,
+        ]);
+        let out = self.run(&format!("psql {sql:?}"), &mut cmd);
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.trim_end_matches('\n')
+            .split('\u{1e}')
+            .filter(|line| !line.is_empty())
+            .map(|line| {
+                line.split('\u{1f}')
+                    .map(|field| (field != NULL).then(|| field.to_owned()))
+                    .collect()
+            })
+            .collect()
+    }
+}
