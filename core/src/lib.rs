@@ -9,10 +9,12 @@
 
 pub mod ack;
 pub mod backoff;
+pub mod completion;
 pub mod config;
 pub mod conn;
 pub mod contract;
 pub mod copy;
+pub mod crash;
 pub mod error;
 pub mod feldera;
 #[cfg(feature = "fuzzing")]
