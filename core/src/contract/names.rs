@@ -226,4 +226,15 @@ mod tests {
             "SELECT%20%22Id%22%20FROM%20t%20WHERE%20x%20%3D%20%27a%27"
         );
     }
+
+    proptest::proptest! {
+        #[test]
+        fn url_segments_decode_back_to_the_name_feldera_expects(name in "\\PC{1,16}") {
+            let quoted = Name::quoted(&name).url_segment();
+            let decoded = percent_encoding::percent_decode_str(&quoted).decode_utf8().unwrap();
+            proptest::prop_assert_eq!(decoded, format!("\"{name}\""));
+            let unreserved = |b: u8| b.is_ascii_alphanumeric() || b"-._~%".contains(&b);
+            proptest::prop_assert!(quoted.bytes().all(unreserved));
+        }
+    }
 }

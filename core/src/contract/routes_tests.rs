@@ -178,3 +178,21 @@ fn an_unreadable_destination_reports_why() {
     let err = resolve(&parse_tables("t").unwrap(), &schema).unwrap_err();
     assert!(err.problem.starts_with("Feldera table t cannot be used: Feldera schema at `inputs[0].fields[0].columntype.type`: unknown column type `GEOMETRY`"), "{}", err.problem);
 }
+
+proptest::proptest! {
+    /// Whatever the names, printing a route the way errors print it and parsing it back gives
+    /// the same route: quoting and `""` escapes are consistent both ways.
+    #[test]
+    fn printed_routes_parse_back_to_themselves(
+        schema in "[a-zA-Z0-9_ .,:\"$é]{1,12}",
+        name in "[a-zA-Z0-9_ .,:\"$é]{1,12}",
+        destination in "[a-zA-Z0-9_ .,:\"é]{1,12}",
+    ) {
+        let source = pg(&schema, &name);
+        let destination = Name::quoted(&destination);
+        let text = format!("{source}:{destination}");
+        let parsed = parse_tables(&text).unwrap();
+        proptest::prop_assert_eq!(parsed, vec![Route { source, destination }]);
+    }
+
+}

@@ -255,11 +255,12 @@ pub fn classify_completion(reply: Reply<'_>) -> CompletionOutcome {
         Reply::Answered { status, body } => (status, body),
     };
     if !is_success(status) {
-        let error = error_from(status, body);
-        if status == 410 && error.error_code.as_deref() == Some("PipelineRestarted") {
-            return CompletionOutcome::Restarted(error);
-        }
         return match failure(status, body) {
+            Failure::Fatal(e)
+                if status == 410 && e.error_code.as_deref() == Some("PipelineRestarted") =>
+            {
+                CompletionOutcome::Restarted(e)
+            }
             Failure::Transient(e) => CompletionOutcome::Transient(e),
             Failure::Fatal(e) => CompletionOutcome::Fatal(e),
         };
