@@ -1,1 +1,21 @@
 //! Feldera HTTP API: request builders and response classification.
+//!
+//! The core builds every Feldera URL and body and reads every answer; shells only execute
+//! [`HttpRequest`]s and hand back a [`Reply`].
+
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
+pub mod query;
+pub mod request;
+pub mod response;
+
+pub use query::{
+    classify_commit_transaction, classify_query, classify_start_transaction, CommitOutcome,
+    QueryOutcome, StartTransactionOutcome,
+};
+pub use request::{EndpointError, FelderaEndpoint, HttpRequest, Method};
+pub use response::{
+    body_prefix, classify_completion, classify_ingress, classify_pipeline, error_from,
+    is_transient_status, CompletionOutcome, FelderaError, IngressOutcome, ParseErrorSummary,
+    PipelineOutcome, Reply, BODY_PREFIX_BYTES,
+};

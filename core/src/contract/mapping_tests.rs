@@ -1,0 +1,370 @@
+use super::*;
+use crate::contract::{Field, SqlType};
+use crate::pgoutput::RelationColumn;
+use insta::assert_snapshot;
+
+const BOOL: u32 = 16;
+const INT8: u32 = 20;
+const INT4: u32 = 23;
+const TEXT: u32 = 25;
+
+fn relation(identity: ReplicaIdentity, columns: &[(&str, u32, bool)]) -> Relation {
+    Relation {
+        oid: 16384,
+        namespace: "public".into(),
+        name: "users".into(),
+        replica_identity: identity,
+        columns: columns
+            .iter()
+            .map(|(name, type_oid, in_identity)| RelationColumn {
+                in_replica_identity: *in_identity,
+                name: (*name).into(),
+                type_oid: *type_oid,
+                type_modifier: -1,
+            })
+            .collect(),
+    }
+}
+
+fn field(name: Name, sql: SqlType, nullable: bool) -> Field {
+    Field {
+        name,
+        columntype: ColumnType::new(sql, nullable),
+    }
+}
+
+fn table(fields: Vec<Field>, key: Option<&[&str]>) -> Table {
+    Table {
+        name: Name::unquoted("users"),
+        primary_key: key.map(|k| k.iter().map(|n| Name::unquoted(n)).collect()),
+        fields,
+        materialized: false,
+    }
+}
+
+fn users_table() -> Table {
+    table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::unquoted("name"), SqlType::Varchar, true),
+        ],
+        Some(&["id"]),
+    )
+}
+
+const STRICT: MappingOptions = MappingOptions {
+    require_primary_key: true,
+};
+
+fn columns_of(mapping: &ColumnMapping) -> Vec<Option<usize>> {
+    mapping
+        .fields
+        .iter()
+        .map(|f| f.source.as_ref().map(|s| s.column))
+        .collect()
+}
+
+#[test]
+fn fields_follow_schema_order_with_column_indices_plans_and_key() {
+    let rel = relation(
+        ReplicaIdentity::Default,
+        &[("name", TEXT, false), ("id", INT8, true)],
+    );
+    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    assert_eq!(columns_of(&mapping), vec![Some(1), Some(0)]);
+    assert_eq!(mapping.fields[0].json_key, "\"id\"");
+    assert!(!mapping.fields[0].nullable);
+    let plans: Vec<u32> = mapping
+        .fields
+        .iter()
+        .filter_map(|f| f.source.as_ref().map(|s| s.plan.pg_type))
+        .collect();
+    assert_eq!(plans, vec![INT8, TEXT]);
+    assert_eq!(
+        mapping.key,
+        Some(vec![KeyField {
+            field: 0,
+            column: 1
+        }])
+    );
+    assert_eq!(mapping.key_coverage, KeyCoverage::Covered);
+    assert!(mapping.warnings().is_empty());
+    assert_eq!(mapping.source.to_string(), "public.users");
+}
+
+#[test]
+fn postgres_column_names_match_unquoted_fields_in_any_case() {
+    let rel = relation(
+        ReplicaIdentity::Default,
+        &[("ID", INT8, true), ("Name", TEXT, false)],
+    );
+    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    assert_eq!(columns_of(&mapping), vec![Some(0), Some(1)]);
+    // What is sent is spelled from the schema, not from PostgreSQL.
+    assert_eq!(mapping.fields[1].json_key, "\"name\"");
+}
+
+#[test]
+fn quoted_fields_match_only_the_exact_postgres_name() {
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::quoted("Name"), SqlType::Varchar, true),
+        ],
+        Some(&["id"]),
+    );
+    let rel = relation(
+        ReplicaIdentity::Default,
+        &[("id", INT8, true), ("name", TEXT, false)],
+    );
+    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    assert_eq!(columns_of(&mapping), vec![Some(0), None]);
+    assert_eq!(mapping.absent_nullable, vec![Name::quoted("Name")]);
+    assert_eq!(mapping.skipped_columns, vec!["name".to_owned()]);
+}
+
+#[test]
+fn exact_matches_are_claimed_before_case_insensitive_ones() {
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::quoted("ID"), SqlType::BigInt, true),
+        ],
+        Some(&["id"]),
+    );
+    let rel = relation(
+        ReplicaIdentity::Default,
+        &[("ID", INT8, false), ("id", INT8, true)],
+    );
+    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    assert_eq!(columns_of(&mapping), vec![Some(1), Some(0)]);
+}
+
+#[test]
+fn two_postgres_columns_differing_in_case_are_ambiguous_for_an_unquoted_field() {
+    let rel = relation(
+        ReplicaIdentity::Default,
+        &[
+            ("id", INT8, true),
+            ("Name", TEXT, false),
+            ("NAME", TEXT, false),
+        ],
+    );
+    let err = plan_mapping(&rel, &users_table(), STRICT).unwrap_err();
+    assert_snapshot!(err, @"cannot map PostgreSQL table public.users to Feldera table users:
+  - Feldera column name matches PostgreSQL columns Name, NAME (names differing only in case); accepted: one match, e.g. a quoted Feldera column name");
+}
+
+#[test]
+fn extra_postgres_columns_are_skipped_and_reported_once() {
+    let rel = relation(
+        ReplicaIdentity::Default,
+        &[
+            ("id", INT8, true),
+            ("secret", TEXT, false),
+            ("name", TEXT, false),
+            ("pw", TEXT, false),
+        ],
+    );
+    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    assert_eq!(
+        mapping.skipped_columns,
+        vec!["secret".to_owned(), "pw".to_owned()]
+    );
+    assert_eq!(
+        mapping.warnings(),
+        vec!["public.users -> users: PostgreSQL column(s) secret, pw have no Feldera column and are not sent".to_owned()]
+    );
+}
+
+#[test]
+fn nullable_feldera_columns_missing_in_postgres_are_allowed_and_recorded() {
+    let rel = relation(ReplicaIdentity::Default, &[("id", INT8, true)]);
+    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    assert_eq!(columns_of(&mapping), vec![Some(0), None]);
+    assert_eq!(mapping.absent_nullable, vec![Name::unquoted("name")]);
+    assert_snapshot!(mapping.warnings().join("\n"), @"public.users -> users: Feldera column(s) name have no PostgreSQL column and stay NULL");
+}
+
+#[test]
+fn not_null_feldera_columns_missing_in_postgres_are_refused_all_at_once() {
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::unquoted("email"), SqlType::Varchar, false),
+        ],
+        None,
+    );
+    let rel = relation(ReplicaIdentity::Default, &[("name", TEXT, false)]);
+    let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
+    assert_snapshot!(err, @"cannot map PostgreSQL table public.users to Feldera table users:
+  - Feldera column id (BIGINT NOT NULL) has no PostgreSQL column; accepted: a PostgreSQL column of that name, or a nullable Feldera column
+  - Feldera column email (VARCHAR NOT NULL) has no PostgreSQL column; accepted: a PostgreSQL column of that name, or a nullable Feldera column
+  - the Feldera table has no PRIMARY KEY, so replayed changes would be counted twice; accepted: a PRIMARY KEY in the Feldera program, or FELDERA_REQUIRE_PRIMARY_KEY=false");
+}
+
+#[test]
+fn a_key_column_missing_in_postgres_is_refused_even_when_nullable() {
+    let t = table(
+        vec![field(Name::unquoted("id"), SqlType::BigInt, true)],
+        Some(&["id"]),
+    );
+    let rel = relation(ReplicaIdentity::Default, &[("other", INT8, true)]);
+    let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
+    assert_eq!(
+        err.problems,
+        vec![MappingProblem::MissingKey {
+            field: Name::unquoted("id")
+        }]
+    );
+}
+
+#[test]
+fn type_pairs_are_checked_and_refusals_name_table_column_and_field() {
+    let ok = relation(
+        ReplicaIdentity::Default,
+        &[("id", INT8, true), ("name", TEXT, false)],
+    );
+    assert!(plan_mapping(&ok, &users_table(), STRICT).is_ok());
+
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::unquoted("flag"), SqlType::Boolean, true),
+        ],
+        Some(&["id"]),
+    );
+    let bad = relation(
+        ReplicaIdentity::Default,
+        &[("id", BOOL, true), ("flag", INT4, false)],
+    );
+    let err = plan_mapping(&bad, &t, STRICT).unwrap_err();
+    let refused: Vec<(String, String)> = err
+        .problems
+        .iter()
+        .filter_map(|p| match p {
+            MappingProblem::Unsupported { field, column, .. } => {
+                Some((field.to_string(), column.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        vec![("id".into(), "id".into()), ("flag".into(), "flag".into())]
+    );
+    let text = err.to_string();
+    assert!(text.starts_with("cannot map PostgreSQL table public.users to Feldera table users:\n  - column id -> id: "), "{text}");
+}
+
+#[test]
+fn tables_without_primary_key_are_refused_unless_allowed() {
+    let t = table(
+        vec![field(Name::unquoted("id"), SqlType::BigInt, false)],
+        None,
+    );
+    let rel = relation(ReplicaIdentity::Full, &[("id", INT8, true)]);
+    let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
+    assert_eq!(err.problems, vec![MappingProblem::NoPrimaryKey]);
+    let lax = MappingOptions {
+        require_primary_key: false,
+    };
+    let mapping = plan_mapping(&rel, &t, lax).unwrap();
+    assert_eq!(mapping.key, None);
+    assert_eq!(mapping.key_coverage, KeyCoverage::Covered);
+}
+
+#[test]
+fn keyless_tables_need_replica_identity_full() {
+    let t = table(
+        vec![field(Name::unquoted("id"), SqlType::BigInt, false)],
+        None,
+    );
+    let rel = relation(ReplicaIdentity::Default, &[("id", INT8, true)]);
+    let lax = MappingOptions {
+        require_primary_key: false,
+    };
+    let mapping = plan_mapping(&rel, &t, lax).unwrap();
+    assert_eq!(
+        mapping.key_coverage,
+        KeyCoverage::NeedsFullRow {
+            identity: ReplicaIdentity::Default
+        }
+    );
+    assert_snapshot!(mapping.key_coverage, @"the Feldera table has no primary key, so deletes must carry the whole row, but REPLICA IDENTITY is DEFAULT; set REPLICA IDENTITY FULL or give the Feldera table a key");
+}
+
+#[test]
+fn key_coverage_reports_feldera_key_columns_outside_the_replica_identity() {
+    let t = table(
+        vec![
+            field(Name::unquoted("tenant"), SqlType::BigInt, false),
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+        ],
+        Some(&["tenant", "id"]),
+    );
+    let rel = relation(
+        ReplicaIdentity::Index,
+        &[("id", INT8, true), ("tenant", INT8, false)],
+    );
+    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    assert_eq!(
+        mapping.key,
+        Some(vec![
+            KeyField {
+                field: 0,
+                column: 1
+            },
+            KeyField {
+                field: 1,
+                column: 0
+            }
+        ])
+    );
+    assert_snapshot!(mapping.key_coverage, @"Feldera key column(s) tenant are not in the replica identity (USING INDEX), so deletes and key changes cannot name the Feldera row; make the PostgreSQL key match or set REPLICA IDENTITY FULL");
+}
+
+#[test]
+fn a_wider_replica_identity_covers_a_narrower_feldera_key() {
+    let rel = relation(
+        ReplicaIdentity::Default,
+        &[("id", INT8, true), ("name", TEXT, true)],
+    );
+    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    assert!(mapping.key_coverage.is_covered());
+}
+
+#[test]
+fn identity_full_covers_and_nothing_never_does() {
+    let full = relation(
+        ReplicaIdentity::Full,
+        &[("id", INT8, true), ("name", TEXT, true)],
+    );
+    assert!(plan_mapping(&full, &users_table(), STRICT)
+        .unwrap()
+        .key_coverage
+        .is_covered());
+    let nothing = relation(
+        ReplicaIdentity::Nothing,
+        &[("id", INT8, false), ("name", TEXT, false)],
+    );
+    let mapping = plan_mapping(&nothing, &users_table(), STRICT).unwrap();
+    assert_eq!(mapping.key_coverage, KeyCoverage::IdentityNothing);
+    assert_eq!(mapping.warnings().len(), 1);
+}
+
+#[test]
+fn a_postgres_table_without_key_under_default_identity_misses_every_key_column() {
+    let rel = relation(
+        ReplicaIdentity::Default,
+        &[("id", INT8, false), ("name", TEXT, false)],
+    );
+    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    assert_eq!(
+        mapping.key_coverage,
+        KeyCoverage::Missing {
+            identity: ReplicaIdentity::Default,
+            missing: vec![Name::unquoted("id")]
+        }
+    );
+}

@@ -1,0 +1,252 @@
+use super::*;
+use crate::contract::{ColumnType, Name, SqlType};
+use insta::assert_snapshot;
+
+/// FELDERA.md's relation example, verbatim.
+const RELATION_T: &str = r#"{"name":"t","case_sensitive":false,
+ "fields":[{"name":"id","case_sensitive":false,"columntype":{"type":"BIGINT","nullable":false}},
+           {"name":"amount","case_sensitive":false,"columntype":{"type":"DECIMAL","nullable":true,"precision":10,"scale":2}},
+           {"name":"tags","case_sensitive":false,"columntype":{"type":"ARRAY","nullable":true,"component":{"type":"VARCHAR","nullable":true,"precision":-1}}}],
+ "primary_key":["id"],"materialized":false,"properties":{}}"#;
+
+const ERROR_VIEW: &str = r#"{"name":"error_view","case_sensitive":false,"fields":[
+ {"name":"table_or_view_name","case_sensitive":false,"columntype":{"type":"VARCHAR","nullable":false,"precision":-1}}],
+ "materialized":false,"properties":{}}"#;
+
+fn pipeline_with(inputs: &str, outputs: &str) -> String {
+    format!(
+        r#"{{"name":"p","program_status":"Success","deployment_status":"Running",
+            "program_info":{{"schema":{{"inputs":[{inputs}],"outputs":[{outputs}]}},"udf_stubs":""}}}}"#
+    )
+}
+
+fn schema_error(body: &str) -> SchemaError {
+    parse_program_schema(body.as_bytes()).unwrap_err()
+}
+
+fn column(name: &str, columntype: &str) -> String {
+    format!(r#"{{"name":"{name}","case_sensitive":false,"columntype":{columntype}}}"#)
+}
+
+fn single_input(fields: &[String]) -> String {
+    format!(
+        r#"{{"inputs":[{{"name":"t","case_sensitive":false,"fields":[{}]}}],"outputs":[]}}"#,
+        fields.join(",")
+    )
+}
+
+#[test]
+fn feldera_md_relation_example_parses_into_typed_fields() {
+    let info = parse_pipeline(pipeline_with(RELATION_T, ERROR_VIEW).as_bytes()).unwrap();
+    assert_eq!(info.name.as_deref(), Some("p"));
+    assert_eq!(info.program_status.as_deref(), Some("Success"));
+    assert_eq!(info.deployment_status.as_deref(), Some("Running"));
+    let schema = info.schema;
+    assert_eq!(schema.inputs.len(), 1);
+    assert!(schema.unreadable.is_empty());
+    let t = &schema.inputs[0];
+    assert_eq!(t.name, Name::unquoted("t"));
+    assert_eq!(t.primary_key, Some(vec![Name::unquoted("id")]));
+    assert!(!t.materialized);
+    assert!(t.queryable(), "a table with a primary key is queryable");
+    let types: Vec<ColumnType> = t.fields.iter().map(|f| f.columntype.clone()).collect();
+    assert_eq!(
+        types,
+        vec![
+            ColumnType::new(SqlType::BigInt, false),
+            ColumnType::decimal(10, 2, true),
+            ColumnType::array_of(
+                ColumnType::new(SqlType::Varchar, true).with_precision(-1),
+                true
+            ),
+        ]
+    );
+    assert_eq!(schema.outputs.len(), 1);
+    assert_eq!(schema.outputs[0].name, Name::unquoted("error_view"));
+}
+
+#[test]
+fn absent_primary_key_is_none_and_only_materialized_tables_stay_queryable() {
+    let body = r#"{"inputs":[
+        {"name":"bag","case_sensitive":false,"fields":[],"materialized":false},
+        {"name":"kept","case_sensitive":false,"fields":[],"materialized":true}],"outputs":[]}"#;
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    assert_eq!(schema.inputs[0].primary_key, None);
+    assert!(!schema.inputs[0].queryable());
+    assert!(schema.inputs[1].queryable());
+}
+
+#[test]
+fn type_names_are_case_insensitive_and_nested_types_convert() {
+    let body = single_input(&[
+        column("ts", r#"{"type":"timestamp_tz","nullable":true}"#),
+        column(
+            "m",
+            r#"{"type":"Map","nullable":true,"key":{"type":"VARCHAR","nullable":false},"value":{"type":"INTEGER","nullable":true}}"#,
+        ),
+        column(
+            "s",
+            r#"{"nullable":false,"fields":[{"name":"X","case_sensitive":true,"columntype":{"type":"uuid","nullable":true}}]}"#,
+        ),
+    ]);
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    let fields = &schema.inputs[0].fields;
+    assert_eq!(fields[0].columntype.sql, SqlType::TimestampTz);
+    let map = &fields[1].columntype;
+    assert_eq!(map.sql, SqlType::Map);
+    assert_eq!(map.key.as_deref().map(|k| k.sql), Some(SqlType::Varchar));
+    assert_eq!(map.value.as_deref().map(|v| v.sql), Some(SqlType::Integer));
+    let st = &fields[2].columntype;
+    assert_eq!(st.sql, SqlType::Struct);
+    assert_eq!(st.fields[0].name, Name::quoted("X"));
+    assert_eq!(st.fields[0].columntype.sql, SqlType::Uuid);
+}
+
+#[test]
+fn case_sensitive_names_and_key_spelling_are_kept() {
+    let body = r#"{"inputs":[{"name":"TaBle","case_sensitive":true,"fields":[
+        {"name":"Id","case_sensitive":true,"columntype":{"type":"INTEGER","nullable":false}}],
+        "primary_key":["Id"]}],"outputs":[]}"#;
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    assert_eq!(schema.inputs[0].name, Name::quoted("TaBle"));
+    assert_eq!(schema.inputs[0].primary_key, Some(vec![Name::quoted("Id")]));
+}
+
+#[test]
+fn null_program_info_says_the_pipeline_is_not_compiled() {
+    let body = r#"{"name":"p","program_status":"CompilingSql","program_info":null}"#;
+    let err = parse_pipeline(body.as_bytes()).unwrap_err();
+    assert_eq!(
+        err,
+        SchemaError::NotCompiled {
+            program_status: Some("CompilingSql".into())
+        }
+    );
+    assert_snapshot!(err, @"the Feldera pipeline is not compiled yet (program_info is null, program_status: CompilingSql): its schema exists only once the SQL program compiles; wait for compilation or fix the program");
+}
+
+#[test]
+fn failed_compilation_status_objects_are_named() {
+    let body = r#"{"program_status":{"SqlError":[{"message":"x"}]},"program_info":null}"#;
+    let err = parse_pipeline(body.as_bytes()).unwrap_err();
+    assert_eq!(
+        err,
+        SchemaError::NotCompiled {
+            program_status: Some("SqlError".into())
+        }
+    );
+}
+
+#[test]
+fn an_answer_without_program_info_is_refused_with_the_reason() {
+    let err = parse_pipeline(br#"{"name":"p"}"#).unwrap_err();
+    assert_snapshot!(err, @"Feldera schema at `program_info`: the answer has no `program_info`; accepted: the full pipeline GET answer (no `selector` that omits the program)");
+}
+
+#[test]
+fn unknown_type_names_list_the_accepted_ones() {
+    let body = single_input(&[
+        column("a", r#"{"type":"BIGINT","nullable":true}"#),
+        column("b", r#"{"type":"INTERVAL_DAY","nullable":true}"#),
+    ]);
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    assert!(schema.inputs.is_empty());
+    assert_eq!(schema.unreadable.len(), 1);
+    assert_eq!(schema.unreadable[0].side, Side::Input);
+    assert_snapshot!(schema.unreadable[0].error, @"Feldera schema at `inputs[0].fields[1].columntype.type`: unknown column type `INTERVAL_DAY`; accepted: BOOLEAN, TINYINT, SMALLINT, INTEGER, BIGINT, REAL, DOUBLE, DECIMAL, CHAR, VARCHAR, BINARY, VARBINARY, TIME, DATE, TIMESTAMP, TIMESTAMP_TZ, UUID, VARIANT, ARRAY, MAP, STRUCT (or no `type`, with `fields`)");
+}
+
+#[test]
+fn a_view_with_an_unmodelled_type_does_not_fail_the_schema() {
+    let view = r#"{"name":"v","case_sensitive":false,"fields":[
+        {"name":"d","case_sensitive":false,"columntype":{"type":"INTERVAL_DAY","nullable":false}}]}"#;
+    let info = parse_pipeline(pipeline_with(RELATION_T, view).as_bytes()).unwrap();
+    assert_eq!(info.schema.inputs.len(), 1);
+    assert!(info.schema.outputs.is_empty());
+    assert_eq!(info.schema.unreadable[0].name, Name::unquoted("v"));
+    assert_eq!(info.schema.unreadable[0].side, Side::Output);
+}
+
+#[test]
+fn an_array_without_component_is_refused_at_its_path() {
+    let body = single_input(&[column("a", r#"{"type":"ARRAY","nullable":true}"#)]);
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    assert_snapshot!(schema.unreadable[0].error, @"Feldera schema at `inputs[0].fields[0].columntype.component`: an ARRAY column type has no `component`; accepted: `component` describing the element type");
+}
+
+#[test]
+fn a_map_without_value_is_refused_at_its_path() {
+    let body = single_input(&[column(
+        "m",
+        r#"{"type":"MAP","nullable":true,"key":{"type":"INTEGER","nullable":false}}"#,
+    )]);
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    assert_snapshot!(schema.unreadable[0].error, @"Feldera schema at `inputs[0].fields[0].columntype.value`: a MAP column type has no `value`; accepted: `value` describing the value type");
+}
+
+#[test]
+fn a_primary_key_naming_no_column_is_refused_listing_the_columns() {
+    let body = r#"{"inputs":[{"name":"t","fields":[
+        {"name":"a","columntype":{"type":"INTEGER","nullable":false}},
+        {"name":"B","case_sensitive":true,"columntype":{"type":"INTEGER","nullable":false}}],
+        "primary_key":["id"]}],"outputs":[]}"#;
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    assert_snapshot!(schema.unreadable[0].error, @r#"Feldera schema at `inputs[0].primary_key[0]`: key column `id` is not a column of the relation; accepted: one of its columns: a, "B""#);
+}
+
+#[test]
+fn duplicate_column_names_are_refused() {
+    let body = r#"{"inputs":[{"name":"t","fields":[
+        {"name":"a","columntype":{"type":"INTEGER","nullable":false}},
+        {"name":"a","case_sensitive":true,"columntype":{"type":"INTEGER","nullable":false}}]}],"outputs":[]}"#;
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    assert_snapshot!(schema.unreadable[0].error, @r#"Feldera schema at `inputs[0].fields[1].name`: column "a" repeats column a; accepted: distinct column names"#);
+}
+
+#[test]
+fn wrong_json_shapes_name_the_path() {
+    let err = schema_error(
+        r#"{"inputs":[{"name":"t","fields":[{"name":"a","columntype":{"type":"INTEGER"}}]}],"outputs":[]}"#,
+    );
+    let SchemaError::Invalid { path, problem, .. } = &err else {
+        panic!("expected Invalid, got {err:?}");
+    };
+    assert_eq!(path, "inputs[0].fields[0].columntype");
+    assert!(problem.contains("missing field `nullable`"), "{problem}");
+
+    let err = schema_error(r#"{"inputs":{},"outputs":[]}"#);
+    assert!(
+        matches!(&err, SchemaError::Invalid { path, .. } if path == "inputs"),
+        "{err:?}"
+    );
+
+    let err =
+        parse_pipeline(br#"{"program_info":{"schema":{"inputs":[{"name":7}],"outputs":[]}}}"#)
+            .unwrap_err();
+    assert!(
+        matches!(&err, SchemaError::Invalid { path, .. } if path == "program_info.schema.inputs[0].name"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn non_json_and_non_object_answers_are_refused() {
+    assert!(matches!(
+        parse_pipeline(b"<html>bad gateway</html>"),
+        Err(SchemaError::NotJson { .. })
+    ));
+    let err = parse_pipeline(b"[1,2]").unwrap_err();
+    assert_snapshot!(err, @"Feldera schema at ``: the answer is an array; accepted: an object with `program_info` (Feldera's pipeline GET answer)");
+}
+
+#[test]
+fn deeply_nested_garbage_is_an_error_not_a_crash() {
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    assert!(parse_pipeline(deep.as_bytes()).is_err());
+    let mut nested = String::from(r#"{"type":"INTEGER","nullable":true}"#);
+    for _ in 0..200 {
+        nested = format!(r#"{{"type":"ARRAY","nullable":true,"component":{nested}}}"#);
+    }
+    let body = single_input(&[column("a", &nested)]);
+    assert!(parse_program_schema(body.as_bytes()).is_err());
+}

@@ -1,0 +1,284 @@
+//! Every HTTP request slotline makes against Feldera, built from a base URL and a pipeline
+//! name.
+//!
+//! Owns URL spelling (percent-encoding of pipeline, table, token and SQL; one spelling per
+//! table, so Feldera counts one ingress endpoint per table) and the `Authorization` header.
+//! Never sends anything and never assigns request ids: the pipeline wraps these requests
+//! with its own ids and the shells execute them.
+
+use crate::contract::names::percent_encode_component;
+use crate::contract::Name;
+use bytes::Bytes;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    Get,
+    Post,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A request for a shell to execute as it is.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: Method,
+    pub url: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Bytes,
+    /// Give up after this long and report a transport failure.
+    pub timeout_ms: u64,
+}
+
+impl HttpRequest {
+    /// A header's value by case-insensitive name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl fmt::Debug for HttpRequest {
+    /// Never prints the API key, nor the body (which may be megabytes of rows).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                if name.eq_ignore_ascii_case("authorization") {
+                    (*name, "<redacted>")
+                } else {
+                    (*name, value.as_str())
+                }
+            })
+            .collect();
+        f.debug_struct("HttpRequest")
+            .field("method", &self.method)
+            .field("url", &self.url)
+            .field("headers", &headers)
+            .field("body_bytes", &self.body.len())
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+/// `FELDERA_URL`, `FELDERA_PIPELINE` or `FELDERA_API_KEY` cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointError {
+    pub variable: &'static str,
+    pub problem: String,
+    pub accepted: &'static str,
+}
+
+impl fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}; accepted: {}",
+            self.variable, self.problem, self.accepted
+        )
+    }
+}
+
+impl std::error::Error for EndpointError {}
+
+/// One Feldera pipeline's API: builds every request slotline makes against it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FelderaEndpoint {
+    /// Without trailing slash.
+    base_url: String,
+    pipeline: String,
+    /// `{base_url}/v0/pipelines/{encoded pipeline}`.
+    pipeline_url: String,
+    /// `Bearer <key>`, when a key is configured.
+    authorization: Option<String>,
+}
+
+impl fmt::Debug for FelderaEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FelderaEndpoint")
+            .field("pipeline_url", &self.pipeline_url)
+            .field(
+                "api_key",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+impl FelderaEndpoint {
+    pub fn new(
+        base_url: &str,
+        pipeline: &str,
+        api_key: Option<&str>,
+    ) -> Result<FelderaEndpoint, EndpointError> {
+        let base_url = check_base_url(base_url)?;
+        if pipeline.is_empty() {
+            return Err(EndpointError {
+                variable: "FELDERA_PIPELINE",
+                problem: "the pipeline name is empty".into(),
+                accepted: "the name of an existing Feldera pipeline",
+            });
+        }
+        let authorization = match api_key {
+            None => None,
+            Some(key) if key.is_empty() || key.chars().any(|c| c.is_control() || c == ' ') => {
+                return Err(EndpointError {
+                    variable: "FELDERA_API_KEY",
+                    // Never echo the key itself.
+                    problem: "the API key is empty or contains spaces or control characters".into(),
+                    accepted:
+                        "a Feldera API key (printable characters, no spaces), or leave it unset",
+                });
+            }
+            Some(key) => Some(format!("Bearer {key}")),
+        };
+        let pipeline_url = format!(
+            "{base_url}/v0/pipelines/{}",
+            percent_encode_component(pipeline)
+        );
+        Ok(FelderaEndpoint {
+            base_url,
+            pipeline: pipeline.to_owned(),
+            pipeline_url,
+            authorization,
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    pub fn pipeline(&self) -> &str {
+        &self.pipeline
+    }
+
+    /// `GET /v0/pipelines/{p}`: status and program schema.
+    pub fn get_pipeline(&self, timeout_ms: u64) -> HttpRequest {
+        self.request(
+            Method::Get,
+            self.pipeline_url.clone(),
+            Bytes::new(),
+            timeout_ms,
+        )
+    }
+
+    /// The ingress URL of a table: always this spelling and these parameters, so that
+    /// Feldera sees one endpoint per table (it limits distinct ingress endpoints).
+    pub fn ingress_url(&self, table: &Name) -> String {
+        format!(
+            "{}/ingress/{}?format=json&update_format=insert_delete",
+            self.pipeline_url,
+            table.url_segment()
+        )
+    }
+
+    /// `POST .../ingress/{table}` with an already encoded NDJSON body.
+    pub fn ingress(&self, table: &Name, body: Bytes, timeout_ms: u64) -> HttpRequest {
+        let mut request = self.request(Method::Post, self.ingress_url(table), body, timeout_ms);
+        request
+            .headers
+            .push(("Content-Type", "application/json".to_owned()));
+        request
+    }
+
+    /// `GET .../completion_status?token=...`.
+    pub fn completion_status(&self, token: &str, timeout_ms: u64) -> HttpRequest {
+        let url = format!(
+            "{}/completion_status?token={}",
+            self.pipeline_url,
+            percent_encode_component(token)
+        );
+        self.request(Method::Get, url, Bytes::new(), timeout_ms)
+    }
+
+    /// `GET .../query?sql=...&format=json`: an ad-hoc query answered as NDJSON.
+    pub fn query(&self, sql: &str, timeout_ms: u64) -> HttpRequest {
+        let url = format!(
+            "{}/query?sql={}&format=json",
+            self.pipeline_url,
+            percent_encode_component(sql)
+        );
+        self.request(Method::Get, url, Bytes::new(), timeout_ms)
+    }
+
+    /// `POST .../start_transaction`.
+    pub fn start_transaction(&self, timeout_ms: u64) -> HttpRequest {
+        let url = format!("{}/start_transaction", self.pipeline_url);
+        self.request(Method::Post, url, Bytes::new(), timeout_ms)
+    }
+
+    /// `POST .../commit_transaction`.
+    pub fn commit_transaction(&self, timeout_ms: u64) -> HttpRequest {
+        let url = format!("{}/commit_transaction", self.pipeline_url);
+        self.request(Method::Post, url, Bytes::new(), timeout_ms)
+    }
+
+    fn request(&self, method: Method, url: String, body: Bytes, timeout_ms: u64) -> HttpRequest {
+        let mut headers = Vec::with_capacity(2);
+        if let Some(auth) = &self.authorization {
+            headers.push(("Authorization", auth.clone()));
+        }
+        HttpRequest {
+            method,
+            url,
+            headers,
+            body,
+            timeout_ms,
+        }
+    }
+}
+
+const BASE_URL_ACCEPTED: &str =
+    "http://host[:port][/path] or https://host[:port][/path], without query or fragment";
+
+/// Validates `FELDERA_URL` and drops trailing slashes (with or without, the same URLs).
+fn check_base_url(text: &str) -> Result<String, EndpointError> {
+    let refuse = |problem: String| EndpointError {
+        variable: "FELDERA_URL",
+        problem,
+        accepted: BASE_URL_ACCEPTED,
+    };
+    let text = text.trim();
+    let lower = text.to_ascii_lowercase();
+    let scheme_len = ["http://", "https://"]
+        .iter()
+        .find(|scheme| lower.starts_with(**scheme))
+        .map(|scheme| scheme.len());
+    let Some((scheme, rest)) = scheme_len.and_then(|n| Some((text.get(..n)?, text.get(n..)?)))
+    else {
+        return Err(refuse(format!(
+            "`{text}` is not an http:// or https:// URL"
+        )));
+    };
+    let rest = rest.trim_end_matches('/');
+    if rest.split('/').next().unwrap_or_default().is_empty() {
+        return Err(refuse(format!("`{text}` has no host")));
+    }
+    if let Some(c) = rest
+        .chars()
+        .find(|c| matches!(c, '?' | '#') || c.is_whitespace())
+    {
+        return Err(refuse(format!("`{text}` contains `{}`", c.escape_debug())));
+    }
+    Ok(format!("{scheme}{rest}"))
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

@@ -1,0 +1,143 @@
+use super::*;
+use insta::assert_snapshot;
+
+fn endpoint() -> FelderaEndpoint {
+    FelderaEndpoint::new("http://127.0.0.1:8080", "shop", None).unwrap()
+}
+
+#[test]
+fn pipeline_get_url_is_exact() {
+    let request = endpoint().get_pipeline(5_000);
+    assert_eq!(request.method, Method::Get);
+    assert_eq!(request.url, "http://127.0.0.1:8080/v0/pipelines/shop");
+    assert!(request.body.is_empty());
+    assert_eq!(request.timeout_ms, 5_000);
+    assert!(request.headers.is_empty());
+}
+
+#[test]
+fn base_url_with_or_without_trailing_slash_builds_the_same_urls() {
+    let with = FelderaEndpoint::new("https://feldera.example/api/", "p", None).unwrap();
+    let without = FelderaEndpoint::new("https://feldera.example/api", "p", None).unwrap();
+    assert_eq!(with, without);
+    assert_eq!(
+        with.get_pipeline(1).url,
+        "https://feldera.example/api/v0/pipelines/p"
+    );
+}
+
+#[test]
+fn ingress_uses_one_spelling_per_table_with_json_insert_delete() {
+    let e = endpoint();
+    let body = Bytes::from_static(b"{\"insert\":{\"id\":1}}\n");
+    let request = e.ingress(&Name::unquoted("users"), body.clone(), 30_000);
+    assert_eq!(request.method, Method::Post);
+    assert_eq!(
+        request.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/ingress/users?format=json&update_format=insert_delete"
+    );
+    assert_eq!(request.body, body);
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(e.ingress_url(&Name::unquoted("users")), request.url);
+}
+
+#[test]
+fn case_sensitive_tables_are_addressed_with_encoded_quotes() {
+    assert_eq!(
+        endpoint().ingress_url(&Name::quoted("TaBle")),
+        "http://127.0.0.1:8080/v0/pipelines/shop/ingress/%22TaBle%22?format=json&update_format=insert_delete"
+    );
+}
+
+#[test]
+fn pipeline_names_are_percent_encoded() {
+    let e = FelderaEndpoint::new("http://h:1", "my pipe/1", None).unwrap();
+    assert_eq!(
+        e.get_pipeline(1).url,
+        "http://h:1/v0/pipelines/my%20pipe%2F1"
+    );
+    assert_eq!(e.pipeline(), "my pipe/1");
+}
+
+#[test]
+fn completion_tokens_are_percent_encoded() {
+    let request = endpoint().completion_status("ab+c/d=", 1_000);
+    assert_eq!(request.method, Method::Get);
+    assert_eq!(
+        request.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/completion_status?token=ab%2Bc%2Fd%3D"
+    );
+}
+
+#[test]
+fn query_sql_is_url_encoded_and_asks_for_json() {
+    let request = endpoint().query(r#"SELECT "Id" FROM t WHERE name = 'a b'"#, 1_000);
+    assert_eq!(
+        request.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/query?sql=SELECT%20%22Id%22%20FROM%20t%20WHERE%20name%20%3D%20%27a%20b%27&format=json"
+    );
+}
+
+#[test]
+fn transactions_are_posts_to_their_endpoints() {
+    let start = endpoint().start_transaction(1);
+    let commit = endpoint().commit_transaction(1);
+    assert_eq!((start.method, commit.method), (Method::Post, Method::Post));
+    assert_eq!(
+        start.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/start_transaction"
+    );
+    assert_eq!(
+        commit.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/commit_transaction"
+    );
+}
+
+#[test]
+fn every_request_carries_the_bearer_key_when_configured() {
+    let e = FelderaEndpoint::new("http://h", "p", Some("apikey:s3cret")).unwrap();
+    for request in [
+        e.get_pipeline(1),
+        e.ingress(&Name::unquoted("t"), Bytes::new(), 1),
+        e.completion_status("t", 1),
+        e.query("SELECT 1", 1),
+        e.start_transaction(1),
+        e.commit_transaction(1),
+    ] {
+        assert_eq!(
+            request.header("Authorization"),
+            Some("Bearer apikey:s3cret")
+        );
+    }
+}
+
+#[test]
+fn debug_output_never_shows_the_api_key_or_body() {
+    let e = FelderaEndpoint::new("http://h", "p", Some("apikey:s3cret")).unwrap();
+    let request = e.ingress(
+        &Name::unquoted("t"),
+        Bytes::from_static(b"{\"insert\":{}}"),
+        7,
+    );
+    let printed = format!("{request:?} {e:?}");
+    assert!(!printed.contains("s3cret"), "{printed}");
+    assert_snapshot!(format!("{request:?}"), @r#"HttpRequest { method: Post, url: "http://h/v0/pipelines/p/ingress/t?format=json&update_format=insert_delete", headers: [("Authorization", "<redacted>"), ("Content-Type", "application/json")], body_bytes: 13, timeout_ms: 7 }"#);
+}
+
+#[test]
+fn bad_base_urls_pipelines_and_keys_are_refused_saying_what_is_accepted() {
+    let err = |url: &str| {
+        FelderaEndpoint::new(url, "p", None)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_snapshot!(err("localhost:8080"), @"FELDERA_URL: `localhost:8080` is not an http:// or https:// URL; accepted: http://host[:port][/path] or https://host[:port][/path], without query or fragment");
+    assert_snapshot!(err("http://"), @"FELDERA_URL: `http://` has no host; accepted: http://host[:port][/path] or https://host[:port][/path], without query or fragment");
+    assert!(err("http://h/?x=1").contains("contains `?`"));
+    assert!(FelderaEndpoint::new("HTTPS://H", "p", None).is_ok());
+    let empty = FelderaEndpoint::new("http://h", "", None).unwrap_err();
+    assert_eq!(empty.variable, "FELDERA_PIPELINE");
+    let key = FelderaEndpoint::new("http://h", "p", Some("a\r\nX-Evil: 1")).unwrap_err();
+    assert_eq!(key.variable, "FELDERA_API_KEY");
+    assert!(!key.to_string().contains("Evil"));
+}
