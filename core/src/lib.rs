@@ -19,9 +19,11 @@ pub mod error;
 pub mod feldera;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod io;
 pub mod lsn;
 pub mod outbox;
 pub mod pgoutput;
+pub mod pipeline;
 pub mod startup;
 pub mod status;
 pub mod time;

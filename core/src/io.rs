@@ -1,0 +1,140 @@
+//! The boundary between the core and a shell: what a shell feeds in (`Input`), what it
+//! must carry out (`Command`), and the drive contract (`Driver`).
+//!
+//! The drive contract, as in quinn and str0m: after constructing the core and after every
+//! `handle`, drain `poll_command` until it returns `None` and execute each command in order
+//! (each maps 1:1 to an I/O operation); then ask `poll_timeout` and wait for the first of:
+//! bytes or EOF on a PostgreSQL connection, an HTTP result, the deadline, a signal. Feed that
+//! back with the current time. A shell never branches on what a command means for the
+//! domain (LSNs, batches, retries): every such decision is the core's.
+
+use crate::config::SslMode;
+use crate::feldera::HttpRequest;
+use crate::time::Now;
+use crate::timer::Deadline;
+use bytes::Bytes;
+use std::fmt;
+
+/// Identifies one PostgreSQL connection for its whole life. Never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u32);
+
+impl fmt::Display for ConnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pg#{}", self.0)
+    }
+}
+
+/// Identifies one HTTP request. Never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HttpId(pub u64);
+
+impl fmt::Display for HttpId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "http#{}", self.0)
+    }
+}
+
+/// Something that happened, reported by a shell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The TCP connection asked for by `Command::PgConnect` is open.
+    PgConnected { conn: ConnId },
+    /// Bytes read from a PostgreSQL connection, in order, in any chunking.
+    PgBytes { conn: ConnId, bytes: Bytes },
+    /// The connection could not be opened, or broke, or the server closed it (`error` is
+    /// `None` on a clean end of stream). No further input arrives for it.
+    PgClosed { conn: ConnId, error: Option<String> },
+    /// An HTTP request finished with a status and a body (any status, 5xx included).
+    HttpDone {
+        id: HttpId,
+        status: u16,
+        body: Bytes,
+    },
+    /// An HTTP request failed without an answer (refused, reset, timed out).
+    HttpFailed { id: HttpId, error: String },
+    /// A deadline from `poll_timeout` passed (the core compares times itself; a spurious
+    /// tick is harmless).
+    Tick,
+    /// The operator asked for a graceful stop (SIGINT/SIGTERM).
+    Shutdown,
+}
+
+/// Log levels of `Command::Log`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// Something a shell must do, in the order given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Open a TCP connection and report `PgConnected` or `PgClosed`. The shell only moves
+    /// bytes: the core speaks the protocol, including authentication.
+    PgConnect {
+        conn: ConnId,
+        host: String,
+        port: u16,
+        sslmode: SslMode,
+    },
+    /// Write these bytes to the connection, in order.
+    PgWrite {
+        conn: ConnId,
+        bytes: Bytes,
+    },
+    /// Stop reading from the connection (backpressure) until `PgResumeRead`.
+    PgPauseRead {
+        conn: ConnId,
+    },
+    PgResumeRead {
+        conn: ConnId,
+    },
+    /// Close the connection; no input for it is wanted any more.
+    PgClose {
+        conn: ConnId,
+    },
+    /// Perform the request and report `HttpDone` or `HttpFailed` with the same id. Requests
+    /// may run concurrently; the core orders what must be ordered.
+    Http {
+        id: HttpId,
+        request: HttpRequest,
+    },
+    /// A line for the operator's log (already free of secrets).
+    Log {
+        level: Level,
+        message: String,
+    },
+    /// Exit the process now with this code, without any further I/O.
+    Exit {
+        code: i32,
+        reason: String,
+    },
+}
+
+/// Exit codes (DESIGN.md §4).
+pub mod exit {
+    /// Graceful stop.
+    pub const OK: i32 = 0;
+    /// Fatal data or contract error.
+    pub const FATAL: i32 = 1;
+    /// Usage or configuration error, before any side effect.
+    pub const USAGE: i32 = 2;
+    /// No durable progress within `NO_PROGRESS_TIMEOUT_SECS`.
+    pub const NO_PROGRESS: i32 = 69;
+    /// Crash injected by `CRASH_AT`.
+    pub const CRASH: i32 = 70;
+}
+
+/// The drive contract a shell relies on (see the module docs). The core's `Pipeline`
+/// implements it; shells are generic over it so they can be tested with a scripted core.
+pub trait Driver {
+    /// Feeds one input that happened at `now`.
+    fn handle(&mut self, now: Now, input: Input);
+    /// The next command to execute, or `None` when drained.
+    fn poll_command(&mut self) -> Option<Command>;
+    /// When to wake the core with `Input::Tick` if nothing else happens first.
+    fn poll_timeout(&self) -> Option<Deadline>;
+}
