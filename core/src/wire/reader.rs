@@ -117,6 +117,18 @@ impl<'a> Reader<'a> {
         Ok(text)
     }
 
+    /// A NUL-terminated byte string (without the NUL), in whatever encoding it came.
+    pub fn cstr_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let start = self.pos;
+        let rest = &self.buf[self.pos..];
+        let nul = rest
+            .iter()
+            .position(|b| *b == 0)
+            .ok_or(DecodeError::new(start, DecodeErrorKind::UnterminatedString))?;
+        self.pos += nul + 1;
+        Ok(&rest[..nul])
+    }
+
     /// Everything that is left.
     pub fn rest(&mut self) -> &'a [u8] {
         let out = &self.buf[self.pos..];
