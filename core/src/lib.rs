@@ -7,16 +7,25 @@
 //! tested without a database.
 #![forbid(unsafe_code)]
 
+pub mod ack;
+pub mod backoff;
+pub mod completion;
+pub mod config;
 pub mod conn;
 pub mod contract;
 pub mod copy;
+pub mod crash;
 pub mod error;
 pub mod feldera;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod lsn;
+pub mod outbox;
 pub mod pgoutput;
+pub mod startup;
+pub mod status;
 pub mod time;
+pub mod timer;
 pub mod value;
 pub mod wire;
 

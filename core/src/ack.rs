@@ -1,0 +1,328 @@
+//! The ack tracker: the only place a position to report to PostgreSQL is chosen.
+//!
+//! It owns three facts and the rules that join them:
+//! - the **received** position: the `wal_start` of the last XLogData read (never `wal_end`,
+//!   which is the server's WAL head, and never a zero start, which Relation messages carry);
+//! - the **commits** seen, each with the outbox batch that holds its last row;
+//! - which batches are **durable** (Feldera completed them), as a contiguous prefix.
+//!
+//! The **flush** position is the `end_lsn` (never the `commit_lsn`) of the last commit all of
+//! whose rows are in durable batches. Batches may finish out of order; like a transport's
+//! send buffer, only the contiguous durable prefix counts. An idle keepalive's `wal_end`
+//! may be acknowledged when no transaction is open and nothing is buffered or in flight:
+//! then everything below it has been read, and WAL written to unpublished tables is
+//! released. Positions never move backwards.
+//!
+//! It never decides when to send a status update or a batch; it only answers "how far".
+
+use crate::Lsn;
+use std::collections::{BTreeSet, VecDeque};
+
+/// A batch's sequence number in the outbox, starting at 1. Batch `n` is sent before `n+1`.
+pub type BatchSeq = u64;
+
+/// A commit waiting for its batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PendingCommit {
+    end_lsn: Lsn,
+    /// The highest batch holding rows of this commit or of anything before it.
+    needs: BatchSeq,
+}
+
+/// Tracks received, durable and acknowledgeable positions. See the module docs.
+#[derive(Clone, Debug, Default)]
+pub struct AckTracker {
+    received: Lsn,
+    flush: Lsn,
+    in_transaction: bool,
+    pending: VecDeque<PendingCommit>,
+    /// Every batch `<= durable_prefix` is durable.
+    durable_prefix: BatchSeq,
+    /// Durable batches beyond the prefix (finished out of order).
+    durable_ahead: BTreeSet<BatchSeq>,
+    /// The highest batch any commit has needed so far.
+    highest_needed: BatchSeq,
+}
+
+/// Why the flush position moved, for traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advance {
+    /// The last commit whose batches are all durable.
+    Commit {
+        end_lsn: Lsn,
+        through_batch: BatchSeq,
+    },
+    /// An idle keepalive: nothing open, buffered or in flight.
+    Idle { wal_end: Lsn },
+}
+
+impl AckTracker {
+    /// Starts from the slot's confirmed position (or zero when unknown): nothing below it is
+    /// ever reported as new progress.
+    pub fn new(confirmed: Lsn) -> AckTracker {
+        AckTracker {
+            received: confirmed,
+            flush: confirmed,
+            ..AckTracker::default()
+        }
+    }
+
+    pub fn received(&self) -> Lsn {
+        self.received
+    }
+
+    pub fn flush(&self) -> Lsn {
+        self.flush
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+
+    /// Commits seen whose rows are not all durable yet.
+    pub fn pending_commits(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// An XLogData record started at `wal_start` has been read.
+    pub fn on_wal_data(&mut self, wal_start: Lsn) {
+        if !wal_start.is_zero() {
+            self.received = self.received.max(wal_start);
+        }
+    }
+
+    pub fn on_begin(&mut self) {
+        self.in_transaction = true;
+    }
+
+    /// A commit was read. `last_batch` is the batch that holds (or will hold) its last row;
+    /// pass the last batch opened so far when the transaction carried no routed row, since
+    /// acknowledging it also acknowledges everything before it.
+    pub fn on_commit(&mut self, end_lsn: Lsn, last_batch: BatchSeq) -> Option<Advance> {
+        self.in_transaction = false;
+        self.highest_needed = self.highest_needed.max(last_batch);
+        self.pending.push_back(PendingCommit {
+            end_lsn,
+            needs: self.highest_needed,
+        });
+        self.release()
+    }
+
+    /// Feldera completed `batch` (or, in accepted mode, accepted it).
+    pub fn on_batch_durable(&mut self, batch: BatchSeq) -> Option<Advance> {
+        if batch > self.durable_prefix {
+            self.durable_ahead.insert(batch);
+        }
+        while self.durable_ahead.remove(&(self.durable_prefix + 1)) {
+            self.durable_prefix += 1;
+        }
+        self.release()
+    }
+
+    /// A primary keepalive. `idle` is the caller's word that nothing is buffered or in
+    /// flight; the tracker adds its own condition (no open transaction, no pending commit).
+    pub fn on_keepalive(&mut self, wal_end: Lsn, idle: bool) -> Option<Advance> {
+        if !idle || self.in_transaction || !self.pending.is_empty() || wal_end <= self.flush {
+            return None;
+        }
+        self.received = self.received.max(wal_end);
+        self.flush = wal_end;
+        Some(Advance::Idle { wal_end })
+    }
+
+    /// Forgets everything not durable: a new session replays it from the slot. Batches up
+    /// to `last_cut` belong to the old session and are void; the new session's first batch
+    /// is `last_cut + 1`.
+    pub fn reset_session(&mut self, last_cut: BatchSeq) {
+        *self = AckTracker {
+            durable_prefix: last_cut,
+            highest_needed: last_cut,
+            ..AckTracker::new(self.flush)
+        };
+    }
+
+    fn release(&mut self) -> Option<Advance> {
+        let mut advanced = None;
+        while let Some(front) = self.pending.front().copied() {
+            if front.needs > self.durable_prefix {
+                break;
+            }
+            self.pending.pop_front();
+            if front.end_lsn > self.flush {
+                self.flush = front.end_lsn;
+                advanced = Some(Advance::Commit {
+                    end_lsn: front.end_lsn,
+                    through_batch: front.needs,
+                });
+            }
+        }
+        advanced
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn commit_is_acknowledged_only_when_its_batch_is_durable() {
+        let mut ack = AckTracker::new(Lsn(100));
+        ack.on_begin();
+        ack.on_wal_data(Lsn(120));
+        assert_eq!(ack.on_commit(Lsn(200), 1), None);
+        assert_eq!(ack.flush(), Lsn(100));
+        assert_eq!(
+            ack.on_batch_durable(1),
+            Some(Advance::Commit {
+                end_lsn: Lsn(200),
+                through_batch: 1
+            })
+        );
+        assert_eq!(ack.flush(), Lsn(200));
+    }
+
+    #[test]
+    fn transaction_split_over_three_batches_waits_for_the_last() {
+        let mut ack = AckTracker::new(Lsn::ZERO);
+        ack.on_begin();
+        assert_eq!(ack.on_commit(Lsn(500), 3), None);
+        assert_eq!(ack.on_batch_durable(1), None);
+        assert_eq!(ack.on_batch_durable(2), None);
+        assert_eq!(ack.flush(), Lsn::ZERO);
+        assert!(ack.on_batch_durable(3).is_some());
+        assert_eq!(ack.flush(), Lsn(500));
+    }
+
+    #[test]
+    fn out_of_order_durability_advances_only_the_contiguous_prefix() {
+        let mut ack = AckTracker::new(Lsn::ZERO);
+        ack.on_commit(Lsn(10), 1);
+        ack.on_commit(Lsn(20), 2);
+        assert_eq!(ack.on_batch_durable(2), None);
+        assert_eq!(ack.flush(), Lsn::ZERO);
+        assert_eq!(
+            ack.on_batch_durable(1),
+            Some(Advance::Commit {
+                end_lsn: Lsn(20),
+                through_batch: 2
+            })
+        );
+    }
+
+    #[test]
+    fn commit_without_rows_waits_for_earlier_batches() {
+        let mut ack = AckTracker::new(Lsn::ZERO);
+        ack.on_commit(Lsn(10), 1);
+        assert_eq!(
+            ack.on_commit(Lsn(20), 0),
+            None,
+            "must not pass the earlier commit's batch"
+        );
+        assert!(ack.on_batch_durable(1).is_some());
+        assert_eq!(ack.flush(), Lsn(20));
+    }
+
+    #[test]
+    fn received_is_wal_start_and_ignores_zero() {
+        let mut ack = AckTracker::new(Lsn(50));
+        ack.on_wal_data(Lsn(80));
+        ack.on_wal_data(Lsn::ZERO);
+        ack.on_wal_data(Lsn(60));
+        assert_eq!(ack.received(), Lsn(80));
+    }
+
+    #[test]
+    fn idle_keepalive_is_acknowledged_but_not_with_open_transaction_or_work() {
+        let mut ack = AckTracker::new(Lsn(100));
+        assert_eq!(
+            ack.on_keepalive(Lsn(900), true),
+            Some(Advance::Idle { wal_end: Lsn(900) })
+        );
+        ack.on_begin();
+        assert_eq!(ack.on_keepalive(Lsn(1000), true), None, "open transaction");
+        ack.on_commit(Lsn(950), 1);
+        assert_eq!(ack.on_keepalive(Lsn(1000), true), None, "pending commit");
+        ack.on_batch_durable(1);
+        assert_eq!(
+            ack.on_keepalive(Lsn(1000), false),
+            None,
+            "caller has work in flight"
+        );
+        assert!(ack.on_keepalive(Lsn(1000), true).is_some());
+        assert_eq!(ack.flush(), Lsn(1000));
+    }
+
+    #[test]
+    fn session_reset_drops_pending_and_keeps_flush() {
+        let mut ack = AckTracker::new(Lsn::ZERO);
+        ack.on_commit(Lsn(10), 1);
+        ack.on_batch_durable(1);
+        ack.on_begin();
+        ack.on_commit(Lsn(20), 2);
+        ack.reset_session(2);
+        assert_eq!(
+            (ack.flush(), ack.pending_commits(), ack.in_transaction()),
+            (Lsn(10), 0, false)
+        );
+        // The new session's first batch is 3, and it alone makes its commit durable.
+        ack.on_begin();
+        assert_eq!(ack.on_commit(Lsn(20), 3), None);
+        assert!(ack.on_batch_durable(3).is_some());
+        assert_eq!(ack.flush(), Lsn(20));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Commit { gap: u64, rows_in_new_batch: bool },
+        Durable(u64),
+        Keepalive { ahead: u64, idle: bool },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (1..1000u64, any::<bool>()).prop_map(|(gap, rows_in_new_batch)| Step::Commit {
+                gap,
+                rows_in_new_batch
+            }),
+            (1..12u64).prop_map(Step::Durable),
+            (0..1000u64, any::<bool>()).prop_map(|(ahead, idle)| Step::Keepalive { ahead, idle }),
+        ]
+    }
+
+    proptest! {
+        /// The flush position never decreases and never passes the last commit whose
+        /// batches (and all earlier ones) are durable, except through an idle keepalive.
+        #[test]
+        fn flush_is_monotonic_and_never_ahead_of_durable_commits(steps in proptest::collection::vec(step(), 1..60)) {
+            let mut ack = AckTracker::new(Lsn::ZERO);
+            let mut end = 0u64;
+            let mut batch = 0u64;
+            let mut commits: Vec<(u64, u64)> = Vec::new();
+            let mut durable = BTreeSet::new();
+            let mut idle_floor = 0u64;
+            for s in steps {
+                let before = ack.flush();
+                match s {
+                    Step::Commit { gap, rows_in_new_batch } => {
+                        end += gap;
+                        if rows_in_new_batch { batch += 1; }
+                        commits.push((end, batch));
+                        ack.on_begin();
+                        ack.on_commit(Lsn(end), batch);
+                    }
+                    Step::Durable(b) => { durable.insert(b); ack.on_batch_durable(b); }
+                    Step::Keepalive { ahead, idle } => {
+                        if ack.on_keepalive(Lsn(end + ahead), idle).is_some() { idle_floor = end + ahead; }
+                    }
+                }
+                prop_assert!(ack.flush() >= before);
+                let prefix = (1..).take_while(|b| durable.contains(b)).last().unwrap_or(0);
+                // Only commits in order count: stop at the first that is not durable.
+                let mut in_order = 0;
+                for (e, b) in &commits { if *b <= prefix { in_order = *e; } else { break; } }
+                prop_assert!(ack.flush().0 <= in_order.max(idle_floor), "flush {} beyond durable {}", ack.flush(), in_order);
+            }
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! slotline's configuration: every option of DESIGN.md §3, parsed and validated from
+//! key/value pairs.
+//!
+//! The shells collect the pairs (flags and environment variables, with the variable names as
+//! keys) and hand them in; this module never reads the environment itself. Validation
+//! happens here, once, before any side effect: every error names the variable, the value it
+//! had and what is accepted, and the shells turn it into exit code 2.
+
+mod conninfo;
+mod parse;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use conninfo::{PgConnConfig, SslMode};
+use parse::{parse_bool, parse_enum, parse_u64_in};
+
+/// A secret (password, API key): usable, but never printed by `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The secret's value, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// When a batch counts as durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckMode {
+    /// Feldera's `completion_status` says `complete` (the safe default).
+    Completed,
+    /// HTTP 200 from ingress (unsafe: kept to demonstrate the loss).
+    Accepted,
+}
+
+/// How the target is seeded before streaming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotMode {
+    Initial,
+    Never,
+    Inconsistent,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The named boundaries where a test may crash the process (DESIGN.md §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CrashPoint {
+    BeforeSend,
+    AfterSend,
+    AfterComplete,
+    AfterAck,
+    SnapshotAfterSlot,
+    SnapshotMidCopy,
+    SnapshotBeforeComplete,
+    RetractAfterQuery,
+    RetractMidDelete,
+}
+
+impl CrashPoint {
+    pub const ALL: [(CrashPoint, &'static str); 9] = [
+        (CrashPoint::BeforeSend, "before_send"),
+        (CrashPoint::AfterSend, "after_send"),
+        (CrashPoint::AfterComplete, "after_complete"),
+        (CrashPoint::AfterAck, "after_ack"),
+        (CrashPoint::SnapshotAfterSlot, "snapshot_after_slot"),
+        (CrashPoint::SnapshotMidCopy, "snapshot_mid_copy"),
+        (
+            CrashPoint::SnapshotBeforeComplete,
+            "snapshot_before_complete",
+        ),
+        (CrashPoint::RetractAfterQuery, "retract_after_query"),
+        (CrashPoint::RetractMidDelete, "retract_mid_delete"),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map_or("?", |(_, n)| n)
+    }
+}
+
+/// `CRASH_AT` with `CRASH_AFTER_BATCHES`: exit 70 the N-th time `point` is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashSpec {
+    pub point: CrashPoint,
+    pub after: u64,
+}
+
+/// Which tables go where, as written by the user; `contract::routes` parses and checks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TablesSpec {
+    /// `TABLES=users,items` or `users:USERS,public.items:lineitems`.
+    List(String),
+    /// `PG_TABLE` with an optional `FELDERA_TABLE` (defaults to the PostgreSQL name).
+    Single {
+        pg_table: String,
+        feldera_table: Option<String>,
+    },
+}
+
+/// Every option of DESIGN.md §3, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub pg: PgConnConfig,
+    pub publication: String,
+    pub slot: String,
+    pub tables: TablesSpec,
+    pub feldera_url: String,
+    pub feldera_pipeline: String,
+    pub feldera_api_key: Option<Secret>,
+    pub ack_mode: AckMode,
+    pub require_primary_key: bool,
+    pub completion_timeout_ms: u64,
+    pub snapshot_mode: SnapshotMode,
+    pub state_dir: String,
+    pub batch_max_rows: u64,
+    pub batch_max_bytes: u64,
+    pub batch_linger_ms: u64,
+    pub no_progress_timeout_secs: u64,
+    pub shutdown_confirm_ms: u64,
+    pub log_format: LogFormat,
+    pub crash: Option<CrashSpec>,
+}
+
+/// A configuration error: the variable, the value it had (secrets masked) and what is
+/// accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub variable: String,
+    pub value: Option<String>,
+    pub accepted: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(variable: &str, value: Option<&str>, accepted: impl Into<String>) -> Self {
+        ConfigError {
+            variable: variable.to_owned(),
+            value: value.map(str::to_owned),
+            accepted: accepted.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(value) => write!(
+                f,
+                "{}={value:?} is invalid: {}",
+                self.variable, self.accepted
+            ),
+            None => write!(f, "{} is required: {}", self.variable, self.accepted),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Every variable the configuration reads, with its default where it has one. The shells
+/// build their flags from this list.
+pub const VARIABLES: &[(&str, Option<&str>)] = &[
+    ("PG_URL", None),
+    ("PGHOST", None),
+    ("PGPORT", None),
+    ("PGUSER", None),
+    ("PGPASSWORD", None),
+    ("PGDATABASE", None),
+    ("PGSSLMODE", None),
+    ("PG_PUBLICATION", None),
+    ("PG_SLOT", None),
+    ("TABLES", None),
+    ("PG_TABLE", None),
+    ("FELDERA_TABLE", None),
+    ("FELDERA_URL", Some("http://127.0.0.1:8080")),
+    ("FELDERA_PIPELINE", None),
+    ("FELDERA_API_KEY", None),
+    ("FELDERA_ACK_MODE", Some("completed")),
+    ("FELDERA_REQUIRE_PRIMARY_KEY", Some("true")),
+    ("FELDERA_COMPLETION_TIMEOUT_MS", Some("60000")),
+    ("SNAPSHOT_MODE", Some("initial")),
+    ("STATE_DIR", Some("./slotline-state")),
+    ("BATCH_MAX_ROWS", Some("10000")),
+    ("BATCH_MAX_BYTES", Some("4194304")),
+    ("BATCH_LINGER_MS", Some("50")),
+    ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),
+    ("SHUTDOWN_CONFIRM_MS", Some("5000")),
+    ("LOG_FORMAT", Some("text")),
+    ("CRASH_AT", None),
+    ("CRASH_AFTER_BATCHES", Some("1")),
+];
+
+/// Variables whose values are never echoed in an error.
+const SECRET_VARIABLES: &[&str] = &["PGPASSWORD", "FELDERA_API_KEY", "PG_URL"];
+
+/// The pairs handed in, with empty values treated as unset (as an empty environment
+/// variable is by most tools).
+pub(crate) struct Pairs(BTreeMap<String, String>);
+
+impl Pairs {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    pub(crate) fn get_or_default(&self, key: &str) -> &str {
+        self.get(key).unwrap_or_else(|| {
+            VARIABLES
+                .iter()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, d)| *d)
+                .unwrap_or("")
+        })
+    }
+
+    fn required(&self, key: &str, accepted: &str) -> Result<String, ConfigError> {
+        self.get(key)
+            .map(str::to_owned)
+            .ok_or_else(|| ConfigError::new(key, None, accepted))
+    }
+}
+
+impl Config {
+    /// Parses and validates the configuration. Unknown keys are refused (a typo must not
+    /// silently fall back to a default).
+    pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<Config, ConfigError>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let mut map = BTreeMap::new();
+        for (key, value) in pairs {
+            let key = key.into();
+            if !VARIABLES.iter().any(|(k, _)| *k == key) {
+                let known: Vec<&str> = VARIABLES.iter().map(|(k, _)| *k).collect();
+                return Err(ConfigError::new(
+                    &key,
+                    None,
+                    format!("unknown option; known: {}", known.join(", ")),
+                ));
+            }
+            map.insert(key, value.into());
+        }
+        let pairs = Pairs(map);
+        let feldera_pipeline = pairs.required(
+            "FELDERA_PIPELINE",
+            "the name of the Feldera pipeline to feed",
+        )?;
+        let slot = match pairs.get("PG_SLOT") {
+            Some(slot) => parse::slot_name("PG_SLOT", slot)?.to_owned(),
+            None => parse::default_slot_name(&feldera_pipeline),
+        };
+        Ok(Config {
+            pg: PgConnConfig::from_pairs(&pairs)?,
+            publication: pairs.required("PG_PUBLICATION", "the name of an existing publication")?,
+            slot,
+            tables: tables_spec(&pairs)?,
+            feldera_url: parse::http_url("FELDERA_URL", pairs.get_or_default("FELDERA_URL"))?,
+            feldera_pipeline,
+            feldera_api_key: pairs.get("FELDERA_API_KEY").map(Secret::new),
+            ack_mode: parse_enum(
+                &pairs,
+                "FELDERA_ACK_MODE",
+                &[
+                    ("completed", AckMode::Completed),
+                    ("accepted", AckMode::Accepted),
+                ],
+            )?,
+            require_primary_key: parse_bool(&pairs, "FELDERA_REQUIRE_PRIMARY_KEY")?,
+            completion_timeout_ms: parse_u64_in(
+                &pairs,
+                "FELDERA_COMPLETION_TIMEOUT_MS",
+                100,
+                86_400_000,
+            )?,
+            snapshot_mode: parse_enum(
+                &pairs,
+                "SNAPSHOT_MODE",
+                &[
+                    ("initial", SnapshotMode::Initial),
+                    ("never", SnapshotMode::Never),
+                    ("inconsistent", SnapshotMode::Inconsistent),
+                ],
+            )?,
+            state_dir: pairs.get_or_default("STATE_DIR").to_owned(),
+            batch_max_rows: parse_u64_in(&pairs, "BATCH_MAX_ROWS", 1, 10_000_000)?,
+            batch_max_bytes: parse_u64_in(&pairs, "BATCH_MAX_BYTES", 1024, 1 << 30)?,
+            batch_linger_ms: parse_u64_in(&pairs, "BATCH_LINGER_MS", 0, 3_600_000)?,
+            no_progress_timeout_secs: parse_u64_in(
+                &pairs,
+                "NO_PROGRESS_TIMEOUT_SECS",
+                1,
+                31_536_000,
+            )?,
+            shutdown_confirm_ms: parse_u64_in(&pairs, "SHUTDOWN_CONFIRM_MS", 0, 600_000)?,
+            log_format: parse_enum(
+                &pairs,
+                "LOG_FORMAT",
+                &[("text", LogFormat::Text), ("json", LogFormat::Json)],
+            )?,
+            crash: crash_spec(&pairs)?,
+        })
+    }
+}
+
+fn tables_spec(pairs: &Pairs) -> Result<TablesSpec, ConfigError> {
+    match (pairs.get("TABLES"), pairs.get("PG_TABLE"), pairs.get("FELDERA_TABLE")) {
+        (Some(list), None, None) => Ok(TablesSpec::List(list.to_owned())),
+        (None, Some(pg_table), feldera_table) => Ok(TablesSpec::Single {
+            pg_table: pg_table.to_owned(),
+            feldera_table: feldera_table.map(str::to_owned),
+        }),
+        (None, None, Some(_)) => Err(ConfigError::new(
+            "PG_TABLE",
+            None,
+            "FELDERA_TABLE names the destination of PG_TABLE; set PG_TABLE too (or use TABLES)",
+        )),
+        (None, None, None) => Err(ConfigError::new(
+            "TABLES",
+            None,
+            "a list like `users,items` or `users:people,public.items:lineitems` (or PG_TABLE with an optional FELDERA_TABLE)",
+        )),
+        (Some(list), _, _) => Err(ConfigError::new(
+            "TABLES",
+            Some(list),
+            "use either TABLES or PG_TABLE/FELDERA_TABLE, not both",
+        )),
+    }
+}
+
+fn crash_spec(pairs: &Pairs) -> Result<Option<CrashSpec>, ConfigError> {
+    let after = parse_u64_in(pairs, "CRASH_AFTER_BATCHES", 1, u64::MAX)?;
+    let Some(name) = pairs.get("CRASH_AT") else {
+        return Ok(None);
+    };
+    let point = CrashPoint::ALL
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(p, _)| *p)
+        .ok_or_else(|| {
+            let names: Vec<&str> = CrashPoint::ALL.iter().map(|(_, n)| *n).collect();
+            ConfigError::new(
+                "CRASH_AT",
+                Some(name),
+                format!("one of {}", names.join(", ")),
+            )
+        })?;
+    Ok(Some(CrashSpec { point, after }))
+}
+
+/// Whether a variable's value may be echoed in messages.
+pub fn is_secret(variable: &str) -> bool {
+    SECRET_VARIABLES.contains(&variable)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,108 @@
+//! Parsers for single option values. Each error names the variable, the value and what is
+//! accepted.
+
+use super::{ConfigError, Pairs};
+
+pub(super) fn parse_u64_in(
+    pairs: &Pairs,
+    key: &str,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    let raw = pairs.get_or_default(key);
+    raw.parse::<u64>()
+        .ok()
+        .filter(|v| (min..=max).contains(v))
+        .ok_or_else(|| {
+            ConfigError::new(
+                key,
+                Some(raw),
+                format!("a whole number from {min} to {max}"),
+            )
+        })
+}
+
+pub(super) fn parse_bool(pairs: &Pairs, key: &str) -> Result<bool, ConfigError> {
+    let raw = pairs.get_or_default(key);
+    match raw.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(ConfigError::new(
+            key,
+            Some(raw),
+            "true or false (also 1/0, yes/no, on/off)",
+        )),
+    }
+}
+
+pub(super) fn parse_enum<T: Copy>(
+    pairs: &Pairs,
+    key: &str,
+    choices: &[(&str, T)],
+) -> Result<T, ConfigError> {
+    let raw = pairs.get_or_default(key);
+    choices
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(raw))
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+            ConfigError::new(key, Some(raw), format!("one of {}", names.join(", ")))
+        })
+}
+
+/// PostgreSQL replication slot names: lower-case letters, digits and underscores, at most
+/// 63 bytes (NAMEDATALEN - 1).
+pub(super) fn slot_name<'a>(key: &str, raw: &'a str) -> Result<&'a str, ConfigError> {
+    let valid = !raw.is_empty()
+        && raw.len() <= 63
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(raw)
+    } else {
+        Err(ConfigError::new(
+            key,
+            Some(raw),
+            "1 to 63 characters from a-z, 0-9 and _ (PostgreSQL's rule for replication slot names)",
+        ))
+    }
+}
+
+/// `slotline_<pipeline>`, with every character a slot name cannot hold replaced by `_`, and
+/// cut to 63 bytes.
+pub(super) fn default_slot_name(pipeline: &str) -> String {
+    let mut slot: String = "slotline_"
+        .chars()
+        .chain(pipeline.chars())
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '_' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '_',
+        })
+        .collect();
+    slot.truncate(63);
+    slot
+}
+
+/// An `http://` or `https://` base URL, returned without a trailing slash.
+pub(super) fn http_url(key: &str, raw: &str) -> Result<String, ConfigError> {
+    let accepted = "an http:// or https:// URL with a host, like http://127.0.0.1:8080";
+    let parsed = url::Url::parse(raw).map_err(|_| ConfigError::new(key, Some(raw), accepted))?;
+    let ok = matches!(parsed.scheme(), "http" | "https")
+        && parsed.has_host()
+        && parsed.query().is_none()
+        && parsed.fragment().is_none();
+    if !ok {
+        return Err(ConfigError::new(key, Some(raw), accepted));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(ConfigError::new(
+            key,
+            Some("(contains credentials)"),
+            "a URL without user or password; put the API key in FELDERA_API_KEY",
+        ));
+    }
+    Ok(raw.trim_end_matches('/').to_owned())
+}

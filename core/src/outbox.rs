@@ -1,0 +1,336 @@
+//! The outbox: changes converted to Feldera JSON on arrival, buffered per route, and cut into
+//! batches by size and age.
+//!
+//! Memory is bounded by the thresholds, not by transaction size: each route holds one
+//! encoded NDJSON buffer (the future request body), so a row costs its JSON bytes and
+//! nothing else. A batch is cut at `max_rows` rows, at `max_bytes` bytes, or `linger` after
+//! the **oldest** buffered event: an absolute deadline that a steady trickle cannot
+//! postpone. With linger 0 the batch is cut at every commit (one request per transaction).
+//!
+//! The outbox never decides what a row means (see `convert`) nor when a batch is durable
+//! (see `ack`); it only holds bytes and says when they should go.
+
+use crate::ack::BatchSeq;
+use crate::time::Mono;
+
+/// Where batches are cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thresholds {
+    pub max_rows: u64,
+    pub max_bytes: u64,
+    pub linger_us: u64,
+}
+
+/// Why a batch was cut, for traces and logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutReason {
+    Rows,
+    Bytes,
+    Linger,
+    /// Linger 0: every commit is its own batch.
+    Commit,
+    /// A graceful stop (or another caller need) flushes whatever is there.
+    Drain,
+}
+
+impl CutReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            CutReason::Rows => "rows",
+            CutReason::Bytes => "bytes",
+            CutReason::Linger => "linger",
+            CutReason::Commit => "commit",
+            CutReason::Drain => "drain",
+        }
+    }
+}
+
+/// One route's share of a batch: the request body for one Feldera table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteBody {
+    pub route: usize,
+    pub rows: u64,
+    pub body: Vec<u8>,
+}
+
+/// A cut batch, ready to post: one body per route that has rows, in route order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    pub seq: BatchSeq,
+    pub parts: Vec<RouteBody>,
+    pub reason: CutReason,
+}
+
+impl Batch {
+    pub fn rows(&self) -> u64 {
+        self.parts.iter().map(|p| p.rows).sum()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.body.len() as u64).sum()
+    }
+}
+
+/// A position inside a route buffer, to roll back a partly written line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineMark {
+    route: usize,
+    len: usize,
+}
+
+#[derive(Debug)]
+pub struct Outbox {
+    thresholds: Thresholds,
+    bodies: Vec<Vec<u8>>,
+    rows_per_route: Vec<u64>,
+    rows: u64,
+    bytes: u64,
+    oldest: Option<Mono>,
+    /// The sequence number the next cut batch will carry.
+    next_seq: BatchSeq,
+}
+
+impl Outbox {
+    pub fn new(routes: usize, thresholds: Thresholds) -> Outbox {
+        Outbox {
+            thresholds,
+            bodies: vec![Vec::new(); routes],
+            rows_per_route: vec![0; routes],
+            rows: 0,
+            bytes: 0,
+            oldest: None,
+            next_seq: 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The batch that buffered rows will belong to (the ack tracker's `last_batch` for a
+    /// commit whose rows are buffered now).
+    pub fn open_seq(&self) -> BatchSeq {
+        self.next_seq
+    }
+
+    /// The last batch cut so far (0 before the first): what a commit with no buffered rows
+    /// depends on.
+    pub fn last_cut_seq(&self) -> BatchSeq {
+        self.next_seq - 1
+    }
+
+    /// The batch a commit seen now depends on.
+    pub fn seq_for_commit(&self) -> BatchSeq {
+        if self.is_empty() {
+            self.last_cut_seq()
+        } else {
+            self.open_seq()
+        }
+    }
+
+    /// Starts writing a line into `route`'s buffer; pass the mark to `finish_line` once
+    /// the line is complete, or to `abandon_line` when conversion failed half way.
+    pub fn start_line(&mut self, route: usize) -> (LineMark, &mut Vec<u8>) {
+        let body = &mut self.bodies[route];
+        (
+            LineMark {
+                route,
+                len: body.len(),
+            },
+            body,
+        )
+    }
+
+    /// Accounts for a complete line written since `mark` (the caller wrote the newline).
+    pub fn finish_line(&mut self, mark: LineMark, now: Mono) {
+        let written = self.bodies[mark.route].len() - mark.len;
+        debug_assert!(written > 0 && self.bodies[mark.route].ends_with(b"\n"));
+        self.rows_per_route[mark.route] += 1;
+        self.rows += 1;
+        self.bytes += written as u64;
+        self.oldest.get_or_insert(now);
+    }
+
+    /// Drops whatever was written since `mark`.
+    pub fn abandon_line(&mut self, mark: LineMark) {
+        self.bodies[mark.route].truncate(mark.len);
+    }
+
+    /// When the linger expires, if anything is buffered.
+    pub fn linger_deadline(&self) -> Option<Mono> {
+        self.oldest
+            .map(|oldest| oldest.plus_us(self.thresholds.linger_us))
+    }
+
+    /// Whether a batch should be cut now, and why. `at_commit` is true right after a
+    /// commit was read (linger 0 cuts there).
+    pub fn due(&self, now: Mono, at_commit: bool) -> Option<CutReason> {
+        if self.is_empty() {
+            return None;
+        }
+        if self.rows >= self.thresholds.max_rows {
+            Some(CutReason::Rows)
+        } else if self.bytes >= self.thresholds.max_bytes {
+            Some(CutReason::Bytes)
+        } else if at_commit && self.thresholds.linger_us == 0 {
+            Some(CutReason::Commit)
+        } else if self
+            .linger_deadline()
+            .is_some_and(|deadline| now >= deadline)
+        {
+            Some(CutReason::Linger)
+        } else {
+            None
+        }
+    }
+
+    /// Cuts everything buffered into a batch (None when empty). Buffers are handed over, not
+    /// copied; the next rows start fresh ones.
+    pub fn cut(&mut self, reason: CutReason) -> Option<Batch> {
+        if self.is_empty() {
+            return None;
+        }
+        let parts = self
+            .bodies
+            .iter_mut()
+            .zip(self.rows_per_route.iter_mut())
+            .enumerate()
+            .filter(|(_, (_, rows))| **rows > 0)
+            .map(|(route, (body, rows))| RouteBody {
+                route,
+                rows: std::mem::take(rows),
+                body: std::mem::take(body),
+            })
+            .collect();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.rows = 0;
+        self.bytes = 0;
+        self.oldest = None;
+        Some(Batch { seq, parts, reason })
+    }
+
+    /// Forgets everything buffered (a session ended: it will be replayed). Sequence numbers
+    /// keep counting so a late answer about an old batch can never match a new one.
+    pub fn clear(&mut self) {
+        for body in &mut self.bodies {
+            body.clear();
+        }
+        self.rows_per_route.iter_mut().for_each(|r| *r = 0);
+        self.rows = 0;
+        self.bytes = 0;
+        self.oldest = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outbox(max_rows: u64, max_bytes: u64, linger_ms: u64) -> Outbox {
+        Outbox::new(
+            2,
+            Thresholds {
+                max_rows,
+                max_bytes,
+                linger_us: linger_ms * 1000,
+            },
+        )
+    }
+
+    fn push(o: &mut Outbox, route: usize, line: &str, now_ms: u64) {
+        let (mark, buf) = o.start_line(route);
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        o.finish_line(mark, Mono(now_ms * 1000));
+    }
+
+    #[test]
+    fn linger_counts_from_the_oldest_event_not_the_newest() {
+        let mut o = outbox(100, 1 << 20, 50);
+        push(&mut o, 0, r#"{"insert":{"id":1}}"#, 0);
+        for t in [10, 20, 30, 40, 49] {
+            push(&mut o, 0, r#"{"insert":{"id":2}}"#, t);
+            assert_eq!(o.due(Mono(t * 1000), false), None);
+        }
+        assert_eq!(o.linger_deadline(), Some(Mono(50_000)));
+        assert_eq!(o.due(Mono(50_000), false), Some(CutReason::Linger));
+    }
+
+    #[test]
+    fn row_and_byte_thresholds_cut_batches() {
+        let mut o = outbox(3, 1 << 20, 1000);
+        for i in 0..3 {
+            push(&mut o, 0, "{}", i);
+        }
+        assert_eq!(o.due(Mono(3000), false), Some(CutReason::Rows));
+        let mut o = outbox(1000, 1024, 1000);
+        push(&mut o, 1, &"x".repeat(1100), 0);
+        assert_eq!(o.due(Mono(0), false), Some(CutReason::Bytes));
+    }
+
+    #[test]
+    fn linger_zero_cuts_at_commit_only() {
+        let mut o = outbox(100, 1 << 20, 0);
+        push(&mut o, 0, "{}", 0);
+        assert_eq!(o.due(Mono(0), true), Some(CutReason::Commit));
+    }
+
+    #[test]
+    fn cut_hands_over_route_bodies_in_route_order_and_numbers_batches() {
+        let mut o = outbox(100, 1 << 20, 50);
+        push(&mut o, 1, "b1", 0);
+        push(&mut o, 0, "a1", 1);
+        push(&mut o, 1, "b2", 2);
+        assert_eq!(o.seq_for_commit(), 1);
+        let batch = o.cut(CutReason::Drain).unwrap();
+        assert_eq!(batch.seq, 1);
+        assert_eq!(batch.rows(), 3);
+        assert_eq!(
+            batch.parts.iter().map(|p| p.route).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(batch.parts[1].body, b"b1\nb2\n");
+        assert!(o.is_empty() && o.linger_deadline().is_none());
+        assert_eq!(
+            o.seq_for_commit(),
+            1,
+            "an empty outbox depends on the last cut batch"
+        );
+        push(&mut o, 0, "a2", 3);
+        assert_eq!(o.cut(CutReason::Drain).unwrap().seq, 2);
+        assert!(o.cut(CutReason::Drain).is_none());
+    }
+
+    #[test]
+    fn abandoned_line_leaves_no_trace() {
+        let mut o = outbox(100, 1 << 20, 50);
+        push(&mut o, 0, "keep", 0);
+        let (mark, buf) = o.start_line(0);
+        buf.extend_from_slice(b"{\"insert\":{\"half");
+        o.abandon_line(mark);
+        let batch = o.cut(CutReason::Drain).unwrap();
+        assert_eq!(batch.parts[0].body, b"keep\n");
+        assert_eq!(batch.rows(), 1);
+    }
+
+    #[test]
+    fn clear_keeps_sequence_numbers_moving() {
+        let mut o = outbox(100, 1 << 20, 50);
+        push(&mut o, 0, "x", 0);
+        o.cut(CutReason::Drain);
+        push(&mut o, 0, "y", 1);
+        o.clear();
+        assert!(o.is_empty());
+        push(&mut o, 0, "z", 2);
+        assert_eq!(o.cut(CutReason::Drain).unwrap().seq, 2);
+    }
+}

@@ -1,0 +1,472 @@
+//! A throwaway PostgreSQL cluster for tests: `initdb`, start on a free port with
+//! `wal_level=logical`, run SQL through `psql`, and remove everything on drop.
+//!
+//! Works as root (the server refuses to run as root, so the cluster runs as the `postgres`
+//! OS user through `runuser`) and as an ordinary user (binaries run directly). A watchdog
+//! process stops the cluster and removes its directory if the test process dies without
+//! running destructors (SIGKILL, `process::exit`), so no `postgres` process outlives a test
+//! run. When no PostgreSQL binaries can be found the harness panics with a message saying
+//! where it looked and how to point it elsewhere: tests never skip silently.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Where to look for `initdb`, `pg_ctl` and `postgres`, in order: `$SLOTLINE_PG_BIN`,
+/// the newest `/usr/lib/postgresql/*/bin`, then `pg_config --bindir`.
+pub fn find_pg_bin() -> Result<PathBuf, String> {
+    search_pg_bin(
+        std::env::var_os("SLOTLINE_PG_BIN").map(PathBuf::from),
+        Path::new("/usr/lib/postgresql"),
+        "pg_config",
+    )
+}
+
+/// `find_pg_bin` with its three places given explicitly (so the failure path is testable).
+pub fn search_pg_bin(
+    env_dir: Option<PathBuf>,
+    debian_root: &Path,
+    pg_config: &str,
+) -> Result<PathBuf, String> {
+    let mut tried = Vec::new();
+    if let Some(dir) = env_dir {
+        if has_server_binaries(&dir) {
+            return Ok(dir);
+        }
+        tried.push(format!("$SLOTLINE_PG_BIN={}", dir.display()));
+    }
+    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir(debian_root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .collect();
+    debian.sort();
+    if let Some((_, dir)) = debian
+        .iter()
+        .rev()
+        .find(|(_, dir)| has_server_binaries(dir))
+    {
+        return Ok(dir.clone());
+    }
+    tried.push(format!("{}/*/bin", debian_root.display()));
+    if let Ok(out) = Command::new(pg_config).arg("--bindir").output() {
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if out.status.success() && has_server_binaries(&dir) {
+            return Ok(dir);
+        }
+        tried.push(format!("pg_config --bindir ({})", dir.display()));
+    } else {
+        tried.push(format!("{pg_config} (not found)"));
+    }
+    Err(format!(
+        "no PostgreSQL server binaries (initdb, pg_ctl, postgres) found; looked in: {}. \
+         Install them (`apt-get install -y postgresql`, which .ci/run does) or set \
+         SLOTLINE_PG_BIN to a directory that has them.",
+        tried.join(", ")
+    ))
+}
+
+fn has_server_binaries(dir: &Path) -> bool {
+    ["initdb", "pg_ctl", "postgres"]
+        .iter()
+        .all(|b| dir.join(b).is_file())
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("Uid:"))
+                .and_then(|line| line.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Server settings beyond the harness's defaults (`-c name=value` pairs).
+#[derive(Clone, Debug, Default)]
+pub struct ClusterOptions {
+    pub settings: Vec<(String, String)>,
+}
+
+impl ClusterOptions {
+    pub fn setting(mut self, name: &str, value: &str) -> Self {
+        self.settings.push((name.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+/// A running throwaway cluster. Dropping it stops the server and removes its directory.
+#[derive(Debug)]
+pub struct PgCluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    as_postgres_user: bool,
+    options: ClusterOptions,
+    watchdog: Option<std::process::Child>,
+}
+
+static CLUSTER_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl PgCluster {
+    /// Starts a cluster with the default settings, or panics saying why it could not.
+    pub fn start() -> PgCluster {
+        Self::start_with(ClusterOptions::default())
+    }
+
+    pub fn start_with(options: ClusterOptions) -> PgCluster {
+        let bin = find_pg_bin().unwrap_or_else(|why| panic!("{why}"));
+        let as_postgres_user = running_as_root();
+        let dir = std::env::temp_dir().join(format!(
+            "slotline-pg-{}-{}-{}",
+            std::process::id(),
+            CLUSTER_COUNTER.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        ));
+        std::fs::create_dir_all(&dir).expect("create the cluster directory");
+        let mut cluster = PgCluster {
+            bin,
+            dir,
+            port: 0,
+            as_postgres_user,
+            options,
+            watchdog: None,
+        };
+        cluster.prepare_directory();
+        cluster.start_watchdog();
+        cluster.initdb();
+        cluster.start_server_on_free_port();
+        cluster
+    }
+
+    fn prepare_directory(&self) {
+        set_mode(&self.dir, 0o700);
+        if self.as_postgres_user {
+            let status = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&self.dir)
+                .status()
+                .expect("run chown");
+            assert!(
+                status.success(),
+                "chown postgres {} failed",
+                self.dir.display()
+            );
+        }
+    }
+
+    /// A detached shell that waits for this test process to end, then stops the server and
+    /// removes the directory: the safety net for exits that skip `Drop`.
+    fn start_watchdog(&mut self) {
+        let pg_ctl = self.as_user_command_line(&format!(
+            "'{}' -D '{}' -m immediate -w -t 10 stop",
+            self.bin.join("pg_ctl").display(),
+            self.data_dir().display()
+        ));
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+             if [ -f '{data}/postmaster.pid' ]; then {pg_ctl} >/dev/null 2>&1; fi; rm -rf '{dir}'",
+            pid = std::process::id(),
+            data = self.data_dir().display(),
+            dir = self.dir.display(),
+        );
+        let child = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the cluster watchdog");
+        self.watchdog = Some(child);
+    }
+
+    fn as_user_command_line(&self, command: &str) -> String {
+        if self.as_postgres_user {
+            format!("runuser -u postgres -- {command}")
+        } else {
+            command.to_owned()
+        }
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres_user {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(path);
+            cmd
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn run(&self, what: &str, cmd: &mut Command) -> Output {
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        if !out.status.success() {
+            panic!(
+                "{what} failed ({}):\n{}{}\nserver log:\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                self.server_log_tail()
+            );
+        }
+        out
+    }
+
+    fn initdb(&self) {
+        let mut cmd = self.command("initdb");
+        cmd.arg("-D").arg(self.data_dir());
+        cmd.args([
+            "--auth=trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-locale",
+            "-N",
+        ]);
+        self.run("initdb", &mut cmd);
+    }
+
+    fn start_server_on_free_port(&mut self) {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            self.port = free_port();
+            match self.try_start() {
+                Ok(()) => return,
+                Err(why) => last_error = why,
+            }
+        }
+        panic!("PostgreSQL did not start after 5 attempts: {last_error}");
+    }
+
+    fn server_options(&self) -> String {
+        let mut settings = vec![
+            ("wal_level", "logical".to_owned()),
+            ("max_replication_slots", "20".to_owned()),
+            ("max_wal_senders", "20".to_owned()),
+            ("port", self.port.to_string()),
+            ("listen_addresses", "127.0.0.1".to_owned()),
+            ("unix_socket_directories", self.dir.display().to_string()),
+            ("fsync", "off".to_owned()),
+            ("full_page_writes", "off".to_owned()),
+        ];
+        for (name, value) in &self.options.settings {
+            settings.retain(|(n, _)| n != name);
+            settings.push((name.as_str(), value.clone()));
+        }
+        settings
+            .iter()
+            .map(|(n, v)| format!("-c {n}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn try_start(&self) -> Result<(), String> {
+        let mut cmd = self.command("pg_ctl");
+        cmd.arg("-D").arg(self.data_dir());
+        cmd.arg("-l").arg(self.dir.join("server.log"));
+        cmd.args(["-w", "-t", "30", "-o", &self.server_options(), "start"]);
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stderr),
+                self.server_log_tail()
+            ))
+        }
+    }
+
+    /// Stops the server immediately (like a crash) and starts it again on the same port.
+    pub fn restart(&self) {
+        self.stop_server();
+        self.try_start()
+            .unwrap_or_else(|why| panic!("PostgreSQL restart failed: {why}"));
+    }
+
+    fn stop_server(&self) {
+        if !self.data_dir().join("postmaster.pid").exists() {
+            return;
+        }
+        let mut cmd = self.command("pg_ctl");
+        cmd.arg("-D").arg(self.data_dir());
+        cmd.args(["-m", "immediate", "-w", "-t", "30", "stop"]);
+        let _ = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn host(&self) -> &'static str {
+        "127.0.0.1"
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// A libpq-style URL for the superuser `postgres` (trust authentication, no password).
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Creates a database and returns its name.
+    pub fn create_database(&self, name: &str) -> String {
+        self.psql("postgres", &format!("CREATE DATABASE \"{name}\""));
+        name.to_owned()
+    }
+
+    /// Runs SQL through `psql` (unaligned, tuples only, stop at the first error) and returns
+    /// its standard output; panics with psql's error output and the server log on failure.
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        let psql = self.psql_binary();
+        let mut cmd = Command::new(psql);
+        cmd.args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+        ]);
+        cmd.args([
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            database,
+            "-c",
+            sql,
+        ]);
+        let out = self.run(&format!("psql {sql:?}"), &mut cmd);
+        String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+    }
+
+    fn psql_binary(&self) -> PathBuf {
+        let local = self.bin.join("psql");
+        if local.is_file() {
+            local
+        } else {
+            PathBuf::from("psql")
+        }
+    }
+
+    /// The last lines of the server log, for failure messages.
+    pub fn server_log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        self.stop_server();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", path.display()));
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("bind an ephemeral port on 127.0.0.1")
+}
+
+/// Polls `check` every 50 ms until it returns `Some` or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl PgCluster {
+    /// Runs one query through `psql` and returns its rows as text columns (`None` for NULL),
+    /// the shape the core's catalog parsers take.
+    pub fn query_rows(&self, database: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+        const NULL: &str = "\u{1}NULL\u{1}";
+        let mut cmd = Command::new(self.psql_binary());
+        cmd.args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+        ]);
+        cmd.args([
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            database,
+        ]);
+        cmd.args([
+            "-F",
+            "\u{1f}",
+            "-R",
+            "\u{1e}",
+            "-P",
+            &format!("null={NULL}"),
+            "-c",
+            sql,
+        ]);
+        let out = self.run(&format!("psql {sql:?}"), &mut cmd);
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.trim_end_matches('\n')
+            .split('\u{1e}')
+            .filter(|line| !line.is_empty())
+            .map(|line| {
+                line.split('\u{1f}')
+                    .map(|field| (field != NULL).then(|| field.to_owned()))
+                    .collect()
+            })
+            .collect()
+    }
+}
