@@ -200,6 +200,16 @@ mod tests {
     }
 
     #[test]
+    fn byte_cstrings_accept_any_encoding_and_need_a_nul() {
+        let mut r = Reader::new(&[0xE9, b'a', 0, b'b']);
+        assert_eq!(r.cstr_bytes().unwrap(), &[0xE9, b'a']);
+        assert_eq!(
+            r.cstr_bytes().unwrap_err(),
+            DecodeError::new(3, DecodeErrorKind::UnterminatedString)
+        );
+    }
+
+    #[test]
     fn trailing_bytes_are_reported() {
         let mut r = Reader::new(&[1, 2]);
         r.u8().unwrap();

@@ -54,9 +54,31 @@ pub fn encode_backend(message: &BackendMessage) -> Vec<u8> {
             });
             b'Z'
         }
+        BackendMessage::ErrorResponse(err) => {
+            encode_pg_error(err, &mut b);
+            b'E'
+        }
+        BackendMessage::NoticeResponse(err) => {
+            encode_pg_error(err, &mut b);
+            b'N'
+        }
+        BackendMessage::NotificationResponse(n) => {
+            b.put_i32(n.process_id);
+            cstr(&mut b, &n.channel);
+            cstr(&mut b, &n.payload);
+            b'A'
+        }
+        result => encode_result(result, &mut b),
+    };
+    frame(tag, &b)
+}
+
+/// Query results and COPY messages; returns the tag.
+fn encode_result(message: &BackendMessage, b: &mut BytesMut) -> u8 {
+    match message {
         BackendMessage::RowDescription(desc) => {
             b.put_i16(desc.fields.len() as i16);
-            desc.fields.iter().for_each(|f| encode_field(f, &mut b));
+            desc.fields.iter().for_each(|f| encode_field(f, b));
             b'T'
         }
         BackendMessage::DataRow(row) => {
@@ -73,39 +95,32 @@ pub fn encode_backend(message: &BackendMessage) -> Vec<u8> {
             b'D'
         }
         BackendMessage::CommandComplete { tag } => {
-            cstr(&mut b, tag);
+            cstr(b, tag);
             b'C'
         }
-        BackendMessage::EmptyQueryResponse => b'I',
-        BackendMessage::ErrorResponse(err) => {
-            encode_pg_error(err, &mut b);
-            b'E'
-        }
-        BackendMessage::NoticeResponse(err) => {
-            encode_pg_error(err, &mut b);
-            b'N'
-        }
-        BackendMessage::NotificationResponse(n) => {
-            b.put_i32(n.process_id);
-            cstr(&mut b, &n.channel);
-            cstr(&mut b, &n.payload);
-            b'A'
-        }
-        BackendMessage::CopyInResponse(c) => copy_response(b'G', c, &mut b),
-        BackendMessage::CopyOutResponse(c) => copy_response(b'H', c, &mut b),
-        BackendMessage::CopyBothResponse(c) => copy_response(b'W', c, &mut b),
+        BackendMessage::CopyInResponse(c) => copy_response(b'G', c, b),
+        BackendMessage::CopyOutResponse(c) => copy_response(b'H', c, b),
+        BackendMessage::CopyBothResponse(c) => copy_response(b'W', c, b),
         BackendMessage::CopyData(data) => {
             b.put_slice(data);
             b'd'
         }
+        BackendMessage::EmptyQueryResponse => b'I',
         BackendMessage::CopyDone => b'c',
         BackendMessage::ParseComplete => b'1',
         BackendMessage::BindComplete => b'2',
         BackendMessage::CloseComplete => b'3',
         BackendMessage::NoData => b'n',
         BackendMessage::PortalSuspended => b's',
-    };
-    frame(tag, &b)
+        // Session messages are encoded by `encode_backend`, which never passes them here.
+        BackendMessage::Authentication(_)
+        | BackendMessage::ParameterStatus { .. }
+        | BackendMessage::BackendKeyData(_)
+        | BackendMessage::ReadyForQuery(_)
+        | BackendMessage::ErrorResponse(_)
+        | BackendMessage::NoticeResponse(_)
+        | BackendMessage::NotificationResponse(_) => b'?',
+    }
 }
 
 fn encode_authentication(auth: &Authentication, b: &mut BytesMut) {
