@@ -117,6 +117,18 @@ impl<'a> Reader<'a> {
         Ok(text)
     }
 
+    /// A NUL-terminated byte string (without the NUL), in whatever encoding it came.
+    pub fn cstr_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let start = self.pos;
+        let rest = &self.buf[self.pos..];
+        let nul = rest
+            .iter()
+            .position(|b| *b == 0)
+            .ok_or(DecodeError::new(start, DecodeErrorKind::UnterminatedString))?;
+        self.pos += nul + 1;
+        Ok(&rest[..nul])
+    }
+
     /// Everything that is left.
     pub fn rest(&mut self) -> &'a [u8] {
         let out = &self.buf[self.pos..];
@@ -184,6 +196,16 @@ mod tests {
         assert_eq!(
             Reader::new(&[0xC3, 0x28, 0]).cstr().unwrap_err().kind,
             DecodeErrorKind::InvalidUtf8
+        );
+    }
+
+    #[test]
+    fn byte_cstrings_accept_any_encoding_and_need_a_nul() {
+        let mut r = Reader::new(&[0xE9, b'a', 0, b'b']);
+        assert_eq!(r.cstr_bytes().unwrap(), &[0xE9, b'a']);
+        assert_eq!(
+            r.cstr_bytes().unwrap_err(),
+            DecodeError::new(3, DecodeErrorKind::UnterminatedString)
         );
     }
 
