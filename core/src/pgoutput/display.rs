@@ -1,0 +1,253 @@
+//! One-line, stable, human-readable rendering of pgoutput messages for traces and snapshots.
+//!
+//! `Display for Message` names relations by OID (a message alone does not know names);
+//! `RelationCache::display` names them `schema.table` from the cache. Commit timestamps
+//! are left out on purpose: they differ on every run of a capture and would make every
+//! snapshot unstable, while LSNs and xids are what a reader follows through a trace.
+//! Long values are cut (length plus the first `SHOWN_VALUE_BYTES` bytes) so a 200 KB TOAST
+//! value does not bloat a snapshot. Nothing here is parsed back.
+
+use std::fmt::{self, Write as _};
+
+use super::cache::RelationCache;
+use super::message::{Datum, Message, OldKind, Tuple};
+use super::relation::{Relation, RelationColumn};
+
+/// Bytes of a value printed before it is cut.
+pub const SHOWN_VALUE_BYTES: usize = 32;
+
+impl fmt::Display for Message<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_message(f, self, None)
+    }
+}
+
+/// A message rendered with relation names from a cache (see `RelationCache::display`).
+#[derive(Clone, Copy, Debug)]
+pub struct NamedMessage<'c, 'm, 'a> {
+    cache: &'c RelationCache,
+    message: &'m Message<'a>,
+}
+
+impl fmt::Display for NamedMessage<'_, '_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_message(f, self.message, Some(self.cache))
+    }
+}
+
+impl RelationCache {
+    /// Renders `message` naming its relations `schema.table` where the cache knows them
+    /// (an unknown OID prints as `rel=<oid>`).
+    pub fn display<'c, 'm, 'a>(&'c self, message: &'m Message<'a>) -> NamedMessage<'c, 'm, 'a> {
+        NamedMessage {
+            cache: self,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for Datum<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Datum::Null => f.write_str("n"),
+            Datum::Unchanged => f.write_str("u"),
+            Datum::Text(bytes) => {
+                f.write_str("t:")?;
+                write_quoted(f, bytes)
+            }
+            Datum::Binary(bytes) => {
+                f.write_str("b:")?;
+                write_hex(f, bytes)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Tuple<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_char('[')?;
+        for (i, datum) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{datum}")?;
+        }
+        f.write_char(']')
+    }
+}
+
+impl fmt::Display for RelationColumn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} type={}", self.name, self.type_oid)?;
+        if self.type_modifier != -1 {
+            write!(f, " typmod={}", self.type_modifier)?;
+        }
+        if self.in_replica_identity {
+            f.write_str(" key")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Relation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} oid={} identity={} cols=[",
+            self.qualified_name(),
+            self.oid,
+            self.replica_identity.as_str()
+        )?;
+        for (i, column) in self.columns.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{column}")?;
+        }
+        f.write_char(']')
+    }
+}
+
+fn write_relation(
+    f: &mut fmt::Formatter<'_>,
+    oid: u32,
+    names: Option<&RelationCache>,
+) -> fmt::Result {
+    match names.and_then(|cache| cache.get(oid)) {
+        Some(relation) => f.write_str(&relation.qualified_name()),
+        None => write!(f, "rel={oid}"),
+    }
+}
+
+fn old_label(kind: OldKind) -> &'static str {
+    match kind {
+        OldKind::Key => "key",
+        OldKind::Row => "old",
+    }
+}
+
+fn write_message(
+    f: &mut fmt::Formatter<'_>,
+    message: &Message<'_>,
+    names: Option<&RelationCache>,
+) -> fmt::Result {
+    match message {
+        Message::Begin(m) => write!(f, "BEGIN final={} xid={}", m.final_lsn, m.xid),
+        Message::Commit(m) => {
+            write!(f, "COMMIT lsn={} end={}", m.commit_lsn, m.end_lsn)?;
+            if m.flags != 0 {
+                write!(f, " flags=0x{:02X}", m.flags)?;
+            }
+            Ok(())
+        }
+        Message::Origin(m) => {
+            f.write_str("ORIGIN ")?;
+            write_quoted(f, m.name.as_bytes())?;
+            write!(f, " lsn={}", m.commit_lsn)
+        }
+        Message::Relation(r) => write!(f, "RELATION {r}"),
+        Message::Type(m) => {
+            let namespace = if m.namespace.is_empty() {
+                "pg_catalog"
+            } else {
+                m.namespace
+            };
+            write!(f, "TYPE {namespace}.{} oid={}", m.name, m.oid)
+        }
+        Message::Insert(m) => {
+            f.write_str("INSERT ")?;
+            write_relation(f, m.relation_oid, names)?;
+            write!(f, " ({} cols) new={}", m.new.len(), m.new)
+        }
+        Message::Update(m) => {
+            f.write_str("UPDATE ")?;
+            write_relation(f, m.relation_oid, names)?;
+            write!(f, " ({} cols)", m.new.len())?;
+            if let Some(old) = &m.old {
+                write!(f, " {}={}", old_label(old.kind), old.tuple)?;
+            }
+            write!(f, " new={}", m.new)
+        }
+        Message::Delete(m) => {
+            f.write_str("DELETE ")?;
+            write_relation(f, m.relation_oid, names)?;
+            write!(
+                f,
+                " ({} cols) {}={}",
+                m.old.tuple.len(),
+                old_label(m.old.kind),
+                m.old.tuple
+            )
+        }
+        Message::Truncate(m) => {
+            f.write_str("TRUNCATE")?;
+            for (i, oid) in m.relation_oids.iter().enumerate() {
+                f.write_str(if i == 0 { " " } else { ", " })?;
+                write_relation(f, *oid, names)?;
+            }
+            if m.cascade {
+                f.write_str(" cascade")?;
+            }
+            if m.restart_identity {
+                f.write_str(" restart-identity")?;
+            }
+            Ok(())
+        }
+        Message::Logical(m) => {
+            let kind = if m.transactional {
+                "transactional"
+            } else {
+                "non-transactional"
+            };
+            write!(f, "MESSAGE {kind} lsn={} prefix=", m.lsn)?;
+            write_quoted(f, m.prefix.as_bytes())?;
+            f.write_str(" content=")?;
+            write_quoted(f, m.content)
+        }
+    }
+}
+
+/// The first `SHOWN_VALUE_BYTES` bytes, moved back to a character boundary when the cut
+/// would split a UTF-8 sequence.
+fn shown_prefix(bytes: &[u8]) -> &[u8] {
+    let Some(window) = bytes.get(..SHOWN_VALUE_BYTES) else {
+        return bytes;
+    };
+    match std::str::from_utf8(window) {
+        // `error_len() == None`: the window ends inside a character.
+        Err(e) if e.error_len().is_none() => window.get(..e.valid_up_to()).unwrap_or(window),
+        _ => window,
+    }
+}
+
+fn write_cut_suffix(f: &mut fmt::Formatter<'_>, shown: usize, total: usize) -> fmt::Result {
+    if shown < total {
+        write!(f, "...({total} bytes)")?;
+    }
+    Ok(())
+}
+
+/// `"text"` with Rust-style escapes; bytes that are not UTF-8 print as `\xNN`.
+fn write_quoted(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    let shown = shown_prefix(bytes);
+    f.write_char('"')?;
+    for chunk in shown.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            write!(f, "{}", c.escape_debug())?;
+        }
+        for b in chunk.invalid() {
+            write!(f, "\\x{b:02X}")?;
+        }
+    }
+    f.write_char('"')?;
+    write_cut_suffix(f, shown.len(), bytes.len())
+}
+
+fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    let shown = bytes.get(..SHOWN_VALUE_BYTES).unwrap_or(bytes);
+    f.write_str("0x")?;
+    for b in shown {
+        write!(f, "{b:02x}")?;
+    }
+    write_cut_suffix(f, shown.len(), bytes.len())
+}
