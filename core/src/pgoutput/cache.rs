@@ -231,3 +231,258 @@ impl RelationCache {
         self.relations.values()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pgoutput::message::{Datum, Delete, Insert, OldTuple, Update};
+    use crate::pgoutput::relation::{RelationColumn, ReplicaIdentity};
+    use crate::pgoutput::{encode, parse};
+    use smallvec::smallvec;
+
+    fn column(name: &str, key: bool) -> RelationColumn {
+        RelationColumn {
+            in_replica_identity: key,
+            name: name.to_owned(),
+            type_oid: 23,
+            type_modifier: -1,
+        }
+    }
+
+    fn users(columns: &[&str]) -> Relation {
+        Relation {
+            oid: 16384,
+            namespace: "public".to_owned(),
+            name: "users".to_owned(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: columns
+                .iter()
+                .enumerate()
+                .map(|(i, name)| column(name, i == 0))
+                .collect(),
+        }
+    }
+
+    fn nulls(count: usize) -> Tuple<'static> {
+        std::iter::repeat_n(Datum::Null, count).collect()
+    }
+
+    fn insert(count: usize) -> Message<'static> {
+        Message::Insert(Insert {
+            relation_oid: 16384,
+            new: nulls(count),
+        })
+    }
+
+    #[test]
+    fn apply_reports_added_unchanged_and_replaced() {
+        let mut cache = RelationCache::new();
+        assert_eq!(cache.apply(users(&["id", "name"])), RelationChange::Added);
+        assert_eq!(
+            cache.apply(users(&["id", "name"])),
+            RelationChange::Unchanged
+        );
+        let change = cache.apply(users(&["id", "name", "email"]));
+        assert!(change.is_shape_change());
+        assert_eq!(
+            change,
+            RelationChange::Replaced {
+                previous: users(&["id", "name"]),
+                shape_changed: true
+            }
+        );
+        assert_eq!(cache.get(16384), Some(&users(&["id", "name", "email"])));
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn rename_replaces_without_a_shape_change() {
+        let mut cache = RelationCache::new();
+        cache.apply(users(&["id"]));
+        let mut renamed = users(&["id"]);
+        renamed.name = "people".to_owned();
+        let change = cache.apply(renamed);
+        assert!(matches!(
+            change,
+            RelationChange::Replaced {
+                shape_changed: false,
+                ..
+            }
+        ));
+        assert_eq!(cache.get(16384).map(|r| r.name.as_str()), Some("people"));
+    }
+
+    #[test]
+    fn identity_setting_change_is_a_shape_change() {
+        let mut cache = RelationCache::new();
+        cache.apply(users(&["id"]));
+        let mut full = users(&["id"]);
+        full.replica_identity = ReplicaIdentity::Full;
+        assert!(cache.apply(full).is_shape_change());
+    }
+
+    #[test]
+    fn relation_replaced_mid_stream_with_added_column_accepts_only_the_new_width() {
+        // Parsed from bytes so the whole path (parse, apply, check) is covered.
+        let mut cache = RelationCache::new();
+        for relation in [users(&["id", "name"]), users(&["id", "name", "email"])] {
+            let bytes = encode::relation(&relation);
+            let Ok(Message::Relation(parsed)) = parse(&bytes) else {
+                panic!("relation did not parse")
+            };
+            cache.apply(parsed);
+        }
+        let new_width = encode::insert(16384, encode::row(&[Some("1"), Some("ann"), None]));
+        let message = parse(&new_width).unwrap();
+        assert_eq!(
+            cache.check(&message).unwrap().map(|r| r.columns.len()),
+            Some(3)
+        );
+        let old_width = encode::insert(16384, encode::row(&[Some("1"), Some("ann")]));
+        let err = cache.check(&parse(&old_width).unwrap()).unwrap_err();
+        assert_eq!(
+            err,
+            RelationError::ColumnCount {
+                oid: 16384,
+                relation: "public.users".to_owned(),
+                part: TuplePart::New,
+                expected: 3,
+                actual: 2
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "new tuple of relation public.users (OID 16384) has 2 columns; its Relation message announced 3"
+        );
+    }
+
+    #[test]
+    fn more_columns_than_the_relation_is_refused_not_indexed() {
+        let mut cache = RelationCache::new();
+        cache.apply(users(&["id"]));
+        assert!(matches!(
+            cache.check(&insert(2)),
+            Err(RelationError::ColumnCount {
+                expected: 1,
+                actual: 2,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn old_images_are_checked_too() {
+        let mut cache = RelationCache::new();
+        cache.apply(users(&["id", "name"]));
+        let update = Message::Update(Update {
+            relation_oid: 16384,
+            old: Some(OldTuple {
+                kind: OldKind::Key,
+                tuple: nulls(3),
+            }),
+            new: nulls(2),
+        });
+        assert!(matches!(
+            cache.check(&update),
+            Err(RelationError::ColumnCount {
+                part: TuplePart::Old(OldKind::Key),
+                expected: 2,
+                actual: 3,
+                ..
+            })
+        ));
+        let delete = Message::Delete(Delete {
+            relation_oid: 16384,
+            old: OldTuple {
+                kind: OldKind::Row,
+                tuple: nulls(1),
+            },
+        });
+        let err = cache.check(&delete).unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with("old row tuple of relation public.users"));
+    }
+
+    #[test]
+    fn unknown_relation_in_any_row_or_truncate_message_is_a_protocol_error() {
+        let cache = RelationCache::new();
+        let update = Message::Update(Update {
+            relation_oid: 16384,
+            old: None,
+            new: nulls(1),
+        });
+        let delete = Message::Delete(Delete {
+            relation_oid: 16384,
+            old: OldTuple {
+                kind: OldKind::Key,
+                tuple: nulls(1),
+            },
+        });
+        for (message, name) in [
+            (insert(1), "insert"),
+            (update, "update"),
+            (delete, "delete"),
+        ] {
+            assert_eq!(
+                cache.check(&message),
+                Err(RelationError::UnknownRelation {
+                    oid: 16384,
+                    message: name
+                })
+            );
+        }
+        let mut cache = RelationCache::new();
+        cache.apply(users(&["id"]));
+        let truncate = Truncate {
+            cascade: false,
+            restart_identity: false,
+            relation_oids: smallvec![16384, 99],
+        };
+        let err = cache
+            .check(&Message::Truncate(truncate.clone()))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "truncate names relation OID 99, but no Relation message announced it in this replication session"
+        );
+        cache.apply(Relation {
+            oid: 99,
+            ..users(&[])
+        });
+        let names: Vec<_> = cache
+            .truncated(&truncate)
+            .unwrap()
+            .iter()
+            .map(|r| r.oid)
+            .collect();
+        assert_eq!(names, [16384, 99]);
+    }
+
+    #[test]
+    fn clear_forgets_relations_of_the_previous_session() {
+        let mut cache = RelationCache::new();
+        cache.apply(users(&["id"]));
+        cache.clear();
+        assert!(cache.is_empty());
+        assert!(matches!(
+            cache.check(&insert(1)),
+            Err(RelationError::UnknownRelation { .. })
+        ));
+    }
+
+    #[test]
+    fn iteration_is_in_oid_order() {
+        let mut cache = RelationCache::new();
+        for oid in [30, 10, 20] {
+            cache.apply(Relation {
+                oid,
+                ..users(&["id"])
+            });
+        }
+        let oids: Vec<u32> = cache.iter().map(|r| r.oid).collect();
+        assert_eq!(oids, [10, 20, 30]);
+        assert_eq!(cache.remove(20).map(|r| r.oid), Some(20));
+        assert_eq!(cache.len(), 2);
+    }
+}

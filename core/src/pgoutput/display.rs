@@ -251,3 +251,122 @@ fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
     }
     write_cut_suffix(f, shown.len(), bytes.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsn::Lsn;
+    use crate::pgoutput::relation::ReplicaIdentity;
+    use crate::pgoutput::{encode, parse};
+    use crate::time::PgTime;
+    use insta::assert_snapshot;
+
+    fn users() -> Relation {
+        let column = |name: &str, type_oid, type_modifier, key| RelationColumn {
+            in_replica_identity: key,
+            name: name.to_owned(),
+            type_oid,
+            type_modifier,
+        };
+        Relation {
+            oid: 16384,
+            namespace: "public".to_owned(),
+            name: "users".to_owned(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: vec![
+                column("id", 23, -1, true),
+                column("name", 1043, 68, false),
+                column("bio", 25, -1, false),
+            ],
+        }
+    }
+
+    fn shown(bytes: &[u8]) -> String {
+        parse(bytes).unwrap().to_string()
+    }
+
+    #[test]
+    fn transaction_framing_prints_positions_and_xid_but_not_times() {
+        assert_snapshot!(shown(&encode::begin(Lsn(0x1A2B3C), PgTime(5), 734)), @"BEGIN final=0/1A2B3C xid=734");
+        assert_snapshot!(shown(&encode::commit(Lsn(0x1A2B3C), Lsn(0x1_0000_0010), PgTime(5))), @"COMMIT lsn=0/1A2B3C end=1/10");
+        assert_snapshot!(shown(&encode::origin(Lsn(0x10), "node \"a\"")), @r#"ORIGIN "node \"a\"" lsn=0/10"#);
+    }
+
+    #[test]
+    fn commit_flags_show_only_when_set() {
+        let mut bytes = encode::commit(Lsn(1), Lsn(2), PgTime(0));
+        bytes[1] = 0x01;
+        assert_snapshot!(shown(&bytes), @"COMMIT lsn=0/1 end=0/2 flags=0x01");
+    }
+
+    #[test]
+    fn relation_and_type_print_their_shape() {
+        assert_snapshot!(shown(&encode::relation(&users())), @"RELATION public.users oid=16384 identity=default cols=[id type=23 key, name type=1043 typmod=68, bio type=25]");
+        assert_snapshot!(shown(&encode::type_message(16390, "", "mood")), @"TYPE pg_catalog.mood oid=16390");
+    }
+
+    #[test]
+    fn rows_print_by_oid_alone_and_by_name_through_the_cache() {
+        let row = [Datum::Text(b"1"), Datum::Null, Datum::Unchanged];
+        let bytes = encode::insert(16384, row.iter().copied().collect());
+        let message = parse(&bytes).unwrap();
+        assert_snapshot!(message.to_string(), @r#"INSERT rel=16384 (3 cols) new=[t:"1", n, u]"#);
+        let mut cache = RelationCache::new();
+        cache.apply(users());
+        assert_snapshot!(cache.display(&message).to_string(), @r#"INSERT public.users (3 cols) new=[t:"1", n, u]"#);
+    }
+
+    #[test]
+    fn update_and_delete_label_their_old_image() {
+        let mut cache = RelationCache::new();
+        cache.apply(users());
+        let key = encode::row(&[Some("1"), None, None]);
+        let new = encode::row(&[Some("2"), Some("ann"), None]);
+        let line = |bytes: Vec<u8>| cache.display(&parse(&bytes).unwrap()).to_string();
+        assert_snapshot!(line(encode::update(16384, None, new.clone())), @r#"UPDATE public.users (3 cols) new=[t:"2", t:"ann", n]"#);
+        assert_snapshot!(line(encode::update(16384, Some((OldKind::Key, key.clone())), new.clone())), @r#"UPDATE public.users (3 cols) key=[t:"1", n, n] new=[t:"2", t:"ann", n]"#);
+        assert_snapshot!(line(encode::update(16384, Some((OldKind::Row, new.clone())), key.clone())), @r#"UPDATE public.users (3 cols) old=[t:"2", t:"ann", n] new=[t:"1", n, n]"#);
+        assert_snapshot!(line(encode::delete(16384, OldKind::Key, key)), @r#"DELETE public.users (3 cols) key=[t:"1", n, n]"#);
+        assert_snapshot!(line(encode::delete(16384, OldKind::Row, new)), @r#"DELETE public.users (3 cols) old=[t:"2", t:"ann", n]"#);
+    }
+
+    #[test]
+    fn truncate_lists_relations_and_options() {
+        let mut cache = RelationCache::new();
+        cache.apply(users());
+        let bytes = encode::truncate(&[16384, 7], true, true);
+        let message = parse(&bytes).unwrap();
+        assert_snapshot!(cache.display(&message).to_string(), @"TRUNCATE public.users, rel=7 cascade restart-identity");
+        assert_snapshot!(shown(&encode::truncate(&[16384], false, false)), @"TRUNCATE rel=16384");
+    }
+
+    #[test]
+    fn logical_message_prints_kind_prefix_and_content() {
+        assert_snapshot!(shown(&encode::logical_message(false, Lsn(0x20), "app", b"hi\n\xFF")), @r#"MESSAGE non-transactional lsn=0/20 prefix="app" content="hi\n\xFF""#);
+    }
+
+    #[test]
+    fn long_values_print_length_and_first_32_bytes() {
+        let big = "x".repeat(200_000);
+        let bytes = encode::insert(1, encode::row(&[Some(&big)]));
+        assert_snapshot!(shown(&bytes), @r#"INSERT rel=1 (1 cols) new=[t:"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"...(200000 bytes)]"#);
+        let binary: Vec<u8> = (0..40).collect();
+        let bytes = encode::insert(1, [Datum::Binary(&binary)].into_iter().collect());
+        assert_snapshot!(shown(&bytes), @"INSERT rel=1 (1 cols) new=[b:0x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f...(40 bytes)]");
+    }
+
+    #[test]
+    fn cut_never_splits_a_utf8_character() {
+        // 31 ASCII bytes then 'é' (2 bytes): the cut at 32 would fall inside 'é'.
+        let text = format!("{}é{}", "a".repeat(31), "b".repeat(10));
+        let bytes = encode::insert(1, encode::row(&[Some(&text)]));
+        assert_snapshot!(shown(&bytes), @r#"INSERT rel=1 (1 cols) new=[t:"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"...(43 bytes)]"#);
+    }
+
+    #[test]
+    fn exactly_32_bytes_is_not_cut() {
+        let text = "z".repeat(32);
+        let bytes = encode::insert(1, encode::row(&[Some(&text)]));
+        assert_snapshot!(shown(&bytes), @r#"INSERT rel=1 (1 cols) new=[t:"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"]"#);
+    }
+}

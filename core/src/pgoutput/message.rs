@@ -16,6 +16,11 @@ pub const TUPLE_INLINE_COLUMNS: usize = 16;
 
 /// One pgoutput message. Tuple values and names borrow from the XLogData payload; only a
 /// Relation (rare, and kept by the cache) and a Truncate's OID list are owned.
+///
+/// An Update holds two inline tuples, so it is far larger than a Begin. Boxing it would
+/// cost an allocation per replicated row, which the inline tuples exist to avoid; a
+/// message lives for one row and is moved a handful of times, so the size is cheap.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message<'a> {
     Begin(Begin),

@@ -15,6 +15,8 @@ pub mod encode;
 pub mod fuzz;
 mod message;
 mod parse;
+#[cfg(test)]
+mod proptests;
 pub mod relation;
 #[cfg(test)]
 mod tests;
