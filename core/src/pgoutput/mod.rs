@@ -8,6 +8,8 @@
 //! about a change (that is the pipeline).
 
 mod cache;
+#[cfg(test)]
+mod capture_tests;
 mod display;
 #[cfg(feature = "testing")]
 pub mod encode;
