@@ -78,7 +78,8 @@ impl fmt::Display for Tuple<'_> {
 
 impl fmt::Display for RelationColumn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} type={}", self.name, self.type_oid)?;
+        write_name(f, &self.name)?;
+        write!(f, " type={}", self.type_oid)?;
         if self.type_modifier != -1 {
             write!(f, " typmod={}", self.type_modifier)?;
         }
@@ -91,10 +92,10 @@ impl fmt::Display for RelationColumn {
 
 impl fmt::Display for Relation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_qualified(f, &self.namespace, &self.name)?;
         write!(
             f,
-            "{} oid={} identity={} cols=[",
-            self.qualified_name(),
+            " oid={} identity={} cols=[",
             self.oid,
             self.replica_identity.as_str()
         )?;
@@ -114,7 +115,7 @@ fn write_relation(
     names: Option<&RelationCache>,
 ) -> fmt::Result {
     match names.and_then(|cache| cache.get(oid)) {
-        Some(relation) => f.write_str(&relation.qualified_name()),
+        Some(relation) => write_qualified(f, &relation.namespace, &relation.name),
         None => write!(f, "rel={oid}"),
     }
 }
@@ -147,12 +148,9 @@ fn write_message(
         }
         Message::Relation(r) => write!(f, "RELATION {r}"),
         Message::Type(m) => {
-            let namespace = if m.namespace.is_empty() {
-                "pg_catalog"
-            } else {
-                m.namespace
-            };
-            write!(f, "TYPE {namespace}.{} oid={}", m.name, m.oid)
+            f.write_str("TYPE ")?;
+            write_qualified(f, m.namespace, m.name)?;
+            write!(f, " oid={}", m.oid)
         }
         Message::Insert(m) => {
             f.write_str("INSERT ")?;
@@ -204,6 +202,30 @@ fn write_message(
             f.write_str(" content=")?;
             write_quoted(f, m.content)
         }
+    }
+}
+
+/// `schema.name`, with pgoutput's empty namespace spelled `pg_catalog`.
+fn write_qualified(f: &mut fmt::Formatter<'_>, namespace: &str, name: &str) -> fmt::Result {
+    write_name(
+        f,
+        if namespace.is_empty() {
+            "pg_catalog"
+        } else {
+            namespace
+        },
+    )?;
+    f.write_char('.')?;
+    write_name(f, name)
+}
+
+/// An identifier as is, unless it holds a control character (a quoted SQL identifier may
+/// hold a newline) or a double quote: then quoted and escaped, so a line stays one line.
+fn write_name(f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
+    if name.chars().any(|c| c.is_control() || c == '"') {
+        write!(f, "\"{}\"", name.escape_debug())
+    } else {
+        f.write_str(name)
     }
 }
 
@@ -361,6 +383,16 @@ mod tests {
         let text = format!("{}é{}", "a".repeat(31), "b".repeat(10));
         let bytes = encode::insert(1, encode::row(&[Some(&text)]));
         assert_snapshot!(shown(&bytes), @r#"INSERT rel=1 (1 cols) new=[t:"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"...(43 bytes)]"#);
+    }
+
+    #[test]
+    fn names_with_control_characters_or_quotes_are_quoted_to_stay_on_one_line() {
+        assert_snapshot!(shown(&encode::type_message(7, "my schema", "a\nb")), @r#"TYPE my schema."a\nb" oid=7"#);
+        let mut relation = users();
+        relation.name = "say \"hi\"".to_owned();
+        relation.columns.truncate(1);
+        relation.columns[0].name = "tab\there".to_owned();
+        assert_snapshot!(shown(&encode::relation(&relation)), @r#"RELATION public."say \"hi\"" oid=16384 identity=default cols=["tab\there" type=23 key]"#);
     }
 
     #[test]

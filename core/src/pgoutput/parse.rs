@@ -127,7 +127,7 @@ fn parse_relation(r: &mut Reader<'_>) -> Result<Relation, DecodeError> {
         b'i' => ReplicaIdentity::Index,
         tag => {
             return Err(DecodeError::new(
-                r.offset() - 1,
+                r.offset().saturating_sub(1),
                 DecodeErrorKind::UnknownTag {
                     context: "relation replica identity (d, n, f or i)",
                     tag,
@@ -184,7 +184,7 @@ fn parse_datum<'a>(r: &mut Reader<'a>) -> Result<Datum<'a>, DecodeError> {
         b't' => Ok(Datum::Text(length_prefixed(r)?)),
         b'b' => Ok(Datum::Binary(length_prefixed(r)?)),
         _ => Err(DecodeError::new(
-            r.offset() - 1,
+            r.offset().saturating_sub(1),
             DecodeErrorKind::UnknownTag {
                 context: "tuple column kind (n, u, t or b)",
                 tag,
@@ -210,7 +210,7 @@ fn expect_tag(
         Ok(tag)
     } else {
         Err(DecodeError::new(
-            r.offset() - 1,
+            r.offset().saturating_sub(1),
             DecodeErrorKind::UnknownTag { context, tag },
         ))
     }
