@@ -67,3 +67,49 @@ fn check_payload(cache: &mut RelationCache, payload: &[u8]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut out = u16::try_from(payload.len()).unwrap().to_be_bytes().to_vec();
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[test]
+    fn frames_split_on_their_length_and_a_short_last_frame_takes_the_rest() {
+        assert_eq!(split_frame(&[0, 2, 7, 8, 9]), (&[7u8, 8][..], &[9u8][..]));
+        assert_eq!(split_frame(&[0, 9, 7]), (&[7u8][..], &[][..]));
+        assert_eq!(split_frame(&[5]), (&[5u8][..], &[][..]));
+    }
+
+    #[test]
+    fn type_name_with_newline_found_by_fuzzing_does_not_panic() {
+        fuzz_pgoutput(&frame(b"Y\0\0\x40\x01\0o\n\0"));
+    }
+
+    #[test]
+    fn relation_then_rows_of_the_wrong_width_do_not_panic() {
+        let payloads: [&[u8]; 4] = [
+            b"R\0\0\0\x01\0t\0f\0\x01\x01id\0\0\0\0\x17\xFF\xFF\xFF\xFF",
+            b"U\0\0\0\x01O\0\x01u\x4e\0\x01u",
+            b"I\0\0\0\x01N\0\x02nn",
+            b"T\0\0\0\x02\0\0\0\0\x01\0\0\0\x02",
+        ];
+        // Each payload is valid on its own; only the cache can object to the last two.
+        let mut cache = RelationCache::new();
+        let mut verdicts = Vec::new();
+        for payload in payloads {
+            let message = parse(payload).unwrap();
+            verdicts.push(cache.check(&message).is_ok());
+            if let Message::Relation(relation) = message {
+                cache.apply(relation);
+            }
+        }
+        assert_eq!(verdicts, [true, true, false, false]);
+        let stream: Vec<u8> = payloads.iter().flat_map(|p| frame(p)).collect();
+        fuzz_pgoutput(&stream);
+    }
+}
