@@ -13,6 +13,7 @@ pub mod completion;
 pub mod config;
 pub mod conn;
 pub mod contract;
+pub mod convert;
 pub mod copy;
 pub mod crash;
 pub mod error;
