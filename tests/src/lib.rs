@@ -1,2 +1,3 @@
 //! Test infrastructure shared by slotline's integration tests, benchmarks and demo: a
 //! throwaway PostgreSQL cluster and a faithful double of Feldera's HTTP API.
+pub mod feldera_double;
