@@ -133,7 +133,7 @@ async fn ingress_inner(
     let parse = match format_of(params) {
         Ok(true) => None,
         Ok(false) => Some(reject_as_csv(body)),
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     let spelling = format!("{table}?{}", raw_query.unwrap_or_default());
     let Some(endpoint) = shared.state().endpoint_for(&spelling) else {
@@ -168,24 +168,24 @@ async fn ingress_inner(
 
 /// `Ok(true)` for JSON, `Ok(false)` for CSV (Feldera's default), an error response for
 /// anything the double does not speak.
-fn format_of(params: &BTreeMap<String, String>) -> Result<bool, Response> {
+fn format_of(params: &BTreeMap<String, String>) -> Result<bool, Box<Response>> {
     match params.get("update_format").map(String::as_str) {
         None | Some("insert_delete") => {}
         Some(other) => {
-            return Err(invalid_param(format!(
+            return Err(Box::new(invalid_param(format!(
                 "update_format `{other}`: the double implements only `insert_delete`"
-            )))
+            ))))
         }
     }
     match params.get("format").map(String::as_str) {
         Some("json") => Ok(true),
         None | Some("csv") => Ok(false),
-        Some(other) => Err(api_error(
+        Some(other) => Err(Box::new(api_error(
             StatusCode::BAD_REQUEST,
             "UnknownInputFormat",
             format!("unknown input format `{other}` (the double accepts `json`)"),
             json!({"format": other}),
-        )),
+        ))),
     }
 }
 

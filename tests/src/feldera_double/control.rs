@@ -38,19 +38,19 @@ pub fn routes() -> Router<Arc<Shared>> {
 }
 
 /// Decodes a control body; an empty body means `{}`.
-fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
+fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, Box<Response>> {
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
         body
     };
     serde_json::from_slice(body).map_err(|e| {
-        api_error(
+        Box::new(api_error(
             StatusCode::BAD_REQUEST,
             "BadControlRequest",
             format!("invalid control request: {e}"),
             json!({}),
-        )
+        ))
     })
 }
 
@@ -70,7 +70,7 @@ struct FailIngress {
 async fn fail_ingress(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let req: FailIngress = match decode(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     let mode = match req.mode.as_str() {
         "before" => FailMode::BeforeApply,
@@ -103,7 +103,7 @@ struct SetUnavailable {
 async fn unavailable(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let req: SetUnavailable = match decode(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     let code = req
         .error_code
@@ -130,7 +130,7 @@ async fn restart(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         Ok(req) => {
             ok(json!({"incarnation": shared.restart(req.keep_state), "keep_state": req.keep_state}))
         }
-        Err(resp) => resp,
+        Err(resp) => *resp,
     }
 }
 
@@ -146,7 +146,7 @@ async fn pause(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             shared.pause(req.proxy_timeout_ms.map(Duration::from_millis));
             ok(json!({"paused": true}))
         }
-        Err(resp) => resp,
+        Err(resp) => *resp,
     }
 }
 
@@ -167,7 +167,7 @@ async fn proxy_timeout(State(shared): State<Arc<Shared>>, body: Bytes) -> Respon
             shared.set_proxy_timeout(Duration::from_millis(req.ms));
             ok(json!({"proxy_timeout_ms": req.ms}))
         }
-        Err(resp) => resp,
+        Err(resp) => *resp,
     }
 }
 
@@ -181,7 +181,7 @@ struct SetDelay {
 async fn completion_delay(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let req: SetDelay = match decode(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     let delay = match &req.delay_ms {
         Value::String(s) if s == "never" => CompletionDelay::Never,

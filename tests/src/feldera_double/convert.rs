@@ -226,7 +226,7 @@ fn scale_decimal(text: &str, scale: u32) -> Option<i128> {
         base.checked_mul(10i128.checked_pow(u32::try_from(shift).ok()?)?)?
     } else {
         let cut = usize::try_from(-shift).ok()?;
-        if cut >= digits.len() + 1 {
+        if cut > digits.len() {
             0
         } else {
             let (keep, dropped) = digits.split_at(digits.len() - cut.min(digits.len()));

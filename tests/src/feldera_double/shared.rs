@@ -85,7 +85,7 @@ impl Shared {
     pub fn restart(&self, keep_state: bool) -> String {
         let incarnation = {
             let mut st = self.state();
-            st.restart(keep_state);
+            st.restart(keep_state, Instant::now());
             st.incarnation.clone()
         };
         self.paused.send_replace(false);

@@ -150,6 +150,8 @@ impl Pipeline {
                     ready_at,
                     batches: vec![batch],
                 });
+                // A zero delay means processed at once, not "when someone next looks".
+                self.advance(now);
             }
         }
         CompletionToken {
@@ -240,8 +242,10 @@ impl Pipeline {
     }
 
     /// A new incarnation: old tokens answer 410, the queue and any open transaction are
-    /// lost, endpoints start afresh; the tables survive only when `keep_state`.
-    pub fn restart(&mut self, keep_state: bool) {
+    /// lost, endpoints start afresh; the tables survive only when `keep_state`. What was
+    /// due by `now` was processed before the restart.
+    pub fn restart(&mut self, keep_state: bool, now: Instant) {
+        self.advance(now);
         self.incarnation = uuid::Uuid::new_v4().to_string();
         self.pending.clear();
         self.txn = None;
