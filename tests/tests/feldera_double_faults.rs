@@ -304,3 +304,38 @@ fn binary_prints_its_address_and_serves_the_schema() {
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(status.unwrap(), 200);
 }
+
+#[test]
+fn complete_step_is_the_step_that_processed_the_token_not_the_current_one() {
+    let double = start();
+    let c = Client::new(&double);
+    let first = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let step_of = |t: &str| c.completion(t).json()["step"].as_u64().expect("complete");
+    let s1 = step_of(&first);
+    let second = c.ingest_ok("t", r#"{"insert": {"id": 2}}"#);
+    let s2 = step_of(&second);
+    assert!(s2 > s1, "{s1} then {s2}");
+    assert_eq!(
+        step_of(&first),
+        s1,
+        "a later step does not move an earlier token's step"
+    );
+}
+
+#[test]
+fn inprogress_can_be_answered_with_202_as_the_openapi_document_says() {
+    let double = start_with(
+        config()
+            .with_completion_delay(CompletionDelay::Never)
+            .with_inprogress_202(true),
+    );
+    let c = Client::new(&double);
+    let token = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let r = c.completion(&token);
+    assert_eq!(
+        (r.status, r.json()["status"].as_str()),
+        (202, Some("inprogress"))
+    );
+    double.release_completions();
+    assert_eq!(c.completion(&token).status, 200);
+}

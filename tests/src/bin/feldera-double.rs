@@ -35,6 +35,9 @@ struct Args {
     /// How long ingress waits on a paused pipeline before answering 503.
     #[arg(long, default_value_t = 30_000)]
     proxy_timeout_ms: u64,
+    /// Answer `inprogress` completion status with 202 instead of 200.
+    #[arg(long)]
+    inprogress_202: bool,
 }
 
 fn main() -> ExitCode {
@@ -60,7 +63,8 @@ fn main() -> ExitCode {
     let config = DoubleConfig::new(args.pipeline.clone(), schema)
         .with_port(args.port)
         .with_completion_delay(delay)
-        .with_proxy_timeout(Duration::from_millis(args.proxy_timeout_ms));
+        .with_proxy_timeout(Duration::from_millis(args.proxy_timeout_ms))
+        .with_inprogress_202(args.inprogress_202);
     let double = match FelderaDouble::start(config) {
         Ok(d) => d,
         Err(e) => {

@@ -243,7 +243,12 @@ async fn completion_status(
             Json(json!({"status": "complete", "step": step})).into_response()
         }
         Ok(Completion::InProgress) => {
-            Json(json!({"status": "inprogress", "step": null})).into_response()
+            let status = if shared.inprogress_202 {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            (status, Json(json!({"status": "inprogress", "step": null}))).into_response()
         }
         Err(TokenError::Restarted) => api_error(
             StatusCode::GONE,

@@ -68,6 +68,9 @@ pub struct DoubleConfig {
     pub completion_delay: CompletionDelay,
     /// How long an ingress call waits on a paused pipeline before 503.
     pub proxy_timeout: Duration,
+    /// Answer `inprogress` with 202 (as Feldera's OpenAPI document says) instead of 200
+    /// (what its code does): clients must accept both.
+    pub inprogress_202: bool,
 }
 
 impl DoubleConfig {
@@ -79,6 +82,7 @@ impl DoubleConfig {
             port: 0,
             completion_delay: CompletionDelay::Fixed(Duration::ZERO),
             proxy_timeout: DEFAULT_PROXY_TIMEOUT,
+            inprogress_202: false,
         }
     }
 
@@ -94,6 +98,11 @@ impl DoubleConfig {
 
     pub fn with_proxy_timeout(mut self, timeout: Duration) -> DoubleConfig {
         self.proxy_timeout = timeout;
+        self
+    }
+
+    pub fn with_inprogress_202(mut self, yes: bool) -> DoubleConfig {
+        self.inprogress_202 = yes;
         self
     }
 }
@@ -162,6 +171,7 @@ impl FelderaDouble {
             Arc::new(schema),
             config.completion_delay,
             config.proxy_timeout,
+            config.inprogress_202,
         ));
         let server = Server::spawn(shared.clone(), config.port)?;
         Ok(FelderaDouble { shared, server })

@@ -23,6 +23,8 @@ pub struct Shared {
     pub pipeline_name: String,
     pub pipeline_id: String,
     pub schema: Arc<Schema>,
+    /// Status code of an `inprogress` completion answer: 200, or 202 when configured.
+    pub inprogress_202: bool,
     state: Mutex<Pipeline>,
     log: Mutex<RequestLog>,
     /// Mirrors `Pipeline::paused` so ingress can wait for a resume without a lock.
@@ -35,6 +37,7 @@ impl Shared {
         schema: Arc<Schema>,
         delay: CompletionDelay,
         proxy_timeout: Duration,
+        inprogress_202: bool,
     ) -> Shared {
         let (paused, _) = watch::channel(false);
         Shared {
@@ -42,6 +45,7 @@ impl Shared {
             pipeline_id: uuid::Uuid::new_v4().to_string(),
             state: Mutex::new(Pipeline::new(schema.clone(), delay, proxy_timeout)),
             schema,
+            inprogress_202,
             log: Mutex::new(RequestLog::new(Instant::now())),
             paused,
         }

@@ -50,10 +50,12 @@ struct Group {
     batches: Vec<Batch>,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct EndpointCounters {
     accepted: u64,
-    processed: u64,
+    /// Step in which each processed request (by `seq - 1`) was processed; requests on one
+    /// endpoint are processed in order, so its length is the processed count.
+    processed_steps: Vec<u64>,
 }
 
 /// Answer to a completion query.
@@ -182,15 +184,20 @@ impl Pipeline {
             let Some(group) = self.pending.pop_front() else {
                 break;
             };
+            self.step += 1;
             for batch in group.batches {
                 let rel = &self.schema.inputs[batch.table];
                 for change in batch.changes {
                     self.tables[batch.table].apply(rel, change);
                 }
                 let c = &mut self.counters[batch.endpoint as usize];
-                c.processed = c.processed.max(batch.seq);
+                debug_assert_eq!(
+                    c.processed_steps.len() as u64 + 1,
+                    batch.seq,
+                    "FIFO per endpoint"
+                );
+                c.processed_steps.push(self.step);
             }
-            self.step += 1;
         }
     }
 
@@ -214,11 +221,18 @@ impl Pipeline {
             .counters
             .get(token.e as usize)
             .ok_or(TokenError::UnknownEndpoint(token.e))?;
-        Ok(if c.processed >= token.c {
-            Completion::Complete { step: self.step }
-        } else {
-            Completion::InProgress
-        })
+        // Feldera reports the step that processed the token's data.
+        Ok(
+            match token
+                .c
+                .checked_sub(1)
+                .map(|i| c.processed_steps.get(i as usize))
+            {
+                Some(Some(step)) => Completion::Complete { step: *step },
+                Some(None) => Completion::InProgress,
+                None => Completion::Complete { step: 0 },
+            },
+        )
     }
 
     /// Opens a transaction; `Err(open id)` when one is already open.
