@@ -372,3 +372,36 @@ fn changes_inside_a_transaction_become_visible_at_commit() {
         "nothing left to commit"
     );
 }
+
+#[test]
+fn query_can_fail_after_streaming_and_can_answer_as_a_json_array() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok("t", "{\"insert\": {\"id\": 1}}\n{\"insert\": {\"id\": 2}}");
+
+    let r = c.post("/control/fail_query", r#"{"count": 1}"#);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = c.query("select id from t order by id");
+    assert_eq!(r.status, 200, "the failure comes after the headers");
+    let lines = r.lines();
+    assert_eq!(&lines[..2], &[json!({"id": 1}), json!({"id": 2})]);
+    assert!(
+        lines[2]["error"].is_string(),
+        "final error line: {}",
+        r.text
+    );
+    assert_eq!(
+        c.query("select id from t").lines().len(),
+        2,
+        "only the next query fails"
+    );
+
+    assert_eq!(
+        c.post("/control/query_format", r#"{"array": true}"#).status,
+        200
+    );
+    let r = c.query("select id from t order by id desc");
+    assert_eq!(r.json(), json!([{"id": 2}, {"id": 1}]));
+    double.set_query_array(false);
+    assert_eq!(c.query("select id from t").lines().len(), 2);
+}

@@ -279,16 +279,19 @@ async fn adhoc_query(
     let Some(sql) = params.get("sql") else {
         return invalid_param("missing query parameter `sql`");
     };
-    let result = {
+    let (result, shape) = {
         let mut st = shared.state();
         st.advance(Instant::now());
-        query::run(&shared.schema, &st.tables, sql)
+        let result = query::run(&shared.schema, &st.tables, sql);
+        // A mid-stream failure is planned only for queries that would have streamed.
+        let midstream = result.is_ok() && st.faults.take_query_failure();
+        (result, (st.query_array, midstream))
     };
     match result {
-        Ok(body) => {
-            let rows = body.lines().count() as u64;
-            let mut resp = ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response();
-            note(&mut resp, |n| n.rows = Some(rows));
+        Ok(rows) => {
+            let count = rows.len() as u64;
+            let mut resp = query_body(rows, shape.0, shape.1);
+            note(&mut resp, |n| n.rows = Some(count));
             resp
         }
         Err(e) => api_error(
@@ -298,6 +301,25 @@ async fn adhoc_query(
             json!({"error": e}),
         ),
     }
+}
+
+/// NDJSON (one object per line) or, when configured, one JSON array. An injected
+/// mid-stream failure keeps the 200 and ends the stream with Feldera's `{"error": ...}` line.
+fn query_body(rows: Vec<String>, array: bool, midstream_error: bool) -> Response {
+    let mut lines = rows;
+    if midstream_error {
+        lines.push(json!({"error": "injected failure after streaming started"}).to_string());
+    }
+    let (content_type, body) = if array {
+        ("application/json", format!("[{}]", lines.join(",")))
+    } else {
+        let mut body = lines.join("\n");
+        if !body.is_empty() {
+            body.push('\n');
+        }
+        ("application/x-ndjson", body)
+    };
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 async fn start_transaction(

@@ -25,6 +25,8 @@ use super::state::CompletionDelay;
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/control/fail_ingress", post(fail_ingress))
+        .route("/control/fail_query", post(fail_query))
+        .route("/control/query_format", post(query_format))
         .route("/control/unavailable", post(unavailable).delete(available))
         .route("/control/restart", post(restart))
         .route("/control/pause", post(pause))
@@ -90,6 +92,38 @@ async fn fail_ingress(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
         .unwrap_or(DEFAULT_INGRESS_FAILURE_CODE);
     shared.fail_next_ingress(req.count, mode, code);
     ok(json!({"queued": req.count, "mode": req.mode, "error_code": code}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailQuery {
+    count: usize,
+}
+
+async fn fail_query(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match decode::<FailQuery>(&body) {
+        Ok(req) => {
+            shared.fail_next_queries(req.count);
+            ok(json!({"queued": req.count}))
+        }
+        Err(resp) => *resp,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryFormat {
+    array: bool,
+}
+
+async fn query_format(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match decode::<QueryFormat>(&body) {
+        Ok(req) => {
+            shared.set_query_array(req.array);
+            ok(json!({"array": req.array}))
+        }
+        Err(resp) => *resp,
+    }
 }
 
 #[derive(Deserialize)]

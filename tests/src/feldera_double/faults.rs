@@ -1,5 +1,6 @@
 //! Injected faults: failing the next ingress calls with 503 before or after applying them,
-//! and answering 503 on every `/v0` call for a while. (Pause and restart live in `state`,
+//! failing queries after streaming started, and answering 503 on every `/v0` call for a
+//! while. (Pause and restart live in `state`,
 //! because they change what the pipeline does rather than what one response says.)
 //!
 //! Owns: the fault queue and the unavailability window. Never builds HTTP responses.
@@ -42,6 +43,8 @@ pub struct Unavailable {
 pub struct Faults {
     ingress: VecDeque<IngressFailure>,
     unavailable: Option<Unavailable>,
+    /// Queries still to fail after their rows were streamed.
+    query_midstream: usize,
 }
 
 /// More queued failures than this is a test bug, not a plan.
@@ -62,6 +65,18 @@ impl Faults {
     /// The failure planned for this ingress call, if any.
     pub fn take_ingress_failure(&mut self) -> Option<IngressFailure> {
         self.ingress.pop_front()
+    }
+
+    /// The next `count` successful queries end with an `{"error": ...}` line.
+    pub fn fail_next_queries(&mut self, count: usize) {
+        self.query_midstream = self.query_midstream.saturating_add(count);
+    }
+
+    /// Whether this query is to fail mid-stream (consumes one planned failure).
+    pub fn take_query_failure(&mut self) -> bool {
+        let planned = self.query_midstream > 0;
+        self.query_midstream = self.query_midstream.saturating_sub(1);
+        planned
     }
 
     pub fn queued_ingress_failures(&self) -> usize {

@@ -207,6 +207,17 @@ impl FelderaDouble {
         self.shared.fail_next_ingress(count, mode, error_code);
     }
 
+    /// The next `count` successful ad-hoc queries answer 200, stream their rows, then end
+    /// with Feldera's `{"error": "..."}` line (an error after streaming started).
+    pub fn fail_next_queries(&self, count: usize) {
+        self.shared.fail_next_queries(count);
+    }
+
+    /// Answer ad-hoc queries as one JSON array (`true`) or as NDJSON (`false`, default).
+    pub fn set_query_array(&self, array: bool) {
+        self.shared.set_query_array(array);
+    }
+
     /// Every `/v0` call answers 503 PipelineUnavailable for `duration` (`None`: until
     /// `clear_unavailable`).
     pub fn set_unavailable(&self, duration: Option<Duration>) {

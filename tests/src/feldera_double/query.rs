@@ -187,8 +187,8 @@ pub fn parse(sql: &str) -> Result<Query, String> {
 }
 
 /// Runs `sql` over the inputs' current state; materialized outputs exist but hold no rows
-/// (the double runs no views). Returns the NDJSON body.
-pub fn run(schema: &Schema, tables: &[TableState], sql: &str) -> Result<String, String> {
+/// (the double runs no views). Returns one JSON object text per result row.
+pub fn run(schema: &Schema, tables: &[TableState], sql: &str) -> Result<Vec<String>, String> {
     let q = parse(sql)?;
     let (rel, rows) = resolve_table(schema, tables, &q.table)?;
     if !rel.queryable() {
@@ -199,7 +199,7 @@ pub fn run(schema: &Schema, tables: &[TableState], sql: &str) -> Result<String, 
     }
     let mut rows = rows;
     if q.select == Select::Count {
-        return Ok(format!("{{\"count(*)\":{}}}\n", rows.len()));
+        return Ok(vec![format!("{{\"count(*)\":{}}}", rows.len())]);
     }
     let columns = match &q.select {
         Select::Columns(cols) => cols
@@ -214,24 +214,23 @@ pub fn run(schema: &Schema, tables: &[TableState], sql: &str) -> Result<String, 
         .map(|(c, d)| column(rel, c).map(|i| (i, *d)))
         .collect::<Result<_, _>>()?;
     rows.sort_by(|a, b| compare(a, b, &order));
-    let mut out = String::new();
-    for row in &rows {
-        let fields: Vec<String> = columns
-            .iter()
-            .map(|&i| {
-                let f = &rel.fields[i];
-                format!(
-                    "{}:{}",
-                    Json::String(f.name.clone()),
-                    to_query_json(&row[i], &f.columntype)
-                )
-            })
-            .collect();
-        out.push('{');
-        out.push_str(&fields.join(","));
-        out.push_str("}\n");
-    }
-    Ok(out)
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let fields: Vec<String> = columns
+                .iter()
+                .map(|&i| {
+                    let f = &rel.fields[i];
+                    format!(
+                        "{}:{}",
+                        Json::String(f.name.clone()),
+                        to_query_json(&row[i], &f.columntype)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        })
+        .collect())
 }
 
 fn resolve_table<'a>(

@@ -75,6 +75,14 @@ impl Shared {
             .fail_next_ingress(count, mode, error_code);
     }
 
+    pub fn fail_next_queries(&self, count: usize) {
+        self.state().faults.fail_next_queries(count);
+    }
+
+    pub fn set_query_array(&self, array: bool) {
+        self.state().query_array = array;
+    }
+
     pub fn set_unavailable(&self, duration: Option<Duration>, error_code: &str) {
         self.state()
             .faults

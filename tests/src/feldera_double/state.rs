@@ -85,6 +85,8 @@ pub struct Pipeline {
     pub faults: Faults,
     pub paused: bool,
     pub proxy_timeout: Duration,
+    /// Answer ad-hoc queries as one JSON array instead of NDJSON.
+    pub query_array: bool,
     endpoints: BTreeMap<String, u64>,
     counters: Vec<EndpointCounters>,
     pending: VecDeque<Group>,
@@ -104,6 +106,7 @@ impl Pipeline {
             faults: Faults::default(),
             paused: false,
             proxy_timeout,
+            query_array: false,
             endpoints: BTreeMap::new(),
             counters: Vec::new(),
             pending: VecDeque::new(),
@@ -285,6 +288,7 @@ impl Pipeline {
                 CompletionDelay::Never => json!("never"),
             },
             "proxy_timeout_ms": self.proxy_timeout.as_millis() as u64,
+            "query_array": self.query_array,
             "queued_ingress_failures": self.faults.queued_ingress_failures(),
         })
     }
