@@ -405,3 +405,29 @@ fn query_can_fail_after_streaming_and_can_answer_as_a_json_array() {
     double.set_query_array(false);
     assert_eq!(c.query("select id from t").lines().len(), 2);
 }
+
+#[test]
+fn each_ingress_spelling_is_an_endpoint_and_past_100_feldera_answers_429() {
+    let double = start();
+    let c = Client::new(&double);
+    for i in 0..100 {
+        let r = c.post(
+            &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n={i}"),
+            "",
+        );
+        assert_eq!(r.status, 200, "{i}: {}", r.text);
+    }
+    let r = c.post(
+        &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n=100"),
+        "",
+    );
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (429, "ApiConnectionLimit")
+    );
+    let r = c.post(
+        &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n=7"),
+        "",
+    );
+    assert_eq!(r.status, 200, "a known spelling still works");
+}

@@ -305,3 +305,101 @@ impl Pipeline {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feldera_double::value::Value;
+
+    fn pipeline(delay: CompletionDelay) -> Pipeline {
+        let schema = Schema::parse(json!({"inputs": [{"name": "t", "fields": [
+            {"name": "id", "columntype": {"type": "BIGINT", "nullable": false}}],
+            "primary_key": ["id"]}], "outputs": []}))
+        .expect("schema");
+        Pipeline::new(Arc::new(schema), delay, Duration::from_secs(1))
+    }
+
+    fn insert(id: i64) -> Vec<Change> {
+        vec![Change::Insert(vec![Value::Int(id)])]
+    }
+
+    fn rows(p: &Pipeline) -> usize {
+        p.tables[0].visible_rows().len()
+    }
+
+    fn status(p: &mut Pipeline, token: &str, now: Instant) -> Completion {
+        let t = CompletionToken::decode(token).expect("own token decodes");
+        p.completion(&t, now).expect("current incarnation")
+    }
+
+    #[test]
+    fn requests_are_processed_in_order_once_due_and_not_while_paused() {
+        let mut p = pipeline(CompletionDelay::Fixed(Duration::from_millis(10)));
+        let t0 = Instant::now();
+        let e = p.endpoint_for("t?format=json").unwrap();
+        let a = p.accept(0, e, insert(1), t0);
+        assert_eq!(status(&mut p, &a, t0), Completion::InProgress);
+        p.paused = true;
+        assert_eq!(
+            status(&mut p, &a, t0 + Duration::from_millis(20)),
+            Completion::InProgress
+        );
+        p.paused = false;
+        assert_eq!(
+            status(&mut p, &a, t0 + Duration::from_millis(20)),
+            Completion::Complete { step: 1 }
+        );
+        assert_eq!(rows(&p), 1);
+    }
+
+    #[test]
+    fn a_transaction_holds_its_requests_until_commit() {
+        let mut p = pipeline(CompletionDelay::Fixed(Duration::ZERO));
+        let now = Instant::now();
+        let e = p.endpoint_for("t").unwrap();
+        assert_eq!(p.start_transaction(), Ok(1));
+        assert_eq!(p.start_transaction(), Err(1));
+        let a = p.accept(0, e, insert(1), now);
+        let b = p.accept(0, e, insert(2), now);
+        assert_eq!(
+            (rows(&p), status(&mut p, &b, now)),
+            (0, Completion::InProgress)
+        );
+        assert_eq!(p.commit_transaction(now), Some(1));
+        assert_eq!(rows(&p), 2);
+        assert_eq!(
+            status(&mut p, &a, now),
+            status(&mut p, &b, now),
+            "one step for the whole transaction"
+        );
+        assert_eq!(p.commit_transaction(now), None);
+    }
+
+    #[test]
+    fn restart_loses_the_queue_and_invalidates_tokens() {
+        let mut p = pipeline(CompletionDelay::Never);
+        let now = Instant::now();
+        let e = p.endpoint_for("t").unwrap();
+        let a = p.accept(0, e, insert(1), now);
+        p.restart(true, now);
+        let t = CompletionToken::decode(&a).unwrap();
+        assert_eq!(p.completion(&t, now), Err(TokenError::Restarted));
+        p.release_completions(now);
+        p.advance(now);
+        assert_eq!(rows(&p), 0);
+    }
+
+    #[test]
+    fn more_than_the_endpoint_limit_is_refused() {
+        let mut p = pipeline(CompletionDelay::Never);
+        for i in 0..MAX_INGRESS_ENDPOINTS {
+            assert!(p.endpoint_for(&format!("t?n={i}")).is_some());
+        }
+        assert_eq!(
+            p.endpoint_for("t?n=0"),
+            Some(0),
+            "a known spelling keeps its id"
+        );
+        assert_eq!(p.endpoint_for("t?n=new"), None);
+    }
+}
