@@ -58,6 +58,7 @@ impl Event {
 
 /// Writes the events for a change into `out` and returns how many lines it wrote. On error
 /// `out` may hold a partial line: the caller rolls it back.
+#[derive(Debug)]
 pub struct Converter<'m> {
     mapping: &'m ColumnMapping,
 }

@@ -2,4 +2,5 @@
 //! throwaway PostgreSQL cluster and a faithful double of Feldera's HTTP API.
 
 pub mod driver;
+pub mod feldera_double;
 pub mod pg;

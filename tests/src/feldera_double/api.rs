@@ -1,0 +1,361 @@
+//! The `/v0` HTTP routes: pipeline status with schema, ingress, completion status, ad-hoc
+//! query and transactions, each answering in Feldera's shapes and error codes, plus the
+//! gate that answers 503 on every `/v0` call while the pipeline is made unavailable.
+//!
+//! Owns: request decoding and response encoding. Semantics live in `state`, `ingress`,
+//! `query`; this file only routes and translates.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, RawQuery, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+
+use super::error::{api_error, invalid_param, note, unknown_pipeline};
+use super::faults::FailMode;
+use super::ingress::{errors_details, parse_body, reject_as_csv, Parsed};
+use super::query;
+use super::shared::Shared;
+use super::state::{Completion, TokenError};
+use super::token::CompletionToken;
+
+type Params = Query<BTreeMap<String, String>>;
+
+pub fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/v0/pipelines/{pipeline}", get(get_pipeline))
+        .route("/v0/pipelines/{pipeline}/ingress/{table}", post(ingress))
+        .route(
+            "/v0/pipelines/{pipeline}/completion_status",
+            get(completion_status),
+        )
+        .route("/v0/pipelines/{pipeline}/query", get(adhoc_query))
+        .route(
+            "/v0/pipelines/{pipeline}/start_transaction",
+            post(start_transaction),
+        )
+        .route(
+            "/v0/pipelines/{pipeline}/commit_transaction",
+            post(commit_transaction),
+        )
+}
+
+/// Middleware: while an unavailability window is open every `/v0` call gets 503.
+pub async fn unavailable_gate(
+    State(shared): State<Arc<Shared>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let code = shared.state().faults.unavailable_code(Instant::now());
+    match code {
+        Some(code) => api_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &code,
+            "pipeline unavailable (injected by the Feldera double)",
+            json!({}),
+        ),
+        None => next.run(req).await,
+    }
+}
+
+async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<String>) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    let st = shared.state();
+    let deployment = if st.paused { "Paused" } else { "Running" };
+    Json(json!({
+        "id": shared.pipeline_id,
+        "name": shared.pipeline_name,
+        "description": "",
+        "version": 1,
+        "program_version": 1,
+        "program_code": "",
+        "program_config": {},
+        "runtime_config": {},
+        "program_status": "Success",
+        "program_error": {},
+        "program_info": {
+            "schema": st.schema.raw,
+            "main_rust": "",
+            "udf_stubs": "",
+            "input_connectors": {},
+            "output_connectors": {},
+            "dataflow": null,
+        },
+        "deployment_status": deployment,
+        "deployment_desired_status": deployment,
+        "deployment_error": null,
+        "incarnation_uuid": st.incarnation,
+    }))
+    .into_response()
+}
+
+async fn ingress(
+    State(shared): State<Arc<Shared>>,
+    Path((pipeline, table)): Path<(String, String)>,
+    RawQuery(raw_query): RawQuery,
+    Query(params): Params,
+    body: Bytes,
+) -> Response {
+    let mut resp = ingress_inner(&shared, &pipeline, &table, raw_query, &params, &body).await;
+    note(&mut resp, |n| n.table = Some(table));
+    resp
+}
+
+async fn ingress_inner(
+    shared: &Shared,
+    pipeline: &str,
+    table: &str,
+    raw_query: Option<String>,
+    params: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(pipeline);
+    }
+    let Some(index) = shared.schema.input_by_path(table) else {
+        return api_error(
+            StatusCode::NOT_FOUND,
+            "UnknownInputStream",
+            format!("unknown input table '{table}'"),
+            json!({"name": table}),
+        );
+    };
+    let array = params.get("array").is_some_and(|v| v == "true");
+    let parse = match format_of(params) {
+        Ok(true) => None,
+        Ok(false) => Some(reject_as_csv(body)),
+        Err(resp) => return *resp,
+    };
+    let spelling = format!("{table}?{}", raw_query.unwrap_or_default());
+    let Some(endpoint) = shared.state().endpoint_for(&spelling) else {
+        return api_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "ApiConnectionLimit",
+            "too many distinct HTTP input endpoints",
+            json!({}),
+        );
+    };
+    if !shared.wait_unpaused().await {
+        return api_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "PipelineInteractionUnreachable",
+            "timed out waiting for the paused pipeline to answer",
+            json!({}),
+        );
+    }
+    let failure = shared.state().faults.take_ingress_failure();
+    if let Some(f) = failure.as_ref().filter(|f| f.mode == FailMode::BeforeApply) {
+        return injected_503(&f.error_code, false);
+    }
+    let parsed = parse.unwrap_or_else(|| parse_body(&shared.schema.inputs[index], body, array));
+    let events = parsed.events;
+    let mut resp = apply(shared, index, endpoint, parsed);
+    if let Some(f) = failure {
+        resp = injected_503(&f.error_code, true);
+    }
+    note(&mut resp, |n| n.rows = Some(events));
+    resp
+}
+
+/// `Ok(true)` for JSON, `Ok(false)` for CSV (Feldera's default), an error response for
+/// anything the double does not speak.
+fn format_of(params: &BTreeMap<String, String>) -> Result<bool, Box<Response>> {
+    match params.get("update_format").map(String::as_str) {
+        None | Some("insert_delete") => {}
+        Some(other) => {
+            return Err(Box::new(invalid_param(format!(
+                "update_format `{other}`: the double implements only `insert_delete`"
+            ))))
+        }
+    }
+    match params.get("format").map(String::as_str) {
+        Some("json") => Ok(true),
+        None | Some("csv") => Ok(false),
+        Some(other) => Err(Box::new(api_error(
+            StatusCode::BAD_REQUEST,
+            "UnknownInputFormat",
+            format!("unknown input format `{other}` (the double accepts `json`)"),
+            json!({"format": other}),
+        ))),
+    }
+}
+
+fn apply(shared: &Shared, table: usize, endpoint: u64, parsed: Parsed) -> Response {
+    let Parsed {
+        changes, errors, ..
+    } = parsed;
+    let token = if errors.is_empty() || !changes.is_empty() {
+        Some(
+            shared
+                .state()
+                .accept(table, endpoint, changes, Instant::now()),
+        )
+    } else {
+        None
+    };
+    match token {
+        Some(token) if errors.is_empty() => Json(json!({ "token": token })).into_response(),
+        _ => api_error(
+            StatusCode::BAD_REQUEST,
+            "ParseErrors",
+            format!("errors parsing input data ({} errors)", errors.len()),
+            errors_details(&errors),
+        ),
+    }
+}
+
+fn injected_503(code: &str, applied: bool) -> Response {
+    let message = if applied {
+        "injected failure after the request was applied"
+    } else {
+        "injected failure before the request was applied"
+    };
+    api_error(StatusCode::SERVICE_UNAVAILABLE, code, message, json!({}))
+}
+
+async fn completion_status(
+    State(shared): State<Arc<Shared>>,
+    Path(pipeline): Path<String>,
+    Query(params): Params,
+) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    let Some(raw) = params.get("token") else {
+        return invalid_param("missing query parameter `token`");
+    };
+    let token = match CompletionToken::decode(raw) {
+        Ok(t) => t,
+        Err(e) => return invalid_param(format!("invalid completion token: {e}")),
+    };
+    let answer = shared.state().completion(&token, Instant::now());
+    match answer {
+        Ok(Completion::Complete { step }) => {
+            Json(json!({"status": "complete", "step": step})).into_response()
+        }
+        Ok(Completion::InProgress) => {
+            let status = if shared.inprogress_202 {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            (status, Json(json!({"status": "inprogress", "step": null}))).into_response()
+        }
+        Err(TokenError::Restarted) => api_error(
+            StatusCode::GONE,
+            "PipelineRestarted",
+            "the completion token was issued by a previous incarnation of the pipeline",
+            json!({"error": "token from a previous incarnation"}),
+        ),
+        Err(TokenError::UnknownEndpoint(e)) => api_error(
+            StatusCode::BAD_REQUEST,
+            "UnknownEndpointInCompletionToken",
+            format!("completion token names endpoint {e}, which does not exist"),
+            json!({"endpoint_id": e}),
+        ),
+    }
+}
+
+async fn adhoc_query(
+    State(shared): State<Arc<Shared>>,
+    Path(pipeline): Path<String>,
+    Query(params): Params,
+) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    if params.get("format").map(String::as_str) != Some("json") {
+        return invalid_param("the double answers ad-hoc queries only with `format=json`");
+    }
+    let Some(sql) = params.get("sql") else {
+        return invalid_param("missing query parameter `sql`");
+    };
+    let (result, shape) = {
+        let mut st = shared.state();
+        st.advance(Instant::now());
+        let result = query::run(&shared.schema, &st.tables, sql);
+        // A mid-stream failure is planned only for queries that would have streamed.
+        let midstream = result.is_ok() && st.faults.take_query_failure();
+        (result, (st.query_array, midstream))
+    };
+    match result {
+        Ok(rows) => {
+            let count = rows.len() as u64;
+            let mut resp = query_body(rows, shape.0, shape.1);
+            note(&mut resp, |n| n.rows = Some(count));
+            resp
+        }
+        Err(e) => api_error(
+            StatusCode::BAD_REQUEST,
+            "AdHocQueryError",
+            e.clone(),
+            json!({"error": e}),
+        ),
+    }
+}
+
+/// NDJSON (one object per line) or, when configured, one JSON array. An injected
+/// mid-stream failure keeps the 200 and ends the stream with Feldera's `{"error": ...}` line.
+fn query_body(rows: Vec<String>, array: bool, midstream_error: bool) -> Response {
+    let mut lines = rows;
+    if midstream_error {
+        lines.push(json!({"error": "injected failure after streaming started"}).to_string());
+    }
+    let (content_type, body) = if array {
+        ("application/json", format!("[{}]", lines.join(",")))
+    } else {
+        let mut body = lines.join("\n");
+        if !body.is_empty() {
+            body.push('\n');
+        }
+        ("application/x-ndjson", body)
+    };
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn start_transaction(
+    State(shared): State<Arc<Shared>>,
+    Path(pipeline): Path<String>,
+) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    let started = shared.state().start_transaction();
+    match started {
+        Ok(id) => Json(json!({"transaction_id": id})).into_response(),
+        Err(open) => api_error(
+            StatusCode::CONFLICT,
+            "TransactionInProgress",
+            format!("transaction {open} is already in progress"),
+            json!({"transaction_id": open}),
+        ),
+    }
+}
+
+async fn commit_transaction(
+    State(shared): State<Arc<Shared>>,
+    Path(pipeline): Path<String>,
+) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    let committed = shared.state().commit_transaction(Instant::now());
+    match committed {
+        Some(id) => Json(json!({"transaction_id": id})).into_response(),
+        None => api_error(
+            StatusCode::CONFLICT,
+            "NoTransactionInProgress",
+            "there is no transaction to commit",
+            json!({}),
+        ),
+    }
+}

@@ -1,0 +1,306 @@
+//! A faithful double of the parts of Feldera's HTTP API slotline uses (see
+//! `/work/shared/FELDERA.md`), served over real HTTP on 127.0.0.1, with fault injection and
+//! inspection for test oracles.
+//!
+//! ```no_run
+//! use slotline_tests::feldera_double::{DoubleConfig, FelderaDouble, FailMode};
+//! let schema = serde_json::json!({"inputs": [], "outputs": []});
+//! let double = FelderaDouble::start(DoubleConfig::new("p", schema)).expect("double starts");
+//! double.fail_next_ingress(1, FailMode::AfterApply);
+//! println!("{}", double.base_url());
+//! // dropping `double` stops the server and frees the port
+//! ```
+//!
+//! Module map (one job each): `schema` (relations, name matching), `temporal`/`value`/
+//! `convert` (typed values and their JSON forms), `row`/`ingress` (events and bodies),
+//! `table` (keyed upsert and multiset semantics), `state` (incarnation, completion queue,
+//! transactions, restart), `token`, `faults`, `log`, `api` (`/v0`), `control`
+//! (`/control`), `shared`, `server`. This file is the public handle only.
+
+mod api;
+mod control;
+mod convert;
+mod error;
+mod faults;
+mod ingress;
+mod log;
+mod query;
+mod row;
+mod schema;
+mod server;
+mod shared;
+mod state;
+mod table;
+mod temporal;
+mod token;
+mod value;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+pub use faults::FailMode;
+pub use log::RequestRecord;
+pub use state::CompletionDelay;
+pub use token::CompletionToken;
+
+use faults::{DEFAULT_INGRESS_FAILURE_CODE, DEFAULT_UNAVAILABLE_CODE};
+use schema::Schema;
+use server::Server;
+use shared::Shared;
+
+/// Feldera's manager gives up on a pipeline after this long.
+pub const DEFAULT_PROXY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How to start a double.
+#[derive(Debug, Clone)]
+pub struct DoubleConfig {
+    /// The only pipeline name served; others get 404 UnknownPipelineName.
+    pub pipeline: String,
+    /// `{"inputs": [...], "outputs": [...]}` in Feldera's shape.
+    pub schema: Json,
+    /// 0 = any free port.
+    pub port: u16,
+    pub completion_delay: CompletionDelay,
+    /// How long an ingress call waits on a paused pipeline before 503.
+    pub proxy_timeout: Duration,
+    /// Answer `inprogress` with 202 (as Feldera's OpenAPI document says) instead of 200
+    /// (what its code does): clients must accept both.
+    pub inprogress_202: bool,
+}
+
+impl DoubleConfig {
+    /// Any free port, completion at once, Feldera's 30 s proxy timeout.
+    pub fn new(pipeline: impl Into<String>, schema: Json) -> DoubleConfig {
+        DoubleConfig {
+            pipeline: pipeline.into(),
+            schema,
+            port: 0,
+            completion_delay: CompletionDelay::Fixed(Duration::ZERO),
+            proxy_timeout: DEFAULT_PROXY_TIMEOUT,
+            inprogress_202: false,
+        }
+    }
+
+    pub fn with_port(mut self, port: u16) -> DoubleConfig {
+        self.port = port;
+        self
+    }
+
+    pub fn with_completion_delay(mut self, delay: CompletionDelay) -> DoubleConfig {
+        self.completion_delay = delay;
+        self
+    }
+
+    pub fn with_proxy_timeout(mut self, timeout: Duration) -> DoubleConfig {
+        self.proxy_timeout = timeout;
+        self
+    }
+
+    pub fn with_inprogress_202(mut self, yes: bool) -> DoubleConfig {
+        self.inprogress_202 = yes;
+        self
+    }
+}
+
+/// One row of an inspected table with its weight (always 1 in a keyed table).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightedRow {
+    /// Ingress-form JSON object keyed by the schema's column names.
+    pub row: Json,
+    pub weight: i64,
+}
+
+/// A processed table's contents as a test oracle sees them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSnapshot {
+    pub name: String,
+    pub rows: Vec<WeightedRow>,
+    /// Semantic faults, e.g. a delete of a row that was not in a keyless table.
+    pub faults: Vec<String>,
+}
+
+impl TableSnapshot {
+    fn from_json(j: &Json) -> TableSnapshot {
+        let rows = j["rows"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| WeightedRow {
+                        row: r["row"].clone(),
+                        weight: r["weight"].as_i64().unwrap_or(0),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let faults = j["faults"]
+            .as_array()
+            .map(|f| {
+                f.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        TableSnapshot {
+            name: j["name"].as_str().unwrap_or_default().to_string(),
+            rows,
+            faults,
+        }
+    }
+}
+
+/// A running double. Dropping it stops the server, joins its thread and frees the port.
+#[derive(Debug)]
+pub struct FelderaDouble {
+    shared: Arc<Shared>,
+    server: Server,
+}
+
+impl FelderaDouble {
+    /// Parses the schema, binds 127.0.0.1 and starts serving on a background runtime.
+    /// A schema error is `InvalidInput` with a message naming what was wrong.
+    pub fn start(config: DoubleConfig) -> io::Result<FelderaDouble> {
+        let schema = Schema::parse(config.schema)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let shared = Arc::new(Shared::new(
+            config.pipeline,
+            Arc::new(schema),
+            config.completion_delay,
+            config.proxy_timeout,
+            config.inprogress_202,
+        ));
+        let server = Server::spawn(shared.clone(), config.port)?;
+        Ok(FelderaDouble { shared, server })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    pub fn pipeline_name(&self) -> &str {
+        &self.shared.pipeline_name
+    }
+
+    /// UUID of the current incarnation (the `u` of its tokens).
+    pub fn incarnation(&self) -> String {
+        self.shared.incarnation()
+    }
+
+    /// The next `count` ingress calls answer 503 PipelineInteractionUnreachable, either
+    /// without ingesting (`BeforeApply`) or after ingesting (`AfterApply`, no token given).
+    pub fn fail_next_ingress(&self, count: usize, mode: FailMode) {
+        self.shared
+            .fail_next_ingress(count, mode, DEFAULT_INGRESS_FAILURE_CODE);
+    }
+
+    /// As `fail_next_ingress`, with another 503 error code (e.g. `PipelineUnavailable`).
+    pub fn fail_next_ingress_with(&self, count: usize, mode: FailMode, error_code: &str) {
+        self.shared.fail_next_ingress(count, mode, error_code);
+    }
+
+    /// The next `count` successful ad-hoc queries answer 200, stream their rows, then end
+    /// with Feldera's `{"error": "..."}` line (an error after streaming started).
+    pub fn fail_next_queries(&self, count: usize) {
+        self.shared.fail_next_queries(count);
+    }
+
+    /// Answer ad-hoc queries as one JSON array (`true`) or as NDJSON (`false`, default).
+    pub fn set_query_array(&self, array: bool) {
+        self.shared.set_query_array(array);
+    }
+
+    /// Every `/v0` call answers 503 PipelineUnavailable for `duration` (`None`: until
+    /// `clear_unavailable`).
+    pub fn set_unavailable(&self, duration: Option<Duration>) {
+        self.shared
+            .set_unavailable(duration, DEFAULT_UNAVAILABLE_CODE);
+    }
+
+    pub fn set_unavailable_with(&self, duration: Option<Duration>, error_code: &str) {
+        self.shared.set_unavailable(duration, error_code);
+    }
+
+    pub fn clear_unavailable(&self) {
+        self.shared.clear_unavailable();
+    }
+
+    /// A new incarnation: earlier tokens answer 410 PipelineRestarted, accepted but
+    /// unprocessed requests and an open transaction are lost, a pause ends; processed
+    /// rows survive only with `keep_state`. Returns the new incarnation UUID.
+    pub fn restart(&self, keep_state: bool) -> String {
+        self.shared.restart(keep_state)
+    }
+
+    /// Ingress calls wait until `resume` (503 PipelineInteractionUnreachable after the
+    /// proxy timeout, not ingested) and nothing is processed meanwhile.
+    pub fn pause(&self) {
+        self.shared.pause(None);
+    }
+
+    pub fn resume(&self) {
+        self.shared.resume();
+    }
+
+    pub fn set_proxy_timeout(&self, timeout: Duration) {
+        self.shared.set_proxy_timeout(timeout);
+    }
+
+    /// Applies to requests accepted from now on.
+    pub fn set_completion_delay(&self, delay: CompletionDelay) {
+        self.shared.set_completion_delay(delay);
+    }
+
+    /// Processes every request accepted so far (ends a `Never` wait or a long delay).
+    pub fn release_completions(&self) {
+        self.shared.release_completions();
+    }
+
+    /// Every input table, in schema order, as processed so far.
+    pub fn tables(&self) -> Vec<TableSnapshot> {
+        match self.shared.tables_json() {
+            Json::Array(tables) => tables.iter().map(TableSnapshot::from_json).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// One input table by its schema name (exactly), or by an ingress-style name
+    /// (unquoted case-insensitive, `"Quoted"` exact).
+    pub fn table(&self, name: &str) -> Option<TableSnapshot> {
+        let schema = &self.shared.schema;
+        let index = schema
+            .inputs
+            .iter()
+            .position(|r| r.name == name)
+            .or_else(|| schema.input_by_path(name))?;
+        self.tables().into_iter().nth(index)
+    }
+
+    /// Incarnation, step, pause, queue length, delay and queued failures as JSON (the
+    /// body of `GET /control/status`).
+    pub fn status(&self) -> Json {
+        self.shared.status_json()
+    }
+
+    /// Every logged `/v0` request, in finishing order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.requests()
+    }
+
+    /// Requests per endpoint kind (`ingress`, `completion_status`, `query`, ...).
+    pub fn request_counts(&self) -> BTreeMap<String, u64> {
+        self.shared.request_counts()
+    }
+
+    pub fn clear_requests(&self) {
+        self.shared.log().clear();
+    }
+}

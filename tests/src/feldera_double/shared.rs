@@ -1,0 +1,161 @@
+//! The state every request handler and the Rust handle share, and the control operations
+//! both the `/control` routes and `FelderaDouble`'s methods call (one implementation, two
+//! doors).
+//!
+//! Owns: locking and the pause signal. Locks are held only for short synchronous sections,
+//! never across an `.await`, and never two at a time.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+use tokio::sync::watch;
+
+use super::faults::FailMode;
+use super::log::{RequestLog, RequestRecord};
+use super::schema::Schema;
+use super::state::{CompletionDelay, Pipeline};
+
+/// State shared by the server tasks and the handle.
+#[derive(Debug)]
+pub struct Shared {
+    pub pipeline_name: String,
+    pub pipeline_id: String,
+    pub schema: Arc<Schema>,
+    /// Status code of an `inprogress` completion answer: 200, or 202 when configured.
+    pub inprogress_202: bool,
+    state: Mutex<Pipeline>,
+    log: Mutex<RequestLog>,
+    /// Mirrors `Pipeline::paused` so ingress can wait for a resume without a lock.
+    paused: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub fn new(
+        pipeline_name: String,
+        schema: Arc<Schema>,
+        delay: CompletionDelay,
+        proxy_timeout: Duration,
+        inprogress_202: bool,
+    ) -> Shared {
+        let (paused, _) = watch::channel(false);
+        Shared {
+            pipeline_name,
+            pipeline_id: uuid::Uuid::new_v4().to_string(),
+            state: Mutex::new(Pipeline::new(schema.clone(), delay, proxy_timeout)),
+            schema,
+            inprogress_202,
+            log: Mutex::new(RequestLog::new(Instant::now())),
+            paused,
+        }
+    }
+
+    /// The pipeline state. A panic while holding the lock leaves consistent data (every
+    /// mutation is a single step), so a poisoned lock is recovered rather than spread.
+    pub fn state(&self) -> MutexGuard<'_, Pipeline> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn log(&self) -> MutexGuard<'_, RequestLog> {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits while paused; `false` when the proxy timeout ran out first.
+    pub async fn wait_unpaused(&self) -> bool {
+        let timeout = self.state().proxy_timeout;
+        let mut rx = self.paused.subscribe();
+        let resumed = tokio::time::timeout(timeout, rx.wait_for(|paused| !*paused)).await;
+        matches!(resumed, Ok(Ok(_)))
+    }
+
+    pub fn fail_next_ingress(&self, count: usize, mode: FailMode, error_code: &str) {
+        self.state()
+            .faults
+            .fail_next_ingress(count, mode, error_code);
+    }
+
+    pub fn fail_next_queries(&self, count: usize) {
+        self.state().faults.fail_next_queries(count);
+    }
+
+    pub fn set_query_array(&self, array: bool) {
+        self.state().query_array = array;
+    }
+
+    pub fn set_unavailable(&self, duration: Option<Duration>, error_code: &str) {
+        self.state()
+            .faults
+            .set_unavailable(Instant::now(), duration, error_code);
+    }
+
+    pub fn clear_unavailable(&self) {
+        self.state().faults.clear_unavailable();
+    }
+
+    /// New incarnation; returns its UUID. Also resumes a paused pipeline.
+    pub fn restart(&self, keep_state: bool) -> String {
+        let incarnation = {
+            let mut st = self.state();
+            st.restart(keep_state, Instant::now());
+            st.incarnation.clone()
+        };
+        self.paused.send_replace(false);
+        incarnation
+    }
+
+    pub fn pause(&self, proxy_timeout: Option<Duration>) {
+        {
+            let mut st = self.state();
+            st.paused = true;
+            if let Some(t) = proxy_timeout {
+                st.proxy_timeout = t;
+            }
+        }
+        self.paused.send_replace(true);
+    }
+
+    pub fn resume(&self) {
+        self.state().paused = false;
+        self.paused.send_replace(false);
+    }
+
+    pub fn set_proxy_timeout(&self, timeout: Duration) {
+        self.state().proxy_timeout = timeout;
+    }
+
+    pub fn set_completion_delay(&self, delay: CompletionDelay) {
+        self.state().completion_delay = delay;
+    }
+
+    pub fn release_completions(&self) {
+        let mut st = self.state();
+        let now = Instant::now();
+        st.release_completions(now);
+        st.advance(now);
+    }
+
+    pub fn incarnation(&self) -> String {
+        self.state().incarnation.clone()
+    }
+
+    pub fn status_json(&self) -> Json {
+        let mut st = self.state();
+        st.advance(Instant::now());
+        st.status_json()
+    }
+
+    pub fn tables_json(&self) -> Json {
+        let mut st = self.state();
+        st.advance(Instant::now());
+        st.tables_json()
+    }
+
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.log().records()
+    }
+
+    pub fn request_counts(&self) -> BTreeMap<String, u64> {
+        self.log().counts()
+    }
+}

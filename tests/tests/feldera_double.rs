@@ -1,0 +1,433 @@
+//! The Feldera double over real HTTP: table semantics, validation, query encodings,
+//! transactions and the JSON shapes of FELDERA.md. Faults and lifecycle are in
+//! `feldera_double_faults.rs`.
+
+#[path = "feldera_double/client.rs"]
+mod client;
+
+use base64::Engine as _;
+use client::{start, Client, PIPELINE};
+use serde_json::{json, Value};
+
+fn rows_of(
+    double: &slotline_tests::feldera_double::FelderaDouble,
+    table: &str,
+) -> Vec<(Value, i64)> {
+    double
+        .table(table)
+        .expect("table exists")
+        .rows
+        .into_iter()
+        .map(|r| (r.row, r.weight))
+        .collect()
+}
+
+#[test]
+fn pipeline_status_serves_the_configured_schema_and_other_names_are_404() {
+    let double = start();
+    let c = Client::new(&double);
+    let r = c.get(&format!("/v0/pipelines/{PIPELINE}"));
+    assert_eq!(r.status, 200);
+    let body = r.json();
+    assert_eq!(body["name"], PIPELINE);
+    assert_eq!(body["program_info"]["schema"], client::schema());
+    assert_eq!(body["program_status"], "Success");
+    assert_eq!(body["deployment_status"], "Running");
+
+    let r = c.get("/v0/pipelines/nope");
+    assert_eq!(r.status, 404);
+    let err = r.json();
+    let mut keys: Vec<&String> = err.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["details", "error_code", "message"],
+        "Feldera's error body: {err}"
+    );
+    assert_eq!(err["error_code"], "UnknownPipelineName");
+    assert!(err["message"].as_str().unwrap().contains("nope"));
+}
+
+#[test]
+fn insert_of_an_existing_key_overwrites_the_row() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok("t", r#"{"insert": {"id": 1, "name": "a"}}"#);
+    c.ingest_ok("t", r#"{"insert": {"id": 1, "name": "b"}}"#);
+    let rows = rows_of(&double, "t");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].0["name"], "b");
+    assert_eq!(rows[0].1, 1);
+}
+
+#[test]
+fn keyed_delete_needs_only_the_key_and_an_absent_key_is_ignored() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok(
+        "t",
+        "{\"insert\": {\"id\": 1, \"name\": \"a\"}}\n{\"insert\": {\"id\": 2}}",
+    );
+    c.ingest_ok("t", "{\"delete\": {\"id\": 1}}\n{\"delete\": {\"id\": 99}}");
+    let rows = rows_of(&double, "t");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].0["id"], 2);
+    assert!(
+        double.table("t").unwrap().faults.is_empty(),
+        "absent-key delete is not a fault"
+    );
+}
+
+#[test]
+fn partial_update_changes_only_listed_columns_and_null_sets_null() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok(
+        "t",
+        r#"{"insert": {"id": 1, "name": "a", "amount": "5.00", "ok": true}}"#,
+    );
+    c.ingest_ok("t", r#"{"update": {"id": 1, "name": "z", "ok": null}}"#);
+    c.ingest_ok("t", r#"{"update": {"id": 7, "name": "ghost"}}"#);
+    let rows = rows_of(&double, "t");
+    assert_eq!(
+        rows.len(),
+        1,
+        "update of an absent key inserts nothing: {rows:?}"
+    );
+    let row = &rows[0].0;
+    assert_eq!(row["name"], "z");
+    assert_eq!(row["amount"], "5.00", "unlisted column unchanged");
+    assert_eq!(row["ok"], Value::Null, "explicit null sets NULL");
+}
+
+#[test]
+fn keyless_table_is_a_multiset_and_deleting_an_absent_row_is_a_fault() {
+    let double = start();
+    let c = Client::new(&double);
+    let row = r#"{"k": "x", "n": 1}"#;
+    c.ingest_ok(
+        "m",
+        &format!("{{\"insert\": {row}}}\n{{\"insert\": {row}}}"),
+    );
+    assert_eq!(rows_of(&double, "m"), vec![(json!({"k": "x", "n": 1}), 2)]);
+    c.ingest_ok("m", &format!("{{\"delete\": {row}}}"));
+    assert_eq!(rows_of(&double, "m"), vec![(json!({"k": "x", "n": 1}), 1)]);
+    assert!(double.table("m").unwrap().faults.is_empty());
+
+    c.ingest_ok("m", r#"{"delete": {"k": "y", "n": 2}}"#);
+    let m = double.table("m").unwrap();
+    assert_eq!(m.faults.len(), 1, "{:?}", m.faults);
+    assert!(m.faults[0].contains("\"y\""), "{}", m.faults[0]);
+    // The same fault is visible through the inspection endpoint.
+    let tables = c.get("/control/tables").json();
+    let m_json = tables["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "m")
+        .unwrap()
+        .clone();
+    assert_eq!(m_json["faults"].as_array().unwrap().len(), 1);
+    assert_eq!(m_json["rows"][0]["weight"], 1);
+}
+
+#[test]
+fn parse_errors_answer_400_and_the_valid_lines_are_still_ingested() {
+    let double = start();
+    let c = Client::new(&double);
+    let body = [
+        r#"{"insert": {"id": 1}}"#,
+        r#"{"insert": {"id": 2, "small": 70000}}"#,
+        r#"{"insert": {"id": 3, "ts": "2024-01-01T00:00:00"}}"#,
+        r#"{"insert": {"name": "no key"}}"#,
+        r#"{"insert": {"id": 4, "ID_unknown_key": 5}}"#,
+    ]
+    .join("\n");
+    let r = c.ingress("t", &body);
+    assert_eq!(r.status, 400);
+    let err = r.json();
+    assert_eq!(err["error_code"], "ParseErrors");
+    assert_eq!(err["details"]["num_errors"], 3);
+    let errors = err["details"]["errors"].as_array().unwrap();
+    let numbers: Vec<u64> = errors
+        .iter()
+        .map(|e| e["event_number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, vec![2, 3, 4]);
+    assert!(errors.iter().all(|e| e["description"].is_string()));
+    let ids: Vec<Value> = rows_of(&double, "t")
+        .into_iter()
+        .map(|(r, _)| r["id"].clone())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![json!(1), json!(4)],
+        "valid lines ingested, unknown key ignored"
+    );
+}
+
+#[test]
+fn update_on_a_keyless_table_is_a_parse_error() {
+    let double = start();
+    let c = Client::new(&double);
+    let r = c.ingress("m", r#"{"update": {"k": "x", "n": 1}}"#);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.error_code(), "ParseErrors");
+    assert!(rows_of(&double, "m").is_empty());
+}
+
+#[test]
+fn values_must_parse_into_their_column_types() {
+    let double = start();
+    let c = Client::new(&double);
+    let bad = [
+        r#"{"insert": {"id": 1.5}}"#,
+        r#"{"insert": {"id": 1, "amount": "123456789.00"}}"#,
+        r#"{"insert": {"id": 1, "bin": "AQI="}}"#,
+        r#"{"insert": {"id": 1, "d": "2023-02-29"}}"#,
+        r#"{"insert": {"id": 1, "u": "xyz"}}"#,
+        r#"{"insert": {"id": 1, "ok": "true"}}"#,
+        r#"{"insert": {"id": null}}"#,
+    ];
+    for line in bad {
+        let r = c.ingress("t", line);
+        assert_eq!(r.status, 400, "{line} should be rejected: {}", r.text);
+    }
+    assert!(rows_of(&double, "t").is_empty());
+    let good = r#"{"insert": {"ID": 1, "Amount": 2.5, "bin": [0, 255], "d": "2024-02-29",
+        "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "ok": false, "v": {"any": [1, "x"]},
+        "tags": ["a", null], "ts": "2024-01-02 03:04:05.250"}}"#
+        .replace('\n', " ");
+    c.ingest_ok("t", &good);
+    let row = &rows_of(&double, "t")[0].0;
+    assert_eq!(row["amount"], "2.50");
+    assert_eq!(row["bin"], json!([0, 255]));
+    assert_eq!(row["u"], "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+    assert_eq!(row["v"], json!({"any": [1, "x"]}));
+    assert_eq!(row["ts"], "2024-01-02 03:04:05.25");
+}
+
+#[test]
+fn table_names_match_unquoted_case_insensitively_and_quoted_exactly() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok("T", r#"{"insert": {"id": 1}}"#);
+    c.ingest_ok(
+        "%22Quoted%22",
+        r#"{"insert": {"Who": "me", "who": "ignored"}}"#,
+    );
+    assert_eq!(rows_of(&double, "Quoted"), vec![(json!({"Who": "me"}), 1)]);
+    for wrong in ["Quoted", "%22quoted%22", "nosuch"] {
+        let r = c.ingress(wrong, r#"{"insert": {"Who": "x"}}"#);
+        assert_eq!(r.status, 404, "{wrong}");
+        assert_eq!(r.error_code(), "UnknownInputStream");
+    }
+    // A quoted column needs its exact spelling.
+    let r = c.ingress("%22Quoted%22", r#"{"insert": {"who": "lowercase"}}"#);
+    assert_eq!(r.status, 400, "{}", r.text);
+}
+
+#[test]
+fn json_sent_without_format_json_is_rejected_as_csv_and_nothing_is_ingested() {
+    let double = start();
+    let c = Client::new(&double);
+    let r = c.post(
+        &format!("/v0/pipelines/{PIPELINE}/ingress/t"),
+        r#"{"insert": {"id": 1}}"#,
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.error_code(), "ParseErrors");
+    assert!(rows_of(&double, "t").is_empty());
+}
+
+#[test]
+fn token_decodes_to_this_incarnation_endpoint_and_count() {
+    let double = start();
+    let c = Client::new(&double);
+    let t1 = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let t2 = c.ingest_ok("t", r#"{"insert": {"id": 2}}"#);
+    let decode = |t: &str| -> Value {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(t)
+            .expect("URL-safe base64 without padding");
+        serde_json::from_slice(&bytes).expect("JSON inside")
+    };
+    let (a, b) = (decode(&t1), decode(&t2));
+    assert_eq!(a["u"], double.incarnation());
+    assert_eq!(a["e"], b["e"], "same spelling, same endpoint");
+    assert_eq!((a["c"].as_u64(), b["c"].as_u64()), (Some(1), Some(2)));
+    let r = c.completion(&t2);
+    assert_eq!(r.status, 200);
+    let body = r.json();
+    assert_eq!(body["status"], "complete");
+    assert!(body["step"].as_u64().is_some(), "{body}");
+}
+
+#[test]
+fn malformed_token_is_400_invalid_param() {
+    let double = start();
+    let c = Client::new(&double);
+    for token in ["%%%", "bm90LWpzb24", ""] {
+        let r = c.completion(token);
+        assert_eq!(r.status, 400, "{token}: {}", r.text);
+        assert_eq!(r.error_code(), "InvalidParam");
+    }
+}
+
+#[test]
+fn query_uses_feldera_adhoc_encoding_with_explicit_nulls() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok(
+        "t",
+        r#"{"insert": {"id": 1, "amount": "12.5", "ts": "2024-01-02 03:04:05", "bin": [0, 171, 16], "d": "2024-03-01"}}"#,
+    );
+    let r = c.query("SELECT id, amount, ts, bin, d, name FROM T");
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        r.text,
+        "{\"id\":1,\"amount\":12.50,\"ts\":\"2024-01-02T03:04:05\",\"bin\":\"00ab10\",\"d\":\"2024-03-01\",\"name\":null}\n"
+    );
+    let row = &r.lines()[0];
+    assert!(row["amount"].is_number(), "decimals as numbers");
+    assert!(
+        row.as_object().unwrap().contains_key("name"),
+        "explicit null"
+    );
+}
+
+#[test]
+fn query_orders_counts_and_refuses_what_it_cannot_answer() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok(
+        "t",
+        "{\"insert\": {\"id\": 1, \"name\": \"b\"}}\n{\"insert\": {\"id\": 2, \"name\": \"a\"}}\n{\"insert\": {\"id\": 3}}",
+    );
+    let names = |sql: &str| -> Vec<Value> {
+        c.query(sql)
+            .lines()
+            .into_iter()
+            .map(|l| l["name"].clone())
+            .collect()
+    };
+    assert_eq!(
+        names("select name from t order by name"),
+        vec![json!("a"), json!("b"), Value::Null]
+    );
+    assert_eq!(
+        names("select name from t order by name desc"),
+        vec![Value::Null, json!("b"), json!("a")]
+    );
+    assert_eq!(
+        c.query("SELECT COUNT(*) FROM t").lines(),
+        vec![json!({"count(*)": 3})]
+    );
+    // Keyless but materialized: queryable.
+    assert_eq!(c.query("select * from m").status, 200);
+
+    for (sql, why) in [
+        ("select * from \"Quoted\"", "no key, not materialized"),
+        ("select * from t where id = 1", "WHERE is not understood"),
+        ("select * from nosuch", "unknown table"),
+        ("select nosuch from t", "unknown column"),
+    ] {
+        let r = c.query(sql);
+        assert_eq!(r.status, 400, "{why}: {}", r.text);
+        assert_eq!(r.error_code(), "AdHocQueryError", "{why}");
+    }
+}
+
+#[test]
+fn changes_inside_a_transaction_become_visible_at_commit() {
+    let double = start();
+    let c = Client::new(&double);
+    let start_path = format!("/v0/pipelines/{PIPELINE}/start_transaction");
+    let commit_path = format!("/v0/pipelines/{PIPELINE}/commit_transaction");
+    let r = c.post(&start_path, "");
+    assert_eq!(r.status, 200);
+    assert!(r.json()["transaction_id"].as_u64().is_some(), "{}", r.text);
+    assert_eq!(
+        c.post(&start_path, "").status,
+        409,
+        "one transaction at a time"
+    );
+
+    let token = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    c.ingest_ok("m", r#"{"insert": {"k": "x"}}"#);
+    assert!(rows_of(&double, "t").is_empty(), "invisible before commit");
+    assert_eq!(
+        c.query("select count(*) from t").lines(),
+        vec![json!({"count(*)": 0})]
+    );
+    assert_eq!(c.completion(&token).json()["status"], "inprogress");
+
+    assert_eq!(c.post(&commit_path, "").status, 200);
+    assert_eq!(rows_of(&double, "t").len(), 1);
+    assert_eq!(rows_of(&double, "m").len(), 1);
+    assert_eq!(c.completion(&token).json()["status"], "complete");
+    assert_eq!(
+        c.post(&commit_path, "").status,
+        409,
+        "nothing left to commit"
+    );
+}
+
+#[test]
+fn query_can_fail_after_streaming_and_can_answer_as_a_json_array() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok("t", "{\"insert\": {\"id\": 1}}\n{\"insert\": {\"id\": 2}}");
+
+    let r = c.post("/control/fail_query", r#"{"count": 1}"#);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = c.query("select id from t order by id");
+    assert_eq!(r.status, 200, "the failure comes after the headers");
+    let lines = r.lines();
+    assert_eq!(&lines[..2], &[json!({"id": 1}), json!({"id": 2})]);
+    assert!(
+        lines[2]["error"].is_string(),
+        "final error line: {}",
+        r.text
+    );
+    assert_eq!(
+        c.query("select id from t").lines().len(),
+        2,
+        "only the next query fails"
+    );
+
+    assert_eq!(
+        c.post("/control/query_format", r#"{"array": true}"#).status,
+        200
+    );
+    let r = c.query("select id from t order by id desc");
+    assert_eq!(r.json(), json!([{"id": 2}, {"id": 1}]));
+    double.set_query_array(false);
+    assert_eq!(c.query("select id from t").lines().len(), 2);
+}
+
+#[test]
+fn each_ingress_spelling_is_an_endpoint_and_past_100_feldera_answers_429() {
+    let double = start();
+    let c = Client::new(&double);
+    for i in 0..100 {
+        let r = c.post(
+            &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n={i}"),
+            "",
+        );
+        assert_eq!(r.status, 200, "{i}: {}", r.text);
+    }
+    let r = c.post(
+        &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n=100"),
+        "",
+    );
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (429, "ApiConnectionLimit")
+    );
+    let r = c.post(
+        &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n=7"),
+        "",
+    );
+    assert_eq!(r.status, 200, "a known spelling still works");
+}

@@ -1,0 +1,341 @@
+//! The Feldera double's faults and lifecycle over real HTTP: completion delays, restart,
+//! pause, injected 503s, the request log, the `/control` endpoints, stopping, and the
+//! `feldera-double` binary.
+
+#[path = "feldera_double/client.rs"]
+mod client;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use client::{schema, start, start_with, Client, PIPELINE};
+use serde_json::json;
+use slotline_tests::feldera_double::{CompletionDelay, DoubleConfig, FailMode};
+
+fn config() -> DoubleConfig {
+    DoubleConfig::new(PIPELINE, schema())
+}
+
+fn ids(double: &slotline_tests::feldera_double::FelderaDouble) -> Vec<i64> {
+    double
+        .table("t")
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r.row["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn never_delay_keeps_tokens_in_progress_until_released() {
+    let double = start_with(config().with_completion_delay(CompletionDelay::Never));
+    let c = Client::new(&double);
+    let token = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let r = c.completion(&token);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), json!({"status": "inprogress", "step": null}));
+    assert!(ids(&double).is_empty(), "unprocessed input is not visible");
+
+    let r = c.post("/control/release", "");
+    assert_eq!(r.status, 200, "{}", r.text);
+    let body = c.completion(&token).json();
+    assert_eq!(body["status"], "complete");
+    assert!(body["step"].as_u64().is_some_and(|s| s >= 1), "{body}");
+    assert_eq!(ids(&double), vec![1]);
+
+    // Still `Never` for later requests.
+    let later = c.ingest_ok("t", r#"{"insert": {"id": 2}}"#);
+    assert_eq!(c.completion(&later).json()["status"], "inprogress");
+    double.release_completions();
+    assert_eq!(c.completion(&later).json()["status"], "complete");
+}
+
+#[test]
+fn fixed_delay_completes_only_after_the_delay() {
+    let double = start_with(
+        config().with_completion_delay(CompletionDelay::Fixed(Duration::from_millis(300))),
+    );
+    let c = Client::new(&double);
+    let sent = Instant::now();
+    let token = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    assert_eq!(c.completion(&token).json()["status"], "inprogress");
+    while c.completion(&token).json()["status"] != "complete" {
+        assert!(sent.elapsed() < Duration::from_secs(5), "never completed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(sent.elapsed() >= Duration::from_millis(300));
+}
+
+#[test]
+fn restart_answers_410_to_old_tokens_and_drops_or_keeps_state_as_asked() {
+    let double = start();
+    let c = Client::new(&double);
+    let old = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let before = double.incarnation();
+
+    let r = c.post("/control/restart", r#"{"keep_state": true}"#);
+    assert_eq!(r.status, 200);
+    assert_ne!(r.json()["incarnation"], before);
+    assert_eq!(ids(&double), vec![1], "state kept");
+    let r = c.completion(&old);
+    assert_eq!(r.status, 410);
+    assert_eq!(r.error_code(), "PipelineRestarted");
+
+    let fresh = c.ingest_ok("t", r#"{"insert": {"id": 2}}"#);
+    assert_eq!(c.completion(&fresh).json()["status"], "complete");
+    double.restart(false);
+    assert!(ids(&double).is_empty(), "state dropped");
+    assert_eq!(c.completion(&fresh).status, 410);
+}
+
+#[test]
+fn restart_loses_accepted_but_unprocessed_input() {
+    let double = start_with(config().with_completion_delay(CompletionDelay::Never));
+    let c = Client::new(&double);
+    c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    double.restart(true);
+    double.release_completions();
+    assert!(ids(&double).is_empty());
+}
+
+#[test]
+fn paused_ingress_waits_for_resume_or_answers_503_after_the_proxy_timeout() {
+    let double = start_with(config().with_proxy_timeout(Duration::from_millis(300)));
+    let c = Client::new(&double);
+    let r = c.post("/control/pause", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        c.get(&format!("/v0/pipelines/{PIPELINE}")).json()["deployment_status"],
+        "Paused"
+    );
+
+    let sent = Instant::now();
+    let r = c.ingress("t", r#"{"insert": {"id": 1}}"#);
+    assert_eq!(r.status, 503);
+    assert_eq!(r.error_code(), "PipelineInteractionUnreachable");
+    assert!(sent.elapsed() >= Duration::from_millis(300));
+    assert!(ids(&double).is_empty(), "timed-out request not ingested");
+
+    // A request waiting on the pause goes through once resumed.
+    double.set_proxy_timeout(Duration::from_secs(10));
+    let base = double.base_url();
+    let waiter = std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let url = format!(
+            "{base}/v0/pipelines/{PIPELINE}/ingress/t?format=json&update_format=insert_delete"
+        );
+        agent
+            .post(url)
+            .send(r#"{"insert": {"id": 2}}"#)
+            .map(|r| r.status().as_u16())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!waiter.is_finished(), "ingress must wait while paused");
+    assert_eq!(c.post("/control/resume", "").status, 200);
+    assert_eq!(waiter.join().unwrap().unwrap(), 200);
+    assert_eq!(ids(&double), vec![2]);
+}
+
+#[test]
+fn failure_before_apply_ingests_nothing_and_failure_after_apply_ingests_the_rows() {
+    let double = start();
+    let c = Client::new(&double);
+    double.fail_next_ingress(1, FailMode::BeforeApply);
+    let r = c.ingress("t", r#"{"insert": {"id": 1}}"#);
+    assert_eq!(r.status, 503);
+    assert_eq!(r.error_code(), "PipelineInteractionUnreachable");
+    assert!(ids(&double).is_empty());
+
+    let r = c.post("/control/fail_ingress", r#"{"count": 1, "mode": "after"}"#);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = c.ingress("t", r#"{"insert": {"id": 2}}"#);
+    assert_eq!(r.status, 503);
+    assert!(
+        r.json().get("token").is_none(),
+        "no token in a lost response"
+    );
+    assert_eq!(ids(&double), vec![2], "applied despite the 503");
+
+    // Only the next N calls fail.
+    c.ingest_ok("t", r#"{"insert": {"id": 3}}"#);
+}
+
+#[test]
+fn unavailable_window_answers_503_on_every_v0_call_until_cleared() {
+    let double = start();
+    let c = Client::new(&double);
+    let token = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let r = c.post("/control/unavailable", "{}");
+    assert_eq!(r.status, 200);
+    assert_eq!(c.get(&format!("/v0/pipelines/{PIPELINE}")).status, 503);
+    assert_eq!(c.completion(&token).status, 503);
+    assert_eq!(c.query("select * from t").status, 503);
+    let r = c.ingress("t", r#"{"insert": {"id": 2}}"#);
+    assert_eq!(
+        (r.status, r.error_code().as_str()),
+        (503, "PipelineUnavailable")
+    );
+    assert_eq!(
+        c.get("/control/status").status,
+        200,
+        "control stays reachable"
+    );
+
+    assert_eq!(c.delete("/control/unavailable").status, 200);
+    assert_eq!(c.completion(&token).status, 200);
+
+    double.set_unavailable(Some(Duration::from_millis(150)));
+    assert_eq!(c.completion(&token).status, 503);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(c.completion(&token).status, 200, "window elapsed");
+}
+
+#[test]
+fn request_log_records_each_call_with_table_rows_status_and_timing() {
+    let double = start();
+    let c = Client::new(&double);
+    c.ingest_ok("T", "{\"insert\": {\"id\": 1}}\n{\"insert\": {\"id\": 2}}");
+    let _ = c.ingress("t", r#"{"update": {"small": 1}}"#);
+    let _ = c.query("select * from t");
+    let _ = c.get("/control/tables");
+
+    let counts = double.request_counts();
+    assert_eq!(counts.get("ingress"), Some(&2));
+    assert_eq!(counts.get("query"), Some(&1));
+    assert_eq!(counts.get("control"), None, "control calls are not logged");
+    let log = double.requests();
+    assert_eq!(log.len(), 3);
+    assert_eq!(log[0].method, "POST");
+    assert_eq!(log[0].table.as_deref(), Some("T"));
+    assert_eq!((log[0].status, log[0].rows), (200, Some(2)));
+    assert_eq!(log[1].error_code.as_deref(), Some("ParseErrors"));
+    assert_eq!(log[2].rows, Some(2), "query rows returned");
+    assert!(log.iter().all(|r| r.started <= r.finished));
+    assert!(log[0].finished <= log[1].started);
+
+    let over_http = c.get("/control/log").json();
+    assert_eq!(over_http["counts"]["ingress"], 2);
+    assert_eq!(over_http["requests"][1]["status"], 400);
+}
+
+#[test]
+fn concurrent_ingress_is_all_applied() {
+    let double = start();
+    let base = double.base_url();
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            let base = base.clone();
+            std::thread::spawn(move || {
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .http_status_as_error(false)
+                    .build()
+                    .into();
+                for i in 0..10 {
+                    let url = format!("{base}/v0/pipelines/{PIPELINE}/ingress/t?format=json");
+                    let body = format!("{{\"insert\": {{\"id\": {}}}}}", w * 100 + i);
+                    let status = agent.post(url).send(body).unwrap().status().as_u16();
+                    assert_eq!(status, 200);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(ids(&double).len(), 80);
+}
+
+#[test]
+fn dropping_the_double_frees_its_port_quickly() {
+    let started = Instant::now();
+    let double = start();
+    let addr = double.addr();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "starts in well under a second"
+    );
+    let c = Client::new(&double);
+    assert_eq!(c.get(&format!("/v0/pipelines/{PIPELINE}")).status, 200);
+    drop(double);
+    std::net::TcpListener::bind(addr).expect("port is free again after drop");
+}
+
+#[test]
+fn binary_prints_its_address_and_serves_the_schema() {
+    let dir = std::env::temp_dir().join(format!("feldera-double-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema_path = dir.join("schema.json");
+    std::fs::write(&schema_path, schema().to_string()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_feldera-double"))
+        .args([
+            "--schema",
+            schema_path.to_str().unwrap(),
+            "--port",
+            "0",
+            "--pipeline",
+            "demo",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .strip_prefix("feldera-double listening on ")
+        .and_then(|rest| rest.trim_end().strip_suffix(" pipeline=demo"))
+        .unwrap_or_else(|| panic!("unexpected banner: {line}"))
+        .to_string();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let status = agent
+        .get(format!("{base}/v0/pipelines/demo"))
+        .call()
+        .map(|r| r.status().as_u16());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(status.unwrap(), 200);
+}
+
+#[test]
+fn complete_step_is_the_step_that_processed_the_token_not_the_current_one() {
+    let double = start();
+    let c = Client::new(&double);
+    let first = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let step_of = |t: &str| c.completion(t).json()["step"].as_u64().expect("complete");
+    let s1 = step_of(&first);
+    let second = c.ingest_ok("t", r#"{"insert": {"id": 2}}"#);
+    let s2 = step_of(&second);
+    assert!(s2 > s1, "{s1} then {s2}");
+    assert_eq!(
+        step_of(&first),
+        s1,
+        "a later step does not move an earlier token's step"
+    );
+}
+
+#[test]
+fn inprogress_can_be_answered_with_202_as_the_openapi_document_says() {
+    let double = start_with(
+        config()
+            .with_completion_delay(CompletionDelay::Never)
+            .with_inprogress_202(true),
+    );
+    let c = Client::new(&double);
+    let token = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let r = c.completion(&token);
+    assert_eq!(
+        (r.status, r.json()["status"].as_str()),
+        (202, Some("inprogress"))
+    );
+    double.release_completions();
+    assert_eq!(c.completion(&token).status, 200);
+}
