@@ -149,12 +149,12 @@ impl Outbox {
         )
     }
 
-    /// Accounts for a complete line written since `mark` (the caller wrote the newline).
-    pub fn finish_line(&mut self, mark: LineMark, now: Mono) {
+    /// Accounts for `lines` complete lines written since `mark` (each ends in a newline).
+    pub fn finish_lines(&mut self, mark: LineMark, lines: u64, now: Mono) {
         let written = self.bodies[mark.route].len() - mark.len;
         debug_assert!(written > 0 && self.bodies[mark.route].ends_with(b"\n"));
-        self.rows_per_route[mark.route] += 1;
-        self.rows += 1;
+        self.rows_per_route[mark.route] += lines;
+        self.rows += lines;
         self.bytes += written as u64;
         self.oldest.get_or_insert(now);
     }
@@ -250,7 +250,7 @@ mod tests {
         let (mark, buf) = o.start_line(route);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
-        o.finish_line(mark, Mono(now_ms * 1000));
+        o.finish_lines(mark, 1, Mono(now_ms * 1000));
     }
 
     #[test]

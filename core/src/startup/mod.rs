@@ -2,3 +2,4 @@
 //! refusal happens before anything is created.
 
 pub mod catalog;
+pub mod checks;

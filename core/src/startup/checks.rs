@@ -1,0 +1,217 @@
+//! The verdicts of startup: pure functions over what the catalog and Feldera said, each
+//! refusal naming what was found and what would be accepted.
+
+use super::catalog::{Publication, QualifiedName, SlotInfo};
+use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, MappingOptions};
+use crate::contract::routes::{resolve, Route};
+use crate::contract::schema::Schema;
+use crate::pgoutput::Relation;
+use std::fmt;
+
+/// Why slotline will not start (exit 1, nothing created).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartupRefusal(pub String);
+
+impl fmt::Display for StartupRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartupRefusal {}
+
+fn refuse<T>(message: impl Into<String>) -> Result<T, StartupRefusal> {
+    Err(StartupRefusal(message.into()))
+}
+
+/// The session settings the server reports after startup must be the pinned ones: values
+/// are decoded from their text, which these settings change.
+pub fn pinned_settings(
+    date_style: &str,
+    time_zone: &str,
+    interval_style: &str,
+    client_encoding: &str,
+) -> Result<(), StartupRefusal> {
+    let ok = date_style.starts_with("ISO")
+        && time_zone == "UTC"
+        && interval_style == "postgres"
+        && client_encoding == "UTF8";
+    if ok {
+        return Ok(());
+    }
+    refuse(format!(
+        "the server did not apply the pinned session settings (reported DateStyle={date_style:?}, TimeZone={time_zone:?}, \
+         IntervalStyle={interval_style:?}, client_encoding={client_encoding:?}; required ISO, UTC, postgres, UTF8): \
+         values would be decoded wrongly"
+    ))
+}
+
+/// The publication must exist; what it does not publish is a warning.
+pub fn publication(name: &str, found: Option<&Publication>) -> Result<Vec<String>, StartupRefusal> {
+    let Some(publication) = found else {
+        return refuse(format!(
+            "publication {name:?} does not exist in this database; create it with CREATE PUBLICATION {name} FOR TABLE ..."
+        ));
+    };
+    let mut warnings = Vec::new();
+    let missing: Vec<&str> = [
+        (publication.inserts, "insert"),
+        (publication.updates, "update"),
+        (publication.deletes, "delete"),
+    ]
+    .iter()
+    .filter(|(published, _)| !published)
+    .map(|(_, what)| *what)
+    .collect();
+    if !missing.is_empty() {
+        warnings.push(format!(
+            "publication {name} does not publish {}: those changes never reach Feldera",
+            missing.join(", ")
+        ));
+    }
+    if !publication.truncates {
+        warnings.push(format!(
+            "publication {name} does not publish TRUNCATE: a truncated table stays full in Feldera \
+             (ALTER PUBLICATION {name} SET (publish = 'insert, update, delete, truncate'))"
+        ));
+    }
+    Ok(warnings)
+}
+
+/// Every routed table must be published, and every published table routed: otherwise a
+/// routed table would never update, or a published one would arrive with nowhere to go.
+pub fn routes_match_publication(
+    name: &str,
+    routes: &[Route],
+    published: &[QualifiedName],
+) -> Result<(), StartupRefusal> {
+    let is_routed = |t: &QualifiedName| routes.iter().any(|r| r.source.is(&t.schema, &t.table));
+    let not_published: Vec<String> = routes
+        .iter()
+        .filter(|r| !published.iter().any(|t| r.source.is(&t.schema, &t.table)))
+        .map(|r| r.source.to_string())
+        .collect();
+    let not_routed: Vec<String> = published
+        .iter()
+        .filter(|t| !is_routed(t))
+        .map(ToString::to_string)
+        .collect();
+    if not_published.is_empty() && not_routed.is_empty() {
+        return Ok(());
+    }
+    let mut problems = Vec::new();
+    if !not_published.is_empty() {
+        problems.push(format!(
+            "routed but not in publication {name}: {}",
+            not_published.join(", ")
+        ));
+    }
+    if !not_routed.is_empty() {
+        problems.push(format!(
+            "in publication {name} but not routed (add them to TABLES): {}",
+            not_routed.join(", ")
+        ));
+    }
+    let listed: Vec<String> = published.iter().map(ToString::to_string).collect();
+    refuse(format!(
+        "the publication and TABLES disagree; {}. The publication has: [{}]; TABLES routes: [{}]",
+        problems.join("; "),
+        listed.join(", "),
+        routes
+            .iter()
+            .map(|r| r.source.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// Mappings for every route, in route order, with the warnings to log.
+#[derive(Debug)]
+pub struct PlannedRoutes {
+    pub mappings: Vec<ColumnMapping>,
+    pub warnings: Vec<String>,
+}
+
+/// Resolves the routes against Feldera's schema and maps each relation (in route order)
+/// onto its table. A table whose replica identity cannot carry Feldera's key is refused
+/// now, before any slot exists.
+pub fn plan_routes(
+    routes: &[Route],
+    relations: &[Relation],
+    schema: &Schema,
+    require_primary_key: bool,
+) -> Result<PlannedRoutes, StartupRefusal> {
+    let resolved = resolve(routes, schema).map_err(|e| StartupRefusal(e.to_string()))?;
+    let options = MappingOptions {
+        require_primary_key,
+    };
+    let mut planned = PlannedRoutes {
+        mappings: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let mut problems = Vec::new();
+    for (route, relation) in resolved.iter().zip(relations) {
+        match plan_mapping(relation, &route.table, options) {
+            Ok(mapping) => {
+                match &mapping.key_coverage {
+                    KeyCoverage::IdentityNothing | KeyCoverage::Missing { .. }
+                        if mapping.key.is_some() =>
+                    {
+                        problems.push(format!(
+                            "{} -> {}: {}",
+                            mapping.source, mapping.table, mapping.key_coverage
+                        ))
+                    }
+                    _ => {}
+                }
+                planned.warnings.extend(mapping.warnings());
+                planned.mappings.push(mapping);
+            }
+            Err(error) => problems.push(error.to_string()),
+        }
+    }
+    if problems.is_empty() {
+        Ok(planned)
+    } else {
+        refuse(problems.join("\n"))
+    }
+}
+
+/// An existing slot must be a pgoutput logical slot of this database, not in use, not lost.
+pub fn existing_slot(slot: &SlotInfo, database: &str) -> Result<(), StartupRefusal> {
+    if slot.slot_type != "logical" || slot.plugin.as_deref() != Some("pgoutput") {
+        return refuse(format!(
+            "replication slot {} exists but is a {} slot with plugin {:?}; slotline needs a logical pgoutput slot \
+             (drop it or choose another PG_SLOT)",
+            slot.name,
+            slot.slot_type,
+            slot.plugin.as_deref().unwrap_or("none")
+        ));
+    }
+    if slot.database.as_deref() != Some(database) {
+        return refuse(format!(
+            "replication slot {} belongs to database {:?}, not {database:?}; choose another PG_SLOT",
+            slot.name,
+            slot.database.as_deref().unwrap_or("")
+        ));
+    }
+    if let Some(pid) = slot.active_pid {
+        return refuse(format!(
+            "replication slot {} is in use by process {pid} (another slotline, or a leftover consumer); \
+             stop it or choose another PG_SLOT",
+            slot.name
+        ));
+    }
+    if slot.wal_status.as_deref() == Some("lost") {
+        return refuse(format!(
+            "replication slot {} was invalidated (wal_status = lost): the WAL it needed is gone. Drop it and \
+             re-seed Feldera (SNAPSHOT_MODE=initial once supported)",
+            slot.name
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "checks_tests.rs"]
+mod tests;

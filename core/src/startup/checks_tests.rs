@@ -1,0 +1,196 @@
+use super::*;
+use crate::contract::routes::parse_tables;
+use crate::contract::schema::parse_program_schema;
+use crate::pgoutput::{RelationColumn, ReplicaIdentity};
+use crate::Lsn;
+
+fn q(table: &str) -> QualifiedName {
+    QualifiedName {
+        schema: "public".into(),
+        table: table.into(),
+    }
+}
+
+fn publication(truncates: bool, updates: bool) -> Publication {
+    Publication {
+        name: "p".into(),
+        all_tables: false,
+        inserts: true,
+        updates,
+        deletes: true,
+        truncates,
+    }
+}
+
+#[test]
+fn pinned_settings_must_be_reported_back() {
+    assert!(pinned_settings("ISO, MDY", "UTC", "postgres", "UTF8").is_ok());
+    let err = pinned_settings("ISO, MDY", "Asia/Kolkata", "postgres", "UTF8").unwrap_err();
+    assert!(err.0.contains("TimeZone=\"Asia/Kolkata\""), "{err}");
+}
+
+#[test]
+fn missing_publication_is_refused_and_gaps_are_warnings() {
+    let err = publication_check("p", None);
+    assert!(
+        err.contains("does not exist") && err.contains("CREATE PUBLICATION p"),
+        "{err}"
+    );
+    let warnings = super::publication("p", Some(&publication(false, false))).unwrap();
+    assert_eq!(warnings.len(), 2);
+    assert!(warnings[0].contains("does not publish update"));
+    assert!(warnings[1].contains("TRUNCATE"));
+    assert!(super::publication("p", Some(&publication(true, true)))
+        .unwrap()
+        .is_empty());
+}
+
+fn publication_check(name: &str, found: Option<&Publication>) -> String {
+    super::publication(name, found).unwrap_err().0
+}
+
+#[test]
+fn routes_and_publication_must_match_both_ways() {
+    let routes = parse_tables("users,items").unwrap();
+    assert!(routes_match_publication("p", &routes, &[q("items"), q("users")]).is_ok());
+    let err = routes_match_publication("p", &routes, &[q("users"), q("audit")]).unwrap_err();
+    insta::assert_snapshot!(err, @"the publication and TABLES disagree; routed but not in publication p: public.items; in publication p but not routed (add them to TABLES): public.audit. The publication has: [public.users, public.audit]; TABLES routes: [public.users, public.items]");
+}
+
+const SCHEMA: &str = r#"{"inputs":[
+ {"name":"users","case_sensitive":false,"primary_key":["id"],"materialized":false,"properties":{},
+  "fields":[{"name":"id","case_sensitive":false,"columntype":{"type":"BIGINT","nullable":false}},
+            {"name":"email","case_sensitive":false,"columntype":{"type":"VARCHAR","nullable":true,"precision":-1}}]},
+ {"name":"nokey","case_sensitive":false,"materialized":false,"properties":{},
+  "fields":[{"name":"a","case_sensitive":false,"columntype":{"type":"INTEGER","nullable":true}}]}
+],"outputs":[]}"#;
+
+fn users_relation(identity: ReplicaIdentity, id_in_identity: bool) -> Relation {
+    Relation {
+        oid: 1,
+        namespace: "public".into(),
+        name: "users".into(),
+        replica_identity: identity,
+        columns: vec![
+            RelationColumn {
+                in_replica_identity: id_in_identity,
+                name: "id".into(),
+                type_oid: 20,
+                type_modifier: -1,
+            },
+            RelationColumn {
+                in_replica_identity: false,
+                name: "email".into(),
+                type_oid: 25,
+                type_modifier: -1,
+            },
+        ],
+    }
+}
+
+#[test]
+fn routes_plan_mappings_and_refuse_unusable_identities() {
+    let schema = parse_program_schema(SCHEMA.as_bytes()).unwrap();
+    let routes = parse_tables("users").unwrap();
+    let planned = plan_routes(
+        &routes,
+        &[users_relation(ReplicaIdentity::Default, true)],
+        &schema,
+        true,
+    )
+    .unwrap();
+    assert_eq!(planned.mappings.len(), 1);
+    let err = plan_routes(
+        &routes,
+        &[users_relation(ReplicaIdentity::Nothing, false)],
+        &schema,
+        true,
+    )
+    .unwrap_err();
+    assert!(err.0.contains("NOTHING"), "{err}");
+    let err = plan_routes(
+        &routes,
+        &[users_relation(ReplicaIdentity::Default, false)],
+        &schema,
+        true,
+    )
+    .unwrap_err();
+    assert!(err.0.contains("not in the replica identity"), "{err}");
+}
+
+#[test]
+fn table_without_primary_key_is_refused_unless_allowed() {
+    let schema = parse_program_schema(SCHEMA.as_bytes()).unwrap();
+    let routes = parse_tables("nokey").unwrap();
+    let relation = Relation {
+        oid: 2,
+        namespace: "public".into(),
+        name: "nokey".into(),
+        replica_identity: ReplicaIdentity::Full,
+        columns: vec![RelationColumn {
+            in_replica_identity: true,
+            name: "a".into(),
+            type_oid: 23,
+            type_modifier: -1,
+        }],
+    };
+    let err = plan_routes(&routes, std::slice::from_ref(&relation), &schema, true).unwrap_err();
+    assert!(err.0.contains("PRIMARY KEY"), "{err}");
+    assert!(plan_routes(&routes, &[relation], &schema, false).is_ok());
+}
+
+#[test]
+fn unknown_destination_lists_the_tables_that_exist() {
+    let schema = parse_program_schema(SCHEMA.as_bytes()).unwrap();
+    let routes = parse_tables("users:people").unwrap();
+    let err = plan_routes(
+        &routes,
+        &[users_relation(ReplicaIdentity::Default, true)],
+        &schema,
+        true,
+    )
+    .unwrap_err();
+    assert!(
+        err.0.contains("people") && err.0.contains("users") && err.0.contains("nokey"),
+        "{err}"
+    );
+}
+
+fn slot(plugin: &str, database: &str, active_pid: Option<u32>, wal_status: &str) -> SlotInfo {
+    SlotInfo {
+        name: "s".into(),
+        plugin: Some(plugin.into()),
+        slot_type: "logical".into(),
+        database: Some(database.into()),
+        active_pid,
+        confirmed_flush: Some(Lsn(1)),
+        wal_status: Some(wal_status.into()),
+    }
+}
+
+#[test]
+fn existing_slots_must_be_ours_idle_and_intact() {
+    assert!(existing_slot(&slot("pgoutput", "app", None, "reserved"), "app").is_ok());
+    assert!(
+        existing_slot(&slot("test_decoding", "app", None, "reserved"), "app")
+            .unwrap_err()
+            .0
+            .contains("pgoutput")
+    );
+    assert!(
+        existing_slot(&slot("pgoutput", "other", None, "reserved"), "app")
+            .unwrap_err()
+            .0
+            .contains("other")
+    );
+    assert!(
+        existing_slot(&slot("pgoutput", "app", Some(42), "reserved"), "app")
+            .unwrap_err()
+            .0
+            .contains("process 42")
+    );
+    assert!(existing_slot(&slot("pgoutput", "app", None, "lost"), "app")
+        .unwrap_err()
+        .0
+        .contains("invalidated"));
+}
