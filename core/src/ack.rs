@@ -84,6 +84,12 @@ impl AckTracker {
         self.pending.len()
     }
 
+    /// The slot says it has confirmed `confirmed`: nothing below it is new progress.
+    pub fn observe_confirmed(&mut self, confirmed: Lsn) {
+        self.flush = self.flush.max(confirmed);
+        self.received = self.received.max(confirmed);
+    }
+
     /// An XLogData record started at `wal_start` has been read.
     pub fn on_wal_data(&mut self, wal_start: Lsn) {
         if !wal_start.is_zero() {

@@ -164,8 +164,12 @@ impl Outbox {
         self.bodies[mark.route].truncate(mark.len);
     }
 
-    /// When the linger expires, if anything is buffered.
+    /// When the linger expires, if anything is buffered (never with linger 0, which cuts
+    /// at commits only).
     pub fn linger_deadline(&self) -> Option<Mono> {
+        if self.thresholds.linger_us == 0 {
+            return None;
+        }
         self.oldest
             .map(|oldest| oldest.plus_us(self.thresholds.linger_us))
     }
@@ -281,6 +285,7 @@ mod tests {
     fn linger_zero_cuts_at_commit_only() {
         let mut o = outbox(100, 1 << 20, 0);
         push(&mut o, 0, "{}", 0);
+        assert_eq!(o.due(Mono(5_000_000), false), None, "never mid-transaction");
         assert_eq!(o.due(Mono(0), true), Some(CutReason::Commit));
     }
 

@@ -16,7 +16,10 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     pub(crate) fn new(now: Now) -> Ctx {
-        Ctx { now, ..Ctx::default() }
+        Ctx {
+            now,
+            ..Ctx::default()
+        }
     }
 
     pub(crate) fn push(&mut self, command: Command) {
@@ -36,11 +39,17 @@ impl Ctx {
     }
 
     pub(crate) fn log(&mut self, level: Level, message: impl Into<String>) {
-        self.push(Command::Log { level, message: message.into() });
+        self.push(Command::Log {
+            level,
+            message: message.into(),
+        });
     }
 
     pub(crate) fn exit(&mut self, code: i32, reason: impl Into<String>) {
-        self.push(Command::Exit { code, reason: reason.into() });
+        self.push(Command::Exit {
+            code,
+            reason: reason.into(),
+        });
     }
 
     pub(crate) fn conn_id(&mut self) -> ConnId {

@@ -17,7 +17,12 @@ pub(crate) struct PgLink {
 
 impl PgLink {
     /// Asks the shell for a TCP connection; the startup message waits until it is open.
-    pub(crate) fn open(ctx: &mut Ctx, pg: &PgConnConfig, replication: bool, application_name: &str) -> Result<PgLink, String> {
+    pub(crate) fn open(
+        ctx: &mut Ctx,
+        pg: &PgConnConfig,
+        replication: bool,
+        application_name: &str,
+    ) -> Result<PgLink, String> {
         let conn = Connection::new(ConnectionConfig {
             user: pg.user.clone(),
             database: pg.database.clone(),
@@ -27,8 +32,18 @@ impl PgLink {
         })
         .map_err(|e| e.to_string())?;
         let id = ctx.conn_id();
-        ctx.push(Command::PgConnect { conn: id, host: pg.host.clone(), port: pg.port, sslmode: pg.sslmode });
-        Ok(PgLink { id, conn, connected: false, closed: false })
+        ctx.push(Command::PgConnect {
+            conn: id,
+            host: pg.host.clone(),
+            port: pg.port,
+            sslmode: pg.sslmode,
+        });
+        Ok(PgLink {
+            id,
+            conn,
+            connected: false,
+            closed: false,
+        })
     }
 
     pub(crate) fn on_connected(&mut self, ctx: &mut Ctx) {
@@ -39,11 +54,6 @@ impl PgLink {
     /// Feeds bytes and returns the events they completed, in order.
     pub(crate) fn on_bytes(&mut self, ctx: &mut Ctx, bytes: &[u8]) -> Vec<Event> {
         self.conn.handle_bytes(bytes);
-        self.drain(ctx)
-    }
-
-    pub(crate) fn on_eof(&mut self, ctx: &mut Ctx) -> Vec<Event> {
-        self.conn.handle_eof();
         self.drain(ctx)
     }
 
@@ -62,7 +72,10 @@ impl PgLink {
             return;
         }
         while let Some(bytes) = self.conn.poll_transmit() {
-            ctx.push(Command::PgWrite { conn: self.id, bytes });
+            ctx.push(Command::PgWrite {
+                conn: self.id,
+                bytes,
+            });
         }
     }
 
@@ -72,8 +85,14 @@ impl PgLink {
         Ok(())
     }
 
-    pub(crate) fn send_status(&mut self, ctx: &mut Ctx, update: StatusUpdate) -> Result<(), String> {
-        self.conn.send_status_update(update).map_err(|e| e.to_string())?;
+    pub(crate) fn send_status(
+        &mut self,
+        ctx: &mut Ctx,
+        update: StatusUpdate,
+    ) -> Result<(), String> {
+        self.conn
+            .send_status_update(update)
+            .map_err(|e| e.to_string())?;
         self.flush(ctx);
         Ok(())
     }

@@ -10,9 +10,8 @@
 
 use super::ctx::Ctx;
 use super::pg::PgLink;
-use crate::contract::mapping::ColumnMapping;
 use crate::contract::routes::Route;
-use crate::contract::schema::Schema;
+use crate::contract::schema::{Schema, Table};
 use crate::pgoutput::Relation;
 use crate::startup::catalog::{self, CatalogError, QualifiedName, Row, SlotInfo};
 use crate::startup::checks::{self, StartupRefusal};
@@ -39,9 +38,8 @@ enum Step {
 #[derive(Debug)]
 pub(crate) struct Ready {
     pub(crate) wal_sender_timeout_ms: u64,
-    pub(crate) mappings: Vec<ColumnMapping>,
+    pub(crate) tables: Vec<Table>,
     pub(crate) slot_confirmed: Lsn,
-    pub(crate) slot_created: bool,
 }
 
 /// How a step ended when it did not simply move on.
@@ -78,7 +76,7 @@ pub(crate) struct Startup {
     wal_sender_timeout_ms: u64,
     relations: Vec<Relation>,
     schema: Option<Schema>,
-    mappings: Vec<ColumnMapping>,
+    tables: Vec<Table>,
     slot_info: Option<SlotInfo>,
     slot_created: bool,
     created_at: Lsn,
@@ -92,8 +90,9 @@ fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, StartupError> {
             column
                 .as_ref()
                 .map(|bytes| {
-                    String::from_utf8(bytes.to_vec())
-                        .map_err(|_| StartupError::Refused("a catalog answer is not UTF-8".to_owned()))
+                    String::from_utf8(bytes.to_vec()).map_err(|_| {
+                        StartupError::Refused("a catalog answer is not UTF-8".to_owned())
+                    })
                 })
                 .transpose()
         })
@@ -101,7 +100,13 @@ fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, StartupError> {
 }
 
 impl Startup {
-    pub(crate) fn new(publication: &str, slot: &str, database: &str, routes: Vec<Route>, require_primary_key: bool) -> Startup {
+    pub(crate) fn new(
+        publication: &str,
+        slot: &str,
+        database: &str,
+        routes: Vec<Route>,
+        require_primary_key: bool,
+    ) -> Startup {
         Startup {
             step: Step::Identify,
             rows: Vec::new(),
@@ -114,22 +119,27 @@ impl Startup {
             wal_sender_timeout_ms: 60_000,
             relations: Vec::new(),
             schema: None,
-            mappings: Vec::new(),
+            tables: Vec::new(),
             slot_info: None,
             slot_created: false,
             created_at: Lsn::ZERO,
         }
     }
 
-    pub(crate) fn is_streaming(&self) -> bool {
-        self.step == Step::Streaming
-    }
-
     /// The connection is ready: check what the server says it applied, then ask the first
     /// question.
-    pub(crate) fn on_ready(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<(), StartupError> {
+    pub(crate) fn on_ready(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+    ) -> Result<(), StartupError> {
         let reported = |name: &str| link.parameter(name).unwrap_or("").to_owned();
-        checks::pinned_settings(&reported("DateStyle"), &reported("TimeZone"), &reported("IntervalStyle"), &reported("client_encoding"))?;
+        checks::pinned_settings(
+            &reported("DateStyle"),
+            &reported("TimeZone"),
+            &reported("IntervalStyle"),
+            &reported("client_encoding"),
+        )?;
         self.ask(ctx, link, catalog::IDENTIFY_SYSTEM.to_owned())
     }
 
@@ -149,7 +159,12 @@ impl Startup {
     }
 
     /// Feldera's schema arrived.
-    pub(crate) fn on_schema(&mut self, ctx: &mut Ctx, link: &mut PgLink, schema: Schema) -> Result<(), StartupError> {
+    pub(crate) fn on_schema(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+        schema: Schema,
+    ) -> Result<(), StartupError> {
         self.schema = Some(schema);
         if self.step == Step::AwaitSchema {
             self.plan_mappings(ctx)?;
@@ -160,26 +175,50 @@ impl Startup {
     }
 
     /// The current question was answered (ReadyForQuery): read the answer, ask the next.
-    pub(crate) fn on_query_done(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<(), StartupError> {
+    pub(crate) fn on_query_done(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+    ) -> Result<(), StartupError> {
         if let Some(error) = self.query_error.take() {
-            return Err(StartupError::Server(format!("{} failed: {error}", self.step_name())));
+            return Err(StartupError::Server(format!(
+                "{} failed: {error}",
+                self.step_name()
+            )));
         }
         let owned = std::mem::take(&mut self.rows);
-        let borrowed: Vec<Vec<Option<&str>>> = owned.iter().map(|r| r.iter().map(|c| c.as_deref()).collect()).collect();
+        let borrowed: Vec<Vec<Option<&str>>> = owned
+            .iter()
+            .map(|r| r.iter().map(|c| c.as_deref()).collect())
+            .collect();
         let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
         match self.step {
             Step::Identify => {
                 let identity = catalog::parse_identify_system(&rows)?;
-                ctx.log(crate::io::Level::Debug, format!("IDENTIFY_SYSTEM timeline={} xlogpos={}", identity.timeline, identity.xlogpos));
+                ctx.log(
+                    crate::io::Level::Debug,
+                    format!(
+                        "IDENTIFY_SYSTEM timeline={} xlogpos={}",
+                        identity.timeline, identity.xlogpos
+                    ),
+                );
                 self.step = Step::WalSenderTimeout;
                 self.ask(ctx, link, "SHOW wal_sender_timeout".to_owned())
             }
             Step::WalSenderTimeout => {
-                let text = rows.first().and_then(|r| r.first().copied().flatten()).unwrap_or("");
-                self.wal_sender_timeout_ms = parse_guc_duration_ms(text)
-                    .ok_or_else(|| StartupError::Refused(format!("cannot read wal_sender_timeout {text:?}")))?;
+                let text = rows
+                    .first()
+                    .and_then(|r| r.first().copied().flatten())
+                    .unwrap_or("");
+                self.wal_sender_timeout_ms = parse_guc_duration_ms(text).ok_or_else(|| {
+                    StartupError::Refused(format!("cannot read wal_sender_timeout {text:?}"))
+                })?;
                 self.step = Step::Publication;
-                self.ask(ctx, link, catalog::publication_query(&self.publication).ok_or_else(nul)?)
+                self.ask(
+                    ctx,
+                    link,
+                    catalog::publication_query(&self.publication).ok_or_else(nul)?,
+                )
             }
             Step::Publication => {
                 let publication = catalog::parse_publication(&rows)?;
@@ -187,7 +226,11 @@ impl Startup {
                     ctx.log(crate::io::Level::Warn, warning);
                 }
                 self.step = Step::PublishedTables;
-                self.ask(ctx, link, catalog::published_tables_query(&self.publication).ok_or_else(nul)?)
+                self.ask(
+                    ctx,
+                    link,
+                    catalog::published_tables_query(&self.publication).ok_or_else(nul)?,
+                )
             }
             Step::PublishedTables => {
                 let published = catalog::parse_published_tables(&rows)?;
@@ -207,7 +250,11 @@ impl Startup {
                     }
                     None => {
                         self.step = Step::CreateSlot;
-                        self.ask(ctx, link, catalog::create_slot_command(&self.slot, false).ok_or_else(nul)?)
+                        self.ask(
+                            ctx,
+                            link,
+                            catalog::create_slot_command(&self.slot, false).ok_or_else(nul)?,
+                        )
                     }
                 }
             }
@@ -215,20 +262,36 @@ impl Startup {
                 let (consistent_point, _) = catalog::parse_created_slot(&rows)?;
                 self.slot_created = true;
                 self.created_at = consistent_point;
-                ctx.log(crate::io::Level::Info, format!("created replication slot {} at {consistent_point} (SNAPSHOT 'nothing')", self.slot));
+                ctx.log(
+                    crate::io::Level::Info,
+                    format!(
+                        "created replication slot {} at {consistent_point} (SNAPSHOT 'nothing')",
+                        self.slot
+                    ),
+                );
                 self.start_replication(ctx, link)
             }
-            Step::AwaitSchema | Step::StartReplication | Step::Streaming => Err(StartupError::Refused(format!(
-                "unexpected end of a query while {}",
-                self.step_name()
-            ))),
+            Step::AwaitSchema | Step::StartReplication | Step::Streaming => {
+                Err(StartupError::Refused(format!(
+                    "unexpected end of a query while {}",
+                    self.step_name()
+                )))
+            }
         }
     }
 
-    fn ask_relation(&mut self, ctx: &mut Ctx, link: &mut PgLink, index: usize) -> Result<(), StartupError> {
+    fn ask_relation(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+        index: usize,
+    ) -> Result<(), StartupError> {
         if let Some(route) = self.routes.get(index) {
             self.step = Step::Relation(index);
-            let name = QualifiedName { schema: route.source.schema.clone(), table: route.source.name.clone() };
+            let name = QualifiedName {
+                schema: route.source.schema.clone(),
+                table: route.source.name.clone(),
+            };
             return self.ask(ctx, link, catalog::relation_query(&name).ok_or_else(nul)?);
         }
         if self.schema.is_none() {
@@ -241,25 +304,36 @@ impl Startup {
     }
 
     fn plan_mappings(&mut self, ctx: &mut Ctx) -> Result<(), StartupError> {
-        let schema = self.schema.as_ref().ok_or_else(|| StartupError::Refused("no Feldera schema".into()))?;
-        let planned = checks::plan_routes(&self.routes, &self.relations, schema, self.require_primary_key)?;
+        let schema = self
+            .schema
+            .as_ref()
+            .ok_or_else(|| StartupError::Refused("no Feldera schema".into()))?;
+        let planned = checks::plan_routes(
+            &self.routes,
+            &self.relations,
+            schema,
+            self.require_primary_key,
+        )?;
         for warning in &planned.warnings {
             ctx.log(crate::io::Level::Warn, warning.clone());
         }
-        self.mappings = planned.mappings;
+        self.tables = planned.tables;
         Ok(())
     }
 
     fn start_replication(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<(), StartupError> {
         self.step = Step::StartReplication;
-        let command = catalog::start_replication_command(&self.slot, &self.publication).ok_or_else(nul)?;
+        let command =
+            catalog::start_replication_command(&self.slot, &self.publication).ok_or_else(nul)?;
         self.ask(ctx, link, command)
     }
 
     /// `START_REPLICATION` answered with CopyBoth: the stream is open.
     pub(crate) fn on_stream_started(&mut self) -> Result<Ready, StartupError> {
         if self.step != Step::StartReplication {
-            return Err(StartupError::Refused("the server started streaming before it was asked".into()));
+            return Err(StartupError::Refused(
+                "the server started streaming before it was asked".into(),
+            ));
         }
         self.step = Step::Streaming;
         let slot_confirmed = match &self.slot_info {
@@ -268,9 +342,8 @@ impl Startup {
         };
         Ok(Ready {
             wal_sender_timeout_ms: self.wal_sender_timeout_ms,
-            mappings: std::mem::take(&mut self.mappings),
+            tables: std::mem::take(&mut self.tables),
             slot_confirmed,
-            slot_created: self.slot_created,
         })
     }
 
@@ -279,7 +352,9 @@ impl Startup {
             Step::Identify => "IDENTIFY_SYSTEM".into(),
             Step::WalSenderTimeout => "SHOW wal_sender_timeout".into(),
             Step::Publication => format!("reading publication {}", self.publication),
-            Step::PublishedTables => format!("listing the tables of publication {}", self.publication),
+            Step::PublishedTables => {
+                format!("listing the tables of publication {}", self.publication)
+            }
             Step::Relation(i) => match self.routes.get(i) {
                 Some(route) => format!("reading the columns of {}", route.source),
                 None => "reading table columns".into(),

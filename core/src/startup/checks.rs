@@ -4,7 +4,7 @@
 use super::catalog::{Publication, QualifiedName, SlotInfo};
 use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, MappingOptions};
 use crate::contract::routes::{resolve, Route};
-use crate::contract::schema::Schema;
+use crate::contract::schema::{Schema, Table};
 use crate::pgoutput::Relation;
 use std::fmt;
 
@@ -129,6 +129,8 @@ pub fn routes_match_publication(
 #[derive(Debug)]
 pub struct PlannedRoutes {
     pub mappings: Vec<ColumnMapping>,
+    /// Each route's Feldera table, in route order.
+    pub tables: Vec<Table>,
     pub warnings: Vec<String>,
 }
 
@@ -147,6 +149,7 @@ pub fn plan_routes(
     };
     let mut planned = PlannedRoutes {
         mappings: Vec::new(),
+        tables: resolved.iter().map(|r| r.table.clone()).collect(),
         warnings: Vec::new(),
     };
     let mut problems = Vec::new();

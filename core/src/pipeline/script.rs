@@ -1,0 +1,711 @@
+//! A scripted world for decision traces: a fake PostgreSQL that speaks the real wire
+//! protocol (startup, catalog answers, CopyBoth), a fake Feldera that answers when the
+//! script says so, a virtual clock, and a trace of every command the pipeline emits.
+//!
+//! Traces print relative times, counter ids and decoded frontend messages (never `Debug`
+//! of internal structs), so a snapshot explains a rule to someone who has not read the code.
+
+use super::Pipeline;
+use crate::config::Config;
+use crate::feldera::HttpRequest;
+use crate::io::{Command, ConnId, Driver, HttpId, Input, Level};
+use crate::pgoutput::{encode, OldKind, Relation, RelationColumn, ReplicaIdentity};
+use crate::time::{Mono, Now, PgTime};
+use crate::timer::Deadline;
+use crate::wire::backend::{
+    Authentication, BackendKeyData, BackendMessage, CopyResponse, DataRow, RowDescription,
+    TransactionStatus,
+};
+use crate::wire::testing::{decode_status_update, encode_backend, replication_frame};
+use crate::wire::{PrimaryKeepalive, ReplicationMessage, XLogData};
+use crate::Lsn;
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+
+/// One table of the fake database.
+#[derive(Clone, Debug)]
+pub struct FakeTable {
+    pub relation: Relation,
+}
+
+impl FakeTable {
+    /// `columns`: (name, type oid, part of the replica identity).
+    pub fn new(
+        oid: u32,
+        name: &str,
+        identity: ReplicaIdentity,
+        columns: &[(&str, u32, bool)],
+    ) -> FakeTable {
+        FakeTable {
+            relation: Relation {
+                oid,
+                namespace: "public".into(),
+                name: name.into(),
+                replica_identity: identity,
+                columns: columns
+                    .iter()
+                    .map(|(n, t, k)| RelationColumn {
+                        in_replica_identity: *k,
+                        name: (*n).into(),
+                        type_oid: *t,
+                        type_modifier: -1,
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// What the fake PostgreSQL answers during startup.
+#[derive(Clone, Debug)]
+pub struct FakePg {
+    pub wal_sender_timeout: String,
+    pub tables: Vec<FakeTable>,
+    /// `None`: the slot does not exist yet.
+    pub slot_confirmed: Option<Lsn>,
+    pub truncate_published: bool,
+}
+
+/// The harness. See the module docs.
+#[derive(Debug)]
+pub struct Script {
+    pipeline: Pipeline,
+    now: Now,
+    trace: Vec<String>,
+    pg: FakePg,
+    schema: String,
+    repl: Option<ConnId>,
+    control: Option<ConnId>,
+    http: VecDeque<(HttpId, HttpRequest)>,
+    tokens: u32,
+    last_deadline: Option<Deadline>,
+    exit: Option<(i32, String)>,
+    /// The flush position PostgreSQL last heard.
+    pub confirmed: Lsn,
+    /// Status updates are lost on the way (the slot stops moving).
+    frozen: bool,
+    wal_end: Lsn,
+}
+
+const SCHEMA_PREFIX: &str = r#"{"name":"p","program_status":"Success","deployment_status":"Running","program_info":{"schema":"#;
+
+impl Script {
+    /// Starts a pipeline with `config` (key/value pairs on top of a base configuration)
+    /// against `pg` and a Feldera whose program schema is `schema` (`{"inputs":..,"outputs":..}`).
+    pub fn new(config: &[(&str, &str)], pg: FakePg, schema: &str) -> Script {
+        let mut pairs = vec![
+            ("PG_URL", "postgres://slotline@db:5432/app"),
+            ("PG_PUBLICATION", "pub"),
+            ("FELDERA_URL", "http://feldera:8080"),
+            ("FELDERA_PIPELINE", "p"),
+            ("SNAPSHOT_MODE", "never"),
+        ];
+        for (k, v) in config {
+            pairs.retain(|(key, _)| key != k);
+            pairs.push((k, v));
+        }
+        let config = Config::from_pairs(pairs).expect("scripted configuration is valid");
+        let now = Now {
+            mono: Mono(0),
+            wall: PgTime(800_000_000_000_000),
+        };
+        let pipeline = Pipeline::new(config, 7, now).expect("scripted pipeline starts");
+        let confirmed = pg.slot_confirmed.unwrap_or(Lsn::ZERO);
+        let mut script = Script {
+            pipeline,
+            now,
+            trace: Vec::new(),
+            pg,
+            schema: format!("{SCHEMA_PREFIX}{schema}}}}}"),
+            repl: None,
+            control: None,
+            http: VecDeque::new(),
+            tokens: 0,
+            last_deadline: None,
+            exit: None,
+            confirmed,
+            frozen: false,
+            wal_end: Lsn::ZERO,
+        };
+        script.drain();
+        script
+    }
+
+    /// Runs startup to streaming and forgets its trace: most traces start there.
+    pub fn streaming(config: &[(&str, &str)], pg: FakePg, schema: &str) -> Script {
+        let mut script = Script::new(config, pg, schema);
+        script.trace.clear();
+        script
+    }
+
+    /// From now on the server ignores status updates (the slot does not move).
+    pub fn freeze_confirmed(&mut self) {
+        self.frozen = true;
+    }
+
+    pub fn exit(&self) -> Option<&(i32, String)> {
+        self.exit.as_ref()
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The trace so far, one line per event, and clears it.
+    pub fn take_trace(&mut self) -> String {
+        let mut out = self.trace.join("\n");
+        out.push('\n');
+        self.trace.clear();
+        out
+    }
+
+    fn at(&self) -> String {
+        format!("{:>8}", self.now.mono.to_string())
+    }
+
+    fn note(&mut self, line: String) {
+        self.trace.push(line);
+    }
+
+    fn feed(&mut self, input: Input) {
+        self.pipeline.handle(self.now, input);
+        self.drain();
+    }
+
+    /// Executes every command: the fake servers answer what they can answer by themselves.
+    fn drain(&mut self) {
+        while let Some(command) = self.pipeline.poll_command() {
+            self.execute(command);
+        }
+        let deadline = self.pipeline.poll_timeout();
+        if deadline != self.last_deadline {
+            if let Some(d) = deadline {
+                let line = format!("         next {} {}", d.at, d.why);
+                self.note(line);
+            }
+            self.last_deadline = deadline;
+        }
+    }
+
+    fn execute(&mut self, command: Command) {
+        let at = self.at();
+        match command {
+            Command::PgConnect {
+                conn, host, port, ..
+            } => {
+                self.note(format!("{at} -> {conn} connect {host}:{port}"));
+                if self.repl.is_none()
+                    || self
+                        .pipeline
+                        .session
+                        .as_ref()
+                        .is_some_and(|s| s.repl.id == conn)
+                {
+                    self.repl = Some(conn);
+                } else {
+                    self.control = Some(conn);
+                }
+                self.pipeline.handle(self.now, Input::PgConnected { conn });
+            }
+            Command::PgWrite { conn, bytes } => self.on_frontend(conn, &bytes),
+            Command::PgPauseRead { conn } => self.note(format!("{at} -> {conn} pause reading")),
+            Command::PgResumeRead { conn } => self.note(format!("{at} -> {conn} resume reading")),
+            Command::PgClose { conn } => self.note(format!("{at} -> {conn} close")),
+            Command::Http { id, request } => self.on_http(id, request),
+            Command::Log { level, message } => {
+                if level >= Level::Info {
+                    let level = format!("{level:?}").to_lowercase();
+                    self.note(format!("         log {level}: {message}"));
+                }
+            }
+            Command::Exit { code, reason } => {
+                self.note(format!("{at} exit {code}: {reason}"));
+                self.exit = Some((code, reason));
+            }
+        }
+    }
+
+    fn on_http(&mut self, id: HttpId, request: HttpRequest) {
+        let at = self.at();
+        let path = request
+            .url
+            .trim_start_matches("http://feldera:8080/v0/pipelines/p");
+        if path.is_empty() {
+            self.note(format!("{at} -> {id} GET pipeline"));
+            let body = Bytes::from(self.schema.clone());
+            self.pipeline.handle(
+                self.now,
+                Input::HttpDone {
+                    id,
+                    status: 200,
+                    body,
+                },
+            );
+            return;
+        }
+        let line = if let Some(rest) = path.strip_prefix("/ingress/") {
+            let table = rest.split('?').next().unwrap_or("");
+            let rows = request.body.iter().filter(|b| **b == b'\n').count();
+            format!("{at} -> {id} POST ingress {table} rows={rows}")
+        } else if let Some(rest) = path.strip_prefix("/completion_status?token=") {
+            format!("{at} -> {id} GET completion_status {rest}")
+        } else {
+            format!("{at} -> {id} {} {path}", request.method)
+        };
+        self.note(line);
+        self.http.push_back((id, request));
+    }
+
+    /// The bodies of the requests waiting for an answer, oldest first (ingress bodies are
+    /// the NDJSON events).
+    pub fn pending_bodies(&self) -> Vec<String> {
+        self.http
+            .iter()
+            .map(|(_, r)| String::from_utf8_lossy(&r.body).into_owned())
+            .collect()
+    }
+
+    /// Answers the oldest waiting request with `status` and `body`.
+    pub fn answer(&mut self, status: u16, body: &str) {
+        let (id, _) = self
+            .http
+            .pop_front()
+            .expect("a request waits for an answer");
+        self.note(format!("{} <- {id} {status} {body}", self.at()));
+        self.feed(Input::HttpDone {
+            id,
+            status,
+            body: Bytes::from(body.to_owned()),
+        });
+    }
+
+    /// The oldest waiting request fails without an answer.
+    pub fn fail(&mut self, error: &str) {
+        let (id, _) = self
+            .http
+            .pop_front()
+            .expect("a request waits for an answer");
+        self.note(format!("{} <- {id} failed: {error}", self.at()));
+        self.feed(Input::HttpFailed {
+            id,
+            error: error.to_owned(),
+        });
+    }
+
+    /// Ingress answers 200 with a fresh token.
+    pub fn accept(&mut self) {
+        self.tokens += 1;
+        let body = format!("{{\"token\":\"t{}\"}}", self.tokens);
+        self.answer(200, &body);
+    }
+
+    pub fn complete(&mut self) {
+        self.answer(200, r#"{"status":"complete","step":1}"#);
+    }
+
+    pub fn in_progress(&mut self) {
+        self.answer(200, r#"{"status":"inprogress","step":null}"#);
+    }
+
+    /// Accepts and completes every waiting request until none waits.
+    pub fn settle(&mut self) {
+        while let Some((_, request)) = self.http.front() {
+            if request.url.contains("/ingress/") {
+                self.accept();
+            } else {
+                self.complete();
+            }
+        }
+    }
+
+    pub fn waiting_requests(&self) -> usize {
+        self.http.len()
+    }
+
+    /// Moves the clock forward by `ms`, delivering a tick at every deadline on the way.
+    pub fn advance(&mut self, ms: u64) {
+        let target = self.now.mono.plus_ms(ms);
+        while let Some(deadline) = self.pipeline.poll_timeout().filter(|d| d.at <= target) {
+            if self.exit.is_some() {
+                return;
+            }
+            self.set_time(deadline.at.max(self.now.mono));
+            self.feed(Input::Tick);
+        }
+        self.set_time(target);
+    }
+
+    fn set_time(&mut self, mono: Mono) {
+        let delta = mono.since(self.now.mono) as i64;
+        self.now = Now {
+            mono,
+            wall: PgTime(self.now.wall.0 + delta),
+        };
+    }
+
+    fn send_backend(&mut self, conn: ConnId, messages: &[BackendMessage]) {
+        let bytes: Vec<u8> = messages.iter().flat_map(encode_backend).collect();
+        self.pipeline.handle(
+            self.now,
+            Input::PgBytes {
+                conn,
+                bytes: Bytes::from(bytes),
+            },
+        );
+    }
+
+    /// Sends XLogData frames carrying pgoutput payloads on the replication connection;
+    /// `wal_start` of each is given (zero for Relation messages, as PostgreSQL does).
+    pub fn wal(&mut self, what: &str, messages: &[(Lsn, Vec<u8>)]) {
+        let conn = self.repl.expect("replication connection");
+        let mut bytes = Vec::new();
+        for (wal_start, payload) in messages {
+            // The server's WAL head runs ahead of what it sends.
+            self.wal_end = self.wal_end.max(Lsn(wal_start.0 + 0x1_0000));
+            let message = ReplicationMessage::XLogData(XLogData {
+                wal_start: *wal_start,
+                wal_end: self.wal_end,
+                server_time: self.now.wall,
+                data: Bytes::from(payload.clone()),
+            });
+            bytes.extend(replication_frame(&message));
+        }
+        self.note(format!("{} <- {conn} {what}", self.at()));
+        self.feed(Input::PgBytes {
+            conn,
+            bytes: Bytes::from(bytes),
+        });
+    }
+
+    pub fn keepalive(&mut self, wal_end: Lsn, reply_requested: bool) {
+        let conn = self.repl.expect("replication connection");
+        self.wal_end = self.wal_end.max(wal_end);
+        let message = ReplicationMessage::Keepalive(PrimaryKeepalive {
+            wal_end,
+            server_time: self.now.wall,
+            reply_requested,
+        });
+        let reply = if reply_requested {
+            " reply requested"
+        } else {
+            ""
+        };
+        self.note(format!(
+            "{} <- {conn} keepalive wal_end={wal_end}{reply}",
+            self.at()
+        ));
+        self.feed(Input::PgBytes {
+            conn,
+            bytes: Bytes::from(replication_frame(&message)),
+        });
+    }
+
+    /// The replication connection breaks.
+    pub fn disconnect(&mut self) {
+        let conn = self.repl.expect("replication connection");
+        self.note(format!("{} <- {conn} connection reset", self.at()));
+        self.feed(Input::PgClosed {
+            conn,
+            error: Some("connection reset by peer".into()),
+        });
+    }
+
+    pub fn shutdown(&mut self) {
+        self.note(format!("{} <- signal SIGTERM", self.at()));
+        self.feed(Input::Shutdown);
+    }
+}
+
+/// pgoutput payload builders for scripts.
+pub mod wal {
+    use super::*;
+
+    /// A Begin whose record starts 0x100 bytes before the commit record at `final_lsn`.
+    pub fn begin(final_lsn: u64, xid: u32) -> (Lsn, Vec<u8>) {
+        (
+            Lsn(final_lsn - 0x100),
+            encode::begin(Lsn(final_lsn), PgTime(0), xid),
+        )
+    }
+
+    pub fn commit(commit_lsn: u64, end_lsn: u64) -> (Lsn, Vec<u8>) {
+        (
+            Lsn(commit_lsn),
+            encode::commit(Lsn(commit_lsn), Lsn(end_lsn), PgTime(0)),
+        )
+    }
+
+    pub fn relation(table: &FakeTable) -> (Lsn, Vec<u8>) {
+        (Lsn::ZERO, encode::relation(&table.relation))
+    }
+
+    pub fn insert(at: u64, oid: u32, values: &[Option<&str>]) -> (Lsn, Vec<u8>) {
+        (Lsn(at), encode::insert(oid, encode::row(values)))
+    }
+
+    pub fn update(
+        at: u64,
+        oid: u32,
+        old: Option<(OldKind, &[Option<&str>])>,
+        new: &[Option<&str>],
+    ) -> (Lsn, Vec<u8>) {
+        (
+            Lsn(at),
+            encode::update(oid, old.map(|(k, v)| (k, encode::row(v))), encode::row(new)),
+        )
+    }
+
+    /// An update whose new row has an unchanged-TOAST hole at `hole`.
+    pub fn update_with_hole(
+        at: u64,
+        oid: u32,
+        old: Option<(OldKind, &[Option<&str>])>,
+        new: &[Option<&str>],
+        hole: usize,
+    ) -> (Lsn, Vec<u8>) {
+        let mut row = encode::row(new);
+        row.columns[hole] = crate::pgoutput::Datum::Unchanged;
+        (
+            Lsn(at),
+            encode::update(oid, old.map(|(k, v)| (k, encode::row(v))), row),
+        )
+    }
+
+    pub fn delete(at: u64, oid: u32, kind: OldKind, old: &[Option<&str>]) -> (Lsn, Vec<u8>) {
+        (Lsn(at), encode::delete(oid, kind, encode::row(old)))
+    }
+
+    pub fn truncate(at: u64, oids: &[u32]) -> (Lsn, Vec<u8>) {
+        (Lsn(at), encode::truncate(oids, false, false))
+    }
+}
+
+impl Script {
+    /// Decodes what the pipeline wrote to PostgreSQL and lets the fake server answer.
+    fn on_frontend(&mut self, conn: ConnId, bytes: &[u8]) {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (message, tail) = split_frontend(rest);
+            rest = tail;
+            self.on_frontend_message(conn, message);
+        }
+    }
+
+    fn on_frontend_message(&mut self, conn: ConnId, message: FrontendMessage<'_>) {
+        let at = self.at();
+        match message {
+            FrontendMessage::Startup(params) => {
+                self.note(format!("{at} -> {conn} startup {params}"));
+                let mut answer = vec![BackendMessage::Authentication(Authentication::Ok)];
+                for (name, value) in [
+                    ("DateStyle", "ISO, MDY"),
+                    ("TimeZone", "UTC"),
+                    ("IntervalStyle", "postgres"),
+                    ("client_encoding", "UTF8"),
+                ] {
+                    answer.push(BackendMessage::ParameterStatus {
+                        name: name.into(),
+                        value: value.into(),
+                    });
+                }
+                answer.push(BackendMessage::BackendKeyData(BackendKeyData {
+                    process_id: 42,
+                    secret_key: Bytes::from_static(&[0, 0, 0, 1]),
+                }));
+                answer.push(BackendMessage::ReadyForQuery(TransactionStatus::Idle));
+                self.send_backend(conn, &answer);
+            }
+            FrontendMessage::Query(sql) => {
+                self.note(format!("{at} -> {conn} query {}", summarize_sql(sql)));
+                let answer = self.answer_query(conn, sql);
+                self.send_backend(conn, &answer);
+            }
+            FrontendMessage::Status(payload) => match decode_status_update(payload) {
+                Some(update) => {
+                    if !self.frozen {
+                        self.confirmed = self.confirmed.max(update.flush);
+                    }
+                    let reply = if update.reply_requested { " reply" } else { "" };
+                    self.note(format!(
+                        "{at} -> {conn} status write={} flush={} apply={}{reply}",
+                        update.write, update.flush, update.apply
+                    ));
+                }
+                None => self.note(format!("{at} -> {conn} copydata ({} bytes)", payload.len())),
+            },
+            FrontendMessage::CopyDone => self.note(format!("{at} -> {conn} copydone")),
+            FrontendMessage::Terminate => self.note(format!("{at} -> {conn} terminate")),
+            FrontendMessage::Other(tag) => {
+                self.note(format!("{at} -> {conn} message {:?}", char::from(tag)))
+            }
+        }
+    }
+
+    fn answer_query(&mut self, conn: ConnId, sql: &str) -> Vec<BackendMessage> {
+        let rows: Vec<Vec<Option<String>>> = if sql == "IDENTIFY_SYSTEM" {
+            vec![row(&["7000000000000000001", "1", "0/1000000", "app"])]
+        } else if sql == "SHOW wal_sender_timeout" {
+            vec![row(&[&self.pg.wal_sender_timeout])]
+        } else if sql.contains("FROM pg_catalog.pg_publication WHERE") {
+            let truncate = if self.pg.truncate_published { "t" } else { "f" };
+            vec![row(&["pub", "f", "t", "t", "t", truncate])]
+        } else if sql.contains("pg_publication_tables") {
+            self.pg
+                .tables
+                .iter()
+                .map(|t| row(&["public", &t.relation.name]))
+                .collect()
+        } else if sql.contains("pg_attribute") {
+            self.relation_rows(sql)
+        } else if sql.contains("pg_replication_slots") {
+            // The control connection of a graceful stop sees what status updates confirmed.
+            let confirmed = if Some(conn) == self.control {
+                Some(self.confirmed)
+            } else {
+                self.pg.slot_confirmed
+            };
+            match confirmed {
+                Some(lsn) => vec![vec![
+                    Some("slotline_p".into()),
+                    Some("pgoutput".into()),
+                    Some("logical".into()),
+                    Some("app".into()),
+                    None,
+                    Some(lsn.to_string()),
+                    Some("reserved".into()),
+                ]],
+                None => Vec::new(),
+            }
+        } else if sql.starts_with("CREATE_REPLICATION_SLOT") {
+            self.pg.slot_confirmed = Some(Lsn(0x1000));
+            vec![row(&["slotline_p", "0/1000", "", "pgoutput"])]
+        } else if sql.starts_with("START_REPLICATION") {
+            return vec![BackendMessage::CopyBothResponse(CopyResponse {
+                format: 0,
+                column_formats: Vec::new(),
+            })];
+        } else {
+            vec![]
+        };
+        let width = rows.first().map_or(0, Vec::len);
+        let mut answer = vec![BackendMessage::RowDescription(RowDescription {
+            fields: (0..width)
+                .map(|i| crate::wire::backend::FieldDescription {
+                    name: format!("c{i}"),
+                    table_oid: 0,
+                    column_id: 0,
+                    type_oid: 25,
+                    type_size: -1,
+                    type_modifier: -1,
+                    format: 0,
+                })
+                .collect(),
+        })];
+        let count = rows.len();
+        answer.extend(rows.into_iter().map(|r| {
+            BackendMessage::DataRow(DataRow {
+                columns: r.into_iter().map(|c| c.map(Bytes::from)).collect(),
+            })
+        }));
+        answer.push(BackendMessage::CommandComplete {
+            tag: format!("SELECT {count}"),
+        });
+        answer.push(BackendMessage::ReadyForQuery(TransactionStatus::Idle));
+        answer
+    }
+
+    fn relation_rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        let Some(table) = self
+            .pg
+            .tables
+            .iter()
+            .find(|t| sql.contains(&format!("\"{}\"'::regclass", t.relation.name)))
+        else {
+            return Vec::new();
+        };
+        let r = &table.relation;
+        let identity = match r.replica_identity {
+            ReplicaIdentity::Default => "d",
+            ReplicaIdentity::Nothing => "n",
+            ReplicaIdentity::Full => "f",
+            ReplicaIdentity::Index => "i",
+        };
+        r.columns
+            .iter()
+            .map(|c| {
+                let oid = r.oid.to_string();
+                let type_oid = c.type_oid.to_string();
+                let flag = if c.in_replica_identity { "t" } else { "f" };
+                row(&[
+                    &oid, "public", &r.name, identity, &c.name, &type_oid, "-1", flag,
+                ])
+            })
+            .collect()
+    }
+}
+
+fn row(values: &[&str]) -> Vec<Option<String>> {
+    values.iter().map(|v| Some((*v).to_owned())).collect()
+}
+
+fn summarize_sql(sql: &str) -> String {
+    let known = [
+        ("pg_publication_tables", "<published tables>"),
+        ("pg_catalog.pg_publication WHERE", "<publication>"),
+        ("pg_attribute", "<table columns>"),
+        ("pg_replication_slots", "<slot>"),
+    ];
+    known
+        .iter()
+        .find(|(needle, _)| sql.contains(needle))
+        .map_or_else(|| sql.to_owned(), |(_, short)| (*short).to_owned())
+}
+
+#[derive(Debug)]
+enum FrontendMessage<'a> {
+    Startup(String),
+    Query(&'a str),
+    Status(&'a [u8]),
+    CopyDone,
+    Terminate,
+    Other(u8),
+}
+
+/// Splits one frontend message off `bytes` (test input is well-formed: the core wrote it).
+fn split_frontend(bytes: &[u8]) -> (FrontendMessage<'_>, &[u8]) {
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    if bytes[0] == 0 {
+        // StartupMessage: length, protocol, then name/value pairs.
+        let len = be32(bytes);
+        let params: Vec<&str> = std::str::from_utf8(&bytes[8..len])
+            .unwrap_or("")
+            .split('\0')
+            .filter(|s| !s.is_empty())
+            .collect();
+        let mut shown = String::new();
+        for pair in params.chunks(2) {
+            if let [name, value] = pair {
+                if ["user", "database", "replication"].contains(name) {
+                    let _ = write!(shown, "{name}={value} ");
+                }
+            }
+        }
+        return (
+            FrontendMessage::Startup(shown.trim_end().to_owned()),
+            &bytes[len..],
+        );
+    }
+    let tag = bytes[0];
+    let len = be32(&bytes[1..]);
+    let body = &bytes[5..1 + len];
+    let rest = &bytes[1 + len..];
+    let message = match tag {
+        b'Q' => FrontendMessage::Query(std::str::from_utf8(&body[..body.len() - 1]).unwrap_or("")),
+        b'd' => FrontendMessage::Status(body),
+        b'c' => FrontendMessage::CopyDone,
+        b'X' => FrontendMessage::Terminate,
+        other => FrontendMessage::Other(other),
+    };
+    (message, rest)
+}

@@ -1,0 +1,243 @@
+//! One batch on its way into Feldera: each route's body posted in route order, then each
+//! token's completion polled until Feldera says `complete`.
+//!
+//! HTTP 200 from ingress only means "accepted into the input buffer"; the batch becomes
+//! durable when every token is complete (or, in the unsafe accepted mode, on the last 200,
+//! which the pipeline decides). A transient failure, a timeout or a restarted pipeline ends
+//! the session without acknowledging: the batch will be replayed from the slot.
+
+use super::ctx::Ctx;
+use crate::ack::BatchSeq;
+use crate::completion::{CompletionWait, WaitVerdict};
+use crate::contract::Name;
+use crate::feldera::{
+    classify_completion, classify_ingress, CompletionOutcome, FelderaEndpoint, IngressOutcome,
+    Reply,
+};
+use crate::io::{Command, HttpId, Level};
+use crate::outbox::Batch;
+use crate::time::Mono;
+use bytes::Bytes;
+
+/// Request timeouts. Feldera's manager gives up on a pipeline after 30 s.
+pub(crate) const INGRESS_TIMEOUT_MS: u64 = 35_000;
+pub(crate) const POLL_TIMEOUT_MS: u64 = 10_000;
+
+#[derive(Debug)]
+enum Step {
+    Posting {
+        part: usize,
+        http: HttpId,
+    },
+    /// `http` is `None` while waiting for the next poll time.
+    Polling {
+        part: usize,
+        http: Option<HttpId>,
+    },
+}
+
+/// What an answer meant for the batch.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SinkOutcome {
+    Pending,
+    /// Every part answered 200 with a token.
+    Accepted,
+    /// Every token is complete.
+    Complete,
+    /// Give up on this session (transient failure, timeout, restarted pipeline).
+    EndSession(String),
+    /// Feldera refused the data or the request: exit 1.
+    Fatal(String),
+}
+
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    pub(crate) seq: BatchSeq,
+    rows: u64,
+    tables: Vec<Name>,
+    bodies: Vec<Option<Bytes>>,
+    tokens: Vec<String>,
+    step: Step,
+    wait: Option<CompletionWait>,
+    next_poll_at: Option<Mono>,
+}
+
+impl InFlight {
+    /// Starts posting `batch`; `tables[route]` is each route's Feldera table.
+    pub(crate) fn start(
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        tables: &[Name],
+        batch: Batch,
+    ) -> InFlight {
+        let rows = batch.rows();
+        let part_tables = batch
+            .parts
+            .iter()
+            .map(|p| tables[p.route].clone())
+            .collect();
+        let bodies = batch
+            .parts
+            .into_iter()
+            .map(|p| Some(Bytes::from(p.body)))
+            .collect();
+        let mut in_flight = InFlight {
+            seq: batch.seq,
+            rows,
+            tables: part_tables,
+            bodies,
+            tokens: Vec::new(),
+            step: Step::Polling {
+                part: 0,
+                http: None,
+            },
+            wait: None,
+            next_poll_at: None,
+        };
+        in_flight.post(ctx, endpoint, 0);
+        in_flight
+    }
+
+    pub(crate) fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn post(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint, part: usize) {
+        let body = self.bodies[part].take().unwrap_or_default();
+        let http = ctx.http_id();
+        ctx.push(Command::Http {
+            id: http,
+            request: endpoint.ingress(&self.tables[part], body, INGRESS_TIMEOUT_MS),
+        });
+        self.step = Step::Posting { part, http };
+    }
+
+    fn poll(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint, part: usize) {
+        let http = ctx.http_id();
+        ctx.push(Command::Http {
+            id: http,
+            request: endpoint.completion_status(&self.tokens[part], POLL_TIMEOUT_MS),
+        });
+        self.step = Step::Polling {
+            part,
+            http: Some(http),
+        };
+        self.next_poll_at = None;
+    }
+
+    /// Whether `id` is the request this batch waits for.
+    pub(crate) fn owns(&self, id: HttpId) -> bool {
+        matches!(self.step, Step::Posting { http, .. } | Step::Polling { http: Some(http), .. } if http == id)
+    }
+
+    /// Every part was accepted: start waiting for completion (polling at once).
+    pub(crate) fn await_completion(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        now: Mono,
+        timeout_ms: u64,
+    ) {
+        self.wait = Some(CompletionWait::new(now, timeout_ms));
+        self.poll(ctx, endpoint, 0);
+    }
+
+    pub(crate) fn on_reply(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        now: Mono,
+        reply: Reply<'_>,
+    ) -> SinkOutcome {
+        match self.step {
+            Step::Posting { part, .. } => match classify_ingress(reply) {
+                IngressOutcome::Accepted { token } => {
+                    self.tokens.push(token);
+                    if part + 1 < self.tables.len() {
+                        self.post(ctx, endpoint, part + 1);
+                        SinkOutcome::Pending
+                    } else {
+                        self.step = Step::Polling { part: 0, http: None };
+                        SinkOutcome::Accepted
+                    }
+                }
+                IngressOutcome::Transient(e) => SinkOutcome::EndSession(format!("ingress into {} failed: {e}", self.tables[part])),
+                IngressOutcome::Fatal(e) => SinkOutcome::Fatal(format!("Feldera refused rows for table {}: {e}", self.tables[part])),
+            },
+            Step::Polling { part, .. } => match classify_completion(reply) {
+                CompletionOutcome::Complete { .. } if part + 1 < self.tokens.len() => {
+                    self.poll(ctx, endpoint, part + 1);
+                    SinkOutcome::Pending
+                }
+                CompletionOutcome::Complete { .. } => SinkOutcome::Complete,
+                CompletionOutcome::InProgress => self.schedule_poll(now, part),
+                CompletionOutcome::Restarted(e) => {
+                    SinkOutcome::EndSession(format!("Feldera pipeline restarted; what it accepted may be lost and will be replayed: {e}"))
+                }
+                CompletionOutcome::Transient(e) => SinkOutcome::EndSession(format!("completion status failed: {e}")),
+                CompletionOutcome::Fatal(e) => SinkOutcome::Fatal(format!("completion status refused: {e}")),
+            },
+        }
+    }
+
+    fn schedule_poll(&mut self, now: Mono, part: usize) -> SinkOutcome {
+        let Some(wait) = self.wait.as_mut() else {
+            return SinkOutcome::Fatal("completion answer without a wait".into());
+        };
+        match wait.in_progress(now) {
+            WaitVerdict::PollAt(at) => {
+                self.step = Step::Polling { part, http: None };
+                self.next_poll_at = Some(at);
+                SinkOutcome::Pending
+            }
+            WaitVerdict::TimedOut { waited_us } => self.timed_out(waited_us),
+        }
+    }
+
+    fn timed_out(&self, waited_us: u64) -> SinkOutcome {
+        SinkOutcome::EndSession(format!(
+            "batch #{} not complete after {} ms (FELDERA_COMPLETION_TIMEOUT_MS); not acknowledging, it will be replayed",
+            self.seq,
+            waited_us / 1000
+        ))
+    }
+
+    /// A timer fired: poll again, log a slow wait once, or give up.
+    pub(crate) fn on_timer(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        now: Mono,
+    ) -> SinkOutcome {
+        let Some(wait) = self.wait.as_mut() else {
+            return SinkOutcome::Pending;
+        };
+        if now >= wait.timeout_at() {
+            let waited_us = now.since(wait.started());
+            return self.timed_out(waited_us);
+        }
+        if wait.take_slow_log(now) {
+            let waited_ms = now.since(wait.started()) / 1000;
+            ctx.log(Level::Warn, format!("batch #{} ({} rows) still not complete after {waited_ms} ms; WAL stays pinned meanwhile", self.seq, self.rows));
+        }
+        if let (Step::Polling { part, http: None }, Some(at)) = (&self.step, self.next_poll_at) {
+            if now >= at {
+                let part = *part;
+                self.poll(ctx, endpoint, part);
+            }
+        }
+        SinkOutcome::Pending
+    }
+
+    /// The earliest instant this batch needs a timer for.
+    pub(crate) fn deadlines(&self) -> [Option<(Mono, crate::timer::TimerKind)>; 3] {
+        use crate::timer::TimerKind;
+        let wait = self.wait.as_ref();
+        [
+            self.next_poll_at.map(|at| (at, TimerKind::CompletionPoll)),
+            wait.map(|w| (w.timeout_at(), TimerKind::CompletionTimeout)),
+            wait.and_then(CompletionWait::slow_log_at)
+                .map(|at| (at, TimerKind::SlowCompletionLog)),
+        ]
+    }
+}
