@@ -138,8 +138,21 @@ pub struct Cli {
     pub crash_after_batches: Option<String>,
     /// Seed of the core's random choices (backoff jitter), for reproducible runs
     /// (drawn from the OS if unset)
-    #[arg(long, env = "SLOTLINE_SEED")]
-    pub seed: Option<u64>,
+    #[arg(long, env = "SLOTLINE_SEED", value_parser = parse_seed)]
+    pub seed: Option<Seed>,
+}
+
+/// `SLOTLINE_SEED`; empty means unset, as for every configuration variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seed(pub Option<u64>);
+
+fn parse_seed(raw: &str) -> Result<Seed, String> {
+    if raw.is_empty() {
+        return Ok(Seed(None));
+    }
+    raw.parse::<u64>()
+        .map(|seed| Seed(Some(seed)))
+        .map_err(|_| format!("a whole number from 0 to {}", u64::MAX))
 }
 
 /// What the command line asked for: the configuration pairs (only options actually given,
@@ -177,7 +190,7 @@ where
     let cli = Cli::from_arg_matches(&matches)?;
     Ok(Args {
         pairs: pairs_of(&matches),
-        seed: cli.seed,
+        seed: cli.seed.and_then(|seed| seed.0),
     })
 }
 

@@ -135,6 +135,8 @@ fn seed_flag_is_a_shell_option_not_configuration() {
     let args = parse("slotline", ["slotline", "--seed", "42"]).expect("parses");
     assert_eq!(args.seed, Some(42));
     assert!(args.pairs.iter().all(|(k, _)| k != "SLOTLINE_SEED"));
+    let empty = parse("slotline", ["slotline", "--seed", ""]).expect("parses");
+    assert_eq!(empty.seed, None, "empty means unset");
 }
 
 #[test]

@@ -120,3 +120,7 @@ pub fn perform(agent: &Agent, id: HttpId, request: &HttpRequest) -> Input {
         },
     }
 }
+
+#[cfg(test)]
+#[path = "http_tests.rs"]
+mod tests;

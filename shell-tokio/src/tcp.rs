@@ -76,8 +76,9 @@ async fn connection(
     // Protocol messages are small and latency-bound (status updates): no Nagle delay.
     let _ = stream.set_nodelay(true);
     let (read_half, mut write_half) = stream.into_split();
-    let reader = tokio::spawn(reader(conn, read_half, gate, inputs.clone()));
+    // Connected goes first: no byte of the connection may reach the core before it.
     let _ = inputs.send(Input::PgConnected { conn }).await;
+    let reader = tokio::spawn(reader(conn, read_half, gate, inputs.clone()));
     // A closed queue means the run loop is gone: close as if asked to.
     while let Some(ConnOp::Write(bytes)) = queue.recv().await {
         if let Err(error) = write_half.write_all(&bytes).await {

@@ -1,6 +1,8 @@
 //! Both shells, driven in-process by the same scripted core, perform the same I/O and feed
 //! back the same inputs: TCP connect (refused, refused for TLS, accepted), bytes both ways,
-//! pause/resume, end of stream, HTTP 200/503/refused, a deadline, and exit.
+//! pause/resume, end of stream, a write then close (bytes flushed, nothing reported after
+//! the close, not even what the server sent first), HTTP 200/503/refused, a deadline, and
+//! exit.
 //!
 //! The trace keeps what the contract fixes and drops what it leaves free (timing, how bytes
 //! are chunked, the completion order of concurrent requests, ports).
@@ -8,7 +10,7 @@
 mod shell_support;
 
 use bytes::{Bytes, BytesMut};
-use shell_support::{refused_port, HttpServer, PeerServer};
+use shell_support::{refused_port, HttpServer, PeerServer, SinkServer};
 use slotline_core::config::SslMode;
 use slotline_core::feldera::{HttpRequest, Method};
 use slotline_core::io::{Command, ConnId, Driver, HttpId, Input};
@@ -28,6 +30,7 @@ enum Step {
     PausedTick,
     Held,
     Eof,
+    SinkConnected,
     Http,
     Timer,
     Done,
@@ -37,6 +40,7 @@ enum Step {
 struct Targets {
     refused_port: u16,
     peer_port: u16,
+    sink_port: u16,
     http_ok: String,
     http_fail: String,
 }
@@ -54,6 +58,7 @@ struct Scripted {
 }
 
 const PEER: ConnId = ConnId(3);
+const SINK: ConnId = ConnId(4);
 
 impl Scripted {
     fn new(targets: Targets, done: mpsc::Sender<Vec<String>>) -> Scripted {
@@ -175,6 +180,17 @@ impl Scripted {
             }
             (Step::Eof, Input::PgClosed { conn, error }) if conn == PEER => {
                 self.record(format!("pg#3 closed: {error:?}"));
+                let command = connect(4, self.targets.sink_port, SslMode::Disable);
+                self.commands.push_back(command);
+                Step::SinkConnected
+            }
+            (Step::SinkConnected, Input::PgConnected { conn: SINK }) => {
+                self.record("pg#4 connected".into());
+                self.commands.push_back(Command::PgWrite {
+                    conn: SINK,
+                    bytes: Bytes::from_static(b"last\n"),
+                });
+                self.commands.push_back(Command::PgClose { conn: SINK });
                 self.requests();
                 Step::Http
             }
@@ -246,14 +262,16 @@ impl Driver for Scripted {
 
 type Runner = fn(Scripted, Clock, RunOptions) -> i32;
 
-/// Runs the script through one shell; returns the exit code, the trace, what the
-/// PostgreSQL stand-in heard and what the HTTP server saw.
-fn play(run: Runner) -> (i32, Vec<String>, Vec<String>, Vec<shell_support::Seen>) {
+/// Runs the script through one shell: the exit code, the trace, what the PostgreSQL
+/// stand-ins heard and what the HTTP server saw.
+fn play(run: Runner) -> Played {
     let peer = PeerServer::start();
+    let sink = SinkServer::start();
     let http = HttpServer::start();
     let targets = Targets {
         refused_port: refused_port(),
         peer_port: peer.addr.port(),
+        sink_port: sink.addr.port(),
         http_ok: http.url("/ok"),
         http_fail: http.url("/fail"),
     };
@@ -273,7 +291,21 @@ fn play(run: Runner) -> (i32, Vec<String>, Vec<String>, Vec<shell_support::Seen>
     let trace = traces.recv().expect("trace");
     let mut seen = http.seen.lock().expect("lock").clone();
     seen.sort_by(|a, b| a.path.cmp(&b.path));
-    (code, trace, peer.heard(), seen)
+    Played {
+        code,
+        trace,
+        peer_heard: peer.heard(),
+        sink_heard: sink.heard(),
+        seen,
+    }
+}
+
+struct Played {
+    code: i32,
+    trace: Vec<String>,
+    peer_heard: Vec<String>,
+    sink_heard: Vec<u8>,
+    seen: Vec<shell_support::Seen>,
 }
 
 fn expected_trace() -> Vec<String> {
@@ -286,6 +318,7 @@ fn expected_trace() -> Vec<String> {
         "tick while paused, nothing read",
         "pg#3 <- \"held\\n\"",
         "pg#3 closed: None",
+        "pg#4 connected",
         "http#1 done 200 \"fine\"",
         "http#2 done 503 \"busy\"",
         "http#3 failed (error given: true)",
@@ -296,13 +329,20 @@ fn expected_trace() -> Vec<String> {
 }
 
 fn check_shell(name: &str, run: Runner) -> Vec<String> {
-    let (code, trace, heard, seen) = play(run);
+    let Played {
+        code,
+        trace,
+        peer_heard,
+        sink_heard,
+        seen,
+    } = play(run);
     assert_eq!(code, 3, "{name}: run returns the Exit code");
     assert_eq!(trace, expected_trace(), "{name}");
+    let expected_peer = ["ping\n", "paused\n", "bye\n"];
+    assert_eq!(peer_heard, expected_peer, "{name}: bytes written in order");
     assert_eq!(
-        heard,
-        ["ping\n", "paused\n", "bye\n"],
-        "{name}: bytes written"
+        sink_heard, b"last\n",
+        "{name}: a write before PgClose is flushed"
     );
     let methods: Vec<(&str, &str)> = seen
         .iter()

@@ -124,12 +124,14 @@ fn writer(
     };
     // Protocol messages are small and latency-bound (status updates): no Nagle delay.
     let _ = stream.set_nodelay(true);
+    // Connected goes first: no byte of the connection may reach the core before it.
+    let _ = inputs.send(Input::PgConnected { conn });
     if let Err(error) = start_reader(conn, &stream, gate, inputs) {
         let error = Some(format!("cannot start a reader thread: {error}"));
         let _ = inputs.send(Input::PgClosed { conn, error });
+        let _ = stream.shutdown(Shutdown::Both);
         return;
     }
-    let _ = inputs.send(Input::PgConnected { conn });
     // A disconnected queue means the run loop is gone: close as if asked to.
     while let Ok(ConnOp::Write(bytes)) = queue.recv() {
         if let Err(error) = stream.write_all(&bytes) {

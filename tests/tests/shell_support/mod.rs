@@ -63,6 +63,33 @@ impl PeerServer {
     }
 }
 
+/// A PostgreSQL stand-in that greets (`greeting\n` at once, so a shell that let bytes
+/// overtake `PgConnected` would show it), then reads the connection to its end.
+pub struct SinkServer {
+    pub addr: SocketAddr,
+    thread: JoinHandle<Vec<u8>>,
+}
+
+impl SinkServer {
+    pub fn start() -> SinkServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let thread = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().expect("accept");
+            stream.write_all(b"greeting\n").expect("greet");
+            let mut got = Vec::new();
+            stream.read_to_end(&mut got).expect("read to the end");
+            got
+        });
+        SinkServer { addr, thread }
+    }
+
+    /// Everything received before the connection was closed.
+    pub fn heard(self) -> Vec<u8> {
+        self.thread.join().expect("sink thread")
+    }
+}
+
 /// One request the HTTP server answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
