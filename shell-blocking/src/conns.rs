@@ -149,6 +149,11 @@ pub fn write_error(error: impl fmt::Display) -> String {
     format!("write: {error}")
 }
 
+/// How long a closed connection may take to flush its queued writes (a final status
+/// update, a Terminate) before the socket is shut down under a peer that stopped reading.
+/// Without it a stuck write would keep a socket and a thread or task until TCP gives up.
+pub const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How much one read asks for. Each chunk is copied out at its real length, so a small
 /// message does not pin a whole buffer while the core holds it.
 pub const READ_CHUNK: usize = 64 * 1024;

@@ -2,17 +2,19 @@
 //! connection that connects and then writes, and one reader task.
 //!
 //! Same life as the blocking shell's threads: connect, every queued write in order, then
-//! the close; the reader stops at a closed gate (`PgPauseRead`) and a chunk already read
-//! is held by the run loop's router.
+//! the close (a peer that stops taking bytes gets `CLOSE_GRACE` after the close, then the
+//! write is abandoned); the reader stops at a closed gate (`PgPauseRead`) and a chunk
+//! already read is held by the run loop's router.
 
 use bytes::Bytes;
 use slotline_core::io::{ConnId, Input};
-use slotline_shell::conns::{connect_error, read_error, write_error, READ_CHUNK};
+use slotline_shell::conns::{connect_error, read_error, write_error, CLOSE_GRACE, READ_CHUNK};
 use std::io::ErrorKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 /// What the connection task does next.
 #[derive(Debug)]
@@ -51,7 +53,8 @@ impl TcpConn {
         self.paused.send_replace(false);
     }
 
-    pub fn close(&self) {
+    /// Flushes queued writes, then closes (see the module docs on `CLOSE_GRACE`).
+    pub fn close(self) {
         let _ = self.ops.send(ConnOp::Close);
     }
 }
@@ -76,12 +79,19 @@ async fn connection(
     // Protocol messages are small and latency-bound (status updates): no Nagle delay.
     let _ = stream.set_nodelay(true);
     let (read_half, mut write_half) = stream.into_split();
+    let gate_for_close = gate.clone();
     // Connected goes first: no byte of the connection may reach the core before it.
     let _ = inputs.send(Input::PgConnected { conn }).await;
     let reader = tokio::spawn(reader(conn, read_half, gate, inputs.clone()));
     // A closed queue means the run loop is gone: close as if asked to.
+    let mut dropped = gate_for_close;
+    let mut give_up_at = None;
     while let Some(ConnOp::Write(bytes)) = queue.recv().await {
-        if let Err(error) = write_half.write_all(&bytes).await {
+        let result = tokio::select! {
+            result = write_half.write_all(&bytes) => result,
+            () = grace_after_drop(&mut dropped, &mut give_up_at) => break,
+        };
+        if let Err(error) = result {
             let error = Some(write_error(error));
             let _ = inputs.send(Input::PgClosed { conn, error }).await;
             break;
@@ -89,6 +99,18 @@ async fn connection(
     }
     reader.abort();
     close(write_half).await;
+}
+
+/// Completes `CLOSE_GRACE` after the run loop dropped the connection's handle (the gate's
+/// sender), never before.
+async fn grace_after_drop(gate: &mut watch::Receiver<bool>, give_up_at: &mut Option<Instant>) {
+    if give_up_at.is_none() {
+        while gate.changed().await.is_ok() {}
+        *give_up_at = Some(Instant::now() + CLOSE_GRACE);
+    }
+    if let Some(at) = *give_up_at {
+        tokio::time::sleep_until(at).await;
+    }
 }
 
 async fn close(mut write_half: OwnedWriteHalf) {

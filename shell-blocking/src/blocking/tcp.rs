@@ -3,16 +3,19 @@
 //!
 //! The writer thread owns the order of a connection's life: connect, then every queued
 //! write, then the close, so a `PgClose` after a `PgWrite` still sends the bytes first.
+//! A peer that stops taking bytes gets `CLOSE_GRACE` after the close to take them; then
+//! the socket is shut down under the blocked write, so no thread or socket outlives it.
 //! The reader hands chunks to the run loop and stops at a closed gate (`PgPauseRead`):
 //! a read already in progress completes, and the run loop's router holds its chunk.
 
-use crate::conns::{connect_error, read_error, write_error, READ_CHUNK};
+use crate::conns::{connect_error, read_error, write_error, CLOSE_GRACE, READ_CHUNK};
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use slotline_core::io::{ConnId, Input};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 
 /// What the writer thread does next.
 #[derive(Debug)]
@@ -27,11 +30,16 @@ struct GateState {
     closed: bool,
 }
 
-/// Where the reader waits while reading is paused.
+/// What the run loop's handle, the writer and the reader share. The gate is where the
+/// reader waits while reading is paused.
 #[derive(Debug, Default)]
 struct Gate {
     state: Mutex<GateState>,
     changed: Condvar,
+    /// A second handle on the socket, to shut it down under a write that never ends.
+    socket: OnceLock<TcpStream>,
+    /// The writer thread has ended (the socket is closed or never opened).
+    finished: AtomicBool,
 }
 
 impl Gate {
@@ -100,8 +108,30 @@ impl TcpConn {
         self.gate.update(|s| s.paused = false);
     }
 
-    pub fn close(&self) {
+    /// Flushes queued writes, then closes (see the module docs on `CLOSE_GRACE`).
+    pub fn close(self) {
+        drop(self);
+    }
+}
+
+impl Drop for TcpConn {
+    fn drop(&mut self) {
         let _ = self.ops.send(ConnOp::Close);
+        if self.gate.finished.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(socket) = self.gate.socket.get().and_then(|s| s.try_clone().ok()) else {
+            return;
+        };
+        let gate = self.gate.clone();
+        let _ = std::thread::Builder::new()
+            .name("slotline-pg-closer".into())
+            .spawn(move || {
+                std::thread::sleep(CLOSE_GRACE);
+                if !gate.finished.load(Ordering::SeqCst) {
+                    let _ = socket.shutdown(Shutdown::Both);
+                }
+            });
     }
 }
 
@@ -119,9 +149,13 @@ fn writer(
         Err(error) => {
             let error = Some(connect_error(host, port, error));
             let _ = inputs.send(Input::PgClosed { conn, error });
+            gate.finished.store(true, Ordering::SeqCst);
             return;
         }
     };
+    if let Ok(socket) = stream.try_clone() {
+        let _ = gate.socket.set(socket);
+    }
     // Protocol messages are small and latency-bound (status updates): no Nagle delay.
     let _ = stream.set_nodelay(true);
     // Connected goes first: no byte of the connection may reach the core before it.
@@ -130,6 +164,7 @@ fn writer(
         let error = Some(format!("cannot start a reader thread: {error}"));
         let _ = inputs.send(Input::PgClosed { conn, error });
         let _ = stream.shutdown(Shutdown::Both);
+        gate.finished.store(true, Ordering::SeqCst);
         return;
     }
     // A disconnected queue means the run loop is gone: close as if asked to.
@@ -142,6 +177,7 @@ fn writer(
     }
     gate.update(|s| s.closed = true);
     let _ = stream.shutdown(Shutdown::Both);
+    gate.finished.store(true, Ordering::SeqCst);
 }
 
 fn start_reader(
