@@ -1,0 +1,223 @@
+//! The command line: every option of DESIGN.md §3 as a `--kebab-case` flag and its
+//! environment variable, turned into the key/value pairs `Config::from_pairs` validates.
+//!
+//! Owns spelling (flag names, help text, which values `--help` hides). Never validates a
+//! value itself: the core's `config` module is the one place that knows what is accepted,
+//! and the defaults shown by `--help` are read from its `VARIABLES` table.
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use slotline_core::config::VARIABLES;
+
+/// The default of a configuration variable, as the core applies it.
+fn default_of(variable: &str) -> Option<&'static str> {
+    VARIABLES
+        .iter()
+        .find(|(name, _)| *name == variable)
+        .and_then(|(_, default)| *default)
+}
+
+/// slotline: stream PostgreSQL logical replication (pgoutput) into Feldera pipelines.
+///
+/// Every option is also read from the environment variable shown. Exit codes: 0 graceful
+/// stop, 1 fatal data or contract error, 2 usage or configuration error, 69 no durable
+/// progress, 70 injected crash; a second SIGINT/SIGTERM exits at once with 130/143.
+#[derive(Debug, Parser)]
+#[command(version)]
+pub struct Cli {
+    /// PostgreSQL to connect to: postgres://user:pass@host:port/db?sslmode=... or a
+    /// key=value conninfo string; when absent the PG* variables are used
+    #[arg(long, env = "PG_URL", hide_env_values = true)]
+    pub pg_url: Option<String>,
+    /// PostgreSQL host (when PG_URL is absent; localhost if unset)
+    #[arg(long, env = "PGHOST")]
+    pub pg_host: Option<String>,
+    /// PostgreSQL port (when PG_URL is absent; 5432 if unset)
+    #[arg(long, env = "PGPORT")]
+    pub pg_port: Option<String>,
+    /// PostgreSQL user (when PG_URL is absent)
+    #[arg(long, env = "PGUSER")]
+    pub pg_user: Option<String>,
+    /// PostgreSQL password (when PG_URL is absent); never logged
+    #[arg(long, env = "PGPASSWORD", hide_env_values = true)]
+    pub pg_password: Option<String>,
+    /// PostgreSQL database (when PG_URL is absent; the user name if unset)
+    #[arg(long, env = "PGDATABASE")]
+    pub pg_database: Option<String>,
+    /// disable, prefer, require, verify-ca or verify-full (when PG_URL is absent; prefer
+    /// if unset); require and verify-* are refused until the shells speak TLS
+    #[arg(long, env = "PGSSLMODE")]
+    pub pg_sslmode: Option<String>,
+    /// Publication to stream (required)
+    #[arg(long, env = "PG_PUBLICATION")]
+    pub pg_publication: Option<String>,
+    /// Logical replication slot, created if absent (slotline_<pipeline> if unset)
+    #[arg(long, env = "PG_SLOT")]
+    pub pg_slot: Option<String>,
+    /// Tables to stream: users,items or users:USERS,public.items:lineitems (required,
+    /// or PG_TABLE)
+    #[arg(long, env = "TABLES")]
+    pub tables: Option<String>,
+    /// A single PostgreSQL table to stream (instead of TABLES)
+    #[arg(long, env = "PG_TABLE")]
+    pub pg_table: Option<String>,
+    /// The Feldera table PG_TABLE goes to (the PostgreSQL name if unset)
+    #[arg(long, env = "FELDERA_TABLE")]
+    pub feldera_table: Option<String>,
+    /// Feldera API base URL
+    #[arg(long, env = "FELDERA_URL", default_value = default_of("FELDERA_URL"))]
+    pub feldera_url: Option<String>,
+    /// Feldera pipeline name (required)
+    #[arg(long, env = "FELDERA_PIPELINE")]
+    pub feldera_pipeline: Option<String>,
+    /// Feldera API key, sent as Authorization: Bearer; never logged
+    #[arg(long, env = "FELDERA_API_KEY", hide_env_values = true)]
+    pub feldera_api_key: Option<String>,
+    /// When a batch is durable: completed (Feldera processed it) or accepted (HTTP 200;
+    /// unsafe, for demonstration)
+    #[arg(long, env = "FELDERA_ACK_MODE", default_value = default_of("FELDERA_ACK_MODE"))]
+    pub feldera_ack_mode: Option<String>,
+    /// Refuse tables without a PRIMARY KEY in Feldera
+    #[arg(
+        long,
+        env = "FELDERA_REQUIRE_PRIMARY_KEY",
+        default_value = default_of("FELDERA_REQUIRE_PRIMARY_KEY")
+    )]
+    pub feldera_require_primary_key: Option<String>,
+    /// Give up on a completion wait after this long (waits over 5 s are logged)
+    #[arg(
+        long,
+        env = "FELDERA_COMPLETION_TIMEOUT_MS",
+        default_value = default_of("FELDERA_COMPLETION_TIMEOUT_MS")
+    )]
+    pub feldera_completion_timeout_ms: Option<String>,
+    /// initial, never (stream only) or inconsistent (copy, then create the slot:
+    /// demonstrates loss)
+    #[arg(long, env = "SNAPSHOT_MODE", default_value = default_of("SNAPSHOT_MODE"))]
+    pub snapshot_mode: Option<String>,
+    /// Directory of <slot>.state.json
+    #[arg(long, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
+    pub state_dir: Option<String>,
+    /// Flush a batch at this many rows
+    #[arg(long, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
+    pub batch_max_rows: Option<String>,
+    /// Flush a batch at this many encoded bytes
+    #[arg(long, env = "BATCH_MAX_BYTES", default_value = default_of("BATCH_MAX_BYTES"))]
+    pub batch_max_bytes: Option<String>,
+    /// Longest wait from the oldest buffered event; 0 = one request per transaction
+    #[arg(long, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
+    pub batch_linger_ms: Option<String>,
+    /// Exit 69 after this long without durable progress
+    #[arg(
+        long,
+        env = "NO_PROGRESS_TIMEOUT_SECS",
+        default_value = default_of("NO_PROGRESS_TIMEOUT_SECS")
+    )]
+    pub no_progress_timeout_secs: Option<String>,
+    /// A graceful stop waits this long for the slot to show the final position
+    #[arg(
+        long,
+        env = "SHUTDOWN_CONFIRM_MS",
+        default_value = default_of("SHUTDOWN_CONFIRM_MS")
+    )]
+    pub shutdown_confirm_ms: Option<String>,
+    /// text or json; the level comes from RUST_LOG (default info)
+    #[arg(long, env = "LOG_FORMAT", default_value = default_of("LOG_FORMAT"))]
+    pub log_format: Option<String>,
+    /// Test only: exit 70 at this crash point (before_send, after_send, after_complete,
+    /// after_ack, snapshot_after_slot, snapshot_mid_copy, snapshot_before_complete,
+    /// retract_after_query, retract_mid_delete)
+    #[arg(long, env = "CRASH_AT")]
+    pub crash_at: Option<String>,
+    /// Test only: crash the N-th time CRASH_AT is reached
+    #[arg(
+        long,
+        env = "CRASH_AFTER_BATCHES",
+        default_value = default_of("CRASH_AFTER_BATCHES")
+    )]
+    pub crash_after_batches: Option<String>,
+    /// Seed of the core's random choices (backoff jitter), for reproducible runs
+    /// (drawn from the OS if unset)
+    #[arg(long, env = "SLOTLINE_SEED", value_parser = parse_seed)]
+    pub seed: Option<Seed>,
+}
+
+/// `SLOTLINE_SEED`; empty means unset, as for every configuration variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seed(pub Option<u64>);
+
+fn parse_seed(raw: &str) -> Result<Seed, String> {
+    if raw.is_empty() {
+        return Ok(Seed(None));
+    }
+    raw.parse::<u64>()
+        .map(|seed| Seed(Some(seed)))
+        .map_err(|_| format!("a whole number from 0 to {}", u64::MAX))
+}
+
+/// What the command line asked for: the configuration pairs (only options actually given,
+/// by flag or environment; the core applies its own defaults) and the shell's own options.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Args {
+    pub pairs: Vec<(String, String)>,
+    pub seed: Option<u64>,
+}
+
+impl std::fmt::Debug for Args {
+    /// Values may be secrets: only the keys are printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.pairs.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("Args")
+            .field("keys", &keys)
+            .field("seed", &self.seed)
+            .finish()
+    }
+}
+
+/// The clap command of a binary (its name is the binary's).
+pub fn command(bin_name: &'static str) -> clap::Command {
+    Cli::command().name(bin_name).bin_name(bin_name)
+}
+
+/// Parses arguments (the first is the program) and the environment. A clap error is
+/// returned as is: `Error::exit_code` is 2 for usage errors and 0 for `--help`/`--version`.
+pub fn parse<I, T>(bin_name: &'static str, args: I) -> Result<Args, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = command(bin_name).try_get_matches_from(args)?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    Ok(Args {
+        pairs: pairs_of(&matches),
+        seed: cli.seed.and_then(|seed| seed.0),
+    })
+}
+
+/// The configuration pairs of every option given by flag or environment, keyed by its
+/// environment variable's name (the key `Config::from_pairs` expects).
+fn pairs_of(matches: &ArgMatches) -> Vec<(String, String)> {
+    let command = Cli::command();
+    let mut pairs = Vec::new();
+    for arg in command.get_arguments() {
+        let Some(variable) = arg.get_env().and_then(|v| v.to_str()) else {
+            continue;
+        };
+        if !VARIABLES.iter().any(|(name, _)| *name == variable) {
+            continue; // a shell option (SLOTLINE_SEED), not configuration
+        }
+        let id = arg.get_id().as_str();
+        let given = matches!(
+            matches.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        );
+        if let (true, Some(value)) = (given, matches.get_one::<String>(id)) {
+            pairs.push((variable.to_owned(), value.clone()));
+        }
+    }
+    pairs
+}
+
+#[cfg(test)]
+#[path = "cli_tests.rs"]
+mod tests;

@@ -1,0 +1,161 @@
+use super::*;
+use slotline_core::config::is_secret;
+
+/// The help text of each option: from its flag's line to the next option's.
+fn help_blocks(help: &str) -> Vec<String> {
+    let mut blocks: Vec<String> = Vec::new();
+    for line in help.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let is_option_line = indent > 0 && indent < 8 && line.trim_start().starts_with('-');
+        match blocks.last_mut() {
+            Some(block) if !is_option_line => {
+                block.push('\n');
+                block.push_str(line);
+            }
+            _ if is_option_line => blocks.push(line.to_owned()),
+            _ => {}
+        }
+    }
+    blocks
+}
+
+fn help_block(help: &str, variable: &str) -> String {
+    let marker = format!("[env: {variable}");
+    let mut found = help_blocks(help)
+        .into_iter()
+        .filter(|block| block.contains(&marker));
+    let block = found
+        .next()
+        .unwrap_or_else(|| panic!("--help does not name {variable}:\n{help}"));
+    assert!(found.next().is_none(), "{variable} is named twice");
+    block
+}
+
+#[test]
+fn help_lists_every_variable_with_its_default() {
+    let help = command("slotline").render_long_help().to_string();
+    for (variable, default) in VARIABLES {
+        let block = help_block(&help, variable);
+        match default {
+            Some(default) => assert!(
+                block.contains(&format!("[default: {default}]")),
+                "{variable} should show [default: {default}]:\n{block}"
+            ),
+            None => assert!(!block.contains("[default:"), "{variable}:\n{block}"),
+        }
+    }
+}
+
+#[test]
+fn every_variable_has_exactly_one_flag_and_no_flag_is_unknown() {
+    let command = Cli::command();
+    for (variable, _) in VARIABLES {
+        let flags = command
+            .get_arguments()
+            .filter(|a| a.get_env().and_then(|e| e.to_str()) == Some(*variable))
+            .count();
+        assert_eq!(flags, 1, "{variable}");
+    }
+    for arg in command.get_arguments() {
+        let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+            continue;
+        };
+        assert!(
+            env == "SLOTLINE_SEED" || VARIABLES.iter().any(|(v, _)| *v == env),
+            "{env} is not a configuration variable"
+        );
+        let long = arg.get_long().expect("every option is a long flag");
+        assert!(
+            long.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+            "--{long} is kebab-case"
+        );
+    }
+}
+
+#[test]
+fn secrets_never_show_their_environment_values() {
+    for arg in Cli::command().get_arguments() {
+        let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+            continue;
+        };
+        assert_eq!(arg.is_hide_env_values_set(), is_secret(env), "{env}");
+    }
+    for secret in ["PG_URL", "PGPASSWORD", "FELDERA_API_KEY"] {
+        assert!(is_secret(secret));
+    }
+}
+
+#[test]
+fn flags_become_pairs_keyed_by_variable_name() {
+    let args = parse(
+        "slotline",
+        [
+            "slotline",
+            "--batch-max-rows",
+            "ten",
+            "--pg-host",
+            "db.example",
+            "--feldera-api-key",
+            "k",
+            "--crash-at",
+            "after_ack",
+        ],
+    )
+    .expect("parses");
+    let get = |key: &str| {
+        args.pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(
+        get("BATCH_MAX_ROWS"),
+        Some("ten"),
+        "values are not judged here"
+    );
+    assert_eq!(get("PGHOST"), Some("db.example"));
+    assert_eq!(get("FELDERA_API_KEY"), Some("k"));
+    assert_eq!(get("CRASH_AT"), Some("after_ack"));
+}
+
+#[test]
+fn defaults_are_not_passed_as_pairs() {
+    // The core applies its own defaults; passing them would hide which options were set.
+    let args = parse("slotline", ["slotline"]).expect("parses");
+    for (key, _) in &args.pairs {
+        assert!(
+            std::env::var_os(key).is_some(),
+            "{key} came from neither a flag nor the environment"
+        );
+    }
+}
+
+#[test]
+fn seed_flag_is_a_shell_option_not_configuration() {
+    let args = parse("slotline", ["slotline", "--seed", "42"]).expect("parses");
+    assert_eq!(args.seed, Some(42));
+    assert!(args.pairs.iter().all(|(k, _)| k != "SLOTLINE_SEED"));
+    let empty = parse("slotline", ["slotline", "--seed", ""]).expect("parses");
+    assert_eq!(empty.seed, None, "empty means unset");
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_exits_0() {
+    let bad_seed = parse("slotline", ["slotline", "--seed", "x"]).expect_err("bad seed");
+    assert_eq!(bad_seed.exit_code(), 2);
+    let unknown = parse("slotline", ["slotline", "--no-such-flag"]).expect_err("unknown");
+    assert_eq!(unknown.exit_code(), 2);
+    let help = parse("slotline", ["slotline", "--help"]).expect_err("help");
+    assert_eq!(help.exit_code(), 0);
+}
+
+#[test]
+fn debug_of_args_prints_keys_but_never_values() {
+    let args = Args {
+        pairs: vec![("PGPASSWORD".into(), "hunter2".into())],
+        seed: None,
+    };
+    let shown = format!("{args:?}");
+    assert!(shown.contains("PGPASSWORD"));
+    assert!(!shown.contains("hunter2"));
+}

@@ -1,0 +1,275 @@
+//! Which PostgreSQL connections the core still wants to hear from, and the holding of
+//! their inputs while reading is paused.
+//!
+//! Readers run concurrently with the core, so a chunk may already be on its way when the
+//! core says `PgPauseRead`, and a reader may report bytes or an end of stream after
+//! `PgClose`. The router makes both shells keep the contract exactly, in the same way:
+//! - between `PgPauseRead` and `PgResumeRead` no input of that connection reaches the core
+//!   (whatever arrived is held, in order, and released on resume);
+//! - after `PgClose` or a delivered `PgClosed`, nothing more of that connection arrives;
+//! - each connection ends with at most one `PgClosed`.
+//!
+//! The router never looks inside bytes and never decides to close or retry anything.
+
+use slotline_core::config::SslMode;
+use slotline_core::io::{ConnId, Input};
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+
+#[derive(Debug, Default)]
+struct ConnState {
+    paused: bool,
+    /// Inputs received while paused, oldest first.
+    held: VecDeque<Input>,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct ConnRouter {
+    conns: BTreeMap<ConnId, ConnState>,
+    /// Inputs to feed before waiting for new ones (released on resume, or made by the
+    /// shell itself), oldest first.
+    ready: VecDeque<Input>,
+}
+
+impl ConnRouter {
+    /// `PgConnect`: the connection's inputs are wanted from now on.
+    pub fn open(&mut self, conn: ConnId) {
+        self.conns.entry(conn).or_default();
+    }
+
+    /// `PgPauseRead`.
+    pub fn pause(&mut self, conn: ConnId) {
+        if let Some(state) = self.conns.get_mut(&conn) {
+            state.paused = true;
+        }
+    }
+
+    /// `PgResumeRead`: what was held becomes ready, in order.
+    pub fn resume(&mut self, conn: ConnId) {
+        if let Some(state) = self.conns.get_mut(&conn) {
+            state.paused = false;
+            self.ready.extend(state.held.drain(..));
+        }
+    }
+
+    /// `PgClose`: everything held or still to come for the connection is dropped.
+    pub fn close(&mut self, conn: ConnId) {
+        self.conns.remove(&conn);
+        self.ready.retain(|input| conn_of(input) != Some(conn));
+    }
+
+    /// An input the shell made itself (e.g. a refused `PgConnect`); it is fed before
+    /// anything received later.
+    pub fn inject(&mut self, input: Input) {
+        self.ready.push_back(input);
+    }
+
+    /// An input received from a reader, a connector or a worker: returns it if the core
+    /// should get it now, or `None` if it is held (paused) or unwanted (closed).
+    pub fn admit(&mut self, input: Input) -> Option<Input> {
+        let Some(conn) = conn_of(&input) else {
+            return Some(input);
+        };
+        let state = self.conns.get_mut(&conn)?;
+        if state.paused {
+            state.held.push_back(input);
+            return None;
+        }
+        if matches!(input, Input::PgClosed { .. }) {
+            self.conns.remove(&conn);
+        }
+        Some(input)
+    }
+
+    /// The next input to feed without waiting, if any. Ready inputs of a connection that
+    /// was paused again since they became ready go back to being held.
+    pub fn next_ready(&mut self) -> Option<Input> {
+        while let Some(input) = self.ready.pop_front() {
+            if let Some(input) = self.admit(input) {
+                return Some(input);
+            }
+        }
+        None
+    }
+
+    /// Whether the core still wants inputs of `conn`.
+    pub fn is_open(&self, conn: ConnId) -> bool {
+        self.conns.contains_key(&conn)
+    }
+}
+
+/// The connection an input belongs to.
+fn conn_of(input: &Input) -> Option<ConnId> {
+    match input {
+        Input::PgConnected { conn }
+        | Input::PgBytes { conn, .. }
+        | Input::PgClosed { conn, .. } => Some(*conn),
+        Input::HttpDone { .. } | Input::HttpFailed { .. } | Input::Tick | Input::Shutdown => None,
+    }
+}
+
+/// `sslmode` as libpq spells it.
+pub fn sslmode_name(mode: SslMode) -> &'static str {
+    match mode {
+        SslMode::Disable => "disable",
+        SslMode::Prefer => "prefer",
+        SslMode::Require => "require",
+        SslMode::VerifyCa => "verify-ca",
+        SslMode::VerifyFull => "verify-full",
+    }
+}
+
+/// Why a `PgConnect` is refused before any socket is opened, if it is. The shells speak
+/// plain TCP only: `disable` and `prefer` (which allows a plain connection) are honoured,
+/// the modes that demand TLS are refused rather than silently downgraded.
+pub fn refuse_sslmode(mode: SslMode) -> Option<String> {
+    match mode {
+        SslMode::Disable | SslMode::Prefer => None,
+        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => Some(format!(
+            "TLS is not supported yet by this shell (sslmode={}); \
+             use sslmode=disable or prefer",
+            sslmode_name(mode)
+        )),
+    }
+}
+
+/// The error text of a connection that could not be opened (same in both shells).
+pub fn connect_error(host: &str, port: u16, error: impl fmt::Display) -> String {
+    format!("connect to {host}:{port}: {error}")
+}
+
+/// The error text of a connection that broke while reading.
+pub fn read_error(error: impl fmt::Display) -> String {
+    format!("read: {error}")
+}
+
+/// The error text of a connection that broke while writing.
+pub fn write_error(error: impl fmt::Display) -> String {
+    format!("write: {error}")
+}
+
+/// How long a closed connection may take to flush its queued writes (a final status
+/// update, a Terminate) before the socket is shut down under a peer that stopped reading.
+/// Without it a stuck write would keep a socket and a thread or task until TCP gives up.
+pub const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How much one read asks for. Each chunk is copied out at its real length, so a small
+/// message does not pin a whole buffer while the core holds it.
+pub const READ_CHUNK: usize = 64 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    const A: ConnId = ConnId(1);
+    const B: ConnId = ConnId(2);
+
+    fn bytes(conn: ConnId, text: &'static str) -> Input {
+        Input::PgBytes {
+            conn,
+            bytes: Bytes::from_static(text.as_bytes()),
+        }
+    }
+
+    fn closed(conn: ConnId) -> Input {
+        Input::PgClosed { conn, error: None }
+    }
+
+    #[test]
+    fn inputs_of_an_open_connection_pass_through() {
+        let mut router = ConnRouter::default();
+        router.open(A);
+        assert_eq!(router.admit(bytes(A, "x")), Some(bytes(A, "x")));
+        assert_eq!(router.admit(Input::Tick), Some(Input::Tick));
+    }
+
+    #[test]
+    fn inputs_of_unknown_connections_are_dropped() {
+        let mut router = ConnRouter::default();
+        assert_eq!(router.admit(bytes(A, "x")), None);
+    }
+
+    #[test]
+    fn paused_connection_holds_inputs_in_order_until_resumed() {
+        let mut router = ConnRouter::default();
+        router.open(A);
+        router.open(B);
+        router.pause(A);
+        assert_eq!(router.admit(bytes(A, "1")), None);
+        assert_eq!(router.admit(bytes(B, "b")), Some(bytes(B, "b")));
+        assert_eq!(router.admit(closed(A)), None);
+        assert_eq!(router.next_ready(), None);
+        router.resume(A);
+        assert_eq!(router.next_ready(), Some(bytes(A, "1")));
+        assert_eq!(router.next_ready(), Some(closed(A)));
+        assert_eq!(router.next_ready(), None);
+        assert!(
+            !router.is_open(A),
+            "a delivered PgClosed ends the connection"
+        );
+    }
+
+    #[test]
+    fn pausing_again_while_released_inputs_wait_holds_them_again() {
+        let mut router = ConnRouter::default();
+        router.open(A);
+        router.pause(A);
+        router.admit(bytes(A, "1"));
+        router.admit(bytes(A, "2"));
+        router.resume(A);
+        assert_eq!(router.next_ready(), Some(bytes(A, "1")));
+        router.pause(A);
+        assert_eq!(router.next_ready(), None);
+        assert_eq!(router.admit(bytes(A, "3")), None);
+        router.resume(A);
+        assert_eq!(router.next_ready(), Some(bytes(A, "2")));
+        assert_eq!(router.next_ready(), Some(bytes(A, "3")));
+    }
+
+    #[test]
+    fn close_drops_held_ready_and_later_inputs() {
+        let mut router = ConnRouter::default();
+        router.open(A);
+        router.pause(A);
+        router.admit(bytes(A, "1"));
+        router.resume(A);
+        router.close(A);
+        assert_eq!(router.next_ready(), None);
+        assert_eq!(router.admit(closed(A)), None);
+    }
+
+    #[test]
+    fn only_the_first_pg_closed_of_a_connection_is_delivered() {
+        let mut router = ConnRouter::default();
+        router.open(A);
+        assert_eq!(router.admit(closed(A)), Some(closed(A)));
+        let second = Input::PgClosed {
+            conn: A,
+            error: Some("read: reset".into()),
+        };
+        assert_eq!(router.admit(second), None);
+    }
+
+    #[test]
+    fn injected_inputs_come_first_and_obey_the_same_rules() {
+        let mut router = ConnRouter::default();
+        router.open(A);
+        router.inject(closed(A));
+        router.inject(bytes(B, "never opened"));
+        assert_eq!(router.next_ready(), Some(closed(A)));
+        assert_eq!(router.next_ready(), None);
+    }
+
+    #[test]
+    fn only_modes_that_demand_tls_are_refused() {
+        assert_eq!(refuse_sslmode(SslMode::Disable), None);
+        assert_eq!(refuse_sslmode(SslMode::Prefer), None);
+        for mode in [SslMode::Require, SslMode::VerifyCa, SslMode::VerifyFull] {
+            let message = refuse_sslmode(mode).expect("refused");
+            assert!(message.starts_with("TLS is not supported yet by this shell (sslmode="));
+            assert!(message.contains(sslmode_name(mode)));
+        }
+    }
+}

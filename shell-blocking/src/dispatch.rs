@@ -1,0 +1,207 @@
+//! The one-to-one mapping of the core's commands onto a shell's I/O, written once for both
+//! shells.
+//!
+//! A runtime implements `Executor` (open, write, pause, resume, close a socket; start an
+//! HTTP request); `dispatch` does the rest the same way everywhere: connection bookkeeping
+//! in the `ConnRouter`, refusing TLS modes, logging, and turning `Exit` into a code for the
+//! run loop to return. It never interprets what a command means for the domain.
+
+use crate::conns::{refuse_sslmode, ConnRouter};
+use crate::logging;
+use bytes::Bytes;
+use slotline_core::feldera::HttpRequest;
+use slotline_core::io::{Command, ConnId, Driver, HttpId, Input};
+use slotline_core::time::Now;
+
+/// The runtime-specific half of executing commands. Every outcome comes back later as an
+/// `Input` through the runtime's input queue; none of these calls waits for the network.
+pub trait Executor {
+    /// Start opening a plain TCP connection; report `PgConnected` or `PgClosed`.
+    fn connect(&mut self, conn: ConnId, host: String, port: u16);
+    /// Queue bytes for the connection, in order. A write to an unknown connection (closed
+    /// or never opened) is dropped: the core has been or will be told it is closed.
+    fn write(&mut self, conn: ConnId, bytes: Bytes);
+    /// Stop reading from the socket until `resume`.
+    fn pause(&mut self, conn: ConnId);
+    fn resume(&mut self, conn: ConnId);
+    /// Flush queued writes, then close the socket; report nothing more for it.
+    fn close(&mut self, conn: ConnId);
+    /// Start the request; report `HttpDone` or `HttpFailed` with the same id.
+    fn http(&mut self, id: HttpId, request: HttpRequest);
+}
+
+/// What the run loop does after a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// Return this exit code (the binary then calls `std::process::exit`).
+    Exit(i32),
+}
+
+/// Executes one command (see the module docs).
+pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRouter) -> Flow {
+    match command {
+        Command::PgConnect {
+            conn,
+            host,
+            port,
+            sslmode,
+        } => {
+            router.open(conn);
+            match refuse_sslmode(sslmode) {
+                Some(error) => router.inject(Input::PgClosed {
+                    conn,
+                    error: Some(error),
+                }),
+                None => {
+                    tracing::debug!("{conn}: connecting to {host}:{port}");
+                    exec.connect(conn, host, port);
+                }
+            }
+        }
+        Command::PgWrite { conn, bytes } => exec.write(conn, bytes),
+        Command::PgPauseRead { conn } => {
+            router.pause(conn);
+            exec.pause(conn);
+        }
+        Command::PgResumeRead { conn } => {
+            router.resume(conn);
+            exec.resume(conn);
+        }
+        Command::PgClose { conn } => {
+            router.close(conn);
+            exec.close(conn);
+        }
+        Command::Http { id, request } => {
+            tracing::debug!("{id}: {} {}", request.method, request.url);
+            exec.http(id, request);
+        }
+        Command::Log { level, message } => logging::emit(level, &message),
+        Command::Exit { code, reason } => {
+            tracing::info!("exiting with code {code}: {reason}");
+            logging::flush();
+            return Flow::Exit(code);
+        }
+    }
+    Flow::Continue
+}
+
+/// Feeds one input to the core. A connection that ended by itself (`PgClosed`) is released
+/// in the runtime too, so its remaining task or thread ends and its handle is dropped.
+pub fn feed<D: Driver, E: Executor>(core: &mut D, now: Now, input: Input, exec: &mut E) {
+    if let Input::PgClosed { conn, .. } = &input {
+        exec.close(*conn);
+    }
+    core.handle(now, input);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slotline_core::config::SslMode;
+    use slotline_core::io::Level;
+
+    /// Records what reached the runtime.
+    #[derive(Default)]
+    struct Recorder {
+        calls: Vec<String>,
+    }
+
+    impl Executor for Recorder {
+        fn connect(&mut self, conn: ConnId, host: String, port: u16) {
+            self.calls.push(format!("connect {conn} {host}:{port}"));
+        }
+        fn write(&mut self, conn: ConnId, bytes: Bytes) {
+            self.calls.push(format!("write {conn} {bytes:?}"));
+        }
+        fn pause(&mut self, conn: ConnId) {
+            self.calls.push(format!("pause {conn}"));
+        }
+        fn resume(&mut self, conn: ConnId) {
+            self.calls.push(format!("resume {conn}"));
+        }
+        fn close(&mut self, conn: ConnId) {
+            self.calls.push(format!("close {conn}"));
+        }
+        fn http(&mut self, id: HttpId, _request: HttpRequest) {
+            self.calls.push(format!("http {id}"));
+        }
+    }
+
+    fn connect(conn: u32, sslmode: SslMode) -> Command {
+        Command::PgConnect {
+            conn: ConnId(conn),
+            host: "db".into(),
+            port: 5432,
+            sslmode,
+        }
+    }
+
+    #[test]
+    fn plain_connect_reaches_the_runtime_and_opens_the_route() {
+        let (mut exec, mut router) = (Recorder::default(), ConnRouter::default());
+        let flow = dispatch(connect(1, SslMode::Prefer), &mut exec, &mut router);
+        assert_eq!(flow, Flow::Continue);
+        assert_eq!(exec.calls, ["connect pg#1 db:5432"]);
+        assert!(router.is_open(ConnId(1)));
+        assert_eq!(router.next_ready(), None);
+    }
+
+    #[test]
+    fn tls_connect_is_answered_with_pg_closed_and_opens_no_socket() {
+        let (mut exec, mut router) = (Recorder::default(), ConnRouter::default());
+        dispatch(connect(2, SslMode::VerifyFull), &mut exec, &mut router);
+        assert!(exec.calls.is_empty());
+        match router.next_ready() {
+            Some(Input::PgClosed { conn, error }) => {
+                assert_eq!(conn, ConnId(2));
+                assert_eq!(
+                    error.as_deref(),
+                    Some(
+                        "TLS is not supported yet by this shell (sslmode=verify-full); \
+                         use sslmode=disable or prefer"
+                    )
+                );
+            }
+            other => panic!("expected PgClosed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn exit_returns_its_code_and_log_touches_no_io() {
+        let (mut exec, mut router) = (Recorder::default(), ConnRouter::default());
+        let log = Command::Log {
+            level: Level::Warn,
+            message: "hello".into(),
+        };
+        assert_eq!(dispatch(log, &mut exec, &mut router), Flow::Continue);
+        let exit = Command::Exit {
+            code: 69,
+            reason: "no progress".into(),
+        };
+        assert_eq!(dispatch(exit, &mut exec, &mut router), Flow::Exit(69));
+        assert!(exec.calls.is_empty());
+    }
+
+    #[test]
+    fn pause_resume_close_reach_both_router_and_runtime() {
+        let (mut exec, mut router) = (Recorder::default(), ConnRouter::default());
+        dispatch(connect(1, SslMode::Disable), &mut exec, &mut router);
+        let conn = ConnId(1);
+        dispatch(Command::PgPauseRead { conn }, &mut exec, &mut router);
+        assert_eq!(router.admit(Input::PgConnected { conn }), None, "held");
+        dispatch(Command::PgResumeRead { conn }, &mut exec, &mut router);
+        assert_eq!(router.next_ready(), Some(Input::PgConnected { conn }));
+        dispatch(Command::PgClose { conn }, &mut exec, &mut router);
+        assert!(!router.is_open(conn));
+        assert_eq!(
+            exec.calls,
+            [
+                "connect pg#1 db:5432",
+                "pause pg#1",
+                "resume pg#1",
+                "close pg#1"
+            ]
+        );
+    }
+}

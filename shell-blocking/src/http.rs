@@ -1,0 +1,126 @@
+//! The executor of `Command::Http`, shared by both shells: a small pool of threads running
+//! requests with one `ureq` agent (connections are reused across requests).
+//!
+//! Every request ends in exactly one input: any HTTP status, 4xx and 5xx included, is an
+//! answer (`HttpDone`); only a failure to get an answer (refused, reset, timed out, body
+//! unreadable or over the limit) is `HttpFailed`. The executor never retries, never follows
+//! redirects (a 3xx is an answer too) and never reads what the body says: those are the
+//! core's decisions.
+
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender};
+use slotline_core::feldera::{HttpRequest, Method};
+use slotline_core::io::{HttpId, Input};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+use ureq::Agent;
+
+/// Worker threads of the binaries' pools: requests in flight at once. The core keeps its
+/// own limits on concurrent requests; this only has to exceed them.
+pub const DEFAULT_WORKERS: usize = 8;
+
+/// The largest response body read into memory. A Feldera answer beyond this (a runaway
+/// query) fails the request instead of exhausting memory.
+pub const MAX_RESPONSE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Hands an input to the run loop, from any thread (blocking until it has room).
+pub type Deliver = Arc<dyn Fn(Input) + Send + Sync>;
+
+/// A running pool. Dropping it lets the workers finish their current request and end.
+#[derive(Debug)]
+pub struct HttpPool {
+    jobs: Sender<(HttpId, HttpRequest)>,
+}
+
+impl HttpPool {
+    /// Starts `workers` threads (at least one) delivering results through `deliver`.
+    pub fn start(workers: usize, deliver: Deliver) -> io::Result<HttpPool> {
+        let (jobs, queue) = crossbeam_channel::unbounded::<(HttpId, HttpRequest)>();
+        let agent = new_agent();
+        for index in 0..workers.max(1) {
+            let (queue, agent, deliver) = (queue.clone(), agent.clone(), deliver.clone());
+            std::thread::Builder::new()
+                .name(format!("slotline-http-{index}"))
+                .spawn(move || work(&queue, &agent, &*deliver))?;
+        }
+        Ok(HttpPool { jobs })
+    }
+
+    /// Queues a request; its result arrives as an input.
+    pub fn submit(&self, id: HttpId, request: HttpRequest) {
+        // The workers hold the receiver until the pool is dropped, so this cannot fail
+        // while `self` exists.
+        let _ = self.jobs.send((id, request));
+    }
+}
+
+fn work(queue: &Receiver<(HttpId, HttpRequest)>, agent: &Agent, deliver: &(dyn Fn(Input) + Sync)) {
+    while let Ok((id, request)) = queue.recv() {
+        deliver(perform(agent, id, &request));
+    }
+}
+
+/// The agent all requests share: statuses are answers, redirects are not followed.
+pub fn new_agent() -> Agent {
+    Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .new_agent()
+}
+
+/// Runs one request to its end and says how it ended.
+pub fn perform(agent: &Agent, id: HttpId, request: &HttpRequest) -> Input {
+    let timeout = Some(Duration::from_millis(request.timeout_ms.max(1)));
+    let result = match request.method {
+        Method::Get => {
+            let mut builder = agent.get(&request.url);
+            for (name, value) in &request.headers {
+                builder = builder.header(*name, value.as_str());
+            }
+            builder.config().timeout_global(timeout).build().call()
+        }
+        Method::Post => {
+            let mut builder = agent.post(&request.url);
+            for (name, value) in &request.headers {
+                builder = builder.header(*name, value.as_str());
+            }
+            builder
+                .config()
+                .timeout_global(timeout)
+                .build()
+                .send(&request.body[..])
+        }
+    };
+    let mut response = match result {
+        Ok(response) => response,
+        Err(error) => {
+            return Input::HttpFailed {
+                id,
+                error: error.to_string(),
+            }
+        }
+    };
+    let status = response.status().as_u16();
+    match response
+        .body_mut()
+        .with_config()
+        .limit(MAX_RESPONSE_BYTES)
+        .read_to_vec()
+    {
+        Ok(body) => Input::HttpDone {
+            id,
+            status,
+            body: Bytes::from(body),
+        },
+        Err(error) => Input::HttpFailed {
+            id,
+            error: format!("status {status}, body unreadable: {error}"),
+        },
+    }
+}
+
+#[cfg(test)]
+#[path = "http_tests.rs"]
+mod tests;

@@ -1,0 +1,48 @@
+//! What both slotline shells share, and the blocking shell itself.
+//!
+//! A shell is a byte pipe, an HTTP executor, a timer and `exit`: it executes the core's
+//! commands one to one and feeds every I/O result back as an input (the drive contract is
+//! documented on `slotline_core::io`). Everything here is independent of the runtime that
+//! waits for I/O, so the tokio shell (`slotline`) reuses it and only brings its own sockets
+//! and wait; `blocking` is the std-threads runtime of `slotline-blocking`.
+//!
+//! Never here: any decision about the domain (LSNs, batches, retries, Feldera answers),
+//! any async runtime (`cargo tree -p slotline-blocking -e normal` shows no tokio).
+#![forbid(unsafe_code)]
+
+pub mod blocking;
+pub mod cli;
+pub mod clock;
+pub mod conns;
+pub mod dispatch;
+pub mod http;
+pub mod logging;
+pub mod signals;
+pub mod startup;
+
+pub use clock::Clock;
+pub use dispatch::{dispatch, feed, Executor, Flow};
+
+/// How a run loop is set up. The binaries use the default; in-process tests turn signal
+/// handling off (it is process-wide) unless they test it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Install the SIGINT/SIGTERM handlers (see `signals`).
+    pub handle_signals: bool,
+    /// Threads executing HTTP requests concurrently.
+    pub http_workers: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            handle_signals: true,
+            http_workers: http::DEFAULT_WORKERS,
+        }
+    }
+}
+
+/// How many inputs may wait for the core before producers (socket readers, HTTP workers)
+/// block. Bounds memory when the core is slower than the network: a reader that cannot
+/// hand over its chunk stops reading, and TCP pushes back on the server.
+pub const INPUT_QUEUE: usize = 256;

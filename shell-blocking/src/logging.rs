@@ -1,0 +1,56 @@
+//! The operator's log: `tracing` events on stderr, filtered by `RUST_LOG` (default `info`),
+//! as text or JSON lines (`LOG_FORMAT`).
+//!
+//! Owns the subscriber and the mapping of `Command::Log` onto events. Never formats a
+//! `Config` or a request body: the core's messages are already free of secrets, and the
+//! shells log only ids, methods, URLs and addresses.
+
+use slotline_core::config::LogFormat;
+use slotline_core::io::Level;
+use std::io::{IsTerminal, Write};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+
+/// The target of every event, so `RUST_LOG=slotline=debug` selects slotline's own lines.
+pub const TARGET: &str = "slotline";
+
+/// `RUST_LOG` cannot be parsed.
+#[derive(Debug)]
+pub struct FilterError(pub String);
+
+/// Builds the `RUST_LOG` filter (default `info`). Called before any side effect, so that a
+/// bad filter is a usage error (exit 2) like any other bad option.
+pub fn filter_from_env() -> Result<EnvFilter, FilterError> {
+    EnvFilter::builder()
+        .with_default_directive(LevelFilter::INFO.into())
+        .from_env()
+        .map_err(|e| FilterError(format!("RUST_LOG is invalid: {e}")))
+}
+
+/// Installs the global subscriber. A second call (tests) keeps the first one.
+pub fn init(format: LogFormat, filter: EnvFilter) {
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false);
+    let _already_set = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Emits a `Command::Log` line at its level.
+pub fn emit(level: Level, message: &str) {
+    match level {
+        Level::Debug => tracing::debug!(target: TARGET, "{message}"),
+        Level::Info => tracing::info!(target: TARGET, "{message}"),
+        Level::Warn => tracing::warn!(target: TARGET, "{message}"),
+        Level::Error => tracing::error!(target: TARGET, "{message}"),
+    }
+}
+
+/// Flushes what the process wrote, before `std::process::exit` (which runs no destructors).
+pub fn flush() {
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+}

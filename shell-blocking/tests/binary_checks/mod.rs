@@ -1,0 +1,229 @@
+//! Checks of a shell binary run as a child process, shared by both shell packages (each
+//! package's `tests/binary.rs` passes its own `CARGO_BIN_EXE_*`).
+//!
+//! Every child starts with an empty environment, so the host's `PG*` variables cannot
+//! leak in, and in its own empty directory, so "nothing was written" can be checked.
+
+use slotline_core::config::VARIABLES;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// A fresh empty directory under the system's temp dir, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(label: &str) -> Scratch {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("slotline-shell-{label}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+
+    pub fn entries(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .expect("read scratch")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Listeners standing in for PostgreSQL and Feldera: a child that opens any connection
+/// shows up as a pending accept.
+pub struct Watched {
+    pg: TcpListener,
+    feldera: TcpListener,
+}
+
+impl Watched {
+    pub fn new() -> Watched {
+        let bind = || {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+            listener.set_nonblocking(true).expect("nonblocking");
+            listener
+        };
+        Watched {
+            pg: bind(),
+            feldera: bind(),
+        }
+    }
+
+    /// A complete, valid configuration pointing at the listeners.
+    pub fn config(&self, scratch: &Scratch) -> Vec<(String, String)> {
+        let pg = self.pg.local_addr().expect("addr");
+        let feldera = self.feldera.local_addr().expect("addr");
+        [
+            (
+                "PG_URL",
+                format!("postgres://u:secret@{pg}/db?sslmode=disable"),
+            ),
+            ("PG_PUBLICATION", "pub".to_owned()),
+            ("TABLES", "users".to_owned()),
+            ("FELDERA_URL", format!("http://{feldera}")),
+            ("FELDERA_PIPELINE", "p".to_owned()),
+            ("STATE_DIR", scratch.0.join("state").display().to_string()),
+        ]
+        .map(|(k, v)| (k.to_owned(), v))
+        .to_vec()
+    }
+
+    pub fn assert_untouched(&self) {
+        for (name, listener) in [("PostgreSQL", &self.pg), ("Feldera", &self.feldera)] {
+            let accepted = listener.accept();
+            assert!(
+                matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+                "no connection to {name} may be opened: {accepted:?}"
+            );
+        }
+    }
+}
+
+fn command(bin: &str, cwd: &Scratch, env: &[(String, String)], args: &[&str]) -> Command {
+    let mut command = Command::new(bin);
+    command.env_clear().current_dir(&cwd.0).args(args);
+    command.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    command
+}
+
+fn run(bin: &str, cwd: &Scratch, env: &[(String, String)], args: &[&str]) -> Output {
+    command(bin, cwd, env, args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub fn help_exits_0_and_lists_every_variable_with_its_default(bin: &str) {
+    let scratch = Scratch::new("help");
+    let out = run(bin, &scratch, &[], &["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for (variable, default) in VARIABLES {
+        let at = help
+            .find(&format!("[env: {variable}"))
+            .unwrap_or_else(|| panic!("--help names {variable}:\n{help}"));
+        if let Some(default) = default {
+            // clap prints the default right after the variable.
+            let rest = &help[at..];
+            let next_option = rest.find("\n      --").unwrap_or(rest.len());
+            assert!(
+                rest[..next_option].contains(&format!("[default: {default}]")),
+                "{variable} shows [default: {default}]"
+            );
+        }
+    }
+    assert!(scratch.entries().is_empty());
+}
+
+pub fn version_exits_0_and_names_the_binary(bin: &str, name: &str) {
+    let scratch = Scratch::new("version");
+    let out = run(bin, &scratch, &[], &["--version"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout),
+        format!("{name} {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+pub fn bad_value_exits_2_naming_the_variable_before_any_side_effect(bin: &str) {
+    let scratch = Scratch::new("bad-value");
+    let watched = Watched::new();
+    let mut env = watched.config(&scratch);
+    env.push(("BATCH_MAX_ROWS".into(), "ten".into()));
+    let out = run(bin, &scratch, &env, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("BATCH_MAX_ROWS=\"ten\" is invalid: a whole number"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("secret"), "the password is never echoed");
+    assert!(out.stdout.is_empty());
+    assert!(scratch.entries().is_empty(), "no file written");
+    watched.assert_untouched();
+}
+
+pub fn bad_flag_value_exits_2_like_the_variable(bin: &str) {
+    let scratch = Scratch::new("bad-flag");
+    let watched = Watched::new();
+    let env = watched.config(&scratch);
+    let out = run(bin, &scratch, &env, &["--snapshot-mode", "sometimes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("SNAPSHOT_MODE=\"sometimes\" is invalid"));
+    watched.assert_untouched();
+}
+
+pub fn missing_required_option_exits_2_naming_it(bin: &str) {
+    let scratch = Scratch::new("missing");
+    let watched = Watched::new();
+    let env: Vec<_> = watched
+        .config(&scratch)
+        .into_iter()
+        .filter(|(k, _)| k != "PG_PUBLICATION")
+        .collect();
+    let out = run(bin, &scratch, &env, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("PG_PUBLICATION is required"));
+    assert!(scratch.entries().is_empty());
+    watched.assert_untouched();
+}
+
+pub fn unknown_flag_exits_2(bin: &str) {
+    let scratch = Scratch::new("unknown");
+    let out = run(bin, &scratch, &[], &["--batch-max-rowz", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--batch-max-rowz"));
+}
+
+fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<i32> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status.code().unwrap_or(-1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// With a valid configuration the binary runs the core; SIGTERM (twice if needed) stops
+/// it promptly with the core's code (0 or 1) or the second-signal code 143.
+pub fn sigterm_stops_promptly(bin: &str) {
+    let scratch = Scratch::new("sigterm");
+    let watched = Watched::new();
+    let env = watched.config(&scratch);
+    let mut child = command(bin, &scratch, &env, &[])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..2 {
+        // The process may already have exited; `kill` then fails, which is fine.
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        if let Some(code) = wait_with_timeout(&mut child, Duration::from_secs(5)) {
+            assert!(matches!(code, 0 | 1 | 143), "exit code {code}");
+            return;
+        }
+    }
+    panic!("the binary ignored two SIGTERMs for 10 s");
+}
