@@ -1,0 +1,378 @@
+//! End-to-end environments: a real PostgreSQL database, the Feldera double, and the real
+//! `slotline` / `slotline-blocking` binaries as child processes.
+//!
+//! One cluster serves a whole test binary (its watchdog stops it when the process ends);
+//! every environment gets its own database, publication, slot and double, so tests run in
+//! parallel without seeing each other. Child processes are killed on drop.
+
+use crate::feldera_double::{DoubleConfig, FelderaDouble};
+use crate::pg::{wait_for, ClusterOptions, PgCluster};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Which shell runs the connector. Every end-to-end test runs against both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shell {
+    Tokio,
+    Blocking,
+}
+
+impl Shell {
+    pub const BOTH: [Shell; 2] = [Shell::Tokio, Shell::Blocking];
+
+    pub fn binary_name(self) -> &'static str {
+        match self {
+            Shell::Tokio => "slotline",
+            Shell::Blocking => "slotline-blocking",
+        }
+    }
+
+    /// The binary in this build's target directory, built on demand when missing.
+    pub fn binary(self) -> PathBuf {
+        let dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| {
+                exe.parent()
+                    .and_then(|deps| deps.parent())
+                    .map(PathBuf::from)
+            })
+            .expect("test executable lives in target/<profile>/deps");
+        let path = dir.join(self.binary_name());
+        static BUILT: OnceLock<()> = OnceLock::new();
+        BUILT.get_or_init(|| {
+            let status = Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "slotline",
+                    "-p",
+                    "slotline-blocking",
+                ])
+                .status()
+                .expect("run cargo build for the shells");
+            assert!(status.success(), "building the slotline binaries failed");
+        });
+        assert!(path.is_file(), "{} was not built", path.display());
+        path
+    }
+}
+
+/// The cluster shared by one test binary, with short server settings so tests that need
+/// timeouts stay fast.
+pub fn shared_cluster() -> &'static PgCluster {
+    static CLUSTER: OnceLock<PgCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| {
+        PgCluster::start_with(
+            ClusterOptions::default()
+                .setting("max_replication_slots", "40")
+                .setting("max_wal_senders", "40")
+                .setting("checkpoint_timeout", "30s"),
+        )
+    })
+}
+
+static ENV_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// One database + publication + Feldera double.
+pub struct Env {
+    pub pg: &'static PgCluster,
+    pub db: String,
+    pub feldera: FelderaDouble,
+    pub name: String,
+    pub state_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Env")
+            .field("db", &self.db)
+            .field("feldera", &self.feldera.base_url())
+            .finish()
+    }
+}
+
+impl Env {
+    /// Creates database `<prefix>_<n>`, runs `setup_sql` in it (tables, publication `pub`),
+    /// and starts a double for pipeline `p` with `schema` (`{"inputs":[..],"outputs":[..]}`).
+    pub fn new(prefix: &str, setup_sql: &str, schema: Value) -> Env {
+        Self::with_double(prefix, setup_sql, DoubleConfig::new("p", schema))
+    }
+
+    pub fn with_double(prefix: &str, setup_sql: &str, double: DoubleConfig) -> Env {
+        let pg = shared_cluster();
+        let name = format!(
+            "{prefix}_{}_{}",
+            std::process::id(),
+            ENV_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let db = pg.create_database(&name);
+        pg.psql(&db, setup_sql);
+        let feldera = FelderaDouble::start(double).expect("start the Feldera double");
+        let state_dir = std::env::temp_dir().join(format!("slotline-state-{name}"));
+        Env {
+            pg,
+            db,
+            feldera,
+            name,
+            state_dir,
+        }
+    }
+
+    pub fn sql(&self, sql: &str) -> String {
+        self.pg.psql(&self.db, sql)
+    }
+
+    /// The base configuration for this environment (stream-only, linger 0, short timeouts);
+    /// `extra` overrides or adds variables.
+    pub fn config(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut pairs: Vec<(String, String)> = [
+            ("PG_URL", self.pg.url(&self.db)),
+            ("PG_PUBLICATION", "pub".to_owned()),
+            ("PG_SLOT", format!("s_{}", self.name)),
+            ("FELDERA_URL", self.feldera.base_url()),
+            ("FELDERA_PIPELINE", "p".to_owned()),
+            ("SNAPSHOT_MODE", "never".to_owned()),
+            ("STATE_DIR", self.state_dir.display().to_string()),
+            ("BATCH_LINGER_MS", "20".to_owned()),
+            ("SHUTDOWN_CONFIRM_MS", "5000".to_owned()),
+            ("RUST_LOG", "info".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        for (k, v) in extra {
+            pairs.retain(|(key, _)| key != k);
+            pairs.push(((*k).to_owned(), (*v).to_owned()));
+        }
+        pairs
+    }
+
+    /// Starts the connector with this environment's configuration plus `extra`.
+    pub fn start(&self, shell: Shell, extra: &[(&str, &str)]) -> Connector {
+        Connector::spawn(shell, &self.config(extra), &self.name)
+    }
+
+    pub fn slot_name(&self) -> String {
+        format!("s_{}", self.name)
+    }
+
+    /// The slot's `confirmed_flush_lsn` as text, or `None` when the slot does not exist.
+    pub fn slot_confirmed(&self) -> Option<String> {
+        let out = self.sql(&format!(
+            "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{}'",
+            self.slot_name()
+        ));
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Bytes of WAL the slot holds back: current WAL position minus the confirmed flush.
+    pub fn retained_wal_bytes(&self) -> Option<i64> {
+        let out = self.sql(&format!(
+            "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{}'",
+            self.slot_name()
+        ));
+        out.parse().ok()
+    }
+
+    pub fn slot_exists(&self) -> bool {
+        self.slot_confirmed().is_some()
+    }
+
+    /// Waits until the slot shows it confirmed the current WAL position of every commit so
+    /// far (the connector caught up and acknowledged).
+    pub fn wait_caught_up(&self, timeout: Duration) -> bool {
+        let target = self.sql("SELECT pg_current_wal_lsn()");
+        wait_for(timeout, || {
+            let behind = self.sql(&format!(
+                "SELECT confirmed_flush_lsn >= '{target}'::pg_lsn FROM pg_replication_slots WHERE slot_name = '{}'",
+                self.slot_name()
+            ));
+            (behind == "t").then_some(())
+        })
+        .is_some()
+    }
+
+    /// PostgreSQL's rows as JSON objects (`row_to_json`), ordered by `order_by`.
+    pub fn pg_rows(&self, table: &str, order_by: &str) -> Vec<Value> {
+        let out = self.sql(&format!(
+            "SELECT coalesce(json_agg(row_to_json(t) ORDER BY {order_by}), '[]') FROM {table} t"
+        ));
+        match serde_json::from_str(&out) {
+            Ok(Value::Array(rows)) => rows,
+            other => panic!("unexpected rows from {table}: {other:?}"),
+        }
+    }
+
+    /// The double's rows of `table` (each with weight 1 asserted), sorted by `key`.
+    pub fn feldera_rows(&self, table: &str, key: &str) -> Vec<Value> {
+        let snapshot = self
+            .feldera
+            .table(table)
+            .unwrap_or_else(|| panic!("no table {table} in the double"));
+        assert!(
+            snapshot.faults.is_empty(),
+            "double recorded faults for {table}: {:?}",
+            snapshot.faults
+        );
+        let mut rows: Vec<Value> = snapshot
+            .rows
+            .iter()
+            .map(|r| {
+                assert_eq!(r.weight, 1, "row {} has weight {}", r.row, r.weight);
+                r.row.clone()
+            })
+            .collect();
+        rows.sort_by(|a, b| a[key].to_string().cmp(&b[key].to_string()));
+        rows
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.state_dir);
+        // Drop the slot and the database so the shared cluster does not fill up.
+        let slot = self.slot_name();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.pg.psql("postgres", &format!(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{slot}' AND active_pid IS NOT NULL"
+            ));
+            self.pg.psql("postgres", &format!(
+                "SELECT pg_drop_replication_slot('{slot}') FROM pg_replication_slots WHERE slot_name = '{slot}' AND NOT active"
+            ));
+            self.pg.psql(
+                "postgres",
+                &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.db),
+            );
+        }));
+    }
+}
+
+/// A running connector process. Killed on drop if still running.
+pub struct Connector {
+    child: Option<Child>,
+    pub log: PathBuf,
+    started: Instant,
+    status: Option<ExitStatus>,
+}
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connector").field("log", &self.log).finish()
+    }
+}
+
+static RUN_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl Connector {
+    pub fn spawn(shell: Shell, pairs: &[(String, String)], label: &str) -> Connector {
+        let log = std::env::temp_dir().join(format!(
+            "slotline-{label}-{}-{}.log",
+            shell.binary_name(),
+            RUN_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = std::fs::File::create(&log).expect("create the connector log");
+        let mut command = Command::new(shell.binary());
+        command.env_clear();
+        command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        for (k, v) in pairs {
+            command.env(k, v);
+        }
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("clone log handle"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn the connector");
+        Connector {
+            child: Some(child),
+            log,
+            started: Instant::now(),
+            status: None,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits up to `timeout` for the process to exit; its exit code (signals as 128+n).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        if let Some(status) = self.status {
+            return Some(code_of(status));
+        }
+        let child = self.child.as_mut()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.status = Some(status);
+                return Some(code_of(status));
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.wait_exit(Duration::ZERO).is_none()
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status();
+    }
+
+    /// SIGTERM, then waits for the exit code.
+    pub fn stop(&mut self, timeout: Duration) -> Option<i32> {
+        self.signal("TERM");
+        self.wait_exit(timeout)
+    }
+
+    /// SIGKILL: no cleanup, no final status update.
+    pub fn kill(&mut self) {
+        self.signal("KILL");
+        let _ = self.wait_exit(Duration::from_secs(10));
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+fn code_of(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+impl Drop for Connector {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if self.status.is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if std::thread::panicking() {
+            let text = self.log_text();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("--- last lines of {} ---", self.log.display());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+        let _ = std::fs::remove_file(&self.log);
+    }
+}

@@ -1,0 +1,61 @@
+//! End to end: real PostgreSQL, the Feldera double and the real binaries (both shells).
+
+use serde_json::json;
+use slotline_tests::e2e::{Env, Shell};
+use std::time::Duration;
+
+fn schema() -> serde_json::Value {
+    json!({"inputs": [
+        {"name": "users", "case_sensitive": false, "primary_key": ["id"], "materialized": false, "properties": {},
+         "fields": [
+            {"name": "id", "case_sensitive": false, "columntype": {"type": "BIGINT", "nullable": false}},
+            {"name": "name", "case_sensitive": false, "columntype": {"type": "VARCHAR", "nullable": true, "precision": -1}}]},
+        {"name": "lineitems", "case_sensitive": false, "primary_key": ["sku"], "materialized": false, "properties": {},
+         "fields": [
+            {"name": "sku", "case_sensitive": false, "columntype": {"type": "VARCHAR", "nullable": false, "precision": -1}},
+            {"name": "qty", "case_sensitive": false, "columntype": {"type": "INTEGER", "nullable": true}}]}
+    ], "outputs": []})
+}
+
+const SETUP: &str = "CREATE TABLE users (id bigint PRIMARY KEY, name text);
+    CREATE TABLE items (sku text PRIMARY KEY, qty int);
+    CREATE PUBLICATION pub FOR TABLE users, items;";
+
+fn streams_inserts_updates_deletes_across_two_routes(shell: Shell) {
+    let env = Env::new("stream", SETUP, schema());
+    let mut connector = env.start(shell, &[("TABLES", "users,public.items:lineitems")]);
+    assert!(
+        env.wait_caught_up(Duration::from_secs(20)) || env.slot_exists(),
+        "connector did not start:\n{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users VALUES (1, 'a'), (2, 'b'), (3, 'c'); INSERT INTO items VALUES ('x', 1), ('y', 2)");
+    env.sql("UPDATE users SET name = 'bb' WHERE id = 2; UPDATE users SET id = 30 WHERE id = 3; DELETE FROM users WHERE id = 1");
+    env.sql("UPDATE items SET qty = 5 WHERE sku = 'x'; DELETE FROM items WHERE sku = 'y'");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(20)),
+        "not caught up:\n{}",
+        connector.log_text()
+    );
+    assert_eq!(env.feldera_rows("users", "id"), env.pg_rows("users", "id"));
+    assert_eq!(
+        env.feldera_rows("lineitems", "sku"),
+        env.pg_rows("items", "sku")
+    );
+    assert_eq!(
+        connector.stop(Duration::from_secs(10)),
+        Some(0),
+        "{}",
+        connector.log_text()
+    );
+}
+
+#[test]
+fn streams_inserts_updates_deletes_across_two_routes_tokio() {
+    streams_inserts_updates_deletes_across_two_routes(Shell::Tokio);
+}
+
+#[test]
+fn streams_inserts_updates_deletes_across_two_routes_blocking() {
+    streams_inserts_updates_deletes_across_two_routes(Shell::Blocking);
+}
