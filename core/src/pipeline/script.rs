@@ -85,6 +85,11 @@ pub struct Script {
     pub confirmed: Lsn,
     /// Status updates are lost on the way (the slot stops moving).
     frozen: bool,
+    /// Replication bytes are delivered in chunks of this many bytes (0 = all at once).
+    chunk: usize,
+    /// Bodies of ingress requests by token, and the tokens Feldera said are complete.
+    bodies_by_token: std::collections::BTreeMap<String, String>,
+    completed_bodies: Vec<String>,
     wal_end: Lsn,
 }
 
@@ -126,6 +131,9 @@ impl Script {
             exit: None,
             confirmed,
             frozen: false,
+            chunk: 0,
+            bodies_by_token: std::collections::BTreeMap::new(),
+            completed_bodies: Vec::new(),
             wal_end: Lsn::ZERO,
         };
         script.drain();
@@ -266,18 +274,47 @@ impl Script {
             .collect()
     }
 
+    /// Delivers replication bytes `chunk` bytes at a time (0: each message batch at once).
+    pub fn set_chunking(&mut self, chunk: usize) {
+        self.chunk = chunk;
+    }
+
+    /// The NDJSON lines Feldera has completed so far (in completion order).
+    pub fn completed_lines(&self) -> Vec<String> {
+        self.completed_bodies.iter().flat_map(|b| b.lines().map(str::to_owned)).collect()
+    }
+
     /// Answers the oldest waiting request with `status` and `body`.
     pub fn answer(&mut self, status: u16, body: &str) {
-        let (id, _) = self
+        let (id, request) = self
             .http
             .pop_front()
             .expect("a request waits for an answer");
+        self.track_durability(&request, status, body);
         self.note(format!("{} <- {id} {status} {body}", self.at()));
         self.feed(Input::HttpDone {
             id,
             status,
             body: Bytes::from(body.to_owned()),
         });
+    }
+
+    fn track_durability(&mut self, request: &HttpRequest, status: u16, body: &str) {
+        if status != 200 {
+            return;
+        }
+        if request.url.contains("/ingress/") {
+            if let Some(token) = body.split('"').nth(3) {
+                let text = String::from_utf8_lossy(&request.body).into_owned();
+                self.bodies_by_token.insert(token.to_owned(), text);
+            }
+        } else if body.contains("\"complete\"") {
+            if let Some(token) = request.url.split("token=").nth(1) {
+                if let Some(text) = self.bodies_by_token.remove(token) {
+                    self.completed_bodies.push(text);
+                }
+            }
+        }
     }
 
     /// The oldest waiting request fails without an answer.
@@ -372,10 +409,25 @@ impl Script {
             bytes.extend(replication_frame(&message));
         }
         self.note(format!("{} <- {conn} {what}", self.at()));
-        self.feed(Input::PgBytes {
-            conn,
-            bytes: Bytes::from(bytes),
-        });
+        self.feed_replication(conn, bytes);
+    }
+
+    fn feed_replication(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        if self.chunk == 0 {
+            return self.feed(Input::PgBytes {
+                conn,
+                bytes: Bytes::from(bytes),
+            });
+        }
+        for piece in bytes.chunks(self.chunk) {
+            if self.exit.is_some() {
+                return;
+            }
+            self.feed(Input::PgBytes {
+                conn,
+                bytes: Bytes::copy_from_slice(piece),
+            });
+        }
     }
 
     pub fn keepalive(&mut self, wal_end: Lsn, reply_requested: bool) {
@@ -395,10 +447,7 @@ impl Script {
             "{} <- {conn} keepalive wal_end={wal_end}{reply}",
             self.at()
         ));
-        self.feed(Input::PgBytes {
-            conn,
-            bytes: Bytes::from(replication_frame(&message)),
-        });
+        self.feed_replication(conn, replication_frame(&message));
     }
 
     /// The replication connection breaks.
