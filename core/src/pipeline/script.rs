@@ -152,6 +152,13 @@ impl Script {
         self.frozen = true;
     }
 
+    /// Hands the pipeline over (for benchmarks that drive it without a trace), with the
+    /// replication connection's id and the current time.
+    pub fn into_parts(self) -> (Pipeline, ConnId, Now) {
+        let repl = self.repl.expect("replication connection");
+        (self.pipeline, repl, self.now)
+    }
+
     pub fn exit(&self) -> Option<&(i32, String)> {
         self.exit.as_ref()
     }
