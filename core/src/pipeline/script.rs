@@ -288,7 +288,10 @@ impl Script {
 
     /// The NDJSON lines Feldera has completed so far (in completion order).
     pub fn completed_lines(&self) -> Vec<String> {
-        self.completed_bodies.iter().flat_map(|b| b.lines().map(str::to_owned)).collect()
+        self.completed_bodies
+            .iter()
+            .flat_map(|b| b.lines().map(str::to_owned))
+            .collect()
     }
 
     /// Answers the oldest waiting request with `status` and `body`.

@@ -56,7 +56,11 @@ impl World {
         let texts: Vec<String> = ids.iter().map(u64::to_string).collect();
         let mut messages = vec![begin(end - 0x8, xid)];
         for (i, id) in texts.iter().enumerate() {
-            messages.push(insert(end - 0xF0 + 8 * i as u64, 16384, &[Some(id), None, None]));
+            messages.push(insert(
+                end - 0xF0 + 8 * i as u64,
+                16384,
+                &[Some(id), None, None],
+            ));
         }
         messages.push(commit(end - 0x8, end));
         self.s.wal(&format!("tx {xid}"), &messages);
@@ -67,9 +71,17 @@ impl World {
         let status = self.s.pipeline().status();
         if status.streaming && status.sessions > self.replayed_session {
             self.replayed_session = status.sessions;
-            self.s.wal("Relation users", &[relation(&users(ReplicaIdentity::Default))]);
+            self.s.wal(
+                "Relation users",
+                &[relation(&users(ReplicaIdentity::Default))],
+            );
             let confirmed = self.s.confirmed;
-            let pending: Vec<(Lsn, Vec<u64>)> = self.committed.iter().filter(|(end, _)| *end > confirmed).cloned().collect();
+            let pending: Vec<(Lsn, Vec<u64>)> = self
+                .committed
+                .iter()
+                .filter(|(end, _)| *end > confirmed)
+                .cloned()
+                .collect();
             for (end, ids) in pending {
                 self.send(end.0, 1, &ids);
             }
@@ -86,8 +98,14 @@ impl World {
             (Step::Complete, false) | (Step::Accept, false) => self.s.complete(),
             (Step::InProgress, false) => self.s.in_progress(),
             (Step::InProgress, true) => self.s.accept(),
-            (Step::Unavailable, _) => self.s.answer(503, r#"{"message":"down","error_code":"PipelineUnavailable","details":{}}"#),
-            (Step::Restarted, false) => self.s.answer(410, r#"{"message":"restarted","error_code":"PipelineRestarted","details":{}}"#),
+            (Step::Unavailable, _) => self.s.answer(
+                503,
+                r#"{"message":"down","error_code":"PipelineUnavailable","details":{}}"#,
+            ),
+            (Step::Restarted, false) => self.s.answer(
+                410,
+                r#"{"message":"restarted","error_code":"PipelineRestarted","details":{}}"#,
+            ),
             (Step::Restarted, true) => self.s.fail("connection reset"),
             _ => {}
         }
@@ -95,12 +113,23 @@ impl World {
 
     fn check(&mut self, before: Lsn) -> Result<(), TestCaseError> {
         let s = &self.s;
-        prop_assert!(s.confirmed >= before, "flush went backwards: {} -> {}", before, s.confirmed);
+        prop_assert!(
+            s.confirmed >= before,
+            "flush went backwards: {} -> {}",
+            before,
+            s.confirmed
+        );
         let durable = s.completed_lines().join("\n");
         for (end, ids) in &self.committed {
             if *end <= s.confirmed {
                 for id in ids {
-                    prop_assert!(durable.contains(&format!("\"id\":{id},")), "flush {} passed commit {} whose row {} is not durable", s.confirmed, end, id);
+                    prop_assert!(
+                        durable.contains(&format!("\"id\":{id},")),
+                        "flush {} passed commit {} whose row {} is not durable",
+                        s.confirmed,
+                        end,
+                        id
+                    );
                 }
             }
         }
@@ -109,7 +138,10 @@ impl World {
         if exited {
             prop_assert!(pipeline.poll_timeout().is_none(), "a deadline after Exit");
         } else if pipeline.has_pending_work() && s.waiting_requests() == 0 {
-            prop_assert!(pipeline.poll_timeout().is_some(), "work pending and no deadline");
+            prop_assert!(
+                pipeline.poll_timeout().is_some(),
+                "work pending and no deadline"
+            );
         }
         Ok(())
     }
@@ -169,7 +201,10 @@ fn scenario(chunk: usize) -> String {
     s.keepalive(Lsn(0x3000), false);
     s.disconnect();
     s.advance(100);
-    s.wal("Relation users", &[relation(&users(ReplicaIdentity::Default))]);
+    s.wal(
+        "Relation users",
+        &[relation(&users(ReplicaIdentity::Default))],
+    );
     insert_tx(&mut s, 702, 0x3100, &["6"]);
     s.advance(40);
     s.settle();
@@ -180,14 +215,21 @@ fn scenario(chunk: usize) -> String {
 /// The decisions of a trace: every line but the `next` lines, which show the timer table
 /// between inputs and so depend on how many inputs the bytes arrived in.
 fn decisions(trace: &str) -> String {
-    trace.lines().filter(|l| !l.trim_start().starts_with("next ")).collect::<Vec<_>>().join("\n")
+    trace
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("next "))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
 fn the_same_scenario_fed_byte_by_byte_gives_the_same_trace() {
     let whole = decisions(&scenario(0));
     assert!(whole.contains("exit 0"), "{whole}");
-    assert!(whole.lines().filter(|l| l.contains("POST ingress")).count() >= 3, "{whole}");
+    assert!(
+        whole.lines().filter(|l| l.contains("POST ingress")).count() >= 3,
+        "{whole}"
+    );
     assert_eq!(decisions(&scenario(1)), whole);
     assert_eq!(decisions(&scenario(7)), whole);
 }
