@@ -136,3 +136,26 @@ fn old_kinds_are_in_scope() {
     // Keeps the imports honest for the sub-modules.
     let _ = (OldKind::Key, delete(1, 1, OldKind::Key, &[]));
 }
+
+#[test]
+fn refused_start_creates_no_slot_when_a_routed_table_is_not_published() {
+    let mut pg = pg();
+    pg.slot_confirmed = None;
+    pg.tables.retain(|t| t.relation.name == "users");
+    let mut s = Script::new(&[TABLES], pg, SCHEMA);
+    let trace = s.take_trace();
+    assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    insta::assert_snapshot!(trace.lines().last().unwrap_or(""), @" +0.000s exit 1: refusing to start: the publication and TABLES disagree; routed but not in publication pub: public.items. The publication has: [public.users]; TABLES routes: [public.users, public.items]");
+}
+
+#[test]
+fn refused_start_creates_no_slot_under_replica_identity_nothing() {
+    let mut pg = pg_with(ReplicaIdentity::Nothing, "60s");
+    pg.slot_confirmed = None;
+    let mut s = Script::new(&[TABLES], pg, SCHEMA);
+    let trace = s.take_trace();
+    assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    assert!(trace.contains("REPLICA IDENTITY is NOTHING"), "{trace}");
+}
