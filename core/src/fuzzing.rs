@@ -128,20 +128,27 @@ pub fn feldera_responses(data: &[u8]) {
     crate::feldera::fuzz::fuzz_feldera_responses(data);
 }
 
-/// Arbitrary server bytes into a replication [`Connection`] at every phase: startup, a
-/// query, and a `START_REPLICATION` stream. Input: one byte for chunk sizes, then the
-/// server's bytes. The machine must never panic, must emit nothing after `Failed`, and must
-/// report the same events however the bytes are chunked.
+/// Arbitrary server bytes into a replication [`Connection`]: startup, then a
+/// `START_REPLICATION` query and its stream.
+///
+/// Input: one byte for chunk sizes, a big-endian u16 `split`, then the server's bytes. The
+/// first `split` bytes are fed, then (if the connection is ready) the query is sent, then the
+/// rest is fed. Commands happen only at that boundary, so the events cannot depend on how
+/// the bytes were chunked: the run with one chunk per segment and the run with generated
+/// chunk sizes must report the same events. The machine must never panic and must report
+/// nothing after `Failed`.
 pub fn conn_machine(data: &[u8]) {
-    let Some((&chunk_seed, server)) = data.split_first() else {
+    let [chunk_seed, split_hi, split_lo, server @ ..] = data else {
         return;
     };
-    let whole = conn_events(server, &[server.len()]);
-    let chunked = conn_events(server, &chunk_sizes(chunk_seed, server.len()));
+    let split = usize::from(u16::from_be_bytes([*split_hi, *split_lo])).min(server.len());
+    let (startup, stream) = server.split_at(split);
+    let whole = conn_events(startup, stream, 0);
+    let chunked = conn_events(startup, stream, *chunk_seed);
     assert_eq!(whole, chunked, "chunking changed the connection's events");
 }
 
-fn conn_events(server: &[u8], sizes: &[usize]) -> Vec<Event> {
+fn conn_events(startup: &[u8], stream: &[u8], chunk_seed: u8) -> Vec<Event> {
     let config = ConnectionConfig {
         user: "fuzz".into(),
         database: "fuzz".into(),
@@ -153,23 +160,33 @@ fn conn_events(server: &[u8], sizes: &[usize]) -> Vec<Event> {
         panic!("a valid configuration was refused");
     };
     let mut events = Vec::new();
-    let mut failed = false;
-    for chunk in chunks(server, sizes) {
-        conn.handle_bytes(chunk);
-        while conn.poll_transmit().is_some() {}
-        while let Some(event) = conn.poll_event() {
-            assert!(!failed, "an event followed Failed: {event:?}");
-            failed = matches!(event, Event::Failed(_));
-            // Keep the machine moving through its phases as a real driver would.
-            if matches!(event, Event::Ready | Event::QueryDone { .. }) {
-                let _ = conn.query("START_REPLICATION SLOT s LOGICAL 0/0");
-            }
-            events.push(event);
-        }
+    feed(&mut conn, startup, chunk_seed, &mut events);
+    if conn.phase() == crate::conn::Phase::Ready {
+        let sent = conn.query("START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '1')");
+        assert!(sent.is_ok(), "a ready connection refused a query: {sent:?}");
     }
+    feed(&mut conn, stream, chunk_seed, &mut events);
     conn.handle_eof();
-    events.extend(std::iter::from_fn(|| conn.poll_event()));
+    drain(&mut conn, &mut events);
     events
+}
+
+fn feed(conn: &mut Connection, bytes: &[u8], chunk_seed: u8, events: &mut Vec<Event>) {
+    for chunk in chunks(bytes, &chunk_sizes(chunk_seed, bytes.len())) {
+        conn.handle_bytes(chunk);
+        drain(conn, events);
+    }
+}
+
+/// Drains transmit and events as the drive contract requires; nothing may follow Failed.
+fn drain(conn: &mut Connection, events: &mut Vec<Event>) {
+    while conn.poll_transmit().is_some() {}
+    while let Some(event) = conn.poll_event() {
+        if let Some(Event::Failed(err)) = events.last() {
+            panic!("{event:?} followed Failed({err:?})");
+        }
+        events.push(event);
+    }
 }
 
 /// Chunk sizes from a seed: `0` gives one chunk; otherwise a xorshift sequence of sizes in

@@ -31,6 +31,30 @@ fn seed_dir(target: &str) -> PathBuf {
 
 /// Replaces the `capture-*` seeds of every target with ones derived from `stream`.
 pub fn write_all(stream: &[u8]) {
+    for (target, seeds) in derive(stream) {
+        replace(target, &seeds);
+    }
+}
+
+/// Panics unless the committed `capture-*` seeds are exactly what `stream` derives to.
+pub fn check_all(stream: &[u8]) {
+    for (target, seeds) in derive(stream) {
+        let expected: BTreeSet<Vec<u8>> = seeds.into_iter().collect();
+        let committed: BTreeSet<Vec<u8>> = std::fs::read_dir(seed_dir(target))
+            .expect("seed directory")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("capture-"))
+            .map(|e| std::fs::read(e.path()).expect("read seed"))
+            .collect();
+        assert!(
+            committed == expected,
+            "fuzz/seeds/{target} is stale: regenerate with SLOTLINE_REGENERATE_SEEDS=1"
+        );
+    }
+}
+
+/// The seeds of each target derived from `stream`.
+fn derive(stream: &[u8]) -> Vec<(&'static str, Vec<Vec<u8>>)> {
     let frames = frames(stream, []);
     let transactions = transactions(&frames);
     let mut framed = Vec::new();
@@ -64,13 +88,18 @@ pub fn write_all(stream: &[u8]) {
             .flat_map(|p| [&(p.len() as u16).to_be_bytes()[..], p].concat())
             .collect(),
     );
-    replace("framed_stream", &framed);
-    replace("pgoutput", &payloads);
-    replace("conn_machine", &conn_seeds(&transactions));
     let (copy_rows, values) = row_seeds(&frames);
-    replace("copy_row", &copy_rows);
-    replace("value_text", &values);
-    replace("feldera_responses", &[super::decode::SCHEMA_JSON.to_vec()]);
+    vec![
+        ("framed_stream", framed),
+        ("pgoutput", payloads),
+        ("conn_machine", conn_seeds(&transactions)),
+        ("copy_row", copy_rows),
+        ("value_text", values),
+        (
+            "feldera_responses",
+            vec![super::decode::SCHEMA_JSON.to_vec()],
+        ),
+    ]
 }
 
 fn replace(target: &str, seeds: &[Vec<u8>]) {
@@ -170,7 +199,7 @@ fn shorten<'a>(message: &Message<'a>) -> Message<'a> {
 }
 
 /// A server conversation for `conn_machine`: trust startup, then the stream's first
-/// transactions (the harness sends START_REPLICATION once the connection is ready).
+/// transactions (the harness sends START_REPLICATION between the two).
 fn conn_seeds(transactions: &[Vec<SeedFrame>]) -> Vec<Vec<u8>> {
     let mut startup = frame(b'R', &0u32.to_be_bytes());
     startup.extend(frame(b'S', b"DateStyle\0ISO, MDY\0"));
@@ -182,7 +211,8 @@ fn conn_seeds(transactions: &[Vec<SeedFrame>]) -> Vec<Vec<u8>> {
     for (i, tx) in transactions.iter().take(6).enumerate() {
         stream.extend(tx.iter().flat_map(|f| f.wire.clone()));
         let chunk_seed = CHUNK_SEEDS[i % CHUNK_SEEDS.len()];
-        seeds.push([&[chunk_seed][..], &startup, &stream].concat());
+        let split = u16::try_from(startup.len()).expect("a short startup");
+        seeds.push([&[chunk_seed][..], &split.to_be_bytes(), &startup, &stream].concat());
     }
     seeds
 }
