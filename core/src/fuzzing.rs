@@ -148,7 +148,10 @@ pub fn conn_machine(data: &[u8]) {
     assert_eq!(whole, chunked, "chunking changed the connection's events");
 }
 
-fn conn_events(startup: &[u8], stream: &[u8], chunk_seed: u8) -> Vec<Event> {
+/// The events of a replication connection fed `startup`, then asked for
+/// `START_REPLICATION` if ready, then fed `stream`, then end of stream; chunk sizes come
+/// from `chunk_seed` (see [`chunk_sizes`]).
+pub fn conn_events(startup: &[u8], stream: &[u8], chunk_seed: u8) -> Vec<Event> {
     let config = ConnectionConfig {
         user: "fuzz".into(),
         database: "fuzz".into(),

@@ -274,3 +274,36 @@ fn committed_fuzz_seeds_derive_from_the_fixture() {
     }
     super::seeds::check_all(STREAM);
 }
+
+/// The whole capture through the core's `Connection` (after a scripted startup), fed in
+/// one piece and in small generated chunks, gives the same events: every XLogData and
+/// keepalive of the capture, then the end-of-stream failure (the capture stops mid-stream).
+#[test]
+fn the_connection_reports_the_same_events_however_the_capture_is_chunked() {
+    use slotline_core::conn::Event;
+    let startup = super::seeds::trust_startup();
+    let whole = slotline_core::fuzzing::conn_events(&startup, STREAM, 0);
+    let xlog = whole
+        .iter()
+        .filter(|e| matches!(e, Event::XLogData(_)))
+        .count();
+    assert_eq!(xlog, payloads().len());
+    assert!(whole.iter().any(|e| matches!(e, Event::StreamStarted(_))));
+    assert!(
+        matches!(
+            whole.last(),
+            Some(Event::Failed(
+                slotline_core::conn::ConnError::ClosedByServer { .. }
+            ))
+        ),
+        "{:?}",
+        whole.last()
+    );
+    for chunk_seed in [1u8, 7, 255] {
+        let chunked = slotline_core::fuzzing::conn_events(&startup, STREAM, chunk_seed);
+        assert!(
+            chunked == whole,
+            "chunk seed {chunk_seed} changed the events"
+        );
+    }
+}

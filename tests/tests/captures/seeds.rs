@@ -201,11 +201,7 @@ fn shorten<'a>(message: &Message<'a>) -> Message<'a> {
 /// A server conversation for `conn_machine`: trust startup, then the stream's first
 /// transactions (the harness sends START_REPLICATION between the two).
 fn conn_seeds(transactions: &[Vec<SeedFrame>]) -> Vec<Vec<u8>> {
-    let mut startup = frame(b'R', &0u32.to_be_bytes());
-    startup.extend(frame(b'S', b"DateStyle\0ISO, MDY\0"));
-    startup.extend(frame(b'S', b"TimeZone\0UTC\0"));
-    startup.extend(frame(b'K', &[0, 0, 0, 42, 1, 2, 3, 4]));
-    startup.extend(frame(b'Z', b"I"));
+    let startup = trust_startup();
     let mut seeds = Vec::new();
     let mut stream = Vec::new();
     for (i, tx) in transactions.iter().take(6).enumerate() {
@@ -292,4 +288,14 @@ fn value_seed(pg_type: u32, target: SqlType, text: &[u8]) -> Vec<u8> {
         .or_else(|| (0..=255u8).find(|b| column_type(*b).sql == SqlType::Varchar))
         .expect("some byte picks VARCHAR");
     [&[index as u8, byte][..], text].concat()
+}
+
+/// What a server sends to a trusted replication client up to ReadyForQuery.
+pub fn trust_startup() -> Vec<u8> {
+    let mut startup = frame(b'R', &0u32.to_be_bytes());
+    startup.extend(frame(b'S', b"DateStyle\0ISO, MDY\0"));
+    startup.extend(frame(b'S', b"TimeZone\0UTC\0"));
+    startup.extend(frame(b'K', &[0, 0, 0, 42, 1, 2, 3, 4]));
+    startup.extend(frame(b'Z', b"I"));
+    startup
 }
