@@ -13,9 +13,10 @@ use slotline_tests::driver::Driver;
 use slotline_tests::pg::PgCluster;
 
 use super::decode::{
-    end_of_marker_transaction, frames, json_lines, paragraphs, value_json, FinalRows, FIXTURE_DIR,
-    SETUP_SQL, STREAM, WORKLOAD_SQL,
+    end_of_marker_transaction, frames, json_lines, paragraphs, value_json, FIXTURE_DIR, SETUP_SQL,
+    STREAM, WORKLOAD_SQL,
 };
+use super::final_rows::FinalRows;
 
 const REGENERATE: &str = "SLOTLINE_REGENERATE_CAPTURES";
 

@@ -10,6 +10,7 @@
 //! - `seeds`: derives the fuzz seed corpus from the capture.
 
 mod decode;
+mod final_rows;
 mod live;
 mod offline;
 mod seeds;
