@@ -307,3 +307,13 @@ fn the_connection_reports_the_same_events_however_the_capture_is_chunked() {
         );
     }
 }
+
+/// The framed-stream fuzz harness runs the whole capture (200 KB TOAST values included)
+/// through framing, pgoutput, the relation cache and the value plans without objection,
+/// fed whole and in small chunks.
+#[test]
+fn the_framed_stream_harness_accepts_the_whole_capture() {
+    for chunk_seed in [0u8, 1, 200] {
+        slotline_core::fuzzing::framed_stream(&[&[chunk_seed][..], STREAM].concat());
+    }
+}
