@@ -317,3 +317,64 @@ fn the_framed_stream_harness_accepts_the_whole_capture() {
         slotline_core::fuzzing::framed_stream(&[&[chunk_seed][..], STREAM].concat());
     }
 }
+
+/// Hostile edits of real bytes: each gives a `DecodeError` naming the corrupted field's
+/// offset and what was wrong, never a panic and never an allocation of the declared size.
+#[test]
+fn corrupted_capture_bytes_give_decode_errors_at_the_corrupted_field() {
+    use slotline_core::wire::{Framer, MAX_FRAME_LEN};
+    use slotline_core::DecodeErrorKind;
+
+    // A frame length of 4 GiB: refused at the length field (one byte after the tag).
+    let third = &frames(STREAM, [])[2];
+    let mut stream = STREAM.to_vec();
+    let at = third.offset as usize;
+    stream[at + 1..at + 5].copy_from_slice(&u32::MAX.to_be_bytes());
+    let mut framer = Framer::new();
+    framer.push(&stream);
+    assert!(framer.next_frame().expect("first frame").is_some());
+    assert!(framer.next_frame().expect("second frame").is_some());
+    let err = framer.next_frame().expect_err("the corrupted length");
+    assert_eq!(err.offset, at + 1);
+    assert_eq!(
+        err.kind,
+        DecodeErrorKind::BadLength {
+            declared: i64::from(u32::MAX),
+            limit: MAX_FRAME_LEN as usize
+        }
+    );
+
+    // An Insert: 'I', relation oid (4), 'N', column count (i16) at offset 6, then the first
+    // datum's kind at 8 and its i32 length at 9.
+    let insert = payloads()
+        .into_iter()
+        .find(|p| p.first() == Some(&b'I'))
+        .expect("an Insert");
+    let corrupt = |at: usize, bytes: &[u8]| {
+        let mut p = insert.clone();
+        p[at..at + bytes.len()].copy_from_slice(bytes);
+        pgoutput::parse(&p).map(|_| ()).expect_err("corrupted")
+    };
+    let negative = corrupt(6, &(-1i16).to_be_bytes());
+    assert_eq!(negative.offset, 6);
+    assert!(matches!(
+        negative.kind,
+        DecodeErrorKind::BadLength { declared: -1, .. }
+    ));
+    let too_many = corrupt(6, &i16::MAX.to_be_bytes());
+    assert_eq!(too_many.offset, 6);
+    assert!(
+        matches!(too_many.kind, DecodeErrorKind::BadLength { declared: 32767, limit } if limit < insert.len())
+    );
+    let huge_value = corrupt(9, &i32::MAX.to_be_bytes());
+    assert_eq!(huge_value.offset, 9);
+    assert!(
+        matches!(huge_value.kind, DecodeErrorKind::BadLength { declared, limit } if declared == i64::from(i32::MAX) && limit < insert.len())
+    );
+    let bad_kind = corrupt(8, b"x");
+    assert_eq!(bad_kind.offset, 8);
+    assert!(matches!(
+        bad_kind.kind,
+        DecodeErrorKind::UnknownTag { tag: b'x', .. }
+    ));
+}
