@@ -22,6 +22,8 @@ pub struct Driver {
     conn: Connection,
     events: VecDeque<Event>,
     eof: bool,
+    /// Every byte received since `start_recording`, exactly as the server framed it.
+    recording: Option<Vec<u8>>,
 }
 
 impl Driver {
@@ -39,6 +41,7 @@ impl Driver {
             conn,
             events: VecDeque::new(),
             eof: false,
+            recording: None,
         };
         let mut startup = Vec::new();
         loop {
@@ -52,6 +55,17 @@ impl Driver {
                 return Ok((driver, startup));
             }
         }
+    }
+
+    /// Starts keeping a copy of every byte received from now on (for capture fixtures).
+    /// Call it when nothing is in flight, e.g. right before sending a query.
+    pub fn start_recording(&mut self) {
+        self.recording = Some(Vec::new());
+    }
+
+    /// The bytes received since `start_recording`; recording stops.
+    pub fn take_recording(&mut self) -> Vec<u8> {
+        self.recording.take().unwrap_or_default()
     }
 
     pub fn conn(&mut self) -> &mut Connection {
@@ -91,6 +105,9 @@ impl Driver {
                 Ok(())
             }
             Ok(n) => {
+                if let Some(recording) = &mut self.recording {
+                    recording.extend_from_slice(&buf[..n]);
+                }
                 self.conn.handle_bytes(&buf[..n]);
                 Ok(())
             }
