@@ -88,6 +88,7 @@ fn streaming_pipeline() -> (Pipeline, ConnId, Now) {
         tables: vec![table()],
         slot_confirmed: Some(Lsn(0x1000)),
         truncate_published: true,
+        slot_busy_answers: 0,
     };
     Script::streaming(
         &[("TABLES", "users"), ("BATCH_LINGER_MS", "50")],

@@ -297,6 +297,7 @@ impl Pipeline {
             Err(StartupError::Refused(reason)) | Err(StartupError::Server(reason)) => {
                 self.fatal(format!("refusing to start: {reason}"));
             }
+            Err(StartupError::Busy(reason)) => self.end_session(reason),
         }
     }
 

@@ -65,6 +65,8 @@ pub struct FakePg {
     /// `None`: the slot does not exist yet.
     pub slot_confirmed: Option<Lsn>,
     pub truncate_published: bool,
+    /// How many startup slot queries answer that another process still holds the slot.
+    pub slot_busy_answers: u32,
 }
 
 /// The harness. See the module docs.
@@ -624,13 +626,18 @@ impl Script {
             } else {
                 self.pg.slot_confirmed
             };
+            let active_pid =
+                (Some(conn) != self.control && self.pg.slot_busy_answers > 0).then(|| {
+                    self.pg.slot_busy_answers -= 1;
+                    "4242".to_owned()
+                });
             match confirmed {
                 Some(lsn) => vec![vec![
                     Some("slotline_p".into()),
                     Some("pgoutput".into()),
                     Some("logical".into()),
                     Some("app".into()),
-                    None,
+                    active_pid,
                     Some(lsn.to_string()),
                     Some("reserved".into()),
                 ]],

@@ -49,6 +49,9 @@ pub(crate) enum StartupError {
     Refused(String),
     /// A server error for a question: exit 1 with the server's words.
     Server(String),
+    /// Something that may clear by itself (the slot is still held by a dead connection):
+    /// end the session and retry after a backoff.
+    Busy(String),
 }
 
 impl From<StartupRefusal> for StartupError {
@@ -246,6 +249,9 @@ impl Startup {
                 match &self.slot_info {
                     Some(slot) => {
                         checks::existing_slot(slot, &self.database)?;
+                        if let Some(busy) = checks::slot_in_use(slot) {
+                            return Err(StartupError::Busy(busy));
+                        }
                         self.start_replication(ctx, link)
                     }
                     None => {

@@ -180,7 +180,19 @@ pub fn plan_routes(
     }
 }
 
-/// An existing slot must be a pgoutput logical slot of this database, not in use, not lost.
+/// Whether another process holds the slot. Not a refusal: after a crash the old walsender
+/// keeps the slot until PostgreSQL notices the dead connection, so the session retries.
+pub fn slot_in_use(slot: &SlotInfo) -> Option<String> {
+    slot.active_pid.map(|pid| {
+        format!(
+            "replication slot {} is in use by process {pid} (a previous connection not yet noticed dead, \
+             another slotline, or a leftover consumer)",
+            slot.name
+        )
+    })
+}
+
+/// An existing slot must be a pgoutput logical slot of this database and not lost.
 pub fn existing_slot(slot: &SlotInfo, database: &str) -> Result<(), StartupRefusal> {
     if slot.slot_type != "logical" || slot.plugin.as_deref() != Some("pgoutput") {
         return refuse(format!(
@@ -196,13 +208,6 @@ pub fn existing_slot(slot: &SlotInfo, database: &str) -> Result<(), StartupRefus
             "replication slot {} belongs to database {:?}, not {database:?}; choose another PG_SLOT",
             slot.name,
             slot.database.as_deref().unwrap_or("")
-        ));
-    }
-    if let Some(pid) = slot.active_pid {
-        return refuse(format!(
-            "replication slot {} is in use by process {pid} (another slotline, or a leftover consumer); \
-             stop it or choose another PG_SLOT",
-            slot.name
         ));
     }
     if slot.wal_status.as_deref() == Some("lost") {

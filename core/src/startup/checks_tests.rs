@@ -169,7 +169,7 @@ fn slot(plugin: &str, database: &str, active_pid: Option<u32>, wal_status: &str)
 }
 
 #[test]
-fn existing_slots_must_be_ours_idle_and_intact() {
+fn existing_slots_must_be_ours_and_intact_and_a_busy_one_is_reported() {
     assert!(existing_slot(&slot("pgoutput", "app", None, "reserved"), "app").is_ok());
     assert!(
         existing_slot(&slot("test_decoding", "app", None, "reserved"), "app")
@@ -183,11 +183,13 @@ fn existing_slots_must_be_ours_idle_and_intact() {
             .0
             .contains("other")
     );
-    assert!(
-        existing_slot(&slot("pgoutput", "app", Some(42), "reserved"), "app")
-            .unwrap_err()
-            .0
-            .contains("process 42")
+    assert!(existing_slot(&slot("pgoutput", "app", Some(42), "reserved"), "app").is_ok());
+    assert!(slot_in_use(&slot("pgoutput", "app", Some(42), "reserved"))
+        .unwrap()
+        .contains("process 42"));
+    assert_eq!(
+        slot_in_use(&slot("pgoutput", "app", None, "reserved")),
+        None
     );
     assert!(existing_slot(&slot("pgoutput", "app", None, "lost"), "app")
         .unwrap_err()

@@ -46,6 +46,7 @@ pub(super) fn pg_with(identity: ReplicaIdentity, wal_sender_timeout: &str) -> Fa
         tables: vec![users(identity), items()],
         slot_confirmed: Some(START),
         truncate_published: true,
+        slot_busy_answers: 0,
     }
 }
 

@@ -170,3 +170,19 @@ fn crash_points_exit_70_at_the_nth_batch() {
     }
     insta::assert_snapshot!(all);
 }
+
+#[test]
+fn a_slot_still_held_by_a_dead_connection_is_retried_not_fatal() {
+    let mut pg = pg();
+    pg.slot_busy_answers = 2;
+    let mut s = Script::new(&[TABLES], pg, SCHEMA);
+    s.advance(1000);
+    assert_eq!(s.exit(), None);
+    assert!(s.pipeline().status().streaming);
+    let trace = s.take_trace();
+    let shown: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("log ") || l.contains("START_REPLICATION"))
+        .collect();
+    insta::assert_snapshot!(shown.join("\n"));
+}
