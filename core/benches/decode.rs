@@ -64,7 +64,12 @@ fn wide() -> Vec<Column> {
         col("small", oid::INT2, SqlType::SmallInt, Some("-123")),
         col("count", oid::INT4, SqlType::Integer, Some("987654")),
         col("ratio", oid::FLOAT4, SqlType::Real, Some("0.333333343")),
-        col("score", oid::FLOAT8, SqlType::Double, Some("2.718281828459045")),
+        col(
+            "score",
+            oid::FLOAT8,
+            SqlType::Double,
+            Some("2.718281828459045"),
+        ),
         amount,
         col("name", oid::TEXT, SqlType::Varchar, Some("a customer name")),
         col(
@@ -100,7 +105,12 @@ fn wide() -> Vec<Column> {
             SqlType::Variant,
             Some(r#"{"a": 1, "b": [true, null, "x"]}"#),
         ),
-        col("blob", oid::BYTEA, SqlType::Varbinary, Some("\\xdeadbeef0102")),
+        col(
+            "blob",
+            oid::BYTEA,
+            SqlType::Varbinary,
+            Some("\\xdeadbeef0102"),
+        ),
         tags,
         col("mood", 16_385, SqlType::Varchar, Some("happy")),
         col("missing", oid::TEXT, SqlType::Varchar, None),
