@@ -302,7 +302,8 @@ impl StreamState {
         }
     }
 
-    /// Encodes a row as one JSON object line, as the pipeline does, and checks it is JSON.
+    /// Encodes a row as one JSON array line (one element per column, as the pipeline
+    /// encodes values) and checks it is JSON on one line.
     fn write_row(&mut self, oid: u32, tuple: &Tuple<'_>) {
         let Some(plans) = self.plans.get(&oid) else {
             return;
