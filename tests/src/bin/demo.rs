@@ -261,11 +261,10 @@ fn setup(binary: PathBuf) -> Result<World, String> {
 
 fn start_connector(w: &mut World, run: u32) -> Result<ConnectorProcess, String> {
     let log = w.scratch.path().join(format!("connector-{run}.log"));
-    let mut connector = ConnectorProcess::spawn(&w.binary, &w.vars, log)?;
-    let sql = format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{SLOT}'");
+    let mut connector = ConnectorProcess::spawn(&w.binary, &w.vars, log, false)?;
     let deadline = Instant::now() + WAIT;
     loop {
-        if w.psql.query(&sql)?.first().map(String::as_str) == Some("t") {
+        if w.psql.slot_active(SLOT)? {
             break;
         }
         check_alive(&mut connector)?;

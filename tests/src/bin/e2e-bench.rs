@@ -53,6 +53,9 @@ struct Args {
     /// Extra connector variables, e.g. `--env BATCH_LINGER_MS=0` (repeatable).
     #[arg(long = "env", value_parser = parse_pair)]
     extra: Vec<(String, String)>,
+    /// Keep each connector's log in this directory (`bench_<n>.log`).
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
 }
 
 fn parse_pair(raw: &str) -> Result<(String, String), String> {
@@ -124,6 +127,7 @@ fn run(args: &Args) -> Result<(), String> {
     } else {
         println!("WARNING: debug build; run with --release for figures");
     }
+    println!("load average at the start: {}", load_average());
     let pg = PgCluster::start_with(
         ClusterOptions::default()
             .setting("max_replication_slots", "40")
@@ -132,6 +136,7 @@ fn run(args: &Args) -> Result<(), String> {
     let mut bench = Bench {
         pg: &pg,
         extra: args.extra.clone(),
+        log_dir: args.log_dir.clone(),
         counter: 0,
     };
     let mut runs = Vec::new();
@@ -159,6 +164,7 @@ fn run(args: &Args) -> Result<(), String> {
 struct Bench<'a> {
     pg: &'a PgCluster,
     extra: Vec<(String, String)>,
+    log_dir: Option<PathBuf>,
     counter: u32,
 }
 
@@ -231,7 +237,11 @@ impl<'a> Bench<'a> {
             support::connector_vars(&self.pg.url(&db), &feldera.base_url(), "p", "t", &state_dir);
         vars.push(("PG_SLOT".to_owned(), name.clone()));
         vars.extend(self.extra.iter().cloned());
-        let connector = ConnectorProcess::spawn(binary, &vars, state_dir.join("connector.log"))?;
+        let (log, keep) = match &self.log_dir {
+            Some(dir) => (dir.join(format!("{name}.log")), true),
+            None => (state_dir.join("connector.log"), false),
+        };
+        let connector = ConnectorProcess::spawn(binary, &vars, log, keep)?;
         let psql = Psql::connect(self.pg.port(), &db)?;
         let mut stage = Stage {
             connector,
@@ -242,6 +252,7 @@ impl<'a> Bench<'a> {
             slot: name,
             state_dir,
         };
+        stage.wait_streaming(Duration::from_secs(60))?;
         stage.wait_caught_up(Duration::from_secs(60))?;
         Ok(stage)
     }
@@ -352,6 +363,20 @@ impl Stage<'_> {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    fn wait_streaming(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        while !self.psql.slot_active(&self.slot)? {
+            if let Some(code) = self.connector.exit_code() {
+                return Err(self.failure(&format!("connector exited with {code}")));
+            }
+            if Instant::now() >= deadline {
+                return Err(self.failure("the connector did not start streaming"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
     }
 
     fn walsender_pid(&mut self) -> Result<u32, String> {
@@ -468,9 +493,17 @@ fn machine() -> Vec<String> {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     vec![
         format!("CPU: {model}, {cores} cores available to this process"),
+        format!("load average at the end (1, 5, 15 min): {}", load_average()),
         format!("memory: {}", mem.map_or("unknown".to_owned(), mib)),
         format!("kernel: Linux {}", kernel.trim()),
     ]
+}
+
+/// The first three fields of /proc/loadavg: other work on the machine skews the figures.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
 }
 
 /// Size of the binary as built, and after `strip` (a temporary copy).
@@ -547,8 +580,9 @@ fn print_summary(
     }
     if !idle.is_empty() {
         println!(
-            "\n| binary | idle CPU over {} s | share of one core | RSS at the end |",
-            args.idle_secs
+            "\n| binary | idle CPU over {} s (utime+stime, {:.0} ms ticks) | share of one core | RSS at the end |",
+            args.idle_secs,
+            1000.0 / clock_ticks()
         );
         println!("|---|---:|---:|---:|");
         for (shell, cpu, rss) in idle {
