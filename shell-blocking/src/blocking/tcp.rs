@@ -16,6 +16,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 /// What the writer thread does next.
 #[derive(Debug)]
@@ -194,16 +195,31 @@ fn start_reader(
     Ok(())
 }
 
-/// Reads until end of stream, error or close, handing each chunk over at its length.
+/// How long the reader waits for more bytes after a read before handing the chunk over.
+/// PostgreSQL sends one small message per row; handing each one to the run loop costs a
+/// thread wake-up, so reads that follow each other within this window travel together.
+const COALESCE: Duration = Duration::from_micros(200);
+
+/// Reads until end of stream, error or close, handing over what arrived together.
 fn reader(conn: ConnId, mut stream: TcpStream, gate: &Gate, inputs: &Sender<Input>) {
     let mut buffer = vec![0u8; READ_CHUNK];
     while gate.wait_open() {
         let input = match stream.read(&mut buffer) {
             Ok(0) => Input::PgClosed { conn, error: None },
-            Ok(n) => Input::PgBytes {
-                conn,
-                bytes: Bytes::copy_from_slice(&buffer[..n]),
-            },
+            Ok(n) => {
+                let (filled, end_of_stream) = read_more(&mut stream, &mut buffer, n);
+                let bytes = Input::PgBytes {
+                    conn,
+                    bytes: Bytes::copy_from_slice(&buffer[..filled]),
+                };
+                if inputs.send(bytes).is_err() {
+                    return;
+                }
+                if !end_of_stream {
+                    continue;
+                }
+                Input::PgClosed { conn, error: None }
+            }
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
             // Our own shutdown after PgClose: the core wants nothing more.
             Err(_) if gate.is_closed() => return,
@@ -217,4 +233,27 @@ fn reader(conn: ConnId, mut stream: TcpStream, gate: &Gate, inputs: &Sender<Inpu
             return;
         }
     }
+}
+
+/// Tops up `buffer` (holding `filled` bytes) with whatever arrives within `COALESCE` of
+/// the previous read. Returns the new length, and whether the stream ended.
+fn read_more(stream: &mut TcpStream, buffer: &mut [u8], mut filled: usize) -> (usize, bool) {
+    if stream.set_read_timeout(Some(COALESCE)).is_err() {
+        return (filled, false);
+    }
+    let mut ended = false;
+    while filled < buffer.len() {
+        match stream.read(&mut buffer[filled..]) {
+            Ok(0) => {
+                ended = true;
+                break;
+            }
+            Ok(n) => filled += n,
+            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+            // Timed out (nothing more for now) or failed: the next blocking read reports it.
+            Err(_) => break,
+        }
+    }
+    let _ = stream.set_read_timeout(None);
+    (filled, ended)
 }
