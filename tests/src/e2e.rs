@@ -422,3 +422,27 @@ impl Connector {
         wait_for(timeout, || self.log_text().contains(needle).then_some(())).is_some()
     }
 }
+
+impl Env {
+    /// Runs `sql` as one transaction and returns `pg_current_wal_insert_lsn()` taken inside
+    /// it, after its changes and before its commit: a position at or before the commit
+    /// record, so a slot confirmed at or before it has not acknowledged this transaction.
+    pub fn write_txn(&self, sql: &str) -> String {
+        self.sql(&format!(
+            "BEGIN; {sql}; SELECT pg_current_wal_insert_lsn(); COMMIT;"
+        ))
+    }
+
+    /// Row changes (pgoutput Insert, Update, Delete messages) still waiting in the slot for
+    /// publication `pub`: what a restart would replay. Peeks without consuming; only
+    /// possible while no connector holds the slot.
+    pub fn slot_pending_changes(&self) -> usize {
+        let out = self.sql(&format!(
+            "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('{}', NULL, NULL, \
+             'proto_version', '1', 'publication_names', 'pub') WHERE get_byte(data, 0) IN (73, 85, 68)",
+            self.slot_name()
+        ));
+        out.parse()
+            .unwrap_or_else(|_| panic!("cannot count pending changes: {out:?}"))
+    }
+}
