@@ -127,11 +127,43 @@ macro_rules! crash_case {
     };
 }
 
-crash_case!(crash_before_send_of_batch_1_then_restart_catches_up, "before_send", 1);
-crash_case!(crash_before_send_of_batch_3_then_restart_catches_up, "before_send", 3);
-crash_case!(crash_after_send_of_batch_1_then_restart_catches_up, "after_send", 1);
-crash_case!(crash_after_send_of_batch_3_then_restart_catches_up, "after_send", 3);
-crash_case!(crash_after_complete_of_batch_1_then_restart_catches_up, "after_complete", 1);
-crash_case!(crash_after_complete_of_batch_3_then_restart_catches_up, "after_complete", 3);
-crash_case!(crash_after_ack_of_batch_1_then_restart_catches_up, "after_ack", 1);
-crash_case!(crash_after_ack_of_batch_3_then_restart_catches_up, "after_ack", 3);
+crash_case!(
+    crash_before_send_of_batch_1_then_restart_catches_up,
+    "before_send",
+    1
+);
+crash_case!(
+    crash_before_send_of_batch_3_then_restart_catches_up,
+    "before_send",
+    3
+);
+crash_case!(
+    crash_after_send_of_batch_1_then_restart_catches_up,
+    "after_send",
+    1
+);
+crash_case!(
+    crash_after_send_of_batch_3_then_restart_catches_up,
+    "after_send",
+    3
+);
+crash_case!(
+    crash_after_complete_of_batch_1_then_restart_catches_up,
+    "after_complete",
+    1
+);
+crash_case!(
+    crash_after_complete_of_batch_3_then_restart_catches_up,
+    "after_complete",
+    3
+);
+crash_case!(
+    crash_after_ack_of_batch_1_then_restart_catches_up,
+    "after_ack",
+    1
+);
+crash_case!(
+    crash_after_ack_of_batch_3_then_restart_catches_up,
+    "after_ack",
+    3
+);

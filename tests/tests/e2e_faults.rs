@@ -84,7 +84,11 @@ fn feldera_restart_after_accepting(shell: Shell, ack_mode: &str) {
                 .any(|r| r.endpoint == "completion_status")
                 .then_some(())
         });
-        assert!(polled.is_some(), "no completion poll:\n{}", first.log_text());
+        assert!(
+            polled.is_some(),
+            "no completion poll:\n{}",
+            first.log_text()
+        );
         assert!(
             env.slot_at_or_before(&first_txn),
             "completed mode acknowledged unprocessed rows: slot {:?}, first commit after {first_txn}\n{}",
@@ -92,7 +96,11 @@ fn feldera_restart_after_accepting(shell: Shell, ack_mode: &str) {
             first.log_text()
         );
     }
-    assert_eq!(feldera_ids(&env), Vec::<i64>::new(), "nothing was processed");
+    assert_eq!(
+        feldera_ids(&env),
+        Vec::<i64>::new(),
+        "nothing was processed"
+    );
 
     env.feldera
         .set_completion_delay(CompletionDelay::Fixed(Duration::ZERO));
@@ -194,11 +202,7 @@ fn outage_then_recovery(shell: Shell) {
         env.slot_confirmed()
     );
     assert_eq!(feldera_ids(&env), vec![1]);
-    assert!(env
-        .feldera
-        .requests()
-        .iter()
-        .any(|r| r.status == 503));
+    assert!(env.feldera.requests().iter().any(|r| r.status == 503));
 
     env.feldera.clear_unavailable();
     env.sql("INSERT INTO users VALUES (4, 'after')");

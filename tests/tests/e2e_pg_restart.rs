@@ -66,7 +66,8 @@ fn postgres_restarted_mid_stream(shell: Shell) {
     env.assert_rows_equal("users", "users", "id");
     let log = connector.log_text();
     assert!(
-        log.contains("replication connection lost") || log.contains("replication connection failed"),
+        log.contains("replication connection lost")
+            || log.contains("replication connection failed"),
         "the restart went unnoticed:\n{log}"
     );
     assert!(connector.is_running(), "{log}");
