@@ -376,3 +376,73 @@ impl Drop for Connector {
         let _ = std::fs::remove_file(&self.log);
     }
 }
+
+// Helpers for the crash, fault and refusal tests (positions, logs, the row oracle).
+impl Env {
+    /// The server's current WAL insert position (`pg_current_wal_lsn()`), as text.
+    pub fn wal_lsn(&self) -> String {
+        self.sql("SELECT pg_current_wal_lsn()")
+    }
+
+    /// Creates this environment's slot (logical, pgoutput) before any connector runs, so
+    /// that changes written afterwards wait in the slot; returns its confirmed position.
+    pub fn create_slot(&self) -> String {
+        self.sql(&format!(
+            "SELECT lsn FROM pg_create_logical_replication_slot('{}', 'pgoutput')",
+            self.slot_name()
+        ))
+    }
+
+    /// Whether the slot exists and its `confirmed_flush_lsn` is at or before `lsn`: the
+    /// connector acknowledged nothing written after `lsn`.
+    pub fn slot_at_or_before(&self, lsn: &str) -> bool {
+        self.sql(&format!(
+            "SELECT confirmed_flush_lsn <= '{lsn}'::pg_lsn FROM pg_replication_slots WHERE slot_name = '{}'",
+            self.slot_name()
+        )) == "t"
+    }
+
+    /// The oracle: the double's rows of `feldera_table` (each of weight 1, no faults) equal
+    /// PostgreSQL's rows of `pg_table`, value by value. Both sides are sorted by the JSON
+    /// text of `key`, so the comparison does not depend on either side's order.
+    pub fn assert_rows_equal(&self, pg_table: &str, feldera_table: &str, key: &str) {
+        let mut pg = self.pg_rows(pg_table, key);
+        pg.sort_by(|a, b| a[key].to_string().cmp(&b[key].to_string()));
+        let feldera = self.feldera_rows(feldera_table, key);
+        assert_eq!(
+            feldera, pg,
+            "Feldera's {feldera_table} (left) differs from PostgreSQL's {pg_table} (right)"
+        );
+    }
+}
+
+impl Connector {
+    /// Waits up to `timeout` until the log has a line containing `needle`.
+    pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        wait_for(timeout, || self.log_text().contains(needle).then_some(())).is_some()
+    }
+}
+
+impl Env {
+    /// Runs `sql` as one transaction and returns `pg_current_wal_insert_lsn()` taken inside
+    /// it, after its changes and before its commit: a position at or before the commit
+    /// record, so a slot confirmed at or before it has not acknowledged this transaction.
+    pub fn write_txn(&self, sql: &str) -> String {
+        self.sql(&format!(
+            "BEGIN; {sql}; SELECT pg_current_wal_insert_lsn(); COMMIT;"
+        ))
+    }
+
+    /// Row changes (pgoutput Insert, Update, Delete messages) still waiting in the slot for
+    /// publication `pub`: what a restart would replay. Peeks without consuming; only
+    /// possible while no connector holds the slot.
+    pub fn slot_pending_changes(&self) -> usize {
+        let out = self.sql(&format!(
+            "SELECT count(*) FROM pg_logical_slot_peek_binary_changes('{}', NULL, NULL, \
+             'proto_version', '1', 'publication_names', 'pub') WHERE get_byte(data, 0) IN (73, 85, 68)",
+            self.slot_name()
+        ));
+        out.parse()
+            .unwrap_or_else(|_| panic!("cannot count pending changes: {out:?}"))
+    }
+}
