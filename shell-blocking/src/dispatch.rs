@@ -30,6 +30,11 @@ pub trait Executor {
     fn http(&mut self, id: HttpId, request: HttpRequest);
 }
 
+/// How long an exiting shell waits for the bytes the core already asked it to write (the
+/// status update of the `after_ack` crash point, a final status update): bounded, because
+/// an orchestrator's next signal is SIGKILL.
+pub const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the run loop does after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {

@@ -58,6 +58,7 @@ async fn drive<D: Driver>(mut core: D, clock: Clock, options: RunOptions) -> i32
     loop {
         while let Some(command) = core.poll_command() {
             if let Flow::Exit(code) = dispatch(command, &mut io, &mut router) {
+                io.finish().await;
                 return code;
             }
         }
@@ -130,6 +131,16 @@ impl TokioIo {
             conns: BTreeMap::new(),
             http: HttpPool::start(http_workers, deliver)?,
         })
+    }
+}
+
+impl TokioIo {
+    /// Before exiting: the bytes already handed over reach their sockets (bounded).
+    async fn finish(&mut self) {
+        let deadline = tokio::time::Instant::now() + slotline_shell::dispatch::EXIT_FLUSH;
+        for (_, conn) in std::mem::take(&mut self.conns) {
+            conn.close_and_wait(deadline).await;
+        }
     }
 }
 

@@ -27,6 +27,7 @@ enum ConnOp {
 #[derive(Debug)]
 pub struct TcpConn {
     ops: mpsc::UnboundedSender<ConnOp>,
+    task: tokio::task::JoinHandle<()>,
     /// `true` while reading is paused.
     paused: watch::Sender<bool>,
 }
@@ -36,8 +37,8 @@ impl TcpConn {
     pub fn open(conn: ConnId, host: String, port: u16, inputs: mpsc::Sender<Input>) -> TcpConn {
         let (ops, queue) = mpsc::unbounded_channel();
         let (paused, gate) = watch::channel(false);
-        tokio::spawn(connection(conn, host, port, queue, gate, inputs));
-        TcpConn { ops, paused }
+        let task = tokio::spawn(connection(conn, host, port, queue, gate, inputs));
+        TcpConn { ops, task, paused }
     }
 
     pub fn write(&self, bytes: Bytes) {
@@ -56,6 +57,12 @@ impl TcpConn {
     /// Flushes queued writes, then closes (see the module docs on `CLOSE_GRACE`).
     pub fn close(self) {
         let _ = self.ops.send(ConnOp::Close);
+    }
+
+    /// Closes after the queued writes, waiting for them until `deadline` at most.
+    pub async fn close_and_wait(self, deadline: tokio::time::Instant) {
+        let _ = self.ops.send(ConnOp::Close);
+        let _ = tokio::time::timeout_at(deadline, self.task).await;
     }
 }
 

@@ -93,6 +93,20 @@ fn crash_then_restart_catches_up(shell: Shell, point: &str, after: usize) {
         ends[acked]
     );
 
+    if point == "after_ack" {
+        // The status update carrying the crashing batch's position was written before the
+        // exit (the shells flush what the core handed them): the slot shows it.
+        let moved = slotline_tests::pg::wait_for(Duration::from_secs(10), || {
+            (!env.slot_at_or_before(&ends[after - 1])).then_some(())
+        });
+        assert!(
+            moved.is_some(),
+            "the after_ack status update did not reach PostgreSQL: slot {:?}, transaction {after} ends after {}",
+            env.slot_confirmed(),
+            ends[after - 1]
+        );
+    }
+
     let mut restarted = env.start(shell, &[("TABLES", "users"), ("BATCH_LINGER_MS", "0")]);
     assert!(
         env.wait_caught_up(Duration::from_secs(60)),

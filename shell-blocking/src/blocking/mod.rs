@@ -44,6 +44,7 @@ pub fn run<D: Driver>(mut core: D, clock: Clock, options: RunOptions) -> i32 {
     loop {
         while let Some(command) = core.poll_command() {
             if let Flow::Exit(code) = dispatch(command, &mut io, &mut router) {
+                io.finish();
                 return code;
             }
         }
@@ -108,6 +109,16 @@ impl BlockingIo {
             conns: BTreeMap::new(),
             http: HttpPool::start(http_workers, deliver)?,
         })
+    }
+}
+
+impl BlockingIo {
+    /// Before exiting: the bytes already handed over reach their sockets (bounded).
+    fn finish(&mut self) {
+        let deadline = std::time::Instant::now() + crate::dispatch::EXIT_FLUSH;
+        for (_, conn) in std::mem::take(&mut self.conns) {
+            conn.close_and_wait(deadline);
+        }
     }
 }
 

@@ -113,6 +113,14 @@ impl TcpConn {
     pub fn close(self) {
         drop(self);
     }
+
+    /// Closes after the queued writes, waiting for them until `deadline` at most.
+    pub fn close_and_wait(self, deadline: std::time::Instant) {
+        let _ = self.ops.send(ConnOp::Close);
+        while !self.gate.finished.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 }
 
 impl Drop for TcpConn {
