@@ -376,3 +376,40 @@ impl Drop for Connector {
         let _ = std::fs::remove_file(&self.log);
     }
 }
+
+// Helpers for the acknowledgement and stop tests (issue 5).
+impl Env {
+    /// Rows carried by every ingress request the double accepted (200) since its log was
+    /// last cleared: how many rows the connector delivered, replays included.
+    pub fn ingress_rows(&self) -> u64 {
+        self.feldera
+            .requests()
+            .iter()
+            .filter(|r| r.endpoint == "ingress" && r.status == 200)
+            .map(|r| r.rows.unwrap_or(0))
+            .sum()
+    }
+
+    /// `a >= b` for two LSNs in PostgreSQL's text form, compared by PostgreSQL.
+    pub fn lsn_at_least(&self, a: &str, b: &str) -> bool {
+        self.sql(&format!("SELECT '{a}'::pg_lsn >= '{b}'::pg_lsn")) == "t"
+    }
+
+    /// The walsender serving this environment's slot: `(pid, write_lsn, flush_lsn)` from
+    /// `pg_stat_replication`, or `None` when no process holds the slot.
+    pub fn walsender(&self) -> Option<(String, String, String)> {
+        let out = self.sql(&format!(
+            "SELECT r.pid || ' ' || coalesce(r.write_lsn::text, '-') || ' ' || coalesce(r.flush_lsn::text, '-') \
+             FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid \
+             WHERE s.slot_name = '{}'",
+            self.slot_name()
+        ));
+        let mut parts = out.split(' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(pid), Some(write), Some(flush)) if !pid.is_empty() => {
+                Some((pid.to_owned(), write.to_owned(), flush.to_owned()))
+            }
+            _ => None,
+        }
+    }
+}
