@@ -53,6 +53,12 @@ fn short_status_interval(env: &Env) {
 }
 
 /// Claim: a graceful stop confirms the last commit's end; the next run posts no row again.
+///
+/// Even runs stop once Feldera has processed every row (the connector has usually
+/// reported the position already). Odd runs stop while Feldera holds the first batch
+/// accepted but unprocessed and the rest is still in the connector: the stop must drain,
+/// wait for completion, send the final status update and see it confirmed. A SIGKILL in
+/// place of the SIGTERM fails these runs (checked), not the even ones.
 fn graceful_stop_confirms_the_last_commit_eight_times(shell: Shell) {
     const RUNS: u64 = 8;
     const ROWS_PER_RUN: u64 = 4;
@@ -60,14 +66,20 @@ fn graceful_stop_confirms_the_last_commit_eight_times(shell: Shell) {
     let env = Env::new("gracestop", SETUP, schema());
     short_status_interval(&env);
     for run in 0..RUNS {
+        let in_flight = run % 2 == 1;
         env.feldera.clear_requests();
+        env.feldera.set_completion_delay(if in_flight {
+            CompletionDelay::Never
+        } else {
+            CompletionDelay::Fixed(Duration::ZERO)
+        });
         let mut connector = env.start(shell, &[TABLES]);
         assert!(
             wait_for(Duration::from_secs(30), || env.walsender()).is_some(),
             "run {run}: connector did not start streaming:\n{}",
             connector.log_text()
         );
-        // Three single-row transactions, then one with an update and a delete.
+        // Three single-row transactions, then one with an insert, an update and a delete.
         let base = run * 100;
         let mut sql: String = (0..ROWS_PER_RUN - 1)
             .map(|i| format!("INSERT INTO users VALUES ({}, 'r{run}');", base + i))
@@ -80,13 +92,31 @@ fn graceful_stop_confirms_the_last_commit_eight_times(shell: Shell) {
         ));
         env.sql(&sql);
         let target = env.sql("SELECT pg_current_wal_lsn()");
-        assert!(
-            wait_for(Duration::from_secs(30), || same_rows(&env).then_some(())).is_some(),
-            "run {run}: Feldera did not get the rows:\n{}",
-            connector.log_text()
-        );
+        if in_flight {
+            assert!(
+                wait_for(Duration::from_secs(30), || (env.ingress_rows() >= 1)
+                    .then_some(()))
+                .is_some(),
+                "run {run}: no batch accepted:\n{}",
+                connector.log_text()
+            );
+            assert!(env.feldera.status()["pending_groups"].as_u64().unwrap_or(0) > 0);
+            env.feldera
+                .set_completion_delay(CompletionDelay::Fixed(Duration::ZERO));
+            connector.signal("TERM");
+            // Feldera finishes the batch it held only after the stop began.
+            std::thread::sleep(Duration::from_millis(200));
+            env.feldera.release_completions();
+        } else {
+            assert!(
+                wait_for(Duration::from_secs(30), || same_rows(&env).then_some(())).is_some(),
+                "run {run}: Feldera did not get the rows:\n{}",
+                connector.log_text()
+            );
+            connector.signal("TERM");
+        }
         assert_eq!(
-            connector.stop(Duration::from_secs(20)),
+            connector.wait_exit(Duration::from_secs(20)),
             Some(0),
             "run {run}: graceful stop:\n{}",
             connector.log_text()
@@ -97,6 +127,7 @@ fn graceful_stop_confirms_the_last_commit_eight_times(shell: Shell) {
             "run {run}: slot at {confirmed}, last commit ended at {target}:\n{}",
             connector.log_text()
         );
+        assert!(same_rows(&env), "run {run}: Feldera differs after the stop");
         // This run delivered its own rows and nothing from the previous run: 3 inserts,
         // then insert + update + delete (the update and the delete are one event each).
         assert_eq!(
