@@ -44,7 +44,16 @@ impl Shell {
         let path = dir.join(self.binary_name());
         static BUILT: OnceLock<()> = OnceLock::new();
         BUILT.get_or_init(|| {
-            let status = Command::new(env!("CARGO"))
+            let mut build = Command::new(env!("CARGO"));
+            // Variables cargo sets for this test binary would change build scripts'
+            // fingerprints (ring watches CARGO_MANIFEST_DIR) and rebuild half the tree.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy().into_owned();
+                if is_per_crate_cargo_variable(&name) {
+                    build.env_remove(&name);
+                }
+            }
+            let status = build
                 .args([
                     "build",
                     "--quiet",
@@ -60,6 +69,18 @@ impl Shell {
         assert!(path.is_file(), "{} was not built", path.display());
         path
     }
+}
+
+/// Variables cargo sets per crate for a running test or build script; a nested `cargo
+/// build` must not inherit them.
+pub fn is_per_crate_cargo_variable(name: &str) -> bool {
+    name == "CARGO_MANIFEST_DIR"
+        || name == "CARGO_MANIFEST_PATH"
+        || name == "CARGO_CRATE_NAME"
+        || name == "CARGO_PRIMARY_PACKAGE"
+        || name == "CARGO_TARGET_TMPDIR"
+        || name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_EXE_")
 }
 
 /// The cluster shared by one test binary, with short server settings so tests that need
@@ -444,5 +465,42 @@ impl Env {
         ));
         out.parse()
             .unwrap_or_else(|_| panic!("cannot count pending changes: {out:?}"))
+    }
+}
+
+// Helpers for the acknowledgement and stop tests (issue 5).
+impl Env {
+    /// Rows carried by every ingress request the double accepted (200) since its log was
+    /// last cleared: how many rows the connector delivered, replays included.
+    pub fn ingress_rows(&self) -> u64 {
+        self.feldera
+            .requests()
+            .iter()
+            .filter(|r| r.endpoint == "ingress" && r.status == 200)
+            .map(|r| r.rows.unwrap_or(0))
+            .sum()
+    }
+
+    /// `a >= b` for two LSNs in PostgreSQL's text form, compared by PostgreSQL.
+    pub fn lsn_at_least(&self, a: &str, b: &str) -> bool {
+        self.sql(&format!("SELECT '{a}'::pg_lsn >= '{b}'::pg_lsn")) == "t"
+    }
+
+    /// The walsender serving this environment's slot: `(pid, write_lsn, flush_lsn)` from
+    /// `pg_stat_replication`, or `None` when no process holds the slot.
+    pub fn walsender(&self) -> Option<(String, String, String)> {
+        let out = self.sql(&format!(
+            "SELECT r.pid || ' ' || coalesce(r.write_lsn::text, '-') || ' ' || coalesce(r.flush_lsn::text, '-') \
+             FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid \
+             WHERE s.slot_name = '{}'",
+            self.slot_name()
+        ));
+        let mut parts = out.split(' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(pid), Some(write), Some(flush)) if !pid.is_empty() => {
+                Some((pid.to_owned(), write.to_owned(), flush.to_owned()))
+            }
+            _ => None,
+        }
     }
 }

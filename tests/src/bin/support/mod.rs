@@ -65,7 +65,14 @@ fn build_connectors(profile: &str) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     println!("building the connector binaries if needed (cargo build --profile {profile} -p slotline -p slotline-blocking)");
-    let status = Command::new(&cargo)
+    let mut build = Command::new(&cargo);
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if slotline_tests::e2e::is_per_crate_cargo_variable(&name) {
+            build.env_remove(&name);
+        }
+    }
+    let status = build
         .args(["build", "--quiet", "--profile", profile])
         // Both packages, as `e2e::Shell::binary` builds them: the same feature set, so the
         // tests and these programs do not rebuild each other's binaries.
