@@ -342,8 +342,16 @@ impl PgCluster {
     /// Runs SQL through `psql` (unaligned, tuples only, stop at the first error) and returns
     /// its standard output; panics with psql's error output and the server log on failure.
     pub fn psql(&self, database: &str, sql: &str) -> String {
-        let psql = self.psql_binary();
-        let mut cmd = Command::new(psql);
+        let mut cmd = self.psql_command(database);
+        cmd.args(["-c", sql]);
+        let out = self.run(&format!("psql {sql:?}"), &mut cmd);
+        String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+    }
+
+    /// `psql` as the superuser on `database`: no psqlrc, quiet, unaligned, tuples only,
+    /// stopping at the first error.
+    fn psql_command(&self, database: &str) -> Command {
+        let mut cmd = Command::new(self.psql_binary());
         cmd.args([
             "-X",
             "-q",
@@ -361,11 +369,8 @@ impl PgCluster {
             "postgres",
             "-d",
             database,
-            "-c",
-            sql,
         ]);
-        let out = self.run(&format!("psql {sql:?}"), &mut cmd);
-        String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+        cmd
     }
 
     fn psql_binary(&self) -> PathBuf {
@@ -428,25 +433,7 @@ impl PgCluster {
     /// the shape the core's catalog parsers take.
     pub fn query_rows(&self, database: &str, sql: &str) -> Vec<Vec<Option<String>>> {
         const NULL: &str = "\u{1}NULL\u{1}";
-        let mut cmd = Command::new(self.psql_binary());
-        cmd.args([
-            "-X",
-            "-q",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            "127.0.0.1",
-        ]);
-        cmd.args([
-            "-p",
-            &self.port.to_string(),
-            "-U",
-            "postgres",
-            "-d",
-            database,
-        ]);
+        let mut cmd = self.psql_command(database);
         cmd.args([
             "-F",
             "\u{1f}",
