@@ -312,12 +312,15 @@ impl Psql {
         Ok(lines.into_iter().next().filter(|l| !l.is_empty()))
     }
 
-    /// Whether a walsender streams from the slot (a connector is attached).
+    /// Whether a walsender streams from the slot (a connector is attached and past
+    /// START_REPLICATION). `active` alone is not enough: the slot is also active while
+    /// `CREATE_REPLICATION_SLOT` runs, and released again until the stream starts.
     pub fn slot_active(&mut self, slot: &str) -> Result<bool, String> {
         let lines = self.query(&format!(
-            "SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'"
+            "SELECT r.state FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid \
+             WHERE s.slot_name = '{slot}'"
         ))?;
-        Ok(lines.first().map(String::as_str) == Some("t"))
+        Ok(matches!(lines.first().map(String::as_str), Some("catchup" | "streaming")))
     }
 
     /// Whether the slot exists and confirmed at least `target` (an LSN as text).
