@@ -35,6 +35,95 @@ pub trait Executor {
 /// an orchestrator's next signal is SIGKILL.
 pub const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The run loop's side of one PostgreSQL connection, as each runtime implements it.
+pub trait ConnHandle {
+    /// Queue bytes, in order.
+    fn write(&self, bytes: Bytes);
+    fn pause(&self);
+    fn resume(&self);
+    /// Flush queued writes, then close (bounded by `conns::CLOSE_GRACE`).
+    fn close(self);
+}
+
+/// The open connections of a shell, by id.
+#[derive(Debug)]
+pub struct ConnTable<C> {
+    conns: std::collections::BTreeMap<ConnId, C>,
+}
+
+impl<C> Default for ConnTable<C> {
+    fn default() -> Self {
+        ConnTable {
+            conns: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl<C> ConnTable<C> {
+    pub fn insert(&mut self, conn: ConnId, handle: C) {
+        self.conns.insert(conn, handle);
+    }
+
+    pub fn get(&self, conn: ConnId) -> Option<&C> {
+        self.conns.get(&conn)
+    }
+
+    pub fn remove(&mut self, conn: ConnId) -> Option<C> {
+        self.conns.remove(&conn)
+    }
+
+    /// Every open connection, leaving the table empty (before exiting).
+    pub fn take_all(&mut self) -> Vec<C> {
+        std::mem::take(&mut self.conns).into_values().collect()
+    }
+}
+
+/// A runtime's I/O: how it opens a connection and starts a request. `Executor` follows
+/// from it, the same for every runtime.
+pub trait ShellIo {
+    type Conn: ConnHandle;
+    fn conns(&mut self) -> &mut ConnTable<Self::Conn>;
+    /// Start opening a plain TCP connection; report `PgConnected` or `PgClosed`.
+    fn open(&mut self, conn: ConnId, host: String, port: u16) -> Self::Conn;
+    /// Start the request; report `HttpDone` or `HttpFailed` with the same id.
+    fn submit_http(&mut self, id: HttpId, request: HttpRequest);
+}
+
+impl<T: ShellIo> Executor for T {
+    fn connect(&mut self, conn: ConnId, host: String, port: u16) {
+        let handle = self.open(conn, host, port);
+        self.conns().insert(conn, handle);
+    }
+
+    fn write(&mut self, conn: ConnId, bytes: Bytes) {
+        if let Some(handle) = self.conns().get(conn) {
+            handle.write(bytes);
+        }
+    }
+
+    fn pause(&mut self, conn: ConnId) {
+        if let Some(handle) = self.conns().get(conn) {
+            handle.pause();
+        }
+    }
+
+    fn resume(&mut self, conn: ConnId) {
+        if let Some(handle) = self.conns().get(conn) {
+            handle.resume();
+        }
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        if let Some(handle) = self.conns().remove(conn) {
+            handle.close();
+        }
+    }
+
+    fn http(&mut self, id: HttpId, request: HttpRequest) {
+        self.submit_http(id, request);
+    }
+}
+
 /// What the run loop does after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {

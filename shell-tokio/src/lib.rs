@@ -9,14 +9,13 @@
 
 mod tcp;
 
-use bytes::Bytes;
 use slotline_core::feldera::HttpRequest;
 use slotline_core::io::{exit, ConnId, Driver, HttpId, Input};
 use slotline_shell::conns::ConnRouter;
+use slotline_shell::dispatch::{ConnTable, ShellIo};
 use slotline_shell::http::{Deliver, HttpPool};
 use slotline_shell::signals::SignalListener;
-use slotline_shell::{dispatch, feed, Clock, Executor, Flow, RunOptions, INPUT_QUEUE};
-use std::collections::BTreeMap;
+use slotline_shell::{dispatch, feed, Clock, Flow, RunOptions, INPUT_QUEUE};
 use std::sync::Arc;
 use tcp::TcpConn;
 use tokio::sync::mpsc;
@@ -115,7 +114,7 @@ async fn wait<D: Driver>(
 /// The tokio `Executor`: connection tasks and the shared HTTP pool.
 struct TokioIo {
     inputs: mpsc::Sender<Input>,
-    conns: BTreeMap<ConnId, TcpConn>,
+    conns: ConnTable<TcpConn>,
     http: HttpPool,
 }
 
@@ -128,7 +127,7 @@ impl TokioIo {
         });
         Ok(TokioIo {
             inputs: inputs.clone(),
-            conns: BTreeMap::new(),
+            conns: ConnTable::default(),
             http: HttpPool::start(http_workers, deliver)?,
         })
     }
@@ -138,43 +137,24 @@ impl TokioIo {
     /// Before exiting: the bytes already handed over reach their sockets (bounded).
     async fn finish(&mut self) {
         let deadline = tokio::time::Instant::now() + slotline_shell::dispatch::EXIT_FLUSH;
-        for (_, conn) in std::mem::take(&mut self.conns) {
+        for conn in self.conns.take_all() {
             conn.close_and_wait(deadline).await;
         }
     }
 }
 
-impl Executor for TokioIo {
-    fn connect(&mut self, conn: ConnId, host: String, port: u16) {
-        let handle = TcpConn::open(conn, host, port, self.inputs.clone());
-        self.conns.insert(conn, handle);
+impl ShellIo for TokioIo {
+    type Conn = TcpConn;
+
+    fn conns(&mut self) -> &mut ConnTable<TcpConn> {
+        &mut self.conns
     }
 
-    fn write(&mut self, conn: ConnId, bytes: Bytes) {
-        if let Some(handle) = self.conns.get(&conn) {
-            handle.write(bytes);
-        }
+    fn open(&mut self, conn: ConnId, host: String, port: u16) -> TcpConn {
+        TcpConn::open(conn, host, port, self.inputs.clone())
     }
 
-    fn pause(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns.get(&conn) {
-            handle.pause();
-        }
-    }
-
-    fn resume(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns.get(&conn) {
-            handle.resume();
-        }
-    }
-
-    fn close(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns.remove(&conn) {
-            handle.close();
-        }
-    }
-
-    fn http(&mut self, id: HttpId, request: HttpRequest) {
+    fn submit_http(&mut self, id: HttpId, request: HttpRequest) {
         self.http.submit(id, request);
     }
 }

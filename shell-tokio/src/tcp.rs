@@ -41,28 +41,30 @@ impl TcpConn {
         TcpConn { ops, task, paused }
     }
 
-    pub fn write(&self, bytes: Bytes) {
-        // A finished task has reported (or been told of) the end: nothing to do.
-        let _ = self.ops.send(ConnOp::Write(bytes));
-    }
-
-    pub fn pause(&self) {
-        self.paused.send_replace(true);
-    }
-
-    pub fn resume(&self) {
-        self.paused.send_replace(false);
-    }
-
-    /// Flushes queued writes, then closes (see the module docs on `CLOSE_GRACE`).
-    pub fn close(self) {
-        let _ = self.ops.send(ConnOp::Close);
-    }
-
     /// Closes after the queued writes, waiting for them until `deadline` at most.
     pub async fn close_and_wait(self, deadline: tokio::time::Instant) {
         let _ = self.ops.send(ConnOp::Close);
         let _ = tokio::time::timeout_at(deadline, self.task).await;
+    }
+}
+
+impl slotline_shell::dispatch::ConnHandle for TcpConn {
+    fn write(&self, bytes: Bytes) {
+        // A finished task has reported (or been told of) the end: nothing to do.
+        let _ = self.ops.send(ConnOp::Write(bytes));
+    }
+
+    fn pause(&self) {
+        self.paused.send_replace(true);
+    }
+
+    fn resume(&self) {
+        self.paused.send_replace(false);
+    }
+
+    /// Flushes queued writes, then closes (see the module docs on `CLOSE_GRACE`).
+    fn close(self) {
+        let _ = self.ops.send(ConnOp::Close);
     }
 }
 

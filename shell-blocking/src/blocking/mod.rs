@@ -9,15 +9,13 @@
 mod tcp;
 
 use crate::conns::ConnRouter;
-use crate::dispatch::{dispatch, feed, Executor, Flow};
+use crate::dispatch::{dispatch, feed, ConnTable, Flow, ShellIo};
 use crate::http::HttpPool;
 use crate::signals::SignalListener;
 use crate::{Clock, RunOptions, INPUT_QUEUE};
-use bytes::Bytes;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use slotline_core::feldera::HttpRequest;
 use slotline_core::io::{exit, ConnId, Driver, HttpId, Input};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use tcp::TcpConn;
 
@@ -94,7 +92,7 @@ fn wait<D: Driver>(
 /// The blocking `Executor`: connection threads and the HTTP pool.
 struct BlockingIo {
     inputs: Sender<Input>,
-    conns: BTreeMap<ConnId, TcpConn>,
+    conns: ConnTable<TcpConn>,
     http: HttpPool,
 }
 
@@ -106,7 +104,7 @@ impl BlockingIo {
         });
         Ok(BlockingIo {
             inputs: inputs.clone(),
-            conns: BTreeMap::new(),
+            conns: ConnTable::default(),
             http: HttpPool::start(http_workers, deliver)?,
         })
     }
@@ -116,43 +114,24 @@ impl BlockingIo {
     /// Before exiting: the bytes already handed over reach their sockets (bounded).
     fn finish(&mut self) {
         let deadline = std::time::Instant::now() + crate::dispatch::EXIT_FLUSH;
-        for (_, conn) in std::mem::take(&mut self.conns) {
+        for conn in self.conns.take_all() {
             conn.close_and_wait(deadline);
         }
     }
 }
 
-impl Executor for BlockingIo {
-    fn connect(&mut self, conn: ConnId, host: String, port: u16) {
-        let handle = TcpConn::open(conn, host, port, self.inputs.clone());
-        self.conns.insert(conn, handle);
+impl ShellIo for BlockingIo {
+    type Conn = TcpConn;
+
+    fn conns(&mut self) -> &mut ConnTable<TcpConn> {
+        &mut self.conns
     }
 
-    fn write(&mut self, conn: ConnId, bytes: Bytes) {
-        if let Some(handle) = self.conns.get(&conn) {
-            handle.write(bytes);
-        }
+    fn open(&mut self, conn: ConnId, host: String, port: u16) -> TcpConn {
+        TcpConn::open(conn, host, port, self.inputs.clone())
     }
 
-    fn pause(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns.get(&conn) {
-            handle.pause();
-        }
-    }
-
-    fn resume(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns.get(&conn) {
-            handle.resume();
-        }
-    }
-
-    fn close(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns.remove(&conn) {
-            handle.close();
-        }
-    }
-
-    fn http(&mut self, id: HttpId, request: HttpRequest) {
+    fn submit_http(&mut self, id: HttpId, request: HttpRequest) {
         self.http.submit(id, request);
     }
 }

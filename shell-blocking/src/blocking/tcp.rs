@@ -96,30 +96,32 @@ impl TcpConn {
         TcpConn { ops, gate }
     }
 
-    pub fn write(&self, bytes: Bytes) {
-        // A finished writer has reported (or been told of) the end: nothing to do.
-        let _ = self.ops.send(ConnOp::Write(bytes));
-    }
-
-    pub fn pause(&self) {
-        self.gate.update(|s| s.paused = true);
-    }
-
-    pub fn resume(&self) {
-        self.gate.update(|s| s.paused = false);
-    }
-
-    /// Flushes queued writes, then closes (see the module docs on `CLOSE_GRACE`).
-    pub fn close(self) {
-        drop(self);
-    }
-
     /// Closes after the queued writes, waiting for them until `deadline` at most.
     pub fn close_and_wait(self, deadline: std::time::Instant) {
         let _ = self.ops.send(ConnOp::Close);
         while !self.gate.finished.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
+    }
+}
+
+impl crate::dispatch::ConnHandle for TcpConn {
+    fn write(&self, bytes: Bytes) {
+        // A finished writer has reported (or been told of) the end: nothing to do.
+        let _ = self.ops.send(ConnOp::Write(bytes));
+    }
+
+    fn pause(&self) {
+        self.gate.update(|s| s.paused = true);
+    }
+
+    fn resume(&self) {
+        self.gate.update(|s| s.paused = false);
+    }
+
+    /// Flushes queued writes, then closes (see the module docs on `CLOSE_GRACE`).
+    fn close(self) {
+        drop(self);
     }
 }
 

@@ -320,7 +320,10 @@ impl Psql {
             "SELECT r.state FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid \
              WHERE s.slot_name = '{slot}'"
         ))?;
-        Ok(matches!(lines.first().map(String::as_str), Some("catchup" | "streaming")))
+        Ok(matches!(
+            lines.first().map(String::as_str),
+            Some("catchup" | "streaming")
+        ))
     }
 
     /// Whether the slot exists and confirmed at least `target` (an LSN as text).
