@@ -46,3 +46,24 @@ impl Default for RunOptions {
 /// block. Bounds memory when the core is slower than the network: a reader that cannot
 /// hand over its chunk stops reading, and TCP pushes back on the server.
 pub const INPUT_QUEUE: usize = 256;
+
+/// Logs why a shell's own machinery could not start and gives the exit code for it.
+pub fn cannot_start(what: &str, error: &std::io::Error) -> i32 {
+    tracing::error!("cannot start {what}: {error}");
+    logging::flush();
+    slotline_core::io::exit::FATAL
+}
+
+/// Starts the SIGINT/SIGTERM listener when `options` ask for it; `on_first` delivers
+/// `Input::Shutdown` to the shell's queue. `Err` carries the exit code when it cannot start.
+pub fn shutdown_signals(
+    options: &RunOptions,
+    on_first: impl FnOnce() + Send + 'static,
+) -> Result<Option<signals::SignalListener>, i32> {
+    if !options.handle_signals {
+        return Ok(None);
+    }
+    signals::SignalListener::start(on_first)
+        .map(Some)
+        .map_err(|error| cannot_start("the signal handlers", &error))
+}

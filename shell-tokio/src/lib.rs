@@ -10,11 +10,10 @@
 mod tcp;
 
 use slotline_core::feldera::HttpRequest;
-use slotline_core::io::{exit, ConnId, Driver, HttpId, Input};
+use slotline_core::io::{ConnId, Driver, HttpId, Input};
 use slotline_shell::conns::ConnRouter;
 use slotline_shell::dispatch::{ConnTable, ShellIo};
 use slotline_shell::http::{Deliver, HttpPool};
-use slotline_shell::signals::SignalListener;
 use slotline_shell::{dispatch, feed, Clock, Flow, RunOptions, INPUT_QUEUE};
 use std::sync::Arc;
 use tcp::TcpConn;
@@ -30,7 +29,7 @@ pub fn run<D: Driver>(core: D, clock: Clock, options: RunOptions) -> i32 {
         .build()
     {
         Ok(runtime) => runtime,
-        Err(error) => return cannot_start("the tokio runtime", &error),
+        Err(error) => return slotline_shell::cannot_start("the tokio runtime", &error),
     };
     runtime.block_on(drive(core, clock, options))
 }
@@ -39,19 +38,14 @@ async fn drive<D: Driver>(mut core: D, clock: Clock, options: RunOptions) -> i32
     let (inputs, mut queue) = mpsc::channel::<Input>(INPUT_QUEUE);
     let mut io = match TokioIo::start(&inputs, options.http_workers) {
         Ok(io) => io,
-        Err(error) => return cannot_start("the HTTP workers", &error),
+        Err(error) => return slotline_shell::cannot_start("the HTTP workers", &error),
     };
-    let _signals = if options.handle_signals {
-        let inputs = inputs.clone();
-        // The listener is a plain thread, outside the runtime: a blocking send is allowed.
-        match SignalListener::start(move || {
-            let _ = inputs.blocking_send(Input::Shutdown);
-        }) {
-            Ok(listener) => Some(listener),
-            Err(error) => return cannot_start("the signal handlers", &error),
-        }
-    } else {
-        None
+    let sender = inputs.clone();
+    let _signals = match slotline_shell::shutdown_signals(&options, move || {
+        let _ = sender.blocking_send(Input::Shutdown);
+    }) {
+        Ok(listener) => listener,
+        Err(code) => return code,
     };
     let mut router = ConnRouter::default();
     loop {
@@ -67,12 +61,6 @@ async fn drive<D: Driver>(mut core: D, clock: Clock, options: RunOptions) -> i32
         };
         feed(&mut core, clock.now(), input, &mut io);
     }
-}
-
-fn cannot_start(what: &str, error: &std::io::Error) -> i32 {
-    tracing::error!("cannot start {what}: {error}");
-    slotline_shell::logging::flush();
-    exit::FATAL
 }
 
 /// Waits for the next input the core should get, or for its deadline to pass.

@@ -11,11 +11,10 @@ mod tcp;
 use crate::conns::ConnRouter;
 use crate::dispatch::{dispatch, feed, ConnTable, Flow, ShellIo};
 use crate::http::HttpPool;
-use crate::signals::SignalListener;
 use crate::{Clock, RunOptions, INPUT_QUEUE};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use slotline_core::feldera::HttpRequest;
-use slotline_core::io::{exit, ConnId, Driver, HttpId, Input};
+use slotline_core::io::{ConnId, Driver, HttpId, Input};
 use std::sync::Arc;
 use tcp::TcpConn;
 
@@ -25,18 +24,14 @@ pub fn run<D: Driver>(mut core: D, clock: Clock, options: RunOptions) -> i32 {
     let (inputs, queue) = crossbeam_channel::bounded::<Input>(INPUT_QUEUE);
     let mut io = match BlockingIo::start(&inputs, options.http_workers) {
         Ok(io) => io,
-        Err(error) => return cannot_start("the HTTP workers", &error),
+        Err(error) => return crate::cannot_start("the HTTP workers", &error),
     };
-    let _signals = if options.handle_signals {
-        let inputs = inputs.clone();
-        match SignalListener::start(move || {
-            let _ = inputs.send(Input::Shutdown);
-        }) {
-            Ok(listener) => Some(listener),
-            Err(error) => return cannot_start("the signal handlers", &error),
-        }
-    } else {
-        None
+    let sender = inputs.clone();
+    let _signals = match crate::shutdown_signals(&options, move || {
+        let _ = sender.send(Input::Shutdown);
+    }) {
+        Ok(listener) => listener,
+        Err(code) => return code,
     };
     let mut router = ConnRouter::default();
     loop {
@@ -52,12 +47,6 @@ pub fn run<D: Driver>(mut core: D, clock: Clock, options: RunOptions) -> i32 {
         };
         feed(&mut core, clock.now(), input, &mut io);
     }
-}
-
-fn cannot_start(what: &str, error: &std::io::Error) -> i32 {
-    tracing::error!("cannot start {what}: {error}");
-    crate::logging::flush();
-    exit::FATAL
 }
 
 /// Waits for the next input the core should get, or for its deadline to pass.

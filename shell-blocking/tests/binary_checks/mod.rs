@@ -227,3 +227,44 @@ pub fn sigterm_stops_promptly(bin: &str) {
     }
     panic!("the binary ignored two SIGTERMs for 10 s");
 }
+
+/// The binary tests, once for each shell: `binary_tests!(env!("CARGO_BIN_EXE_x"), "x");`
+#[macro_export]
+macro_rules! binary_tests {
+    ($bin:expr, $name:literal) => {
+        #[test]
+        fn help_exits_0_and_lists_every_variable_with_its_default() {
+            binary_checks::help_exits_0_and_lists_every_variable_with_its_default($bin);
+        }
+
+        #[test]
+        fn version_exits_0_and_names_the_binary() {
+            binary_checks::version_exits_0_and_names_the_binary($bin, $name);
+        }
+
+        #[test]
+        fn bad_value_exits_2_naming_the_variable_before_any_side_effect() {
+            binary_checks::bad_value_exits_2_naming_the_variable_before_any_side_effect($bin);
+        }
+
+        #[test]
+        fn bad_flag_value_exits_2_like_the_variable() {
+            binary_checks::bad_flag_value_exits_2_like_the_variable($bin);
+        }
+
+        #[test]
+        fn missing_required_option_exits_2_naming_it() {
+            binary_checks::missing_required_option_exits_2_naming_it($bin);
+        }
+
+        #[test]
+        fn unknown_flag_exits_2() {
+            binary_checks::unknown_flag_exits_2($bin);
+        }
+
+        #[test]
+        fn sigterm_stops_promptly() {
+            binary_checks::sigterm_stops_promptly($bin);
+        }
+    };
+}
