@@ -69,6 +69,48 @@ pub enum Level {
     Error,
 }
 
+/// What a log line is about. Decision lines (`Ack`, `Policy`) say why the pipeline did
+/// something; shells map each topic to its own `tracing` target (`slotline::ack`, ...), so an
+/// operator can ask for exactly those (`RUST_LOG=slotline::ack=debug`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Topic {
+    /// Everything else: sessions, startup, warnings.
+    General,
+    /// Why the flush position moved (which commit through which batch, or an idle keepalive).
+    Ack,
+    /// Which policy rule decided the reaction to a failure, and the reaction.
+    Policy,
+    /// Batches cut, sent, durable.
+    Batch,
+    /// The initial snapshot's progress.
+    Snapshot,
+    /// Retraction of keys Feldera holds (TRUNCATE, re-snapshot leftovers).
+    Retract,
+}
+
+impl Topic {
+    pub const ALL: [Topic; 6] = [
+        Topic::General,
+        Topic::Ack,
+        Topic::Policy,
+        Topic::Batch,
+        Topic::Snapshot,
+        Topic::Retract,
+    ];
+
+    /// The short word traces and log targets use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Topic::General => "log",
+            Topic::Ack => "ack",
+            Topic::Policy => "policy",
+            Topic::Batch => "batch",
+            Topic::Snapshot => "snapshot",
+            Topic::Retract => "retract",
+        }
+    }
+}
+
 /// Something a shell must do, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -105,6 +147,7 @@ pub enum Command {
     /// A line for the operator's log (already free of secrets).
     Log {
         level: Level,
+        topic: Topic,
         message: String,
     },
     /// Exit the process now with this code, without any further I/O.

@@ -103,6 +103,15 @@ impl Outbox {
         }
     }
 
+    /// An empty outbox whose first batch follows `last_cut` (batch numbers keep growing
+    /// across sessions: the ack tracker voids the old session's numbers).
+    pub fn after(routes: usize, thresholds: Thresholds, last_cut: BatchSeq) -> Outbox {
+        Outbox {
+            next_seq: last_cut + 1,
+            ..Outbox::new(routes, thresholds)
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows == 0
     }

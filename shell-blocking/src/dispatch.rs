@@ -170,7 +170,11 @@ pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRo
             tracing::debug!("{id}: {} {}", request.method, request.url);
             exec.http(id, request);
         }
-        Command::Log { level, message } => logging::emit(level, &message),
+        Command::Log {
+            level,
+            topic,
+            message,
+        } => logging::emit(level, topic, &message),
         Command::Exit { code, reason } => {
             tracing::info!("exiting with code {code}: {reason}");
             logging::flush();
@@ -266,6 +270,7 @@ mod tests {
         let (mut exec, mut router) = (Recorder::default(), ConnRouter::default());
         let log = Command::Log {
             level: Level::Warn,
+            topic: slotline_core::io::Topic::General,
             message: "hello".into(),
         };
         assert_eq!(dispatch(log, &mut exec, &mut router), Flow::Continue);

@@ -6,7 +6,7 @@
 //! shells log only ids, methods, URLs and addresses.
 
 use slotline_core::config::LogFormat;
-use slotline_core::io::Level;
+use slotline_core::io::{Level, Topic};
 use std::io::{IsTerminal, Write};
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 
@@ -39,13 +39,27 @@ pub fn init(format: LogFormat, filter: EnvFilter) {
     };
 }
 
-/// Emits a `Command::Log` line at its level.
-pub fn emit(level: Level, message: &str) {
-    match level {
-        Level::Debug => tracing::debug!(target: TARGET, "{message}"),
-        Level::Info => tracing::info!(target: TARGET, "{message}"),
-        Level::Warn => tracing::warn!(target: TARGET, "{message}"),
-        Level::Error => tracing::error!(target: TARGET, "{message}"),
+/// Emits a `Command::Log` line at its level, under the topic's target (`slotline::ack`, ...)
+/// so `RUST_LOG` can select one topic; decision lines carry their topic as a prefix.
+pub fn emit(level: Level, topic: Topic, message: &str) {
+    // `tracing` takes the target as a literal: one arm per topic.
+    macro_rules! at {
+        ($target:literal, $($line:tt)*) => {
+            match level {
+                Level::Debug => tracing::debug!(target: $target, $($line)*),
+                Level::Info => tracing::info!(target: $target, $($line)*),
+                Level::Warn => tracing::warn!(target: $target, $($line)*),
+                Level::Error => tracing::error!(target: $target, $($line)*),
+            }
+        };
+    }
+    match topic {
+        Topic::General => at!("slotline", "{message}"),
+        Topic::Ack => at!("slotline::ack", "ack: {message}"),
+        Topic::Policy => at!("slotline::policy", "policy: {message}"),
+        Topic::Batch => at!("slotline::batch", "batch: {message}"),
+        Topic::Snapshot => at!("slotline::snapshot", "snapshot: {message}"),
+        Topic::Retract => at!("slotline::retract", "retract: {message}"),
     }
 }
 

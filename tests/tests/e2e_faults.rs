@@ -161,13 +161,13 @@ fn completed_mode_replays_rows_feldera_lost_in_a_restart_blocking() {
     feldera_restart_after_accepting(Shell::Blocking, "completed");
 }
 
-/// `(delay_ms, attempt)` of every "reconnecting in N ms (attempt k)" line.
+/// `(delay_ms, attempt)` of every "reconnecting in N ms (attempt k, ...)" line.
 fn reconnects(log: &str) -> Vec<(u64, u32)> {
     log.lines()
         .filter_map(|line| {
             let rest = line.split("reconnecting in ").nth(1)?;
             let (delay, rest) = rest.split_once(" ms (attempt ")?;
-            let attempt = rest.split(')').next()?;
+            let attempt = rest.split([')', ',']).next()?;
             Some((delay.parse().ok()?, attempt.parse().ok()?))
         })
         .collect()

@@ -88,8 +88,9 @@ fn normalise(log: &str, slot: &str) -> Vec<String> {
         let message = rest.split_once(' ').map_or("", |(_, m)| m).trim_start();
         let keep = [
             "session ",
-            "batch #",
-            "flush position",
+            "batch: #",
+            "ack: flush",
+            "policy: ",
             "created replication slot",
             "streaming from slot",
             "exiting with code",
@@ -97,7 +98,8 @@ fn normalise(log: &str, slot: &str) -> Vec<String> {
         ]
         .iter()
         .any(|p| message.starts_with(p) || message.contains(p));
-        if !keep || message.contains("Idle {") {
+        // Idle acknowledgements depend on when the server sends keepalives.
+        if !keep || message.contains("idle keepalive") {
             continue;
         }
         let mut out = message.replace(slot, "<slot>");
@@ -116,10 +118,6 @@ fn normalise(log: &str, slot: &str) -> Vec<String> {
                 let symbol = symbols.entry(trimmed.to_owned()).or_insert(next).clone();
                 out = out.replace(trimmed, &symbol);
             }
-        }
-        // Positions printed inside Debug output (`end_lsn: Lsn(22185864)`) are dropped.
-        if let Some(at) = out.find(" (Commit {") {
-            out.truncate(at);
         }
         lines.push(format!("{} {out}", rest.split(' ').next().unwrap_or("")));
     }

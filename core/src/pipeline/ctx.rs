@@ -1,7 +1,7 @@
 //! What every part of the pipeline shares: the ordered command queue, id allocation, the
 //! current time, and the exit latch (after `Exit`, nothing else is ever emitted).
 
-use crate::io::{Command, ConnId, HttpId, Level};
+use crate::io::{Command, ConnId, HttpId, Level, Topic};
 use crate::time::Now;
 use std::collections::VecDeque;
 
@@ -39,10 +39,21 @@ impl Ctx {
     }
 
     pub(crate) fn log(&mut self, level: Level, message: impl Into<String>) {
+        self.note(level, Topic::General, message);
+    }
+
+    /// A line about one topic (decision lines: `Ack`, `Policy`, `Batch`, ...).
+    pub(crate) fn note(&mut self, level: Level, topic: Topic, message: impl Into<String>) {
         self.push(Command::Log {
             level,
+            topic,
             message: message.into(),
         });
+    }
+
+    /// Whether every command of the last input has been taken by the shell.
+    pub(crate) fn drained(&self) -> bool {
+        self.commands.is_empty()
     }
 
     pub(crate) fn exit(&mut self, code: i32, reason: impl Into<String>) {

@@ -1,43 +1,62 @@
-//! The pipeline: routes inputs to the decision modules and orders the commands they produce.
+//! The pipeline: slotline's whole life as one state machine, driven by inputs (see `io` for
+//! the drive contract). This file holds every phase and every transition between them; each
+//! phase's own work lives in its module and reports what should happen next as a [`Next`].
 //!
-//! Drive contract (see `io`): after `new` and after every `handle`, drain `poll_command`
-//! until `None`, then wait until `poll_timeout` or the next input. The pipeline owns the
-//! session lifecycle (connect → startup → stream → end → backoff → connect) and the graceful
-//! stop; each decision it routes lives in its own module: `ack` (which position),
-//! `outbox` (when to cut), `convert` (what a change means), `backoff` (when to retry, when to
-//! give up), `status` (when to report), `completion` (when to poll), `crash` (injected
-//! exits), `startup::checks` (whether to start at all).
+//! ```text
+//!            new ──► Starting ──(stream open)──► Streaming ──(TRUNCATE)──► (later phases)
+//!                       │  ▲                         │
+//!          failure ─────┤  │ backoff elapsed          │ SIGTERM
+//!    (policy: end       ▼  │                         ▼
+//!     the session)   BackingOff ◄──── failure ──── Stopping ──(drained, confirmed)──► Exited
+//!                                                    (a failure while stopping exits 0)
+//!    any phase ──(policy: exit, crash point, stop before streaming)──► Exited
+//! ```
+//!
+//! - **Starting** (`starting`): one replication connection asks its questions (settings,
+//!   publication, tables, Feldera's schema, the slot) and starts replication.
+//! - **Streaming** (`streaming`): changes are converted into the outbox, cut into batches,
+//!   sent through the sink and acknowledged once durable.
+//! - **Stopping** (`stopping`): no more reading; what is buffered is sent, the final position
+//!   reported and confirmed on a second connection.
+//! - **BackingOff**: the session ended; the next starts when the backoff elapses.
+//! - **Exited**: an `Exit` command was emitted; nothing else ever is.
+//!
+//! What outlives a phase lives here: the configuration (`Env`) and the run's progress
+//! (`Run`: the ack tracker, backoff, no-progress deadline, crash injector). Failures go
+//! through one table (`policy`), which decides whether a session ends or the process exits.
 
 mod ctx;
-mod flush;
 mod pg;
+mod policy;
 #[cfg(any(test, feature = "testing"))]
 pub mod script;
 mod sink;
+mod starting;
 mod startup;
-mod stop;
-mod stream;
+mod stopping;
+mod streaming;
 
-use crate::ack::AckTracker;
+use crate::ack::{AckTracker, BatchSeq};
 use crate::backoff::{Backoff, ProgressDeadline};
-use crate::config::{AckMode, Config, ConfigError, SnapshotMode, SslMode, TablesSpec};
+use crate::config::{AckMode, Config, ConfigError, CrashPoint, SnapshotMode, SslMode, TablesSpec};
 use crate::contract::routes::{parse_pair, parse_tables, Route};
 use crate::crash::CrashInjector;
-use crate::feldera::{classify_pipeline, FelderaEndpoint, PipelineOutcome, Reply};
-use crate::io::{exit, Command, Driver, HttpId, Input, Level};
-use crate::outbox::{Outbox, Thresholds};
+use crate::feldera::{FelderaEndpoint, Reply};
+use crate::io::{exit, Command, Driver, Input, Level, Topic};
+use crate::outbox::Thresholds;
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind, TimerTable};
 use ctx::Ctx;
-use pg::PgLink;
-use sink::InFlight;
-use startup::{Startup, StartupError};
-use stop::Stop;
-use stream::Stream;
+use policy::{Failure, FailureKind, Reaction, Situation};
+use starting::{Starting, StreamStart};
+use stopping::Stopping;
+use streaming::Streaming;
 
 /// A snapshot of the pipeline for logs, metrics and health checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
+    /// The phase's name: starting, streaming, stopping, backing off, exited.
+    pub phase: &'static str,
     pub sessions: u32,
     pub streaming: bool,
     pub flush: crate::Lsn,
@@ -46,33 +65,99 @@ pub struct Status {
     pub batch_in_flight: Option<u64>,
 }
 
-/// One connection's life: startup, then streaming.
+/// What never changes during a run: the configuration and what was derived from it.
 #[derive(Debug)]
-struct Session {
-    repl: PgLink,
-    startup: Startup,
-    schema_request: Option<HttpId>,
-    stream: Option<Stream>,
+pub(crate) struct Env {
+    pub(crate) config: Config,
+    pub(crate) routes: Vec<Route>,
+    pub(crate) endpoint: FelderaEndpoint,
+    pub(crate) thresholds: Thresholds,
 }
 
-/// The streaming pipeline (see the module docs).
+/// What outlives sessions: positions, retry state and counters.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) ack: AckTracker,
+    pub(crate) backoff: Backoff,
+    pub(crate) progress: ProgressDeadline,
+    pub(crate) crash: CrashInjector,
+    pub(crate) sessions: u32,
+    /// The last batch number used by an ended session (the next session's batches follow).
+    pub(crate) last_cut: BatchSeq,
+}
+
+impl Run {
+    /// Durable progress: the no-progress deadline moves and the backoff starts over.
+    pub(crate) fn progressed(&mut self, now: Mono) {
+        self.progress.on_progress(now);
+        self.backoff.reset();
+    }
+}
+
+/// What a phase hands its work: the command queue and the state outside phases.
+#[derive(Debug)]
+pub(crate) struct Cx<'a> {
+    pub(crate) ctx: &'a mut Ctx,
+    pub(crate) env: &'a Env,
+    pub(crate) run: &'a mut Run,
+}
+
+impl Cx<'_> {
+    pub(crate) fn now(&self) -> Mono {
+        self.ctx.now.mono
+    }
+
+    /// True the N-th time `point` is reached when `CRASH_AT` names it.
+    pub(crate) fn crash_at(&mut self, point: CrashPoint) -> bool {
+        self.run.crash.reached(point)
+    }
+}
+
+/// What a phase says should happen after it handled an input.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Nothing changes phase.
+    Stay,
+    /// Starting opened the replication stream: stream.
+    Stream(Box<StreamStart>),
+    /// Something failed: the policy decides.
+    Fail(Failure),
+    /// A crash point was reached (`CRASH_AT`): exit 70 now.
+    Crash(CrashPoint),
+    /// A graceful stop finished: exit 0 with this reason.
+    Stopped(String),
+}
+
+/// Where the pipeline is in its life (see the module docs for the diagram).
+#[derive(Debug)]
+enum Phase {
+    Starting(Box<Starting>),
+    Streaming(Box<Streaming>),
+    Stopping(Box<Stopping>),
+    BackingOff { until: Mono },
+    Exited,
+}
+
+impl Phase {
+    fn name(&self) -> &'static str {
+        match self {
+            Phase::Starting(_) => "starting",
+            Phase::Streaming(_) => "streaming",
+            Phase::Stopping(_) => "stopping",
+            Phase::BackingOff { .. } => "backing off",
+            Phase::Exited => "exited",
+        }
+    }
+}
+
+/// The whole machine (see the module docs).
 #[derive(Debug)]
 pub struct Pipeline {
     ctx: Ctx,
-    config: Config,
-    routes: Vec<Route>,
-    endpoint: FelderaEndpoint,
-    ack: AckTracker,
-    outbox: Outbox,
-    in_flight: Option<InFlight>,
-    backoff: Backoff,
-    progress: ProgressDeadline,
-    crash: CrashInjector,
+    env: Env,
+    run: Run,
+    phase: Phase,
     timers: TimerTable,
-    session: Option<Session>,
-    reconnect_at: Option<Mono>,
-    stop: Option<Stop>,
-    sessions: u32,
 }
 
 fn config_error(variable: &str, value: Option<&str>, accepted: impl Into<String>) -> ConfigError {
@@ -117,41 +202,85 @@ impl Pipeline {
             max_bytes: config.batch_max_bytes,
             linger_us: config.batch_linger_ms * 1000,
         };
-        let mut pipeline = Pipeline {
-            ctx: Ctx::new(now),
-            outbox: Outbox::new(routes.len(), thresholds),
-            routes,
-            endpoint,
+        let run = Run {
             ack: AckTracker::new(crate::Lsn::ZERO),
-            in_flight: None,
             backoff: Backoff::new(seed, Backoff::DEFAULT_BASE_MS, Backoff::DEFAULT_CAP_MS),
             progress: ProgressDeadline::new(now.mono, config.no_progress_timeout_secs),
             crash: CrashInjector::new(config.crash),
-            timers: TimerTable::default(),
-            session: None,
-            reconnect_at: None,
-            stop: None,
             sessions: 0,
-            config,
+            last_cut: 0,
+        };
+        let mut pipeline = Pipeline {
+            ctx: Ctx::new(now),
+            env: Env {
+                routes,
+                endpoint,
+                thresholds,
+                config,
+            },
+            run,
+            phase: Phase::Exited,
+            timers: TimerTable::default(),
         };
         pipeline.begin();
         Ok(pipeline)
     }
 
+    pub fn status(&self) -> Status {
+        let streaming = match &self.phase {
+            Phase::Streaming(s) => Some(&**s),
+            Phase::Stopping(s) => Some(s.streaming()),
+            _ => None,
+        };
+        Status {
+            phase: self.phase.name(),
+            sessions: self.run.sessions,
+            streaming: streaming.is_some(),
+            flush: self.run.ack.flush(),
+            received: self.run.ack.received(),
+            buffered_rows: streaming.map_or(0, Streaming::buffered_rows),
+            batch_in_flight: streaming.and_then(Streaming::batch_in_flight),
+        }
+    }
+
+    /// The replication connection of the current session (for the scripted harness).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn replication_conn(&self) -> Option<crate::io::ConnId> {
+        match &self.phase {
+            Phase::Starting(s) => Some(s.conn()),
+            Phase::Streaming(s) => Some(s.conn()),
+            Phase::Stopping(s) => Some(s.streaming().conn()),
+            Phase::BackingOff { .. } | Phase::Exited => None,
+        }
+    }
+
+    fn cx(&mut self) -> (Cx<'_>, &mut Phase) {
+        (
+            Cx {
+                ctx: &mut self.ctx,
+                env: &self.env,
+                run: &mut self.run,
+            },
+            &mut self.phase,
+        )
+    }
+
+    // ---- transitions: every change of phase happens below ----
+
+    /// The first phase.
     fn begin(&mut self) {
-        if self.config.snapshot_mode != SnapshotMode::Never {
-            let mode = if self.config.snapshot_mode == SnapshotMode::Initial {
+        if self.env.config.snapshot_mode != SnapshotMode::Never {
+            let mode = if self.env.config.snapshot_mode == SnapshotMode::Initial {
                 "initial"
             } else {
                 "inconsistent"
             };
-            self.ctx.exit(
+            return self.exit(
                 exit::FATAL,
                 format!("SNAPSHOT_MODE={mode} is not supported yet; use SNAPSHOT_MODE=never (stream only, for a Feldera pipeline that is already seeded)"),
             );
-            return;
         }
-        if self.config.ack_mode == AckMode::Accepted {
+        if self.env.config.ack_mode == AckMode::Accepted {
             self.ctx.log(
                 Level::Warn,
                 "FELDERA_ACK_MODE=accepted: WAL is released when Feldera accepts a batch, before it is processed; a Feldera restart can lose rows",
@@ -161,231 +290,269 @@ impl Pipeline {
         self.refresh_timers();
     }
 
-    pub fn status(&self) -> Status {
-        Status {
-            sessions: self.sessions,
-            streaming: self.session.as_ref().is_some_and(|s| s.stream.is_some()),
-            flush: self.ack.flush(),
-            received: self.ack.received(),
-            buffered_rows: self.outbox.rows(),
-            batch_in_flight: self.in_flight.as_ref().map(|f| f.seq),
-        }
-    }
-
+    /// Starting: a new session.
     fn start_session(&mut self) {
-        self.reconnect_at = None;
-        self.sessions += 1;
-        let application_name = format!("slotline/{}", self.config.slot);
-        let repl = match PgLink::open(&mut self.ctx, &self.config.pg, true, &application_name) {
-            Ok(link) => link,
-            Err(e) => {
-                return self
-                    .ctx
-                    .exit(exit::FATAL, format!("cannot connect to PostgreSQL: {e}"))
-            }
-        };
-        let startup = Startup::new(
-            &self.config.publication,
-            &self.config.slot,
-            &self.config.pg.database,
-            self.routes.clone(),
-            self.config.require_primary_key,
-        );
-        let schema_request = self.ctx.http_id();
-        self.ctx.push(Command::Http {
-            id: schema_request,
-            request: self.endpoint.get_pipeline(sink::POLL_TIMEOUT_MS),
-        });
-        self.ctx
-            .log(Level::Info, format!("session {} starting", self.sessions));
-        self.session = Some(Session {
-            repl,
-            startup,
-            schema_request: Some(schema_request),
-            stream: None,
-        });
+        let (mut cx, _) = self.cx();
+        match Starting::begin(&mut cx) {
+            Ok(starting) => self.phase = Phase::Starting(Box::new(starting)),
+            Err(failure) => self.fail(failure),
+        }
     }
 
-    /// Ends the session: nothing unacknowledged survives (it will be replayed from the
-    /// slot), and the next session starts after a backoff, unless there has been no
-    /// durable progress for too long.
-    fn end_session(&mut self, reason: String) {
-        if let Some(mut session) = self.session.take() {
-            session.repl.close(&mut self.ctx);
+    /// Applies what a phase said should happen next.
+    fn apply(&mut self, next: Next) {
+        match next {
+            Next::Stay => {}
+            Next::Stream(start) => {
+                let Phase::Starting(starting) = std::mem::replace(&mut self.phase, Phase::Exited)
+                else {
+                    unreachable!("only the Starting phase opens the stream");
+                };
+                let (mut cx, _) = self.cx();
+                let (streaming, next) = Streaming::start(&mut cx, starting.into_repl(), *start);
+                self.phase = Phase::Streaming(Box::new(streaming));
+                self.apply(next);
+            }
+            Next::Fail(failure) => self.fail(failure),
+            Next::Crash(point) => self.exit(
+                exit::CRASH,
+                format!("crash injected at {} (CRASH_AT)", point.name()),
+            ),
+            Next::Stopped(reason) => {
+                self.close_phase();
+                self.exit(exit::OK, reason);
+            }
         }
-        self.in_flight = None;
-        self.outbox.clear();
-        self.ack.reset_session(self.outbox.last_cut_seq());
-        if self.stop.is_some() {
-            return self.ctx.exit(
-                exit::OK,
-                format!("stopped; the last session ended early: {reason}"),
-            );
+    }
+
+    /// Streaming → Stopping on the operator's signal; earlier phases just end.
+    fn stop(&mut self) {
+        match std::mem::replace(&mut self.phase, Phase::Exited) {
+            Phase::Streaming(streaming) => {
+                let (mut cx, _) = self.cx();
+                let (stopping, next) = Stopping::begin(&mut cx, *streaming);
+                self.phase = Phase::Stopping(Box::new(stopping));
+                self.apply(next);
+            }
+            Phase::Stopping(stopping) => self.phase = Phase::Stopping(stopping),
+            Phase::Starting(starting) => {
+                self.phase = Phase::Starting(starting);
+                self.apply(Next::Stopped(
+                    "stopped before streaming started; nothing to confirm".into(),
+                ));
+            }
+            Phase::BackingOff { .. } => self.apply(Next::Stopped(
+                "stopped before streaming started; nothing to confirm".into(),
+            )),
+            Phase::Exited => {}
         }
+    }
+
+    /// Asks the policy what a failure means and carries it out.
+    fn fail(&mut self, failure: Failure) {
         let now = self.ctx.now.mono;
-        if self.progress.expired(now) {
-            return self.no_progress_exit();
+        let situation = Situation {
+            stopping: matches!(self.phase, Phase::Stopping(_)),
+            progress_expired: self.run.progress.expired(now),
+        };
+        let decision = policy::decide(failure.kind, situation);
+        self.ctx.note(
+            Level::Debug,
+            Topic::Policy,
+            format!("{}: {}", decision.rule, decision.reaction),
+        );
+        if decision.ends_session {
+            self.end_session();
         }
-        let delay_ms = self.backoff.next_delay_ms();
-        self.reconnect_at = Some(now.plus_ms(delay_ms));
+        match decision.reaction {
+            Reaction::EndSession => self.back_off(&failure.message),
+            Reaction::Exit(exit::OK) => self.exit(
+                exit::OK,
+                format!("stopped; the last session ended early: {}", failure.message),
+            ),
+            Reaction::Exit(exit::NO_PROGRESS) => {
+                self.exit(exit::NO_PROGRESS, no_progress_reason(&self.env))
+            }
+            Reaction::Exit(code) => self.exit(code, failure.message),
+        }
+    }
+
+    /// Closes the session's connections and forgets everything not durable: the next
+    /// session replays it from the slot, which never moved past it.
+    fn end_session(&mut self) {
+        self.close_phase();
+        self.run.ack.reset_session(self.run.last_cut);
+    }
+
+    /// Closes the current phase's connections, remembering the last batch number it used.
+    fn close_phase(&mut self) {
+        let last_cut = match std::mem::replace(&mut self.phase, Phase::Exited) {
+            Phase::Starting(s) => {
+                s.close(&mut self.ctx);
+                None
+            }
+            Phase::Streaming(s) => Some(s.close(&mut self.ctx)),
+            Phase::Stopping(s) => Some(s.close(&mut self.ctx)),
+            Phase::BackingOff { .. } | Phase::Exited => None,
+        };
+        if let Some(last_cut) = last_cut {
+            self.run.last_cut = last_cut;
+        }
+    }
+
+    /// BackingOff until the next session.
+    fn back_off(&mut self, reason: &str) {
+        let now = self.ctx.now.mono;
+        let ceiling_ms = self.run.backoff.ceiling_ms();
+        let delay_ms = self.run.backoff.next_delay_ms();
+        self.phase = Phase::BackingOff {
+            until: now.plus_ms(delay_ms),
+        };
         self.ctx.log(
             Level::Warn,
             format!(
-                "session {} ended: {reason}; reconnecting in {delay_ms} ms (attempt {})",
-                self.sessions,
-                self.backoff.attempt()
+                "session {} ended: {reason}; reconnecting in {delay_ms} ms (attempt {}, delay drawn from 0..={ceiling_ms} ms)",
+                self.run.sessions,
+                self.run.backoff.attempt()
             ),
         );
     }
 
-    fn no_progress_exit(&mut self) {
-        self.ctx.exit(
-            exit::NO_PROGRESS,
-            format!(
-                "no durable progress for {} s (NO_PROGRESS_TIMEOUT_SECS); giving up so the slot's pinned WAL gets attention",
-                self.config.no_progress_timeout_secs
-            ),
-        );
+    /// Exited.
+    fn exit(&mut self, code: i32, reason: impl Into<String>) {
+        self.phase = Phase::Exited;
+        self.ctx.exit(code, reason);
     }
 
-    fn fatal(&mut self, reason: impl Into<String>) {
-        self.ctx.exit(exit::FATAL, reason);
-    }
+    // ---- routing inputs to the phase that owns them ----
 
-    fn on_http(&mut self, id: HttpId, reply: Reply<'_>) {
-        let schema_request = self.session.as_ref().and_then(|s| s.schema_request);
-        if schema_request == Some(id) {
-            return self.on_schema(reply);
-        }
-        // Otherwise the answer belongs to a request of an ended session: nothing waits for it.
-        if self.in_flight.as_ref().is_some_and(|f| f.owns(id)) {
-            self.on_sink_reply(reply);
-        }
-    }
-
-    fn on_schema(&mut self, reply: Reply<'_>) {
-        let Some(session) = self.session.as_mut() else {
-            return;
-        };
-        session.schema_request = None;
-        match classify_pipeline(reply) {
-            PipelineOutcome::Ready(info) => {
-                let result =
-                    session
-                        .startup
-                        .on_schema(&mut self.ctx, &mut session.repl, info.schema);
-                self.on_startup_result(result);
+    fn dispatch(&mut self, input: Input) -> Next {
+        let (mut cx, phase) = self.cx();
+        let cx = &mut cx;
+        match input {
+            Input::PgConnected { conn } => match phase {
+                Phase::Starting(s) => s.on_pg_connected(cx, conn),
+                Phase::Stopping(s) => s.on_pg_connected(cx, conn),
+                _ => Next::Stay,
+            },
+            Input::PgBytes { conn, bytes } => match phase {
+                Phase::Starting(s) if s.conn() == conn => s.on_pg_bytes(cx, &bytes),
+                Phase::Streaming(s) if s.conn() == conn => s.on_pg_bytes(cx, &bytes),
+                Phase::Stopping(s) => s.on_pg_bytes(cx, conn, &bytes),
+                _ => Next::Stay,
+            },
+            Input::PgClosed { conn, error } => match phase {
+                Phase::Starting(s) if s.conn() == conn => s.on_pg_closed(cx, error),
+                Phase::Streaming(s) if s.conn() == conn => s.on_pg_closed(cx, error),
+                Phase::Stopping(s) => s.on_pg_closed(cx, conn, error),
+                _ => Next::Stay,
+            },
+            Input::HttpDone { id, status, body } => {
+                let reply = Reply::Answered {
+                    status,
+                    body: &body,
+                };
+                route_http(cx, phase, id, reply)
             }
-            PipelineOutcome::NotCompiled { program_status } => self.end_session(format!(
-                "Feldera pipeline {} has no compiled program yet (program_status {})",
-                self.config.feldera_pipeline,
-                program_status.as_deref().unwrap_or("unknown")
-            )),
-            PipelineOutcome::BadSchema(e) => {
-                self.fatal(format!("cannot read Feldera's schema: {e}"))
+            Input::HttpFailed { id, error } => {
+                route_http(cx, phase, id, Reply::Failed { error: &error })
             }
-            PipelineOutcome::Transient(e) => self.end_session(format!("Feldera unavailable: {e}")),
-            PipelineOutcome::Fatal(e) => {
-                self.fatal(format!("Feldera refused the pipeline request: {e}"))
+            Input::Tick => {
+                self.on_tick();
+                Next::Stay
+            }
+            Input::Shutdown => {
+                self.stop();
+                Next::Stay
             }
         }
     }
 
-    fn on_startup_result(&mut self, result: Result<(), StartupError>) {
-        match result {
-            Ok(()) => {}
-            Err(StartupError::Refused(reason)) | Err(StartupError::Server(reason)) => {
-                self.fatal(format!("refusing to start: {reason}"));
-            }
-            Err(StartupError::Busy(reason)) => self.end_session(reason),
-        }
-    }
-
-    fn on_pg_closed(&mut self, conn: crate::io::ConnId, error: Option<String>) {
-        if self.session.as_ref().is_some_and(|s| s.repl.id == conn) {
-            if let Some(session) = self.session.as_mut() {
-                session.repl.abandon(&mut self.ctx);
-            }
-            let why = error.unwrap_or_else(|| "the server closed the connection".to_owned());
-            return self.end_session(format!("replication connection lost: {why}"));
-        }
-        self.stop_on_pg_closed(conn, error);
-    }
-
+    /// Timers that fired, earliest first; each may move the pipeline on.
     fn on_tick(&mut self) {
         let now = self.ctx.now.mono;
         for kind in self.timers.expire(now) {
             if self.ctx.exited() {
-                return;
+                break;
             }
-            match kind {
-                TimerKind::StatusInterval => self.send_status(),
-                TimerKind::Linger => self.maybe_flush(),
-                TimerKind::CompletionPoll
-                | TimerKind::CompletionTimeout
-                | TimerKind::SlowCompletionLog => self.on_sink_timer(),
+            let next = match kind {
+                TimerKind::NoProgress => {
+                    if self.has_pending_work() && self.run.progress.expired(now) {
+                        Next::Fail(Failure::new(
+                            FailureKind::NoProgress,
+                            no_progress_reason(&self.env),
+                        ))
+                    } else {
+                        Next::Stay
+                    }
+                }
                 TimerKind::Reconnect => {
-                    if self.reconnect_at.is_some_and(|at| now >= at) {
+                    if matches!(self.phase, Phase::BackingOff { until } if now >= until) {
                         self.start_session();
                     }
+                    Next::Stay
                 }
-                TimerKind::NoProgress => {
-                    if self.has_pending_work() && self.progress.expired(now) {
-                        self.no_progress_exit();
+                other => {
+                    let (mut cx, phase) = self.cx();
+                    match phase {
+                        Phase::Streaming(s) => s.on_timer(&mut cx, other),
+                        Phase::Stopping(s) => s.on_timer(&mut cx, other),
+                        _ => Next::Stay,
                     }
                 }
-                TimerKind::ShutdownConfirm => self.on_stop_timer(),
-            }
+            };
+            self.apply(next);
         }
     }
 
     /// Whether anything waits to become durable, or the stream has not shown it is caught
-    /// up (a keepalive found nothing pending): only then does the no-progress deadline run.
-    /// A caught-up stream is progress; a fresh session that may be about to replay is not.
+    /// up: only then does the no-progress deadline run.
     fn has_pending_work(&self) -> bool {
-        let caught_up = self
-            .session
-            .as_ref()
-            .and_then(|s| s.stream.as_ref())
-            .is_some_and(|s| s.caught_up);
-        !caught_up
-            || self.in_flight.is_some()
-            || !self.outbox.is_empty()
-            || self.ack.in_transaction()
-            || self.ack.pending_commits() > 0
+        let streaming = match &self.phase {
+            Phase::Streaming(s) => &**s,
+            Phase::Stopping(s) => s.streaming(),
+            Phase::Exited => return false,
+            Phase::Starting(_) | Phase::BackingOff { .. } => return true,
+        };
+        streaming.has_pending_work(&self.run.ack)
     }
 
     /// Re-derives every timer from the state, so a deadline exists whenever work is pending.
     fn refresh_timers(&mut self) {
         let now = self.ctx.now.mono;
-        if !self.has_pending_work() {
-            self.progress.on_progress(now);
+        let pending = self.has_pending_work();
+        if !pending {
+            self.run.progress.on_progress(now);
         }
         let mut timers = TimerTable::default();
-        if let Some(stream) = self.session.as_ref().and_then(|s| s.stream.as_ref()) {
-            timers.set(TimerKind::StatusInterval, stream.status.next_at());
-            if self.in_flight.is_none() {
-                if let Some(at) = self.outbox.linger_deadline() {
-                    timers.set(TimerKind::Linger, at);
-                }
-            }
+        match &self.phase {
+            Phase::Streaming(s) => s.arm(&mut timers),
+            Phase::Stopping(s) => s.arm(&mut timers),
+            Phase::BackingOff { until } => timers.set(TimerKind::Reconnect, *until),
+            Phase::Starting(_) | Phase::Exited => {}
         }
-        if let Some(in_flight) = &self.in_flight {
-            for (at, kind) in in_flight.deadlines().into_iter().flatten() {
-                timers.set(kind, at);
-            }
-        }
-        if let Some(at) = self.reconnect_at {
-            timers.set(TimerKind::Reconnect, at);
-        }
-        if self.has_pending_work() {
-            timers.set(TimerKind::NoProgress, self.progress.deadline());
-        }
-        if let Some(at) = self.stop.as_ref().and_then(Stop::deadline) {
-            timers.set(TimerKind::ShutdownConfirm, at);
+        if pending {
+            timers.set(TimerKind::NoProgress, self.run.progress.deadline());
         }
         self.timers = timers;
     }
+}
+
+fn route_http(cx: &mut Cx<'_>, phase: &mut Phase, id: crate::io::HttpId, reply: Reply<'_>) -> Next {
+    // An answer to a request of an ended session finds no owner: nothing waits for it.
+    match phase {
+        Phase::Starting(s) => s.on_http(cx, id, reply),
+        Phase::Streaming(s) => s.on_http(cx, id, reply),
+        Phase::Stopping(s) => s.on_http(cx, id, reply),
+        Phase::BackingOff { .. } | Phase::Exited => Next::Stay,
+    }
+}
+
+fn no_progress_reason(env: &Env) -> String {
+    format!(
+        "no durable progress for {} s (NO_PROGRESS_TIMEOUT_SECS); giving up so the slot's pinned WAL gets attention",
+        env.config.no_progress_timeout_secs
+    )
 }
 
 impl Driver for Pipeline {
@@ -393,25 +560,17 @@ impl Driver for Pipeline {
         if self.ctx.exited() {
             return;
         }
+        debug_assert!(
+            self.ctx.drained(),
+            "the commands of the previous input were not drained before the next input"
+        );
+        debug_assert!(now.mono >= self.ctx.now.mono, "time went backwards");
         self.ctx.now = Now {
             mono: self.ctx.now.mono.max(now.mono),
             wall: now.wall,
         };
-        match input {
-            Input::PgConnected { conn } => self.on_pg_connected(conn),
-            Input::PgBytes { conn, bytes } => self.on_pg_bytes(conn, &bytes),
-            Input::PgClosed { conn, error } => self.on_pg_closed(conn, error),
-            Input::HttpDone { id, status, body } => self.on_http(
-                id,
-                Reply::Answered {
-                    status,
-                    body: &body,
-                },
-            ),
-            Input::HttpFailed { id, error } => self.on_http(id, Reply::Failed { error: &error }),
-            Input::Tick => self.on_tick(),
-            Input::Shutdown => self.on_shutdown(),
-        }
+        let next = self.dispatch(input);
+        self.apply(next);
         if !self.ctx.exited() {
             self.refresh_timers();
         }

@@ -2,8 +2,9 @@
 //! its connection id, turning machine output into `PgWrite` commands.
 
 use super::ctx::Ctx;
+use super::policy::{Failure, FailureKind};
 use crate::config::PgConnConfig;
-use crate::conn::{Connection, ConnectionConfig, Event, Password};
+use crate::conn::{ConnError, Connection, ConnectionConfig, Event, Password};
 use crate::io::{Command, ConnId};
 use crate::wire::StatusUpdate;
 
@@ -127,5 +128,29 @@ impl PgLink {
 
     pub(crate) fn parameter(&self, name: &str) -> Option<&str> {
         self.conn.parameters().get(name).map(String::as_str)
+    }
+}
+
+/// What a failed connection means: server errors that no retry can fix (wrong password,
+/// unknown role or database, no privilege, an authentication method slotline lacks) refuse;
+/// everything else is a connection that may come back.
+pub(crate) fn conn_failure(error: ConnError) -> Failure {
+    let permanent = match &error {
+        ConnError::Server(e) => e.code.starts_with("28") || e.code == "3D000" || e.code == "42501",
+        ConnError::UnsupportedAuthentication { .. }
+        | ConnError::PasswordRequired { .. }
+        | ConnError::Scram(_) => true,
+        _ => false,
+    };
+    if permanent {
+        Failure::new(
+            FailureKind::PgRefused,
+            format!("PostgreSQL refused the connection: {error}"),
+        )
+    } else {
+        Failure::new(
+            FailureKind::PgUnreachable,
+            format!("replication connection failed: {error}"),
+        )
     }
 }

@@ -4,11 +4,17 @@
 //!
 //! Traces print relative times, counter ids and decoded frontend messages (never `Debug`
 //! of internal structs), so a snapshot explains a rule to someone who has not read the code.
+//! Decision lines (`ack`, `policy`, `batch`) appear whatever their level; other log lines
+//! from `info` up.
+//!
+//! The harness keeps the drive contract strictly: the fake servers' answers are queued and
+//! fed only once the pipeline's commands are drained, and it asserts that no command is left
+//! before any input and that time never goes backwards.
 
 use super::Pipeline;
 use crate::config::Config;
 use crate::feldera::HttpRequest;
-use crate::io::{Command, ConnId, Driver, HttpId, Input, Level};
+use crate::io::{Command, ConnId, Driver, HttpId, Input, Level, Topic};
 use crate::pgoutput::{encode, OldKind, Relation, RelationColumn, ReplicaIdentity};
 use crate::time::{Mono, Now, PgTime};
 use crate::timer::Deadline;
@@ -93,6 +99,9 @@ pub struct Script {
     bodies_by_token: std::collections::BTreeMap<String, String>,
     completed_bodies: Vec<String>,
     wal_end: Lsn,
+    /// Answers the fake servers gave while commands were being executed, fed in order once
+    /// the pipeline has no command left.
+    replies: VecDeque<Input>,
 }
 
 const SCHEMA_PREFIX: &str = r#"{"name":"p","program_status":"Success","deployment_status":"Running","program_info":{"schema":"#;
@@ -137,6 +146,7 @@ impl Script {
             bodies_by_token: std::collections::BTreeMap::new(),
             completed_bodies: Vec::new(),
             wal_end: Lsn::ZERO,
+            replies: VecDeque::new(),
         };
         script.drain();
         script
@@ -186,15 +196,36 @@ impl Script {
     }
 
     fn feed(&mut self, input: Input) {
-        self.pipeline.handle(self.now, input);
+        self.handle(input);
         self.drain();
     }
 
-    /// Executes every command: the fake servers answer what they can answer by themselves.
+    /// Hands one input to the pipeline, keeping the drive contract.
+    fn handle(&mut self, input: Input) {
+        assert!(
+            self.pipeline.ctx.drained(),
+            "an input arrived before the previous input's commands were drained"
+        );
+        assert!(
+            self.now.mono >= self.pipeline.ctx.now.mono,
+            "the harness moved time backwards"
+        );
+        self.pipeline.handle(self.now, input);
+    }
+
+    /// Executes every command; the fake servers' answers are fed after the commands are
+    /// drained, until neither commands nor answers are left.
     fn drain(&mut self) {
-        while let Some(command) = self.pipeline.poll_command() {
-            self.execute(command);
+        loop {
+            while let Some(command) = self.pipeline.poll_command() {
+                self.execute(command);
+            }
+            match self.replies.pop_front() {
+                Some(input) if self.exit.is_none() => self.handle(input),
+                _ => break,
+            }
         }
+        self.replies.clear();
         let deadline = self.pipeline.poll_timeout();
         if deadline != self.last_deadline {
             if let Some(d) = deadline {
@@ -212,29 +243,30 @@ impl Script {
                 conn, host, port, ..
             } => {
                 self.note(format!("{at} -> {conn} connect {host}:{port}"));
-                if self.repl.is_none()
-                    || self
-                        .pipeline
-                        .session
-                        .as_ref()
-                        .is_some_and(|s| s.repl.id == conn)
-                {
+                if self.repl.is_none() || self.pipeline.replication_conn() == Some(conn) {
                     self.repl = Some(conn);
                 } else {
                     self.control = Some(conn);
                 }
-                self.pipeline.handle(self.now, Input::PgConnected { conn });
+                self.replies.push_back(Input::PgConnected { conn });
             }
             Command::PgWrite { conn, bytes } => self.on_frontend(conn, &bytes),
             Command::PgPauseRead { conn } => self.note(format!("{at} -> {conn} pause reading")),
             Command::PgResumeRead { conn } => self.note(format!("{at} -> {conn} resume reading")),
             Command::PgClose { conn } => self.note(format!("{at} -> {conn} close")),
             Command::Http { id, request } => self.on_http(id, request),
-            Command::Log { level, message } => {
+            Command::Log {
+                level,
+                topic: Topic::General,
+                message,
+            } => {
                 if level >= Level::Info {
                     let level = format!("{level:?}").to_lowercase();
                     self.note(format!("         log {level}: {message}"));
                 }
+            }
+            Command::Log { topic, message, .. } => {
+                self.note(format!("         {:<6} {message}", topic.name()));
             }
             Command::Exit { code, reason } => {
                 self.note(format!("{at} exit {code}: {reason}"));
@@ -251,14 +283,11 @@ impl Script {
         if path.is_empty() {
             self.note(format!("{at} -> {id} GET pipeline"));
             let body = Bytes::from(self.schema.clone());
-            self.pipeline.handle(
-                self.now,
-                Input::HttpDone {
-                    id,
-                    status: 200,
-                    body,
-                },
-            );
+            self.replies.push_back(Input::HttpDone {
+                id,
+                status: 200,
+                body,
+            });
             return;
         }
         let line = if let Some(rest) = path.strip_prefix("/ingress/") {
@@ -395,13 +424,10 @@ impl Script {
 
     fn send_backend(&mut self, conn: ConnId, messages: &[BackendMessage]) {
         let bytes: Vec<u8> = messages.iter().flat_map(encode_backend).collect();
-        self.pipeline.handle(
-            self.now,
-            Input::PgBytes {
-                conn,
-                bytes: Bytes::from(bytes),
-            },
-        );
+        self.replies.push_back(Input::PgBytes {
+            conn,
+            bytes: Bytes::from(bytes),
+        });
     }
 
     /// Sends XLogData frames carrying pgoutput payloads on the replication connection;

@@ -1,12 +1,14 @@
-//! One batch on its way into Feldera: each route's body posted in route order, then each
-//! token's completion polled until Feldera says `complete`.
+//! Batches on their way into Feldera. The sink holds up to `window` batches in flight, in the
+//! order they were sent; each posts its routes' bodies in route order, then polls each token
+//! until Feldera says `complete`.
 //!
-//! HTTP 200 from ingress only means "accepted into the input buffer"; the batch becomes
+//! HTTP 200 from ingress only means "accepted into the input buffer"; a batch becomes
 //! durable when every token is complete (or, in the unsafe accepted mode, on the last 200,
-//! which the pipeline decides). A transient failure, a timeout or a restarted pipeline ends
-//! the session without acknowledging: the batch will be replayed from the slot.
+//! which the phase decides). Every failure is handed back as a [`Failure`] for the policy:
+//! nothing here decides whether a session ends.
 
 use super::ctx::Ctx;
+use super::policy::{Failure, FailureKind};
 use crate::ack::BatchSeq;
 use crate::completion::{CompletionWait, WaitVerdict};
 use crate::contract::Name;
@@ -17,7 +19,9 @@ use crate::feldera::{
 use crate::io::{Command, HttpId, Level};
 use crate::outbox::Batch;
 use crate::time::Mono;
+use crate::timer::{TimerKind, TimerTable};
 use bytes::Bytes;
+use std::collections::VecDeque;
 
 /// Request timeouts. Feldera's manager gives up on a pipeline after 30 s.
 pub(crate) const INGRESS_TIMEOUT_MS: u64 = 35_000;
@@ -36,7 +40,7 @@ enum Step {
     },
 }
 
-/// What an answer meant for the batch.
+/// What an answer or a timer meant for a batch.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum SinkOutcome {
     Pending,
@@ -44,10 +48,112 @@ pub(crate) enum SinkOutcome {
     Accepted,
     /// Every token is complete.
     Complete,
-    /// Give up on this session (transient failure, timeout, restarted pipeline).
-    EndSession(String),
-    /// Feldera refused the data or the request: exit 1.
-    Fatal(String),
+    /// The batch cannot become durable in this session.
+    Failed(Failure),
+}
+
+/// The batches in flight, oldest first.
+#[derive(Debug)]
+pub(crate) struct Sink {
+    window: usize,
+    batches: VecDeque<InFlight>,
+}
+
+impl Sink {
+    pub(crate) fn new(window: usize) -> Sink {
+        debug_assert!(window > 0);
+        Sink {
+            window,
+            batches: VecDeque::new(),
+        }
+    }
+
+    pub(crate) fn is_idle(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// Whether another batch may be sent now.
+    pub(crate) fn has_room(&self) -> bool {
+        self.batches.len() < self.window
+    }
+
+    /// The oldest batch in flight.
+    pub(crate) fn oldest(&self) -> Option<&InFlight> {
+        self.batches.front()
+    }
+
+    pub(crate) fn send(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        tables: &[Name],
+        batch: Batch,
+    ) {
+        debug_assert!(self.has_room());
+        let in_flight = InFlight::start(ctx, endpoint, tables, batch);
+        self.batches.push_back(in_flight);
+    }
+
+    /// Hands an answer to the batch waiting for it: `None` when no batch owns the request
+    /// (it belongs to an ended session).
+    pub(crate) fn on_reply(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        now: Mono,
+        id: HttpId,
+        reply: Reply<'_>,
+    ) -> Option<(BatchSeq, SinkOutcome)> {
+        let batch = self.batches.iter_mut().find(|b| b.owns(id))?;
+        Some((batch.seq, batch.on_reply(ctx, endpoint, now, reply)))
+    }
+
+    /// Timers fired: the first batch with something to say says it.
+    pub(crate) fn on_timer(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        now: Mono,
+    ) -> Option<(BatchSeq, SinkOutcome)> {
+        for batch in &mut self.batches {
+            let outcome = batch.on_timer(ctx, endpoint, now);
+            if outcome != SinkOutcome::Pending {
+                return Some((batch.seq, outcome));
+            }
+        }
+        None
+    }
+
+    /// Batch `seq` was accepted: wait for its completion (polling at once).
+    pub(crate) fn await_completion(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        seq: BatchSeq,
+        now: Mono,
+        timeout_ms: u64,
+    ) {
+        if let Some(batch) = self.batches.iter_mut().find(|b| b.seq == seq) {
+            batch.await_completion(ctx, endpoint, now, timeout_ms);
+        }
+    }
+
+    /// Batch `seq` is durable: it leaves the sink.
+    pub(crate) fn take(&mut self, seq: BatchSeq) -> Option<InFlight> {
+        let index = self.batches.iter().position(|b| b.seq == seq)?;
+        self.batches.remove(index)
+    }
+
+    /// Arms the timers the batches need.
+    pub(crate) fn arm(&self, timers: &mut TimerTable) {
+        for batch in &self.batches {
+            for (at, kind) in batch.deadlines().into_iter().flatten() {
+                if timers.get(kind).is_none_or(|t| at < t) {
+                    timers.set(kind, at);
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -161,8 +267,8 @@ impl InFlight {
                         SinkOutcome::Accepted
                     }
                 }
-                IngressOutcome::Transient(e) => SinkOutcome::EndSession(format!("ingress into {} failed: {e}", self.tables[part])),
-                IngressOutcome::Fatal(e) => SinkOutcome::Fatal(format!("Feldera refused rows for table {}: {e}", self.tables[part])),
+                IngressOutcome::Transient(e) => failed(FailureKind::FelderaUnavailable, format!("ingress into {} failed: {e}", self.tables[part])),
+                IngressOutcome::Fatal(e) => failed(FailureKind::FelderaRefused, format!("Feldera refused rows for table {}: {e}. The batch was not acknowledged", self.tables[part])),
             },
             Step::Polling { part, .. } => match classify_completion(reply) {
                 CompletionOutcome::Complete { .. } if part + 1 < self.tokens.len() => {
@@ -171,18 +277,22 @@ impl InFlight {
                 }
                 CompletionOutcome::Complete { .. } => SinkOutcome::Complete,
                 CompletionOutcome::InProgress => self.schedule_poll(now, part),
-                CompletionOutcome::Restarted(e) => {
-                    SinkOutcome::EndSession(format!("Feldera pipeline restarted; what it accepted may be lost and will be replayed: {e}"))
-                }
-                CompletionOutcome::Transient(e) => SinkOutcome::EndSession(format!("completion status failed: {e}")),
-                CompletionOutcome::Fatal(e) => SinkOutcome::Fatal(format!("completion status refused: {e}")),
+                CompletionOutcome::Restarted(e) => failed(
+                    FailureKind::FelderaRestarted,
+                    format!("Feldera pipeline restarted; what it accepted may be lost and will be replayed: {e}"),
+                ),
+                CompletionOutcome::Transient(e) => failed(FailureKind::FelderaUnavailable, format!("completion status failed: {e}")),
+                CompletionOutcome::Fatal(e) => failed(FailureKind::FelderaRefused, format!("completion status refused: {e}. The batch was not acknowledged")),
             },
         }
     }
 
     fn schedule_poll(&mut self, now: Mono, part: usize) -> SinkOutcome {
         let Some(wait) = self.wait.as_mut() else {
-            return SinkOutcome::Fatal("completion answer without a wait".into());
+            return failed(
+                FailureKind::FelderaUnreadable,
+                "Feldera answered a completion poll that was never sent",
+            );
         };
         match wait.in_progress(now) {
             WaitVerdict::PollAt(at) => {
@@ -195,7 +305,7 @@ impl InFlight {
     }
 
     fn timed_out(&self, waited_us: u64) -> SinkOutcome {
-        SinkOutcome::EndSession(format!(
+        failed(FailureKind::CompletionTimeout, format!(
             "batch #{} not complete after {} ms (FELDERA_COMPLETION_TIMEOUT_MS); not acknowledging, it will be replayed",
             self.seq,
             waited_us / 1000
@@ -229,9 +339,8 @@ impl InFlight {
         SinkOutcome::Pending
     }
 
-    /// The earliest instant this batch needs a timer for.
-    pub(crate) fn deadlines(&self) -> [Option<(Mono, crate::timer::TimerKind)>; 3] {
-        use crate::timer::TimerKind;
+    /// The instants this batch needs a timer for.
+    fn deadlines(&self) -> [Option<(Mono, TimerKind)>; 3] {
         let wait = self.wait.as_ref();
         [
             self.next_poll_at.map(|at| (at, TimerKind::CompletionPoll)),
@@ -240,4 +349,8 @@ impl InFlight {
                 .map(|at| (at, TimerKind::SlowCompletionLog)),
         ]
     }
+}
+
+fn failed(kind: FailureKind, message: impl Into<String>) -> SinkOutcome {
+    SinkOutcome::Failed(Failure::new(kind, message))
 }

@@ -1,0 +1,262 @@
+//! The Stopping phase (graceful stop): stop reading, send what is buffered, wait (bounded by
+//! the completion timeout) until it is durable, send the final status update, then read the
+//! slot's `confirmed_flush_lsn` on a second connection until it shows the final position or
+//! `SHUTDOWN_CONFIRM_MS` passes. The protocol has no acknowledgement of an acknowledgement:
+//! without this wait the last update is often lost and the restart replays the last
+//! transaction.
+//!
+//! Owns the streaming session while it drains, and the control connection.
+
+use super::ctx::Ctx;
+use super::pg::PgLink;
+use super::streaming::Streaming;
+use super::{Cx, Next};
+use crate::ack::BatchSeq;
+use crate::conn::Event;
+use crate::feldera::Reply;
+use crate::io::{ConnId, HttpId, Level};
+use crate::startup::catalog;
+use crate::time::Mono;
+use crate::timer::{TimerKind, TimerTable};
+use crate::Lsn;
+
+/// How often the slot is asked again while confirming.
+const CONFIRM_POLL_US: u64 = 100_000;
+
+/// Waiting for the slot to show the final position.
+#[derive(Debug)]
+struct Confirm {
+    control: PgLink,
+    target: Lsn,
+    deadline: Mono,
+    query_at: Option<Mono>,
+    rows: Vec<Vec<Option<String>>>,
+    last_seen: Option<Lsn>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Stopping {
+    streaming: Streaming,
+    confirm: Option<Confirm>,
+}
+
+impl Stopping {
+    /// The operator asked to stop while streaming.
+    pub(crate) fn begin(cx: &mut Cx<'_>, mut streaming: Streaming) -> (Stopping, Next) {
+        cx.ctx.log(
+            Level::Info,
+            "stopping: no more reading; sending what is buffered",
+        );
+        streaming.start_draining(cx.ctx);
+        let mut stopping = Stopping {
+            streaming,
+            confirm: None,
+        };
+        let next = stopping.advance(cx);
+        (stopping, next)
+    }
+
+    pub(crate) fn streaming(&self) -> &Streaming {
+        &self.streaming
+    }
+
+    /// Closes both connections; returns the last batch number used.
+    pub(crate) fn close(self, ctx: &mut Ctx) -> BatchSeq {
+        if let Some(mut confirm) = self.confirm {
+            confirm.control.close(ctx);
+        }
+        self.streaming.close(ctx)
+    }
+
+    pub(crate) fn arm(&self, timers: &mut TimerTable) {
+        self.streaming.arm(timers);
+        if let Some(confirm) = &self.confirm {
+            let at = confirm
+                .query_at
+                .map_or(confirm.deadline, |q| q.min(confirm.deadline));
+            timers.set(TimerKind::ShutdownConfirm, at);
+        }
+    }
+
+    /// Moves the stop on once the session is drained: the final status update, then the
+    /// confirmation.
+    fn advance(&mut self, cx: &mut Cx<'_>) -> Next {
+        if self.confirm.is_some() {
+            return Next::Stay;
+        }
+        if !self.streaming.drained() {
+            return self.streaming.drain_step(cx);
+        }
+        let target = cx.run.ack.flush();
+        if self.streaming.reported() != Some(target) {
+            if let Err(next) = self.streaming.send_status(cx) {
+                return next;
+            }
+        }
+        let already = self.streaming.slot_confirmed_at_start();
+        let config = &cx.env.config;
+        if target <= already || config.shutdown_confirm_ms == 0 {
+            return Next::Stopped(format!("stopped at {target}"));
+        }
+        let control = match PgLink::open(cx.ctx, &config.pg, false, "slotline-confirm") {
+            Ok(link) => link,
+            Err(e) => return Next::Stopped(format!("stopped at {target}, unconfirmed: {e}")),
+        };
+        self.confirm = Some(Confirm {
+            control,
+            target,
+            deadline: cx.now().plus_ms(config.shutdown_confirm_ms),
+            query_at: None,
+            rows: Vec::new(),
+            last_seen: None,
+        });
+        Next::Stay
+    }
+
+    fn then_advance(&mut self, cx: &mut Cx<'_>, next: Next) -> Next {
+        match next {
+            Next::Stay => self.advance(cx),
+            other => other,
+        }
+    }
+
+    pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
+        let next = self.streaming.on_http(cx, id, reply);
+        self.then_advance(cx, next)
+    }
+
+    pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>, kind: TimerKind) -> Next {
+        if kind == TimerKind::ShutdownConfirm {
+            return self.on_confirm_timer(cx);
+        }
+        let next = self.streaming.on_timer(cx, kind);
+        self.then_advance(cx, next)
+    }
+
+    fn is_control(&self, conn: ConnId) -> bool {
+        self.confirm.as_ref().is_some_and(|c| c.control.id == conn)
+    }
+
+    pub(crate) fn on_pg_connected(&mut self, cx: &mut Cx<'_>, conn: ConnId) -> Next {
+        if let Some(confirm) = self.confirm.as_mut().filter(|c| c.control.id == conn) {
+            confirm.control.on_connected(cx.ctx);
+        }
+        Next::Stay
+    }
+
+    pub(crate) fn on_pg_closed(
+        &mut self,
+        cx: &mut Cx<'_>,
+        conn: ConnId,
+        error: Option<String>,
+    ) -> Next {
+        if conn == self.streaming.conn() {
+            return self.streaming.on_pg_closed(cx, error);
+        }
+        match &self.confirm {
+            Some(confirm) if confirm.control.id == conn => Next::Stopped(format!(
+                "stopped at {}, unconfirmed: the control connection closed ({})",
+                confirm.target,
+                error.unwrap_or_else(|| "by the server".into())
+            )),
+            _ => Next::Stay,
+        }
+    }
+
+    pub(crate) fn on_pg_bytes(&mut self, cx: &mut Cx<'_>, conn: ConnId, bytes: &[u8]) -> Next {
+        if conn == self.streaming.conn() {
+            let next = self.streaming.on_pg_bytes(cx, bytes);
+            return self.then_advance(cx, next);
+        }
+        if !self.is_control(conn) {
+            return Next::Stay;
+        }
+        let Some(confirm) = self.confirm.as_mut() else {
+            return Next::Stay;
+        };
+        for event in confirm.control.on_bytes(cx.ctx, bytes) {
+            let next = match event {
+                Event::Ready => self.ask_slot(cx),
+                Event::DataRow(row) => {
+                    let text = row
+                        .columns
+                        .iter()
+                        .map(|c| c.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+                        .collect();
+                    if let Some(confirm) = self.confirm.as_mut() {
+                        confirm.rows.push(text);
+                    }
+                    Next::Stay
+                }
+                Event::QueryDone { .. } => self.on_slot_answer(cx),
+                Event::Failed(error) => {
+                    let target = self.confirm.as_ref().map_or(Lsn::ZERO, |c| c.target);
+                    Next::Stopped(format!("stopped at {target}, unconfirmed: {error}"))
+                }
+                _ => Next::Stay,
+            };
+            if !matches!(next, Next::Stay) {
+                return next;
+            }
+        }
+        Next::Stay
+    }
+
+    fn ask_slot(&mut self, cx: &mut Cx<'_>) -> Next {
+        let Some(confirm) = self.confirm.as_mut() else {
+            return Next::Stay;
+        };
+        confirm.rows.clear();
+        confirm.query_at = None;
+        if let Some(sql) = catalog::slot_query(&cx.env.config.slot) {
+            let _ = confirm.control.query(cx.ctx, &sql);
+        }
+        Next::Stay
+    }
+
+    fn on_slot_answer(&mut self, cx: &mut Cx<'_>) -> Next {
+        let now = cx.now();
+        let Some(confirm) = self.confirm.as_mut() else {
+            return Next::Stay;
+        };
+        let rows = std::mem::take(&mut confirm.rows);
+        let borrowed: Vec<Vec<Option<&str>>> = rows
+            .iter()
+            .map(|r| r.iter().map(|c| c.as_deref()).collect())
+            .collect();
+        let views: Vec<catalog::Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
+        let confirmed = catalog::parse_slot(&views)
+            .ok()
+            .flatten()
+            .and_then(|s| s.confirmed_flush);
+        confirm.last_seen = confirmed;
+        let target = confirm.target;
+        if confirmed.is_some_and(|c| c >= target) {
+            return Next::Stopped(format!("stopped; the slot confirmed {target}"));
+        }
+        confirm.query_at = Some(now.plus_us(CONFIRM_POLL_US));
+        Next::Stay
+    }
+
+    fn on_confirm_timer(&mut self, cx: &mut Cx<'_>) -> Next {
+        let now = cx.now();
+        let Some(confirm) = self.confirm.as_ref() else {
+            return Next::Stay;
+        };
+        if now >= confirm.deadline {
+            let seen = confirm
+                .last_seen
+                .map_or("nothing".to_owned(), |l| l.to_string());
+            let target = confirm.target;
+            cx.ctx.log(
+                Level::Warn,
+                format!("the slot did not show {target} within SHUTDOWN_CONFIRM_MS (last seen {seen}); a restart may replay from there"),
+            );
+            return Next::Stopped(format!("stopped at {target}, unconfirmed"));
+        }
+        if confirm.query_at.is_some_and(|q| now >= q) {
+            return self.ask_slot(cx);
+        }
+        Next::Stay
+    }
+}
