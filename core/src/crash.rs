@@ -11,9 +11,6 @@ pub struct CrashInjector {
     reached: u64,
 }
 
-/// The exit code of an injected crash.
-pub const CRASH_EXIT_CODE: i32 = 70;
-
 impl CrashInjector {
     pub fn new(spec: Option<CrashSpec>) -> CrashInjector {
         CrashInjector { spec, reached: 0 }

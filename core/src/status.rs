@@ -4,16 +4,13 @@
 //! slotline reports every third of it, clamped to 500 ms..10 s (10 s when the timeout is 0,
 //! i.e. disabled: the position still has to reach the server for the slot to release WAL),
 //! and keeps reporting while it waits for Feldera. A keepalive that asks for a reply is
-//! answered at once; a moved flush position is reported promptly, coalesced so a burst of
-//! completions sends one update.
+//! answered at once, and so is every move of the flush position.
 
 use crate::time::Mono;
 
 /// The floor and ceiling of the status interval.
 pub const MIN_INTERVAL_US: u64 = 500_000;
 pub const MAX_INTERVAL_US: u64 = 10_000_000;
-/// How long a moved flush position may wait to be coalesced with others.
-pub const PROMPT_DELAY_US: u64 = 10_000;
 
 /// The status interval for a `wal_sender_timeout` in milliseconds.
 pub fn interval_us(wal_sender_timeout_ms: u64) -> u64 {
@@ -67,11 +64,6 @@ impl StatusSchedule {
         self.next_at
     }
 
-    /// The flush position moved: report within `PROMPT_DELAY_US` (never later than planned).
-    pub fn prompt(&mut self, now: Mono) {
-        self.next_at = self.next_at.min(now.plus_us(PROMPT_DELAY_US));
-    }
-
     /// An update was sent now: the next one is a full interval away.
     pub fn sent(&mut self, now: Mono) {
         self.next_at = now.plus_us(self.interval_us);
@@ -104,17 +96,5 @@ mod tests {
         assert_eq!(parse_guc_duration_ms("0"), Some(0));
         assert_eq!(parse_guc_duration_ms("abc"), None);
         assert_eq!(parse_guc_duration_ms("5 fortnights"), None);
-    }
-
-    #[test]
-    fn prompt_pulls_the_next_update_in_but_never_pushes_it_out() {
-        let mut s = StatusSchedule::new(Mono(0), 60_000);
-        assert_eq!(s.next_at(), Mono(10_000_000));
-        s.prompt(Mono(1_000_000));
-        assert_eq!(s.next_at(), Mono(1_010_000));
-        s.prompt(Mono(1_005_000));
-        assert_eq!(s.next_at(), Mono(1_010_000), "coalesced");
-        s.sent(Mono(1_010_000));
-        assert_eq!(s.next_at(), Mono(11_010_000));
     }
 }

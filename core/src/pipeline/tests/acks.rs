@@ -11,23 +11,29 @@ fn flush_position_moves_only_after_completion_and_is_the_commit_end_lsn() {
     assert_eq!(s.confirmed, START, "accepted is not durable");
     s.complete();
     assert_eq!(s.confirmed, Lsn(0x2100), "end_lsn, not commit_lsn 0x20F8");
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "The flush position moves only when Feldera says the batch is complete (not on HTTP 200), and it is the commit's end_lsn (0/2100), never its commit_lsn.",
+        s.take_trace()
+    );
 }
 
 #[test]
 fn received_position_is_wal_start_never_wal_end() {
     let mut s = streaming(&[]);
-    s.keepalive(Lsn(0x9000), false); // the server's WAL head moves far ahead...
-    s.take_trace();
-    let mut s = streaming(&[]);
     s.wal("Begin", &[begin(0x2100, 700)]);
+    // The harness's server puts its WAL head 0x10000 bytes past each record it sends.
     s.wal(
-        "Insert users 1",
+        "Insert users 1 (wal_start 0/2040, wal_end 0/12040)",
         &[insert(0x2040, 16384, &[Some("1"), None, None])],
     );
     s.advance(10_000);
-    // write= is where the last record started (0/2040), not the wal_end of its message.
-    insta::assert_snapshot!(s.take_trace());
+    let trace = s.take_trace();
+    assert!(trace.contains("status write=0/2040 "), "{trace}");
+    assert!(!trace.contains("write=0/12040"), "{trace}");
+    rule!(
+        "The write position reported is where the last record read started (wal_start 0/2040), never the server's WAL head carried in the same message (wal_end).",
+        trace
+    );
 }
 
 #[test]
@@ -36,7 +42,10 @@ fn commit_with_rows_still_buffered_is_not_acknowledged() {
     insert_tx(&mut s, 700, 0x2100, &["1"]);
     s.keepalive(Lsn(0x2100), true);
     assert_eq!(s.confirmed, START);
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A commit whose rows are still buffered is not acknowledged, even when a keepalive asks for a reply: the reply carries the old flush position.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -55,7 +64,10 @@ fn transaction_split_over_three_batches_is_acknowledged_only_after_the_last() {
     s.accept();
     s.complete();
     assert_eq!(s.confirmed, Lsn(0x2100));
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A transaction larger than BATCH_MAX_ROWS goes out in three batches; its commit is acknowledged only when the last of them is durable.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -63,7 +75,10 @@ fn idle_keepalive_is_acknowledged_releasing_unpublished_wal() {
     let mut s = streaming(&[]);
     s.keepalive(Lsn(0x5_0000), false);
     assert_eq!(s.confirmed, Lsn(0x5_0000));
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "With nothing open, buffered or in flight, a keepalive's position is acknowledged, releasing WAL written to unpublished tables.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -85,7 +100,10 @@ fn keepalive_is_ignored_with_an_open_transaction_or_a_batch_in_flight() {
     s.complete();
     s.keepalive(Lsn(0x3000), false);
     assert_eq!(s.confirmed, Lsn(0x3000), "idle again");
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A keepalive moves nothing while a transaction is open or a batch is in flight; once idle, the next one is acknowledged.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -93,7 +111,10 @@ fn keepalive_asking_for_a_reply_is_answered_at_once() {
     let mut s = streaming(&[]);
     s.wal("Begin", &[begin(0x2100, 700)]);
     s.keepalive(Lsn(0x3000), true);
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A keepalive asking for a reply is answered at once with the current positions.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -107,5 +128,8 @@ fn accepted_mode_acknowledges_on_http_200() {
         0,
         "no completion poll in accepted mode"
     );
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "FELDERA_ACK_MODE=accepted (unsafe, for demonstration) acknowledges on ingress's HTTP 200 without asking for completion.",
+        s.take_trace()
+    );
 }

@@ -14,7 +14,10 @@ fn linger_deadline_counts_from_the_oldest_event_under_a_trickle() {
     }
     // The first event arrived at +0.000s: the batch goes at +0.050s although events kept
     // arriving every 15 ms.
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "The linger deadline counts from the oldest buffered event: under a trickle every 15 ms the batch still goes at +0.050s.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -22,11 +25,15 @@ fn linger_zero_sends_one_request_per_transaction() {
     let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
     insert_tx(&mut s, 700, 0x2100, &["1", "2"]);
     insert_tx(&mut s, 701, 0x2200, &["3"]);
-    // The second transaction waits (reading paused) until the first is durable.
+    // The second transaction is read into the outbox and waits there (its commit makes it
+    // due) until the first batch is durable: one request per transaction, in order.
     s.settle();
     s.settle();
     assert_eq!(s.confirmed, Lsn(0x2200));
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "BATCH_LINGER_MS=0 cuts a batch at every commit: one ingress request per transaction, in order.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -54,10 +61,13 @@ fn row_and_byte_thresholds_split_batches() {
     s.advance(1000);
     s.settle();
     assert_eq!(s.confirmed, Lsn(0x2100));
-    insta::assert_snapshot!(format!(
+    rule!(
+        "BATCH_MAX_ROWS and BATCH_MAX_BYTES each cut a batch as soon as they are reached; the rest goes at the linger deadline.",
+        format!(
         "BATCH_MAX_ROWS=3:\n{rows}\nBATCH_MAX_BYTES=1024:\n{}",
         s.take_trace()
-    ));
+    )
+    );
 }
 
 #[test]
@@ -95,5 +105,8 @@ fn short_wal_sender_timeout_keeps_status_updates_flowing_through_a_long_completi
         .lines()
         .filter(|l| l.contains(" status ") || l.contains("log "))
         .collect();
-    insta::assert_snapshot!(summary.join("\n"));
+    rule!(
+        "With wal_sender_timeout=4s, status updates go every 1.333 s through a 22 s completion wait, so PostgreSQL never closes the session (only status updates and log lines shown).",
+        summary.join("\n")
+    );
 }

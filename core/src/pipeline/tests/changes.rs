@@ -1,5 +1,6 @@
 //! What each change becomes on the wire to Feldera (the bodies of ingress requests).
 use super::*;
+use crate::pgoutput::OldKind;
 
 fn bodies_after(s: &mut Script) -> String {
     let bodies = s.pending_bodies().join("");
@@ -23,10 +24,10 @@ fn key_change_under_default_identity_retracts_the_old_key_then_inserts() {
             commit(0x20F8, 0x2100),
         ],
     );
-    insta::assert_snapshot!(bodies_after(&mut s), @r#"
-    {"delete":{"id":1}}
-    {"insert":{"id":99,"name":"n2","bio":"small"}}
-    "#);
+    rule!(
+        "A key-changing UPDATE under REPLICA IDENTITY DEFAULT deletes the old key (from the K tuple) before inserting the new row.",
+        bodies_after(&mut s)
+    );
 }
 
 #[test]
@@ -54,7 +55,10 @@ fn unchanged_toast_under_full_is_filled_from_the_old_row() {
             commit(0x20F8, 0x2100),
         ],
     );
-    insta::assert_snapshot!(bodies_after(&mut s), @r#"{"insert":{"id":5,"name":"b","bio":"<200 KB>"}}"#);
+    rule!(
+        "Under REPLICA IDENTITY FULL an unchanged TOASTed column is filled from the old row: a full insert.",
+        bodies_after(&mut s)
+    );
 }
 
 #[test]
@@ -68,7 +72,10 @@ fn unchanged_toast_under_default_is_a_partial_update_omitting_the_column() {
             commit(0x20F8, 0x2100),
         ],
     );
-    insta::assert_snapshot!(bodies_after(&mut s), @r#"{"update":{"id":5,"name":"b"}}"#);
+    rule!(
+        "Without the old row, an unchanged TOASTed column is omitted through Feldera's partial update, never sent as null.",
+        bodies_after(&mut s)
+    );
 }
 
 #[test]
@@ -102,7 +109,10 @@ fn relation_sent_again_mid_stream_with_an_added_column_is_used_from_then_on() {
             insert(0x2110, 16384, &[Some("8"), Some("y"), None]),
         ],
     );
-    insta::assert_snapshot!(format!("{body}{}", s.take_trace()));
+    rule!(
+        "A Relation message sent again mid-stream (ADD COLUMN) replaces the cached shape; rows use the new columns from then on, and a row of the wrong width is a protocol error.",
+        format!("{body}{}", s.take_trace())
+    );
     assert_eq!(s.exit().map(|e| e.0), Some(1));
 }
 
@@ -120,7 +130,10 @@ fn two_routes_are_posted_separately_in_route_order() {
         ],
     );
     s.settle();
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "One transaction touching two routed tables becomes one batch posted as one request per Feldera table, in route order; completion is polled for each token.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -135,5 +148,8 @@ fn a_bad_value_exits_1_without_acknowledging_its_transaction() {
     );
     assert_eq!(s.exit().map(|e| e.0), Some(1));
     assert_eq!(s.confirmed, START);
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A value that cannot be delivered faithfully exits 1; nothing of its transaction is acknowledged.",
+        s.take_trace()
+    );
 }

@@ -2,7 +2,16 @@
 
 use super::script::wal::*;
 use super::script::{FakePg, FakeTable, Script};
-use crate::pgoutput::{OldKind, ReplicaIdentity};
+use crate::pgoutput::ReplicaIdentity;
+
+/// Snapshots a trace (or body) with the rule it proves as the snapshot's description.
+macro_rules! rule {
+    ($description:expr, $trace:expr $(,)?) => {
+        insta::with_settings!({ description => $description, omit_expression => true }, {
+            insta::assert_snapshot!($trace);
+        })
+    };
+}
 
 mod acks;
 mod batching;
@@ -95,7 +104,10 @@ fn startup_checks_everything_before_creating_the_slot_then_streams() {
     let mut pg = pg();
     pg.slot_confirmed = None;
     let mut s = Script::new(&[TABLES], pg, SCHEMA);
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "Startup asks every question (settings, publication, tables, columns, Feldera's schema, the slot) before it creates anything; the slot is created with SNAPSHOT 'nothing' only once every check passed, then replication starts.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -111,7 +123,10 @@ fn unrouted_relation_exits_1_naming_it() {
         "Begin, Relation audit",
         &[begin(0x2000, 9), relation(&audit)],
     );
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A change to a published table that TABLES does not route exits 1 naming the table and the two remedies; nothing of its transaction is acknowledged.",
+        s.take_trace()
+    );
     assert_eq!(s.exit().map(|e| e.0), Some(1));
 }
 
@@ -122,20 +137,20 @@ fn truncate_exits_1_as_not_supported_yet() {
         "Begin, Truncate users",
         &[begin(0x2000, 9), truncate(0x1FF0, &[16384])],
     );
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "TRUNCATE exits 1 without acknowledging anything after the previous commit.",
+        s.take_trace()
+    );
     assert_eq!(s.exit().map(|e| e.0), Some(1));
 }
 
 #[test]
 fn snapshot_mode_initial_exits_1_before_any_side_effect() {
     let mut s = Script::new(&[TABLES, ("SNAPSHOT_MODE", "initial")], pg(), SCHEMA);
-    insta::assert_snapshot!(s.take_trace().trim_end(), @" +0.000s exit 1: SNAPSHOT_MODE=initial is not supported yet; use SNAPSHOT_MODE=never (stream only, for a Feldera pipeline that is already seeded)");
-}
-
-#[test]
-fn old_kinds_are_in_scope() {
-    // Keeps the imports honest for the sub-modules.
-    let _ = (OldKind::Key, delete(1, 1, OldKind::Key, &[]));
+    rule!(
+        "SNAPSHOT_MODE=initial exits 1 before any command.",
+        s.take_trace().trim_end()
+    );
 }
 
 #[test]
@@ -147,7 +162,10 @@ fn refused_start_creates_no_slot_when_a_routed_table_is_not_published() {
     let trace = s.take_trace();
     assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
     assert_eq!(s.exit().map(|e| e.0), Some(1));
-    insta::assert_snapshot!(trace.lines().last().unwrap_or(""), @" +0.000s exit 1: refusing to start: the publication and TABLES disagree; routed but not in publication pub: public.items. The publication has: [public.users]; TABLES routes: [public.users, public.items]");
+    rule!(
+        "A routed table missing from the publication refuses the start before the slot is created.",
+        trace.lines().last().unwrap_or("")
+    );
 }
 
 #[test]

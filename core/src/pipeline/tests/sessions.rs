@@ -18,14 +18,10 @@ fn completion_timeout_starts_a_new_session_without_acknowledging() {
         s.advance(50);
     }
     assert_eq!(s.confirmed, START);
-    let trace = s.take_trace();
-    let shown: Vec<&str> = trace
-        .lines()
-        .filter(|l| {
-            !l.contains("completion_status") && !l.contains("inprogress") && !l.contains("next")
-        })
-        .collect();
-    insta::assert_snapshot!(shown.join("\n"));
+    rule!(
+        "A batch not complete within FELDERA_COMPLETION_TIMEOUT_MS ends the session without acknowledging; the next session starts after a backoff.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -38,7 +34,10 @@ fn feldera_503_ends_the_session_and_reconnects_after_a_backoff() {
     );
     s.advance(1000);
     assert_eq!(s.confirmed, START);
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A 503 from ingress ends the session without acknowledging and reconnects after a backoff.",
+        s.take_trace()
+    );
 }
 
 #[test]
@@ -70,7 +69,10 @@ fn backoff_grows_without_progress_and_resets_only_on_durable_progress() {
         .unwrap()
         .to_owned();
     delays.push(format!("after progress: {delay}"));
-    insta::assert_snapshot!(delays.join("\n"));
+    rule!(
+        "Each failure without durable progress doubles the ceiling the delay is drawn from (100, 200, 400, 800 ms); durable progress resets it to 100 ms.",
+        delays.join("\n")
+    );
 }
 
 #[test]
@@ -107,7 +109,10 @@ fn no_durable_progress_for_too_long_exits_69() {
         .lines()
         .filter(|l| l.contains("exit") || l.contains("ended"))
         .collect();
-    insta::assert_snapshot!(shown.join("\n"));
+    rule!(
+        "Sessions that keep failing without durable progress exit 69 once NO_PROGRESS_TIMEOUT_SECS has passed (only session ends and the exit shown).",
+        shown.join("\n")
+    );
 }
 
 #[test]
@@ -128,14 +133,19 @@ fn restarted_pipeline_410_starts_a_new_session_and_replays() {
     insert_tx(&mut s, 700, 0x2100, &["1"]);
     s.settle();
     assert_eq!(s.confirmed, Lsn(0x2100));
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A 410 PipelineRestarted while waiting for completion ends the session; the slot replays the transaction into the new session, which acknowledges it.",
+        s.take_trace()
+    );
 }
 
-fn crash_trace(point: &str, after: &str) -> String {
+/// Three one-row transactions with `BATCH_LINGER_MS=0` (batch k is transaction k) and the
+/// crash at `point` the 2nd time it is reached.
+fn crash_trace(point: &str) -> (String, Lsn) {
     let mut s = streaming(&[
         ("BATCH_LINGER_MS", "0"),
         ("CRASH_AT", point),
-        ("CRASH_AFTER_BATCHES", after),
+        ("CRASH_AFTER_BATCHES", "2"),
     ]);
     for (i, end) in [0x2100u64, 0x2200, 0x2300].iter().enumerate() {
         insert_tx(&mut s, 700 + i as u32, *end, &[&(i + 1).to_string()]);
@@ -144,31 +154,52 @@ fn crash_trace(point: &str, after: &str) -> String {
             break;
         }
     }
-    assert_eq!(s.exit().map(|e| e.0), Some(70), "{point} x {after}");
-    s.take_trace()
+    assert_eq!(s.exit().map(|e| e.0), Some(70), "{point}");
+    (s.take_trace(), s.confirmed)
 }
 
 #[test]
-fn crash_points_exit_70_at_the_nth_batch() {
-    let mut all = String::new();
-    for point in ["before_send", "after_send", "after_complete", "after_ack"] {
-        for after in ["1", "3"] {
-            let trace = crash_trace(point, after);
-            let tail: Vec<&str> = trace
-                .lines()
-                .rev()
-                .take(3)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            all.push_str(&format!(
-                "== CRASH_AT={point} CRASH_AFTER_BATCHES={after}\n{}\n",
-                tail.join("\n")
-            ));
-        }
-    }
-    insta::assert_snapshot!(all);
+fn crash_before_send_exits_70_with_the_batch_cut_and_nothing_sent() {
+    let (trace, confirmed) = crash_trace("before_send");
+    assert_eq!(trace.matches("POST ingress").count(), 1, "{trace}");
+    assert_eq!(confirmed, Lsn(0x2100));
+    rule!(
+        "CRASH_AT=before_send exits 70 when the 2nd batch is cut, before it is posted: only batch #1 reached Feldera and only its commit (0/2100) was acknowledged.",
+        trace
+    );
+}
+
+#[test]
+fn crash_after_send_exits_70_with_the_batch_accepted_and_not_acknowledged() {
+    let (trace, confirmed) = crash_trace("after_send");
+    assert_eq!(trace.matches("POST ingress").count(), 2, "{trace}");
+    assert_eq!(confirmed, Lsn(0x2100));
+    rule!(
+        "CRASH_AT=after_send exits 70 once ingress accepted the 2nd batch (token t2), before its completion is asked for: the slot stays at 0/2100.",
+        trace
+    );
+}
+
+#[test]
+fn crash_after_complete_exits_70_before_the_status_update() {
+    let (trace, confirmed) = crash_trace("after_complete");
+    assert_eq!(trace.matches("POST ingress").count(), 2, "{trace}");
+    assert_eq!(confirmed, Lsn(0x2100));
+    rule!(
+        "CRASH_AT=after_complete exits 70 when Feldera says the 2nd batch is complete, before the status update: the slot stays at 0/2100 and a restart replays transaction 701.",
+        trace
+    );
+}
+
+#[test]
+fn crash_after_ack_exits_70_after_the_status_update_was_written() {
+    let (trace, confirmed) = crash_trace("after_ack");
+    assert_eq!(trace.matches("POST ingress").count(), 2, "{trace}");
+    assert_eq!(confirmed, Lsn(0x2200));
+    rule!(
+        "CRASH_AT=after_ack exits 70 right after the status update carrying 0/2200 was written.",
+        trace
+    );
 }
 
 #[test]
@@ -179,10 +210,8 @@ fn a_slot_still_held_by_a_dead_connection_is_retried_not_fatal() {
     s.advance(1000);
     assert_eq!(s.exit(), None);
     assert!(s.pipeline().status().streaming);
-    let trace = s.take_trace();
-    let shown: Vec<&str> = trace
-        .lines()
-        .filter(|l| l.contains("log ") || l.contains("START_REPLICATION"))
-        .collect();
-    insta::assert_snapshot!(shown.join("\n"));
+    rule!(
+        "A slot still held by another process (active_pid 4242) is retried with backoff, not fatal; the third session finds it free and streams.",
+        s.take_trace()
+    );
 }

@@ -10,14 +10,20 @@ fn graceful_stop_drains_reports_and_confirms_the_final_position() {
     s.settle();
     assert_eq!(s.exit().map(|e| e.0), Some(0));
     assert_eq!(s.confirmed, Lsn(0x2100));
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A graceful stop stops reading, sends what is buffered, reports the final position and reads the slot on a second connection until it shows it; exit 0.",
+        s.take_trace()
+    );
 }
 
 #[test]
 fn graceful_stop_with_nothing_new_exits_at_once() {
     let mut s = streaming(&[]);
     s.shutdown();
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "A graceful stop with nothing new since the slot's position exits 0 at once.",
+        s.take_trace()
+    );
     assert_eq!(s.exit().map(|e| e.0), Some(0));
 }
 
@@ -32,5 +38,8 @@ fn graceful_stop_gives_up_waiting_for_the_slot_after_shutdown_confirm_ms() {
     s.complete();
     s.advance(1000);
     assert_eq!(s.exit().map(|e| e.0), Some(0));
-    insta::assert_snapshot!(s.take_trace());
+    rule!(
+        "When the slot does not show the final position within SHUTDOWN_CONFIRM_MS, the stop gives up waiting, warns, and exits 0.",
+        s.take_trace()
+    );
 }
