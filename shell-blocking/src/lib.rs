@@ -1,69 +1,62 @@
-//! What both slotline shells share, and the blocking shell itself.
+//! The blocking runtime of `slotline-blocking`: std threads and crossbeam channels, no
+//! async runtime.
 //!
-//! A shell is a byte pipe, an HTTP executor, a timer and `exit`: it executes the core's
-//! commands one to one and feeds every I/O result back as an input (the drive contract is
-//! documented on `slotline_core::io`). Everything here is independent of the runtime that
-//! waits for I/O, so the tokio shell (`slotline`) reuses it and only brings its own sockets
-//! and wait; `blocking` is the std-threads runtime of `slotline-blocking`.
+//! The shared run loop (`slotline_shell::run`) owns the core. Socket readers, connection
+//! writers, HTTP workers and the signal listener run on their own threads and hand inputs
+//! to a bounded channel; the loop waits on it with `recv_deadline` until the core's
+//! deadline.
 //!
-//! Never here: any decision about the domain (LSNs, batches, retries, Feldera answers),
-//! any async runtime (`cargo tree -p slotline-blocking -e normal` shows no tokio).
+//! Never here: any async runtime (`cargo tree -p slotline-blocking -e normal` shows none).
 #![forbid(unsafe_code)]
 
-pub mod blocking;
-pub mod cli;
-pub mod clock;
-pub mod conns;
-pub mod dispatch;
-pub mod http;
-pub mod logging;
-pub mod signals;
-pub mod startup;
+mod tcp;
 
-pub use clock::Clock;
-pub use dispatch::{dispatch, feed, Executor, Flow};
+use crossbeam_channel::{Receiver, Sender};
+use slotline_core::io::{ConnId, Driver, Input};
+use slotline_shell::http::Deliver;
+use slotline_shell::{Clock, RunOptions, Runtime, INPUT_QUEUE};
+use std::sync::Arc;
+use std::time::Instant;
+use tcp::TcpConn;
 
-/// How a run loop is set up. The binaries use the default; in-process tests turn signal
-/// handling off (it is process-wide) unless they test it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunOptions {
-    /// Install the SIGINT/SIGTERM handlers (see `signals`).
-    pub handle_signals: bool,
-    /// Threads executing HTTP requests concurrently.
-    pub http_workers: usize,
+/// Drives `core` until it emits `Exit`, and returns that exit code (the binary passes it
+/// to `std::process::exit`). Returns 1 if the shell's own threads cannot be started.
+pub fn run<D: Driver>(core: D, clock: Clock, options: RunOptions) -> i32 {
+    let (inputs, queue) = crossbeam_channel::bounded::<Input>(INPUT_QUEUE);
+    slotline_shell::run(core, clock, options, Blocking { inputs, queue })
 }
 
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            handle_signals: true,
-            http_workers: http::DEFAULT_WORKERS,
+/// The input queue; connections get a sender each.
+struct Blocking {
+    inputs: Sender<Input>,
+    queue: Receiver<Input>,
+}
+
+impl Runtime for Blocking {
+    type Conn = TcpConn;
+
+    fn deliver(&self) -> Deliver {
+        let sender = self.inputs.clone();
+        Arc::new(move |input| {
+            let _ = sender.send(input);
+        })
+    }
+
+    fn open(&mut self, conn: ConnId, host: String, port: u16) -> TcpConn {
+        TcpConn::open(conn, host, port, self.inputs.clone())
+    }
+
+    fn recv(&mut self, until: Option<Instant>) -> Option<Input> {
+        // `self` holds a sender, so the queue never disconnects while we wait.
+        match until {
+            Some(until) => self.queue.recv_deadline(until).ok(),
+            None => self.queue.recv().ok(),
         }
     }
-}
 
-/// How many inputs may wait for the core before producers (socket readers, HTTP workers)
-/// block. Bounds memory when the core is slower than the network: a reader that cannot
-/// hand over its chunk stops reading, and TCP pushes back on the server.
-pub const INPUT_QUEUE: usize = 256;
-
-/// Logs why a shell's own machinery could not start and gives the exit code for it.
-pub fn cannot_start(what: &str, error: &std::io::Error) -> i32 {
-    tracing::error!("cannot start {what}: {error}");
-    logging::flush();
-    slotline_core::io::exit::FATAL
-}
-
-/// Starts the SIGINT/SIGTERM listener when `options` ask for it; `on_first` delivers
-/// `Input::Shutdown` to the shell's queue. `Err` carries the exit code when it cannot start.
-pub fn shutdown_signals(
-    options: &RunOptions,
-    on_first: impl FnOnce() + Send + 'static,
-) -> Result<Option<signals::SignalListener>, i32> {
-    if !options.handle_signals {
-        return Ok(None);
+    fn finish(&mut self, conns: Vec<TcpConn>, deadline: Instant) {
+        for conn in conns {
+            conn.close_and_wait(deadline);
+        }
     }
-    signals::SignalListener::start(on_first)
-        .map(Some)
-        .map_err(|error| cannot_start("the signal handlers", &error))
 }

@@ -1,11 +1,13 @@
 //! `slotline-blocking`: slotline on std threads, with no async runtime (for minimal
 //! hosts). See `slotline_shell` for what it shares with the tokio shell.
 
-use slotline_shell::{blocking, logging, startup, RunOptions};
+use slotline_shell::{logging, startup, RunOptions};
 
 fn main() {
     let code = match startup::start(env!("CARGO_BIN_NAME"), std::env::args_os()) {
-        Ok(started) => blocking::run(started.pipeline, started.clock, RunOptions::default()),
+        Ok(started) => {
+            slotline_blocking::run(started.pipeline, started.clock, RunOptions::default())
+        }
         Err(code) => code,
     };
     logging::flush();

@@ -115,7 +115,7 @@ fn stuck_write_is_abandoned_after_the_grace(name: &str, run: Runner) {
 
 #[test]
 fn blocking_shell_abandons_a_stuck_write_after_the_close_grace() {
-    stuck_write_is_abandoned_after_the_grace("blocking", slotline_shell::blocking::run);
+    stuck_write_is_abandoned_after_the_grace("blocking", slotline_blocking::run);
 }
 
 #[test]

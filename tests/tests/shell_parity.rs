@@ -359,7 +359,7 @@ fn check_shell(name: &str, run: Runner) -> Vec<String> {
 
 #[test]
 fn blocking_shell_plays_the_script() {
-    check_shell("blocking", slotline_shell::blocking::run::<Scripted>);
+    check_shell("blocking", slotline_blocking::run::<Scripted>);
 }
 
 #[test]
@@ -369,7 +369,7 @@ fn tokio_shell_plays_the_script() {
 
 #[test]
 fn both_shells_feed_the_same_inputs_for_the_same_script() {
-    let blocking = check_shell("blocking", slotline_shell::blocking::run::<Scripted>);
+    let blocking = check_shell("blocking", slotline_blocking::run::<Scripted>);
     let tokio = check_shell("tokio", slotline::run::<Scripted>);
     assert_eq!(blocking, tokio);
 }

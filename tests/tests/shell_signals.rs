@@ -90,7 +90,7 @@ fn first_signal_becomes_shutdown(name: &str, run: Runner) {
 
 #[test]
 fn first_sigterm_is_fed_as_shutdown_in_both_shells() {
-    first_signal_becomes_shutdown("blocking", slotline_shell::blocking::run::<AwaitShutdown>);
+    first_signal_becomes_shutdown("blocking", slotline_blocking::run::<AwaitShutdown>);
     first_signal_becomes_shutdown("tokio", slotline::run::<AwaitShutdown>);
 }
 
@@ -126,7 +126,7 @@ fn child_main(shell: &str) {
     let core = Stubborn { announced: false };
     let options = RunOptions::default();
     let code = match shell {
-        "blocking" => slotline_shell::blocking::run(core, Clock::start(), options),
+        "blocking" => slotline_blocking::run(core, Clock::start(), options),
         _ => slotline::run(core, Clock::start(), options),
     };
     println!("CHILD run returned {code}");

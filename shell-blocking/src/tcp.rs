@@ -8,10 +8,10 @@
 //! The reader hands chunks to the run loop and stops at a closed gate (`PgPauseRead`):
 //! a read already in progress completes, and the run loop's router holds its chunk.
 
-use crate::conns::{connect_error, read_error, write_error, CLOSE_GRACE, READ_CHUNK};
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use slotline_core::io::{ConnId, Input};
+use slotline_shell::conns::{connect_error, read_error, write_error, CLOSE_GRACE, READ_CHUNK};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,7 +105,7 @@ impl TcpConn {
     }
 }
 
-impl crate::dispatch::ConnHandle for TcpConn {
+impl slotline_shell::dispatch::ConnHandle for TcpConn {
     fn write(&self, bytes: Bytes) {
         // A finished writer has reported (or been told of) the end: nothing to do.
         let _ = self.ops.send(ConnOp::Write(bytes));

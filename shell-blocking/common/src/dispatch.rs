@@ -1,8 +1,8 @@
 //! The one-to-one mapping of the core's commands onto a shell's I/O, written once for both
 //! shells.
 //!
-//! A runtime implements `Executor` (open, write, pause, resume, close a socket; start an
-//! HTTP request); `dispatch` does the rest the same way everywhere: connection bookkeeping
+//! The run loop implements `Executor` (open, write, pause, resume, close a socket; start an
+//! HTTP request) over a runtime's connections; `dispatch` does the rest the same way everywhere: connection bookkeeping
 //! in the `ConnRouter`, refusing TLS modes, logging, and turning `Exit` into a code for the
 //! run loop to return. It never interprets what a command means for the domain.
 
@@ -75,52 +75,6 @@ impl<C> ConnTable<C> {
     /// Every open connection, leaving the table empty (before exiting).
     pub fn take_all(&mut self) -> Vec<C> {
         std::mem::take(&mut self.conns).into_values().collect()
-    }
-}
-
-/// A runtime's I/O: how it opens a connection and starts a request. `Executor` follows
-/// from it, the same for every runtime.
-pub trait ShellIo {
-    type Conn: ConnHandle;
-    fn conns(&mut self) -> &mut ConnTable<Self::Conn>;
-    /// Start opening a plain TCP connection; report `PgConnected` or `PgClosed`.
-    fn open(&mut self, conn: ConnId, host: String, port: u16) -> Self::Conn;
-    /// Start the request; report `HttpDone` or `HttpFailed` with the same id.
-    fn submit_http(&mut self, id: HttpId, request: HttpRequest);
-}
-
-impl<T: ShellIo> Executor for T {
-    fn connect(&mut self, conn: ConnId, host: String, port: u16) {
-        let handle = self.open(conn, host, port);
-        self.conns().insert(conn, handle);
-    }
-
-    fn write(&mut self, conn: ConnId, bytes: Bytes) {
-        if let Some(handle) = self.conns().get(conn) {
-            handle.write(bytes);
-        }
-    }
-
-    fn pause(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns().get(conn) {
-            handle.pause();
-        }
-    }
-
-    fn resume(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns().get(conn) {
-            handle.resume();
-        }
-    }
-
-    fn close(&mut self, conn: ConnId) {
-        if let Some(handle) = self.conns().remove(conn) {
-            handle.close();
-        }
-    }
-
-    fn http(&mut self, id: HttpId, request: HttpRequest) {
-        self.submit_http(id, request);
     }
 }
 

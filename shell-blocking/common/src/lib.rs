@@ -1,0 +1,71 @@
+//! What both slotline shells share: the command line, logging, signals, the HTTP executor,
+//! the clock, the mapping of commands onto I/O and the run loop itself.
+//!
+//! A shell is a byte pipe, an HTTP executor, a timer and `exit`: it executes the core's
+//! commands one to one and feeds every I/O result back as an input (the drive contract is
+//! documented on `slotline_core::io`). Everything here is independent of the runtime that
+//! waits for I/O: each shell (`slotline` on tokio, `slotline-blocking` on std threads)
+//! brings only a `run::Runtime` (its sockets and its wait) and calls `run::run`.
+//!
+//! Never here: any decision about the domain (LSNs, batches, retries, Feldera answers),
+//! any async runtime (`cargo tree -p slotline-shell -e normal` shows no tokio).
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod clock;
+pub mod conns;
+pub mod dispatch;
+pub mod http;
+pub mod logging;
+pub mod run;
+pub mod signals;
+pub mod startup;
+
+pub use clock::Clock;
+pub use dispatch::{dispatch, feed, Executor, Flow};
+pub use run::{run, Runtime};
+
+/// How a run loop is set up. The binaries use the default; in-process tests turn signal
+/// handling off (it is process-wide) unless they test it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Install the SIGINT/SIGTERM handlers (see `signals`).
+    pub handle_signals: bool,
+    /// Threads executing HTTP requests concurrently.
+    pub http_workers: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            handle_signals: true,
+            http_workers: http::DEFAULT_WORKERS,
+        }
+    }
+}
+
+/// How many inputs may wait for the core before producers (socket readers, HTTP workers)
+/// block. Bounds memory when the core is slower than the network: a reader that cannot
+/// hand over its chunk stops reading, and TCP pushes back on the server.
+pub const INPUT_QUEUE: usize = 256;
+
+/// Logs why a shell's own machinery could not start and gives the exit code for it.
+pub fn cannot_start(what: &str, error: &std::io::Error) -> i32 {
+    tracing::error!("cannot start {what}: {error}");
+    logging::flush();
+    slotline_core::io::exit::FATAL
+}
+
+/// Starts the SIGINT/SIGTERM listener when `options` ask for it; `on_first` delivers
+/// `Input::Shutdown` to the shell's queue. `Err` carries the exit code when it cannot start.
+pub fn shutdown_signals(
+    options: &RunOptions,
+    on_first: impl FnOnce() + Send + 'static,
+) -> Result<Option<signals::SignalListener>, i32> {
+    if !options.handle_signals {
+        return Ok(None);
+    }
+    signals::SignalListener::start(on_first)
+        .map(Some)
+        .map_err(|error| cannot_start("the signal handlers", &error))
+}

@@ -1,0 +1,153 @@
+//! The run loop, written once for both shells.
+//!
+//! ```text
+//! loop {
+//!     while let Some(cmd) = core.poll_command() { dispatch(cmd) }   // Exit returns its code
+//!     let input = held input ready? | runtime.recv(until the core's deadline)
+//!     core.handle(clock.now(), input)
+//! }
+//! ```
+//!
+//! A shell differs from the other only in its `Runtime`: how a PostgreSQL connection is
+//! opened and driven, how the loop waits for its next input, and how connections are let
+//! flush before the process exits. The loop itself is synchronous; the tokio runtime
+//! implements the wait with `block_on` on a current-thread runtime, so its connection tasks
+//! run while the loop waits, exactly as they did when the loop was an `async fn`.
+
+use crate::conns::ConnRouter;
+use crate::dispatch::{dispatch, feed, ConnHandle, ConnTable, Executor, Flow};
+use crate::http::{Deliver, HttpPool};
+use crate::{Clock, RunOptions};
+use bytes::Bytes;
+use slotline_core::feldera::HttpRequest;
+use slotline_core::io::{ConnId, Driver, HttpId, Input};
+use std::time::Instant;
+
+/// What a shell's runtime provides to the shared run loop.
+pub trait Runtime {
+    /// The run loop's side of one open PostgreSQL connection.
+    type Conn: ConnHandle;
+
+    /// Hands an input to the loop's queue, from any thread (HTTP workers, the signal
+    /// listener), blocking while the queue is full.
+    fn deliver(&self) -> Deliver;
+
+    /// Starts opening a plain TCP connection; its inputs (`PgConnected` first, or
+    /// `PgClosed`) arrive through the queue.
+    fn open(&mut self, conn: ConnId, host: String, port: u16) -> Self::Conn;
+
+    /// Waits for the next input, until `until` at most (for ever when `None`). `None`
+    /// means the time came or the wait woke early: the loop checks the clock itself.
+    fn recv(&mut self, until: Option<Instant>) -> Option<Input>;
+
+    /// Before exiting: lets the connections write what they were handed, until
+    /// `deadline` at most.
+    fn finish(&mut self, conns: Vec<Self::Conn>, deadline: Instant);
+}
+
+/// Drives `core` until it emits `Exit`, and returns that exit code (the binary passes it
+/// to `std::process::exit`). Returns 1 if the shell's own threads cannot be started.
+pub fn run<D: Driver, R: Runtime>(
+    mut core: D,
+    clock: Clock,
+    options: RunOptions,
+    runtime: R,
+) -> i32 {
+    let deliver = runtime.deliver();
+    let http = match HttpPool::start(options.http_workers, deliver.clone()) {
+        Ok(http) => http,
+        Err(error) => return crate::cannot_start("the HTTP workers", &error),
+    };
+    let _signals = match crate::shutdown_signals(&options, move || deliver(Input::Shutdown)) {
+        Ok(listener) => listener,
+        Err(code) => return code,
+    };
+    let mut shell = Shell {
+        runtime,
+        conns: ConnTable::default(),
+        http,
+    };
+    let mut router = ConnRouter::default();
+    loop {
+        while let Some(command) = core.poll_command() {
+            if let Flow::Exit(code) = dispatch(command, &mut shell, &mut router) {
+                let deadline = Instant::now() + crate::dispatch::EXIT_FLUSH;
+                let conns = shell.conns.take_all();
+                shell.runtime.finish(conns, deadline);
+                return code;
+            }
+        }
+        let input = match router.next_ready() {
+            Some(input) => input,
+            None => wait(&mut shell.runtime, &clock, &core, &mut router),
+        };
+        feed(&mut core, clock.now(), input, &mut shell);
+    }
+}
+
+/// Waits for the next input the core should get, or for its deadline to pass.
+fn wait<D: Driver, R: Runtime>(
+    runtime: &mut R,
+    clock: &Clock,
+    core: &D,
+    router: &mut ConnRouter,
+) -> Input {
+    let deadline = core.poll_timeout();
+    let until = deadline.map(|d| clock.instant_at(d.at));
+    loop {
+        match runtime.recv(until) {
+            Some(input) => {
+                if let Some(input) = router.admit(input) {
+                    return input;
+                }
+            }
+            None => {
+                if deadline.is_some_and(|d| clock.reached(d.at)) {
+                    return Input::Tick;
+                }
+            }
+        }
+    }
+}
+
+/// A runtime with the connection table and the HTTP pool: the `Executor` of `dispatch`.
+struct Shell<R: Runtime> {
+    runtime: R,
+    conns: ConnTable<R::Conn>,
+    http: HttpPool,
+}
+
+impl<R: Runtime> Executor for Shell<R> {
+    fn connect(&mut self, conn: ConnId, host: String, port: u16) {
+        let handle = self.runtime.open(conn, host, port);
+        self.conns.insert(conn, handle);
+    }
+
+    fn write(&mut self, conn: ConnId, bytes: Bytes) {
+        if let Some(handle) = self.conns.get(conn) {
+            handle.write(bytes);
+        }
+    }
+
+    fn pause(&mut self, conn: ConnId) {
+        if let Some(handle) = self.conns.get(conn) {
+            handle.pause();
+        }
+    }
+
+    fn resume(&mut self, conn: ConnId) {
+        if let Some(handle) = self.conns.get(conn) {
+            handle.resume();
+        }
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        if let Some(handle) = self.conns.remove(conn) {
+            handle.close();
+        }
+    }
+
+    fn http(&mut self, id: HttpId, request: HttpRequest) {
+        self.http.submit(id, request);
+    }
+}
