@@ -146,6 +146,7 @@ fn setup(columns: &[Column]) -> (Relation, ColumnMapping, Vec<u8>) {
             .collect(),
         primary_key: Some(vec![Name::unquoted("id")]),
         materialized: false,
+        key_has_lateness: false,
     };
     let mapping = plan_mapping(&relation, &table, MappingOptions::default())
         .unwrap_or_else(|e| panic!("{e}"));

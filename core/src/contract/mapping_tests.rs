@@ -39,6 +39,7 @@ fn table(fields: Vec<Field>, key: Option<&[&str]>) -> Table {
         primary_key: key.map(|k| k.iter().map(|n| Name::unquoted(n)).collect()),
         fields,
         materialized: false,
+        key_has_lateness: false,
     }
 }
 

@@ -24,13 +24,16 @@ pub struct Table {
     /// The PRIMARY KEY columns, spelled as in `fields`; `None` when the table has none.
     pub primary_key: Option<Vec<Name>>,
     pub materialized: bool,
+    /// Some key column carries a LATENESS annotation (its field has `lateness`).
+    pub key_has_lateness: bool,
 }
 
 impl Table {
-    /// Whether Feldera answers ad-hoc queries on this relation: a table with a primary key
-    /// always, anything else only when declared `materialized`.
+    /// Whether Feldera answers ad-hoc queries on this relation: one declared
+    /// `materialized`, or a table with a primary key none of whose columns has LATENESS
+    /// (Feldera materializes those implicitly).
     pub fn queryable(&self) -> bool {
-        self.primary_key.is_some() || self.materialized
+        self.materialized || (self.primary_key.is_some() && !self.key_has_lateness)
     }
 }
 
@@ -144,6 +147,9 @@ struct RawField {
     #[serde(default)]
     case_sensitive: bool,
     columntype: RawColumnType,
+    /// The LATENESS expression, when the column has one.
+    #[serde(default)]
+    lateness: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -277,11 +283,24 @@ fn convert_schema(path: &str, raw: RawSchema) -> Result<Schema, SchemaError> {
 }
 
 fn convert_relation(path: &str, raw: RawRelation) -> Result<Table, SchemaError> {
+    let late: Vec<String> = raw
+        .fields
+        .iter()
+        .filter(|f| f.lateness.as_ref().is_some_and(|l| !l.is_null()))
+        .map(|f| f.name.clone())
+        .collect();
     let fields = convert_fields(&format!("{path}.fields"), raw.fields)?;
     let primary_key = match raw.primary_key {
         None => None,
         Some(keys) => Some(resolve_key(&format!("{path}.primary_key"), &keys, &fields)?),
     };
+    let key_has_lateness = primary_key.as_ref().is_some_and(|key| {
+        key.iter().any(|k| {
+            fields
+                .iter()
+                .any(|f| f.name == *k && late.contains(&f.name.name))
+        })
+    });
     Ok(Table {
         name: Name {
             name: raw.name,
@@ -290,6 +309,7 @@ fn convert_relation(path: &str, raw: RawRelation) -> Result<Table, SchemaError> 
         fields,
         primary_key,
         materialized: raw.materialized,
+        key_has_lateness,
     })
 }
 
