@@ -75,6 +75,17 @@ impl<'m> Converter<'m> {
         }
     }
 
+    /// A row of the initial snapshot (`COPY` text fields in relation order): an `insert`.
+    pub fn snapshot_row<'a>(
+        &self,
+        fields: impl Iterator<Item = Option<&'a [u8]>>,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, ConvertError> {
+        let tuple = Tuple::new(fields.map(|f| f.map_or(Datum::Null, Datum::Text)).collect());
+        self.write_row(Event::Insert, &tuple, out)?;
+        Ok(1)
+    }
+
     pub fn insert(&self, insert: &Insert<'_>, out: &mut Vec<u8>) -> Result<u64, ConvertError> {
         self.refuse_holes(&insert.new, "an INSERT")?;
         self.write_row(Event::Insert, &insert.new, out)?;

@@ -58,6 +58,13 @@ pub enum Input {
     Tick,
     /// The operator asked for a graceful stop (SIGINT/SIGTERM).
     Shutdown,
+    /// The answer to `Command::ReadState`: the file's bytes, `None` when it does not exist,
+    /// or why it could not be read (which is never the same as absent).
+    StateRead {
+        contents: Result<Option<Bytes>, String>,
+    },
+    /// The answer to `Command::WriteState`: the new contents are durable, or why not.
+    StateWritten { result: Result<(), String> },
 }
 
 /// Log levels of `Command::Log`.
@@ -149,6 +156,17 @@ pub enum Command {
         level: Level,
         topic: Topic,
         message: String,
+    },
+    /// Read the state file at `path` and report `StateRead` (absent is not an error).
+    ReadState {
+        path: String,
+    },
+    /// Replace the state file at `path` with `contents` atomically and durably (a temporary
+    /// file in the same directory, fsync, rename over `path`, fsync of the directory;
+    /// create the directory when missing) and report `StateWritten`.
+    WriteState {
+        path: String,
+        contents: Bytes,
     },
     /// Exit the process now with this code, without any further I/O.
     Exit {

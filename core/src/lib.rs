@@ -26,6 +26,7 @@ pub mod outbox;
 pub mod pgoutput;
 pub mod pipeline;
 pub mod retract;
+pub mod snapshot;
 pub mod startup;
 pub mod status;
 pub mod time;

@@ -233,6 +233,20 @@ impl Outbox {
 
     /// Forgets everything buffered (a session ended: it will be replayed). Sequence numbers
     /// keep counting so a late answer about an old batch can never match a new one.
+    /// Drops every buffered line of `route` (a TRUNCATE of its table: PostgreSQL discarded
+    /// those changes too). Other routes keep theirs.
+    pub fn discard_route(&mut self, route: usize) {
+        let Some(body) = self.bodies.get_mut(route) else {
+            return;
+        };
+        self.bytes -= body.len() as u64;
+        body.clear();
+        self.rows -= std::mem::take(&mut self.rows_per_route[route]);
+        if self.rows == 0 {
+            self.oldest = None;
+        }
+    }
+
     pub fn clear(&mut self) {
         for body in &mut self.bodies {
             body.clear();
@@ -322,6 +336,24 @@ mod tests {
         push(&mut o, 0, "a2", 3);
         assert_eq!(o.cut(CutReason::Drain).unwrap().seq, 2);
         assert!(o.cut(CutReason::Drain).is_none());
+    }
+
+    #[test]
+    fn discarding_a_route_keeps_the_others_and_the_batch_numbers() {
+        let mut o = outbox(100, 1 << 20, 50);
+        push(&mut o, 0, "{\"insert\":{\"id\":1}}", 0);
+        push(&mut o, 1, "{\"insert\":{\"sku\":\"a\"}}", 1);
+        o.discard_route(0);
+        assert_eq!(o.rows(), 1);
+        let batch = o.cut(CutReason::Drain).unwrap();
+        assert_eq!(
+            (batch.seq, batch.parts.len(), batch.parts[0].route),
+            (1, 1, 1)
+        );
+        push(&mut o, 0, "{\"insert\":{\"id\":2}}", 2);
+        o.discard_route(0);
+        assert!(o.is_empty());
+        assert_eq!(o.linger_deadline(), None, "nothing buffered, no deadline");
     }
 
     #[test]

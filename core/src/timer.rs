@@ -26,10 +26,12 @@ pub enum TimerKind {
     NoProgress,
     /// Graceful stop: poll the slot's confirmed position again, or give up waiting.
     ShutdownConfirm,
+    /// The initial snapshot's progress line is due.
+    SnapshotProgress,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 8] = [
+    pub const ALL: [TimerKind; 9] = [
         TimerKind::StatusInterval,
         TimerKind::Linger,
         TimerKind::CompletionPoll,
@@ -38,6 +40,7 @@ impl TimerKind {
         TimerKind::Reconnect,
         TimerKind::NoProgress,
         TimerKind::ShutdownConfirm,
+        TimerKind::SnapshotProgress,
     ];
 
     fn index(self) -> usize {

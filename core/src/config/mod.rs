@@ -140,6 +140,10 @@ pub struct Config {
     pub batch_max_rows: u64,
     pub batch_max_bytes: u64,
     pub batch_linger_ms: u64,
+    /// `SNAPSHOT_WORKERS`: connections copying in parallel (never more than the work).
+    pub snapshot_workers: usize,
+    /// `RETRACT_PAGE_ROWS`: keys read from Feldera per page when retracting.
+    pub retract_page_rows: u32,
     pub no_progress_timeout_secs: u64,
     pub shutdown_confirm_ms: u64,
     pub log_format: LogFormat,
@@ -206,6 +210,8 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("BATCH_MAX_ROWS", Some("10000")),
     ("BATCH_MAX_BYTES", Some("4194304")),
     ("BATCH_LINGER_MS", Some("50")),
+    ("SNAPSHOT_WORKERS", Some("4")),
+    ("RETRACT_PAGE_ROWS", Some("10000")),
     ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),
     ("SHUTDOWN_CONFIRM_MS", Some("5000")),
     ("LOG_FORMAT", Some("text")),
@@ -311,6 +317,8 @@ impl Config {
             batch_max_rows: parse_u64_in(&pairs, "BATCH_MAX_ROWS", 1, 10_000_000)?,
             batch_max_bytes: parse_u64_in(&pairs, "BATCH_MAX_BYTES", 1024, 1 << 30)?,
             batch_linger_ms: parse_u64_in(&pairs, "BATCH_LINGER_MS", 0, 3_600_000)?,
+            snapshot_workers: parse_u64_in(&pairs, "SNAPSHOT_WORKERS", 1, 64)? as usize,
+            retract_page_rows: parse_u64_in(&pairs, "RETRACT_PAGE_ROWS", 1, 1_000_000)? as u32,
             no_progress_timeout_secs: parse_u64_in(
                 &pairs,
                 "NO_PROGRESS_TIMEOUT_SECS",

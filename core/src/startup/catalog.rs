@@ -309,6 +309,12 @@ pub fn create_slot_command(slot: &str, export: bool) -> Option<String> {
     ))
 }
 
+/// `DROP_REPLICATION_SLOT` for a slot that is not in use (no `WAIT`: a slot someone holds is
+/// an error, never waited for).
+pub fn drop_slot_command(slot: &str) -> Option<String> {
+    Some(format!("DROP_REPLICATION_SLOT {}", quote_ident(slot)?))
+}
+
 /// `START_REPLICATION` from the slot's own position (`0/0`), pgoutput protocol 1.
 pub fn start_replication_command(slot: &str, publication: &str) -> Option<String> {
     let names = quote_literal(&quote_ident(publication)?)?;

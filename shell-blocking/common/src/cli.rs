@@ -107,6 +107,12 @@ pub struct Cli {
     /// Longest wait from the oldest buffered event; 0 = one request per transaction
     #[arg(long, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
     pub batch_linger_ms: Option<String>,
+    /// Connections copying the initial snapshot in parallel (never more than the work)
+    #[arg(long, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
+    pub snapshot_workers: Option<String>,
+    /// Keys read from Feldera per page when retracting (TRUNCATE, re-snapshot leftovers)
+    #[arg(long, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
+    pub retract_page_rows: Option<String>,
     /// Exit 69 after this long without durable progress
     #[arg(
         long,

@@ -105,7 +105,12 @@ fn conn_of(input: &Input) -> Option<ConnId> {
         Input::PgConnected { conn }
         | Input::PgBytes { conn, .. }
         | Input::PgClosed { conn, .. } => Some(*conn),
-        Input::HttpDone { .. } | Input::HttpFailed { .. } | Input::Tick | Input::Shutdown => None,
+        Input::HttpDone { .. }
+        | Input::HttpFailed { .. }
+        | Input::Tick
+        | Input::Shutdown
+        | Input::StateRead { .. }
+        | Input::StateWritten { .. } => None,
     }
 }
 

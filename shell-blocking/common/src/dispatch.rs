@@ -129,6 +129,18 @@ pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRo
             topic,
             message,
         } => logging::emit(level, topic, &message),
+        Command::ReadState { path } => {
+            tracing::debug!("reading the state file {path}");
+            router.inject(Input::StateRead {
+                contents: crate::state_file::read(&path),
+            });
+        }
+        Command::WriteState { path, contents } => {
+            tracing::debug!("writing the state file {path}");
+            router.inject(Input::StateWritten {
+                result: crate::state_file::write_atomic(&path, &contents),
+            });
+        }
         Command::Exit { code, reason } => {
             tracing::info!("exiting with code {code}: {reason}");
             logging::flush();

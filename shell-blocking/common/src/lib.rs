@@ -20,6 +20,7 @@ pub mod logging;
 pub mod run;
 pub mod signals;
 pub mod startup;
+pub mod state_file;
 
 pub use clock::Clock;
 pub use dispatch::{dispatch, feed, Executor, Flow};
