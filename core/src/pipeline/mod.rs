@@ -3,19 +3,32 @@
 //! phase's own work lives in its module and reports what should happen next as a [`Next`].
 //!
 //! ```text
-//!            new ──► Starting ──(stream open)──► Streaming ──(TRUNCATE)──► (later phases)
-//!                       │  ▲                         │
-//!          failure ─────┤  │ backoff elapsed          │ SIGTERM
-//!    (policy: end       ▼  │                         ▼
-//!     the session)   BackingOff ◄──── failure ──── Stopping ──(drained, confirmed)──► Exited
-//!                                                    (a failure while stopping exits 0)
-//!    any phase ──(policy: exit, crash point, stop before streaming)──► Exited
+//!                 ┌──(plan: snapshot)──► Snapshotting ──(copy durable, state complete)──┐
+//!                 │                                                                      ▼
+//!     new ──► Starting ──────────────(plan: stream)─────────────────────────────────► Streaming
+//!                │  ▲                                              (TRUNCATE) ┌────────┤ ▲
+//!                │  │                                                         ▼        │ │ (verified empty)
+//!                │  │                                                     Retracting ──┼─┘
+//!                │  ▲                                                                    │
+//!   failure ─────┤  │ backoff elapsed                                                    │ SIGTERM
+//!  (policy: end  ▼  │                                                                    ▼
+//!  the session) BackingOff ◄───────────────── failure ───────────────────────────── Stopping
+//!                                                                     (drained, confirmed: exit 0;
+//!                                                                      a failure while stopping exits 0)
+//!     any phase ──(policy: exit, crash point, stop before streaming)──► Exited
 //! ```
 //!
 //! - **Starting** (`starting`): one replication connection asks its questions (settings,
-//!   publication, tables, Feldera's schema, the slot) and starts replication.
+//!   publication, tables, Feldera's schema, the slot), the state file is read, and the
+//!   startup plan decides: stream from the slot, or snapshot first.
+//! - **Snapshotting** (`snapshotting`): workers copy every routed table under the slot's
+//!   exported snapshot; once every row is durable the state file says `complete` and
+//!   replication starts at the consistent point.
 //! - **Streaming** (`streaming`): changes are converted into the outbox, cut into batches,
 //!   sent through the sink and acknowledged once durable.
+//! - **Retracting** (`retracting`): a TRUNCATE holds the stream while every key the
+//!   truncated Feldera tables hold is deleted and the tables are verified empty; then the
+//!   stream goes on with the rest of the transaction.
 //! - **Stopping** (`stopping`): no more reading; what is buffered is sent, the final position
 //!   reported and confirmed on a second connection.
 //! - **BackingOff**: the session ended; the next starts when the backoff elapses.
@@ -26,11 +39,16 @@
 //! through one table (`policy`), which decides whether a session ends or the process exits.
 
 mod ctx;
+#[cfg(any(test, feature = "testing"))]
+mod fake_feldera;
 mod pg;
 mod policy;
+mod retracting;
+mod retraction;
 #[cfg(any(test, feature = "testing"))]
 pub mod script;
 mod sink;
+mod snapshotting;
 mod starting;
 mod startup;
 mod stopping;
@@ -38,7 +56,7 @@ mod streaming;
 
 use crate::ack::{AckTracker, BatchSeq};
 use crate::backoff::{Backoff, ProgressDeadline};
-use crate::config::{AckMode, Config, ConfigError, CrashPoint, SnapshotMode, SslMode, TablesSpec};
+use crate::config::{AckMode, Config, ConfigError, CrashPoint, SslMode, TablesSpec};
 use crate::contract::routes::{parse_pair, parse_tables, Route};
 use crate::crash::CrashInjector;
 use crate::feldera::{FelderaEndpoint, Reply};
@@ -48,6 +66,9 @@ use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind, TimerTable};
 use ctx::Ctx;
 use policy::{Failure, FailureKind, Reaction, Situation};
+use retracting::Retracting;
+use retraction::TableJob;
+use snapshotting::{SnapshotStart, Snapshotting};
 use starting::{Starting, StreamStart};
 use stopping::Stopping;
 use streaming::Streaming;
@@ -72,6 +93,8 @@ pub(crate) struct Env {
     pub(crate) routes: Vec<Route>,
     pub(crate) endpoint: FelderaEndpoint,
     pub(crate) thresholds: Thresholds,
+    /// `<STATE_DIR>/<slot>.state.json`.
+    pub(crate) state_path: String,
 }
 
 /// What outlives sessions: positions, retry state and counters.
@@ -118,8 +141,14 @@ impl Cx<'_> {
 pub(crate) enum Next {
     /// Nothing changes phase.
     Stay,
-    /// Starting opened the replication stream: stream.
+    /// Starting opened the replication stream, or Snapshotting finished: stream.
     Stream(Box<StreamStart>),
+    /// Starting created the slot for a snapshot: copy.
+    Snapshot(Box<SnapshotStart>),
+    /// Streaming read a TRUNCATE of these tables: retract.
+    Retract(Vec<TableJob>),
+    /// Retracting verified the truncated tables are empty: stream on.
+    Resume,
     /// Something failed: the policy decides.
     Fail(Failure),
     /// A crash point was reached (`CRASH_AT`): exit 70 now.
@@ -132,7 +161,9 @@ pub(crate) enum Next {
 #[derive(Debug)]
 enum Phase {
     Starting(Box<Starting>),
+    Snapshotting(Box<Snapshotting>),
     Streaming(Box<Streaming>),
+    Retracting(Box<Retracting>),
     Stopping(Box<Stopping>),
     BackingOff { until: Mono },
     Exited,
@@ -142,7 +173,9 @@ impl Phase {
     fn name(&self) -> &'static str {
         match self {
             Phase::Starting(_) => "starting",
+            Phase::Snapshotting(_) => "snapshotting",
             Phase::Streaming(_) => "streaming",
+            Phase::Retracting(_) => "retracting",
             Phase::Stopping(_) => "stopping",
             Phase::BackingOff { .. } => "backing off",
             Phase::Exited => "exited",
@@ -187,6 +220,8 @@ impl Pipeline {
             config.feldera_api_key.as_ref().map(|k| k.expose()),
         )
         .map_err(|e| config_error("FELDERA_URL", Some(&config.feldera_url), e.to_string()))?;
+        let state_path = crate::snapshot::state::state_path(&config.state_dir, &config.slot)
+            .map_err(|e| config_error("PG_SLOT", Some(&config.slot), e.to_string()))?;
         if matches!(
             config.pg.sslmode,
             SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
@@ -216,6 +251,7 @@ impl Pipeline {
                 routes,
                 endpoint,
                 thresholds,
+                state_path,
                 config,
             },
             run,
@@ -229,8 +265,14 @@ impl Pipeline {
     pub fn status(&self) -> Status {
         let streaming = match &self.phase {
             Phase::Streaming(s) => Some(&**s),
+            Phase::Retracting(s) => Some(s.streaming()),
             Phase::Stopping(s) => Some(s.streaming()),
             _ => None,
+        };
+        let (buffered_rows, batch_in_flight) = match (&self.phase, streaming) {
+            (Phase::Snapshotting(s), _) => (s.buffered_rows(), s.batch_in_flight()),
+            (_, Some(s)) => (s.buffered_rows(), s.batch_in_flight()),
+            _ => (0, None),
         };
         Status {
             phase: self.phase.name(),
@@ -238,8 +280,8 @@ impl Pipeline {
             streaming: streaming.is_some(),
             flush: self.run.ack.flush(),
             received: self.run.ack.received(),
-            buffered_rows: streaming.map_or(0, Streaming::buffered_rows),
-            batch_in_flight: streaming.and_then(Streaming::batch_in_flight),
+            buffered_rows,
+            batch_in_flight,
         }
     }
 
@@ -248,7 +290,9 @@ impl Pipeline {
     pub(crate) fn replication_conn(&self) -> Option<crate::io::ConnId> {
         match &self.phase {
             Phase::Starting(s) => Some(s.conn()),
+            Phase::Snapshotting(s) => Some(s.conn()),
             Phase::Streaming(s) => Some(s.conn()),
+            Phase::Retracting(s) => Some(s.streaming().conn()),
             Phase::Stopping(s) => Some(s.streaming().conn()),
             Phase::BackingOff { .. } | Phase::Exited => None,
         }
@@ -269,17 +313,6 @@ impl Pipeline {
 
     /// The first phase.
     fn begin(&mut self) {
-        if self.env.config.snapshot_mode != SnapshotMode::Never {
-            let mode = if self.env.config.snapshot_mode == SnapshotMode::Initial {
-                "initial"
-            } else {
-                "inconsistent"
-            };
-            return self.exit(
-                exit::FATAL,
-                format!("SNAPSHOT_MODE={mode} is not supported yet; use SNAPSHOT_MODE=never (stream only, for a Feldera pipeline that is already seeded)"),
-            );
-        }
         if self.env.config.ack_mode == AckMode::Accepted {
             self.ctx.log(
                 Level::Warn,
@@ -304,12 +337,46 @@ impl Pipeline {
         match next {
             Next::Stay => {}
             Next::Stream(start) => {
-                let Phase::Starting(starting) = std::mem::replace(&mut self.phase, Phase::Exited)
-                else {
-                    unreachable!("only the Starting phase opens the stream");
+                let repl = match std::mem::replace(&mut self.phase, Phase::Exited) {
+                    Phase::Starting(starting) => starting.into_repl(),
+                    Phase::Snapshotting(snapshotting) => snapshotting.into_repl(),
+                    _ => unreachable!("only Starting and Snapshotting open the stream"),
                 };
                 let (mut cx, _) = self.cx();
-                let (streaming, next) = Streaming::start(&mut cx, starting.into_repl(), *start);
+                let (streaming, next) = Streaming::start(&mut cx, repl, *start);
+                self.phase = Phase::Streaming(Box::new(streaming));
+                self.apply(next);
+            }
+            Next::Snapshot(start) => {
+                let Phase::Starting(starting) = std::mem::replace(&mut self.phase, Phase::Exited)
+                else {
+                    unreachable!("only Starting begins a snapshot");
+                };
+                let (mut cx, _) = self.cx();
+                let (snapshotting, next) =
+                    Snapshotting::begin(&mut cx, starting.into_repl(), *start);
+                self.phase = Phase::Snapshotting(Box::new(snapshotting));
+                self.apply(next);
+            }
+            Next::Retract(jobs) => {
+                let Phase::Streaming(streaming) = std::mem::replace(&mut self.phase, Phase::Exited)
+                else {
+                    unreachable!("only Streaming reads a TRUNCATE");
+                };
+                let (mut cx, _) = self.cx();
+                let (retracting, next) = Retracting::begin(&mut cx, *streaming, jobs);
+                self.phase = Phase::Retracting(Box::new(retracting));
+                self.apply(next);
+            }
+            Next::Resume => {
+                let Phase::Retracting(retracting) =
+                    std::mem::replace(&mut self.phase, Phase::Exited)
+                else {
+                    unreachable!("only Retracting resumes the stream");
+                };
+                let mut streaming = retracting.into_streaming();
+                let (mut cx, _) = self.cx();
+                let next = streaming.release(&mut cx);
                 self.phase = Phase::Streaming(Box::new(streaming));
                 self.apply(next);
             }
@@ -325,15 +392,13 @@ impl Pipeline {
         }
     }
 
-    /// Streaming → Stopping on the operator's signal; earlier phases just end.
+    /// Streaming (or Retracting, which abandons its retraction: the TRUNCATE's transaction
+    /// is not acknowledged and replays) → Stopping on the operator's signal; earlier phases
+    /// just end.
     fn stop(&mut self) {
         match std::mem::replace(&mut self.phase, Phase::Exited) {
-            Phase::Streaming(streaming) => {
-                let (mut cx, _) = self.cx();
-                let (stopping, next) = Stopping::begin(&mut cx, *streaming);
-                self.phase = Phase::Stopping(Box::new(stopping));
-                self.apply(next);
-            }
+            Phase::Streaming(streaming) => self.begin_stopping(*streaming),
+            Phase::Retracting(retracting) => self.begin_stopping(retracting.into_streaming()),
             Phase::Stopping(stopping) => self.phase = Phase::Stopping(stopping),
             Phase::Starting(starting) => {
                 self.phase = Phase::Starting(starting);
@@ -341,11 +406,24 @@ impl Pipeline {
                     "stopped before streaming started; nothing to confirm".into(),
                 ));
             }
+            Phase::Snapshotting(snapshotting) => {
+                self.phase = Phase::Snapshotting(snapshotting);
+                self.apply(Next::Stopped(
+                    "stopped during the initial snapshot; the state file says pending, so the next start copies again".into(),
+                ));
+            }
             Phase::BackingOff { .. } => self.apply(Next::Stopped(
                 "stopped before streaming started; nothing to confirm".into(),
             )),
             Phase::Exited => {}
         }
+    }
+
+    fn begin_stopping(&mut self, streaming: Streaming) {
+        let (mut cx, _) = self.cx();
+        let (stopping, next) = Stopping::begin(&mut cx, streaming);
+        self.phase = Phase::Stopping(Box::new(stopping));
+        self.apply(next);
     }
 
     /// Asks the policy what a failure means and carries it out.
@@ -391,7 +469,12 @@ impl Pipeline {
                 s.close(&mut self.ctx);
                 None
             }
+            Phase::Snapshotting(s) => {
+                s.close(&mut self.ctx);
+                None
+            }
             Phase::Streaming(s) => Some(s.close(&mut self.ctx)),
+            Phase::Retracting(s) => Some(s.close(&mut self.ctx)),
             Phase::Stopping(s) => Some(s.close(&mut self.ctx)),
             Phase::BackingOff { .. } | Phase::Exited => None,
         };
@@ -432,18 +515,23 @@ impl Pipeline {
         match input {
             Input::PgConnected { conn } => match phase {
                 Phase::Starting(s) => s.on_pg_connected(cx, conn),
+                Phase::Snapshotting(s) => s.on_pg_connected(cx, conn),
                 Phase::Stopping(s) => s.on_pg_connected(cx, conn),
                 _ => Next::Stay,
             },
             Input::PgBytes { conn, bytes } => match phase {
                 Phase::Starting(s) if s.conn() == conn => s.on_pg_bytes(cx, &bytes),
+                Phase::Snapshotting(s) => s.on_pg_bytes(cx, conn, &bytes),
                 Phase::Streaming(s) if s.conn() == conn => s.on_pg_bytes(cx, &bytes),
+                Phase::Retracting(s) if s.streaming().conn() == conn => s.on_pg_bytes(cx, &bytes),
                 Phase::Stopping(s) => s.on_pg_bytes(cx, conn, &bytes),
                 _ => Next::Stay,
             },
             Input::PgClosed { conn, error } => match phase {
                 Phase::Starting(s) if s.conn() == conn => s.on_pg_closed(cx, error),
+                Phase::Snapshotting(s) => s.on_pg_closed(cx, conn, error),
                 Phase::Streaming(s) if s.conn() == conn => s.on_pg_closed(cx, error),
+                Phase::Retracting(s) => s.on_pg_closed(cx, conn, error),
                 Phase::Stopping(s) => s.on_pg_closed(cx, conn, error),
                 _ => Next::Stay,
             },
@@ -465,6 +553,15 @@ impl Pipeline {
                 self.stop();
                 Next::Stay
             }
+            Input::StateRead { contents } => match phase {
+                Phase::Starting(s) => s.on_state_read(cx, contents),
+                _ => Next::Stay,
+            },
+            Input::StateWritten { result } => match phase {
+                Phase::Starting(s) => s.on_state_written(cx, result),
+                Phase::Snapshotting(s) => s.on_state_written(cx, result),
+                _ => Next::Stay,
+            },
         }
     }
 
@@ -495,7 +592,9 @@ impl Pipeline {
                 other => {
                     let (mut cx, phase) = self.cx();
                     match phase {
+                        Phase::Snapshotting(s) => s.on_timer(&mut cx, other),
                         Phase::Streaming(s) => s.on_timer(&mut cx, other),
+                        Phase::Retracting(s) => s.on_timer(&mut cx, other),
                         Phase::Stopping(s) => s.on_timer(&mut cx, other),
                         _ => Next::Stay,
                     }
@@ -512,7 +611,10 @@ impl Pipeline {
             Phase::Streaming(s) => &**s,
             Phase::Stopping(s) => s.streaming(),
             Phase::Exited => return false,
-            Phase::Starting(_) | Phase::BackingOff { .. } => return true,
+            Phase::Starting(_)
+            | Phase::Snapshotting(_)
+            | Phase::Retracting(_)
+            | Phase::BackingOff { .. } => return true,
         };
         streaming.has_pending_work(&self.run.ack)
     }
@@ -526,7 +628,9 @@ impl Pipeline {
         }
         let mut timers = TimerTable::default();
         match &self.phase {
+            Phase::Snapshotting(s) => s.arm(&mut timers),
             Phase::Streaming(s) => s.arm(&mut timers),
+            Phase::Retracting(s) => s.arm(&mut timers),
             Phase::Stopping(s) => s.arm(&mut timers),
             Phase::BackingOff { until } => timers.set(TimerKind::Reconnect, *until),
             Phase::Starting(_) | Phase::Exited => {}
@@ -542,7 +646,9 @@ fn route_http(cx: &mut Cx<'_>, phase: &mut Phase, id: crate::io::HttpId, reply: 
     // An answer to a request of an ended session finds no owner: nothing waits for it.
     match phase {
         Phase::Starting(s) => s.on_http(cx, id, reply),
+        Phase::Snapshotting(s) => s.on_http(cx, id, reply),
         Phase::Streaming(s) => s.on_http(cx, id, reply),
+        Phase::Retracting(s) => s.on_http(cx, id, reply),
         Phase::Stopping(s) => s.on_http(cx, id, reply),
         Phase::BackingOff { .. } | Phase::Exited => Next::Stay,
     }

@@ -50,6 +50,8 @@ pub(crate) enum FailureKind {
     DataRefused,
     /// A change slotline does not support yet.
     Unsupported,
+    /// After a retraction's deletes were durable, Feldera's count is not what it must be.
+    Unverified,
     /// No durable progress within `NO_PROGRESS_TIMEOUT_SECS`.
     NoProgress,
 }
@@ -113,7 +115,7 @@ use Reaction::{EndSession, Exit};
 /// The reaction to each kind of failure. Transient conditions end the session (nothing
 /// unacknowledged is lost: the slot replays it); conditions no retry can fix exit, leaving
 /// the slot where it is.
-pub(crate) const RULES: [Rule; 15] = [
+pub(crate) const RULES: [Rule; 16] = [
     rule(K::PgUnreachable, "pg-unreachable", EndSession),
     rule(K::PgRefused, "pg-refused", Exit(exit::FATAL)),
     rule(K::PgProtocol, "pg-protocol", Exit(exit::FATAL)),
@@ -132,6 +134,7 @@ pub(crate) const RULES: [Rule; 15] = [
     rule(K::CompletionTimeout, "completion-timeout", EndSession),
     rule(K::DataRefused, "data-refused", Exit(exit::FATAL)),
     rule(K::Unsupported, "unsupported", Exit(exit::FATAL)),
+    rule(K::Unverified, "retraction-unverified", Exit(exit::FATAL)),
     rule(K::NoProgress, "no-progress", Exit(exit::NO_PROGRESS)),
 ];
 
@@ -210,7 +213,7 @@ pub(crate) fn decide(kind: FailureKind, situation: Situation) -> Decision {
 mod tests {
     use super::*;
 
-    const ALL_KINDS: [FailureKind; 15] = [
+    const ALL_KINDS: [FailureKind; 16] = [
         K::PgUnreachable,
         K::PgRefused,
         K::PgProtocol,
@@ -225,6 +228,7 @@ mod tests {
         K::CompletionTimeout,
         K::DataRefused,
         K::Unsupported,
+        K::Unverified,
         K::NoProgress,
     ];
 
@@ -264,6 +268,7 @@ mod tests {
             K::SetupRefused,
             K::FelderaRefused,
             K::DataRefused,
+            K::Unverified,
         ] {
             assert_eq!(decide(kind, calm).reaction, Exit(1), "{kind:?}");
         }

@@ -26,6 +26,7 @@ use crate::wire::testing::{decode_status_update, encode_backend, replication_fra
 use crate::wire::{PrimaryKeepalive, ReplicationMessage, XLogData};
 use crate::Lsn;
 use bytes::Bytes;
+use serde_json::Value;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
@@ -33,6 +34,12 @@ use std::fmt::Write as _;
 #[derive(Clone, Debug)]
 pub struct FakeTable {
     pub relation: Relation,
+    /// What an initial snapshot copies (text values in column order, `None` for NULL).
+    pub rows: Vec<Vec<Option<String>>>,
+    /// Heap blocks the rows are spread over (row `i` lives in block `i * blocks / rows`).
+    pub blocks: u64,
+    /// `pg_class.reltuples` (`None`: never analyzed).
+    pub estimated_rows: Option<u64>,
 }
 
 impl FakeTable {
@@ -59,7 +66,28 @@ impl FakeTable {
                     })
                     .collect(),
             },
+            rows: Vec::new(),
+            blocks: 0,
+            estimated_rows: None,
         }
+    }
+
+    /// The table holds `rows` in `blocks` heap blocks (estimated exactly).
+    pub fn with_rows(mut self, rows: Vec<Vec<Option<String>>>, blocks: u64) -> FakeTable {
+        self.estimated_rows = Some(rows.len() as u64);
+        self.rows = rows;
+        self.blocks = blocks;
+        self
+    }
+
+    /// The rows whose block is in `[start, end)` (`end` `None`: to the end).
+    fn rows_in(&self, start: u64, end: Option<u64>) -> impl Iterator<Item = &Vec<Option<String>>> {
+        let count = self.rows.len().max(1) as u64;
+        let blocks = self.blocks;
+        self.rows.iter().enumerate().filter_map(move |(i, row)| {
+            let block = i as u64 * blocks / count;
+            (block >= start && end.is_none_or(|e| block < e)).then_some(row)
+        })
     }
 }
 
@@ -73,6 +101,8 @@ pub struct FakePg {
     pub truncate_published: bool,
     /// How many startup slot queries answer that another process still holds the slot.
     pub slot_busy_answers: u32,
+    /// `IDENTIFY_SYSTEM`'s system identifier.
+    pub system_id: String,
 }
 
 /// The harness. See the module docs.
@@ -84,7 +114,11 @@ pub struct Script {
     pg: FakePg,
     schema: String,
     repl: Option<ConnId>,
-    control: Option<ConnId>,
+    /// Connections other than the replication connection (snapshot workers, the graceful
+    /// stop's control connection).
+    others: std::collections::BTreeSet<ConnId>,
+    /// The state file's contents (`None`: absent).
+    pub state_file: Option<Vec<u8>>,
     http: VecDeque<(HttpId, HttpRequest)>,
     tokens: u32,
     last_deadline: Option<Deadline>,
@@ -95,8 +129,10 @@ pub struct Script {
     frozen: bool,
     /// Replication bytes are delivered in chunks of this many bytes (0 = all at once).
     chunk: usize,
-    /// Bodies of ingress requests by token, and the tokens Feldera said are complete.
-    bodies_by_token: std::collections::BTreeMap<String, String>,
+    /// Table and body of ingress requests by token, and the tokens Feldera said are complete.
+    bodies_by_token: std::collections::BTreeMap<String, (String, String)>,
+    /// Feldera's tables as completed requests left them.
+    pub feldera: super::fake_feldera::FakeFeldera,
     completed_bodies: Vec<String>,
     wal_end: Lsn,
     /// Answers the fake servers gave while commands were being executed, fed in order once
@@ -110,6 +146,16 @@ impl Script {
     /// Starts a pipeline with `config` (key/value pairs on top of a base configuration)
     /// against `pg` and a Feldera whose program schema is `schema` (`{"inputs":..,"outputs":..}`).
     pub fn new(config: &[(&str, &str)], pg: FakePg, schema: &str) -> Script {
+        Script::with_state(config, pg, schema, None)
+    }
+
+    /// `new`, with a state file already in the state directory (`None`: absent).
+    pub fn with_state(
+        config: &[(&str, &str)],
+        pg: FakePg,
+        schema: &str,
+        state_file: Option<Vec<u8>>,
+    ) -> Script {
         let mut pairs = vec![
             ("PG_URL", "postgres://slotline@db:5432/app"),
             ("PG_PUBLICATION", "pub"),
@@ -135,7 +181,8 @@ impl Script {
             pg,
             schema: format!("{SCHEMA_PREFIX}{schema}}}}}"),
             repl: None,
-            control: None,
+            others: std::collections::BTreeSet::new(),
+            state_file,
             http: VecDeque::new(),
             tokens: 0,
             last_deadline: None,
@@ -144,6 +191,7 @@ impl Script {
             frozen: false,
             chunk: 0,
             bodies_by_token: std::collections::BTreeMap::new(),
+            feldera: fake_feldera_for(schema),
             completed_bodies: Vec::new(),
             wal_end: Lsn::ZERO,
             replies: VecDeque::new(),
@@ -246,7 +294,7 @@ impl Script {
                 if self.repl.is_none() || self.pipeline.replication_conn() == Some(conn) {
                     self.repl = Some(conn);
                 } else {
-                    self.control = Some(conn);
+                    self.others.insert(conn);
                 }
                 self.replies.push_back(Input::PgConnected { conn });
             }
@@ -267,6 +315,28 @@ impl Script {
             }
             Command::Log { topic, message, .. } => {
                 self.note(format!("         {:<6} {message}", topic.name()));
+            }
+            Command::ReadState { path } => {
+                let found = if self.state_file.is_some() {
+                    "present"
+                } else {
+                    "absent"
+                };
+                self.note(format!("{at} -> read state file {path} ({found})"));
+                self.replies.push_back(Input::StateRead {
+                    contents: Ok(self.state_file.clone().map(Bytes::from)),
+                });
+            }
+            Command::WriteState { path, contents } => {
+                let text = String::from_utf8_lossy(&contents);
+                let phase = text
+                    .lines()
+                    .find(|l| l.contains("\"phase\""))
+                    .map_or("?", |l| l.trim().trim_end_matches(','));
+                self.note(format!("{at} -> write state file {path}: {phase}"));
+                self.state_file = Some(contents.to_vec());
+                self.replies
+                    .push_back(Input::StateWritten { result: Ok(()) });
             }
             Command::Exit { code, reason } => {
                 self.note(format!("{at} exit {code}: {reason}"));
@@ -296,6 +366,8 @@ impl Script {
             format!("{at} -> {id} POST ingress {table} rows={rows}")
         } else if let Some(rest) = path.strip_prefix("/completion_status?token=") {
             format!("{at} -> {id} GET completion_status {rest}")
+        } else if path.starts_with("/query?sql=") {
+            format!("{at} -> {id} GET query {}", query_sql(&request.url))
         } else {
             format!("{at} -> {id} {} {path}", request.method)
         };
@@ -332,7 +404,14 @@ impl Script {
             .pop_front()
             .expect("a request waits for an answer");
         self.track_durability(&request, status, body);
-        self.note(format!("{} <- {id} {status} {body}", self.at()));
+        let lines: Vec<&str> = body.trim_end().lines().collect();
+        let shown = match lines.as_slice() {
+            [first, .., last] if lines.len() > 4 => {
+                format!("{} lines: {first} | ... | {last}", lines.len())
+            }
+            _ => lines.join(" | "),
+        };
+        self.note(format!("{} <- {id} {status} {shown}", self.at()));
         self.feed(Input::HttpDone {
             id,
             status,
@@ -344,14 +423,16 @@ impl Script {
         if status != 200 {
             return;
         }
-        if request.url.contains("/ingress/") {
+        if let Some(rest) = request.url.split("/ingress/").nth(1) {
+            let table = rest.split('?').next().unwrap_or("").to_owned();
             if let Some(token) = body.split('"').nth(3) {
                 let text = String::from_utf8_lossy(&request.body).into_owned();
-                self.bodies_by_token.insert(token.to_owned(), text);
+                self.bodies_by_token.insert(token.to_owned(), (table, text));
             }
         } else if body.contains("\"complete\"") {
             if let Some(token) = request.url.split("token=").nth(1) {
-                if let Some(text) = self.bodies_by_token.remove(token) {
+                if let Some((table, text)) = self.bodies_by_token.remove(token) {
+                    self.feldera.apply(&table, &text);
                     self.completed_bodies.push(text);
                 }
             }
@@ -388,13 +469,36 @@ impl Script {
 
     /// Accepts and completes every waiting request until none waits.
     pub fn settle(&mut self) {
-        while let Some((_, request)) = self.http.front() {
-            if request.url.contains("/ingress/") {
-                self.accept();
-            } else {
-                self.complete();
-            }
+        while self.step() {}
+    }
+
+    /// Answers the oldest waiting request as Feldera would (ingress accepted, completion
+    /// complete, queries from the table model); false when none waits.
+    pub fn step(&mut self) -> bool {
+        let Some((_, request)) = self.http.front() else {
+            return false;
+        };
+        if request.url.contains("/ingress/") {
+            self.accept();
+        } else if request.url.contains("/query?") {
+            let sql = query_sql(&request.url);
+            let answer = self
+                .feldera
+                .query(&sql)
+                .unwrap_or_else(|| panic!("the fake Feldera does not model {sql}"));
+            self.answer(200, &answer);
+        } else {
+            self.complete();
         }
+        true
+    }
+
+    /// The SQL of the oldest waiting request, when it is an ad-hoc query.
+    pub fn waiting_query(&self) -> Option<String> {
+        self.http
+            .front()
+            .filter(|(_, r)| r.url.contains("/query?"))
+            .map(|(_, r)| query_sql(&r.url))
     }
 
     pub fn waiting_requests(&self) -> usize {
@@ -630,8 +734,11 @@ impl Script {
     }
 
     fn answer_query(&mut self, conn: ConnId, sql: &str) -> Vec<BackendMessage> {
+        if let Some(answer) = self.answer_snapshot_query(sql) {
+            return answer;
+        }
         let rows: Vec<Vec<Option<String>>> = if sql == "IDENTIFY_SYSTEM" {
-            vec![row(&["7000000000000000001", "1", "0/1000000", "app"])]
+            vec![row(&[&self.pg.system_id, "1", "0/1000000", "app"])]
         } else if sql == "SHOW wal_sender_timeout" {
             vec![row(&[&self.pg.wal_sender_timeout])]
         } else if sql.contains("FROM pg_catalog.pg_publication WHERE") {
@@ -647,16 +754,16 @@ impl Script {
             self.relation_rows(sql)
         } else if sql.contains("pg_replication_slots") {
             // The control connection of a graceful stop sees what status updates confirmed.
-            let confirmed = if Some(conn) == self.control {
+            let other = self.others.contains(&conn);
+            let confirmed = if other {
                 Some(self.confirmed)
             } else {
                 self.pg.slot_confirmed
             };
-            let active_pid =
-                (Some(conn) != self.control && self.pg.slot_busy_answers > 0).then(|| {
-                    self.pg.slot_busy_answers -= 1;
-                    "4242".to_owned()
-                });
+            let active_pid = (!other && self.pg.slot_busy_answers > 0).then(|| {
+                self.pg.slot_busy_answers -= 1;
+                "4242".to_owned()
+            });
             match confirmed {
                 Some(lsn) => vec![vec![
                     Some("slotline_p".into()),
@@ -671,7 +778,13 @@ impl Script {
             }
         } else if sql.starts_with("CREATE_REPLICATION_SLOT") {
             self.pg.slot_confirmed = Some(Lsn(0x1000));
-            vec![row(&["slotline_p", "0/1000", "", "pgoutput"])]
+            self.confirmed = Lsn(0x1000);
+            let snapshot = if sql.contains("'export'") {
+                "00000003-00000002-1"
+            } else {
+                ""
+            };
+            vec![row(&["slotline_p", "0/1000", snapshot, "pgoutput"])]
         } else if sql.starts_with("START_REPLICATION") {
             return vec![BackendMessage::CopyBothResponse(CopyResponse {
                 format: 0,
@@ -707,6 +820,158 @@ impl Script {
         answer
     }
 
+    /// Statements a snapshot sends that do not answer with a plain result set: transaction
+    /// control, dropping a slot, the table sizes and COPY.
+    fn answer_snapshot_query(&mut self, sql: &str) -> Option<Vec<BackendMessage>> {
+        let done = |tags: &[&str], status: TransactionStatus| {
+            let mut answer: Vec<BackendMessage> = tags
+                .iter()
+                .map(|t| BackendMessage::CommandComplete { tag: (*t).into() })
+                .collect();
+            answer.push(BackendMessage::ReadyForQuery(status));
+            answer
+        };
+        if sql.starts_with("BEGIN") {
+            let tags: &[&str] = if sql.contains("SET TRANSACTION SNAPSHOT") {
+                &["BEGIN", "SET"]
+            } else {
+                &["BEGIN"]
+            };
+            return Some(done(tags, TransactionStatus::InTransaction));
+        }
+        if sql == "COMMIT" {
+            return Some(done(&["COMMIT"], TransactionStatus::Idle));
+        }
+        if sql.starts_with("DROP_REPLICATION_SLOT") {
+            self.pg.slot_confirmed = None;
+            return Some(done(&["DROP_REPLICATION_SLOT"], TransactionStatus::Idle));
+        }
+        if sql.contains("pg_relation_size") {
+            let mut tables: Vec<(usize, &FakeTable)> = self
+                .pg
+                .tables
+                .iter()
+                .filter_map(|t| {
+                    sql.find(&format!("\"public\".\"{}\"'", t.relation.name))
+                        .map(|at| (at, t))
+                })
+                .collect();
+            tables.sort_by_key(|(at, _)| *at);
+            let mut answer = vec![BackendMessage::RowDescription(RowDescription {
+                fields: (0..3)
+                    .map(|i| crate::wire::backend::FieldDescription {
+                        name: format!("c{i}"),
+                        table_oid: 0,
+                        column_id: 0,
+                        type_oid: 20,
+                        type_size: 8,
+                        type_modifier: -1,
+                        format: 0,
+                    })
+                    .collect(),
+            })];
+            for (route, (_, table)) in tables.iter().enumerate() {
+                let estimate = table
+                    .estimated_rows
+                    .map_or("-1".to_owned(), |e| e.to_string());
+                answer.push(BackendMessage::DataRow(DataRow {
+                    columns: [route.to_string(), table.blocks.to_string(), estimate]
+                        .into_iter()
+                        .map(|c| Some(Bytes::from(c)))
+                        .collect(),
+                }));
+            }
+            answer.push(BackendMessage::CommandComplete {
+                tag: format!("SELECT {}", tables.len()),
+            });
+            answer.push(BackendMessage::ReadyForQuery(
+                TransactionStatus::InTransaction,
+            ));
+            return Some(answer);
+        }
+        if let Some((head, values)) = sql.split_once(") IN (VALUES ") {
+            // A retraction's existence check: which of these keys (first column) exist.
+            let table = self.pg.tables.iter().find(|t| {
+                head.contains(&format!("FROM \"public\".\"{}\" AS t", t.relation.name))
+            })?;
+            let asked: Vec<String> = values
+                .split("('")
+                .skip(1)
+                .filter_map(|v| v.split("'::").next())
+                .map(|v| v.replace("''", "'"))
+                .collect();
+            let mut answer = vec![BackendMessage::RowDescription(RowDescription {
+                fields: vec![crate::wire::backend::FieldDescription {
+                    name: "k".into(),
+                    table_oid: 0,
+                    column_id: 0,
+                    type_oid: 25,
+                    type_size: -1,
+                    type_modifier: -1,
+                    format: 0,
+                }],
+            })];
+            let existing: Vec<&String> = asked
+                .iter()
+                .filter(|k| {
+                    table
+                        .rows
+                        .iter()
+                        .any(|r| r.first().and_then(|c| c.as_ref()) == Some(*k))
+                })
+                .collect();
+            for key in &existing {
+                answer.push(BackendMessage::DataRow(DataRow {
+                    columns: vec![Some(Bytes::from((*key).clone()))],
+                }));
+            }
+            answer.push(BackendMessage::CommandComplete {
+                tag: format!("SELECT {}", existing.len()),
+            });
+            answer.push(BackendMessage::ReadyForQuery(
+                TransactionStatus::InTransaction,
+            ));
+            return Some(answer);
+        }
+        if let Some(rest) = sql.strip_prefix("COPY (") {
+            let table = self
+                .pg
+                .tables
+                .iter()
+                .find(|t| rest.contains(&format!("FROM \"public\".\"{}\"", t.relation.name)))?;
+            let bound = |marker: &str| {
+                let at = rest.find(marker)? + marker.len();
+                rest[at..].split(',').next()?.parse::<u64>().ok()
+            };
+            let start = bound("ctid >= '(").unwrap_or(0);
+            let end = bound("ctid < '(");
+            let mut answer = vec![BackendMessage::CopyOutResponse(CopyResponse {
+                format: 0,
+                column_formats: vec![0; table.relation.columns.len()],
+            })];
+            let mut count = 0;
+            for row in table.rows_in(start, end) {
+                let fields: Vec<Option<&[u8]>> = row
+                    .iter()
+                    .map(|v| v.as_deref().map(str::as_bytes))
+                    .collect();
+                answer.push(BackendMessage::CopyData(Bytes::from(
+                    crate::copy::encode_row(&fields),
+                )));
+                count += 1;
+            }
+            answer.push(BackendMessage::CopyDone);
+            answer.push(BackendMessage::CommandComplete {
+                tag: format!("COPY {count}"),
+            });
+            answer.push(BackendMessage::ReadyForQuery(
+                TransactionStatus::InTransaction,
+            ));
+            return Some(answer);
+        }
+        None
+    }
+
     fn relation_rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
         let Some(table) = self
             .pg
@@ -737,12 +1002,50 @@ impl Script {
     }
 }
 
+/// The decoded `sql` parameter of a query URL.
+fn query_sql(url: &str) -> String {
+    let encoded = url
+        .split("sql=")
+        .nth(1)
+        .and_then(|rest| rest.split('&').next())
+        .unwrap_or("");
+    percent_encoding::percent_decode_str(encoded)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// A fake Feldera with every keyed input table of `schema` (single-column keys).
+fn fake_feldera_for(schema: &str) -> super::fake_feldera::FakeFeldera {
+    let mut feldera = super::fake_feldera::FakeFeldera::default();
+    let Ok(Value::Object(schema)) = serde_json::from_str::<Value>(schema) else {
+        return feldera;
+    };
+    for input in schema
+        .get("inputs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = input.get("name").and_then(Value::as_str);
+        let key = input
+            .get("primary_key")
+            .and_then(Value::as_array)
+            .and_then(|k| k.first())
+            .and_then(Value::as_str);
+        if let (Some(name), Some(key)) = (name, key) {
+            feldera.table(&name.to_lowercase(), &key.to_lowercase());
+        }
+    }
+    feldera
+}
+
 fn row(values: &[&str]) -> Vec<Option<String>> {
     values.iter().map(|v| Some((*v).to_owned())).collect()
 }
 
 fn summarize_sql(sql: &str) -> String {
     let known = [
+        ("pg_relation_size", "<table sizes>"),
         ("pg_publication_tables", "<published tables>"),
         ("pg_catalog.pg_publication WHERE", "<publication>"),
         ("pg_attribute", "<table columns>"),

@@ -77,6 +77,11 @@ impl Sink {
         self.batches.len() < self.window
     }
 
+    /// Whether a batch in flight waits for the request `id`.
+    pub(crate) fn owns(&self, id: HttpId) -> bool {
+        self.batches.iter().any(|b| b.owns(id))
+    }
+
     /// The oldest batch in flight.
     pub(crate) fn oldest(&self) -> Option<&InFlight> {
         self.batches.front()

@@ -1,17 +1,27 @@
 //! The Starting phase: one session's replication connection runs the startup conversation
-//! (`startup`) while Feldera is asked for the pipeline's schema, until `START_REPLICATION`
-//! opens the stream.
+//! (`startup`) while Feldera is asked for the pipeline's schema and the shell reads the
+//! state file. Once the slot is known, the startup plan (`snapshot::plan`) decides: stream
+//! from the slot, create it and stream, or snapshot (record `pending`, drop the old slot,
+//! create one exporting a snapshot) and hand over to the Snapshotting phase.
 //!
-//! Owns the replication connection until the stream opens, then hands it over (with any
-//! events that arrived in the same read) to the Streaming phase. Never reads the stream.
+//! Owns the replication connection until the stream opens or the snapshot begins, then
+//! hands it over (with any events that arrived in the same read). Never reads the stream.
 
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
-use super::startup::{Ready, Startup, StartupError};
+use super::snapshotting::SnapshotStart;
+use super::startup::{Answer, Ready, Startup, StartupError};
 use super::{Cx, Next};
 use crate::conn::Event;
+use crate::contract::mapping::{plan_mapping, MappingOptions};
 use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
-use crate::io::{Command, ConnId, HttpId, Level};
+use crate::io::{Command, ConnId, HttpId, Level, Topic};
+use crate::retract::{plan_keys, plan_leftovers};
+use crate::snapshot::plan::{plan_startup, Action, Configured, Leftovers, StateRead};
+use crate::snapshot::state::{
+    rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, FORMAT_VERSION,
+};
+use bytes::Bytes;
 
 /// What the Streaming phase starts from, besides the connection (`Starting::into_repl`).
 #[derive(Debug)]
@@ -21,11 +31,39 @@ pub(crate) struct StreamStart {
     pub(crate) pending: Vec<Event>,
 }
 
+/// Where the decision about the slot stands.
+#[derive(Debug)]
+enum Decision {
+    /// Waiting for the slot's answer and the state file.
+    Gathering,
+    /// Snapshot: the state file is being rewritten `pending`.
+    RecordingPending {
+        drop_slot: bool,
+        leftovers: Leftovers,
+    },
+    /// Snapshot: the old slot is being dropped.
+    DroppingSlot { leftovers: Leftovers },
+    /// Snapshot: the slot is being created with an exported snapshot.
+    CreatingForSnapshot { leftovers: Leftovers },
+    /// Stream only: the slot is being created with `SNAPSHOT 'nothing'`.
+    CreatingToStream,
+    /// `START_REPLICATION` was sent.
+    Streaming,
+}
+
 #[derive(Debug)]
 pub(crate) struct Starting {
     repl: PgLink,
     startup: Startup,
     schema_request: Option<HttpId>,
+    state_read: Option<StateRead>,
+    slot_read: bool,
+    decision: Decision,
+    /// The state file written for a snapshot (`pending`).
+    state: Option<StateFile>,
+    /// The snapshot is ready to begin: the slot's consistent point, its exported snapshot
+    /// (none under `inconsistent`) and what to do about leftovers.
+    pending_snapshot: Option<(crate::Lsn, Option<String>, Leftovers)>,
 }
 
 impl From<StartupError> for Failure {
@@ -64,12 +102,20 @@ impl Starting {
             id: schema_request,
             request: cx.env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
         });
+        cx.ctx.push(Command::ReadState {
+            path: cx.env.state_path.clone(),
+        });
         cx.ctx
             .log(Level::Info, format!("session {} starting", cx.run.sessions));
         Ok(Starting {
             repl,
             startup,
             schema_request: Some(schema_request),
+            state_read: None,
+            slot_read: false,
+            decision: Decision::Gathering,
+            state: None,
+            pending_snapshot: None,
         })
     }
 
@@ -93,6 +139,7 @@ impl Starting {
         let mut events = self.repl.on_bytes(cx.ctx, bytes).into_iter();
         while let Some(event) = events.next() {
             match self.on_event(cx, event) {
+                Ok(None) if self.pending_snapshot.is_some() => return self.snapshot_if_ready(cx),
                 Ok(None) => {}
                 Ok(Some(ready)) => {
                     return Next::Stream(Box::new(StreamStart {
@@ -113,7 +160,10 @@ impl Starting {
             Event::Ready => startup.on_ready(cx.ctx, &mut self.repl)?,
             Event::DataRow(row) => startup.on_row(&row)?,
             Event::QueryError(error) => startup.on_query_error(error.to_string()),
-            Event::QueryDone { .. } => startup.on_query_done(cx.ctx, &mut self.repl)?,
+            Event::QueryDone { .. } => {
+                let answer = startup.on_query_done(cx.ctx, &mut self.repl)?;
+                return self.on_answer(cx, answer);
+            }
             Event::StreamStarted(_) => return Ok(Some(startup.on_stream_started()?)),
             Event::Notice(notice) => cx.ctx.log(Level::Info, format!("PostgreSQL: {notice}")),
             Event::Failed(error) => return Err(conn_failure(error)),
@@ -126,6 +176,252 @@ impl Starting {
             _ => {}
         }
         Ok(None)
+    }
+
+    /// A startup question finished: some answers move the slot decision on.
+    fn on_answer(&mut self, cx: &mut Cx<'_>, answer: Answer) -> Result<Option<Ready>, Failure> {
+        match answer {
+            Answer::Asked => Ok(None),
+            Answer::SlotRead => {
+                self.slot_read = true;
+                self.decide(cx).map(|()| None)
+            }
+            Answer::SlotDropped => match self.decision {
+                Decision::DroppingSlot { leftovers } => {
+                    self.create_for_snapshot(cx, leftovers).map(|()| None)
+                }
+                _ => Ok(None),
+            },
+            Answer::SlotCreated {
+                consistent_point,
+                snapshot,
+            } => match self.decision {
+                Decision::CreatingToStream => {
+                    cx.ctx.log(
+                        Level::Info,
+                        format!(
+                            "created replication slot {} at {consistent_point} (SNAPSHOT 'nothing')",
+                            cx.env.config.slot
+                        ),
+                    );
+                    self.decision = Decision::Streaming;
+                    self.startup.start_replication(cx.ctx, &mut self.repl)?;
+                    Ok(None)
+                }
+                Decision::CreatingForSnapshot { leftovers } => {
+                    cx.ctx.log(
+                        Level::Info,
+                        format!(
+                            "created replication slot {} at {consistent_point} (SNAPSHOT 'export')",
+                            cx.env.config.slot
+                        ),
+                    );
+                    self.pending_snapshot = Some((consistent_point, snapshot, leftovers));
+                    Ok(None)
+                }
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// The state file arrived.
+    pub(crate) fn on_state_read(
+        &mut self,
+        cx: &mut Cx<'_>,
+        contents: Result<Option<Bytes>, String>,
+    ) -> Next {
+        self.state_read = Some(match contents {
+            Ok(None) => StateRead::Absent,
+            Ok(Some(bytes)) => match StateFile::parse(&bytes) {
+                Ok(state) => StateRead::Present(state),
+                Err(e) => StateRead::Unreadable(e),
+            },
+            Err(e) => StateRead::Unreadable(StateError::Read(e)),
+        });
+        match self.decide(cx) {
+            Ok(()) => Next::Stay,
+            Err(failure) => Next::Fail(failure),
+        }
+    }
+
+    /// The state file was rewritten `pending`: the snapshot may replace the slot.
+    pub(crate) fn on_state_written(&mut self, cx: &mut Cx<'_>, result: Result<(), String>) -> Next {
+        let Decision::RecordingPending {
+            drop_slot,
+            leftovers,
+        } = self.decision
+        else {
+            return Next::Stay;
+        };
+        if let Err(e) = result {
+            return Next::Fail(Failure::new(
+                FailureKind::SetupRefused,
+                format!(
+                    "refusing to start: cannot write the state file {}: {e} (STATE_DIR must be a writable directory)",
+                    cx.env.state_path
+                ),
+            ));
+        }
+        let step = if drop_slot {
+            self.decision = Decision::DroppingSlot { leftovers };
+            self.startup
+                .drop_slot(cx.ctx, &mut self.repl)
+                .map_err(Failure::from)
+        } else {
+            self.create_for_snapshot(cx, leftovers)
+        };
+        match step {
+            Ok(()) => self.snapshot_if_ready(cx),
+            Err(failure) => Next::Fail(failure),
+        }
+    }
+
+    /// Under `inconsistent` nothing is created before the copy.
+    fn create_for_snapshot(
+        &mut self,
+        cx: &mut Cx<'_>,
+        leftovers: Leftovers,
+    ) -> Result<(), Failure> {
+        if cx.env.config.snapshot_mode == crate::config::SnapshotMode::Inconsistent {
+            self.pending_snapshot = Some((crate::Lsn::ZERO, None, leftovers));
+            return Ok(());
+        }
+        self.decision = Decision::CreatingForSnapshot { leftovers };
+        self.startup
+            .create_slot(cx.ctx, &mut self.repl, true)
+            .map_err(Failure::from)
+    }
+
+    /// The slot and its snapshot exist (or, `inconsistent`, will after the copy): hand over.
+    fn snapshot_if_ready(&mut self, cx: &mut Cx<'_>) -> Next {
+        let Some((consistent_point, snapshot, leftovers)) = self.pending_snapshot.take() else {
+            return Next::Stay;
+        };
+        let Some(state) = self.state.take() else {
+            return Next::Stay;
+        };
+        let tables = self.startup.tables().to_vec();
+        Next::Snapshot(Box::new(SnapshotStart {
+            ready: Ready {
+                wal_sender_timeout_ms: self.startup.wal_sender_timeout_ms(),
+                tables,
+                slot_confirmed: consistent_point,
+            },
+            relations: self.startup.relations().to_vec(),
+            snapshot,
+            leftovers,
+            state,
+            state_path: cx.env.state_path.clone(),
+        }))
+    }
+
+    /// With the slot and the state file known, the plan decides.
+    fn decide(&mut self, cx: &mut Cx<'_>) -> Result<(), Failure> {
+        if !self.slot_read || !matches!(self.decision, Decision::Gathering) {
+            return Ok(());
+        }
+        let Some(state) = &self.state_read else {
+            return Ok(());
+        };
+        let config = &cx.env.config;
+        let routes: Vec<StateRoute> = cx.env.routes.iter().map(StateRoute::of).collect();
+        let configured = Configured {
+            mode: config.snapshot_mode,
+            state_path: &cx.env.state_path,
+            slot: &config.slot,
+            publication: &config.publication,
+            pipeline: &config.feldera_pipeline,
+            database: &config.pg.database,
+            routes: &routes,
+        };
+        let plan = plan_startup(
+            state,
+            self.startup.slot(),
+            &configured,
+            self.startup.system_id(),
+        );
+        for line in &plan.trace {
+            cx.ctx.note(Level::Debug, Topic::Snapshot, line.clone());
+        }
+        for warning in &plan.warnings {
+            cx.ctx.note(Level::Warn, Topic::Snapshot, warning.clone());
+        }
+        cx.ctx.note(
+            Level::Info,
+            Topic::Snapshot,
+            format!("plan: {}", plan.action),
+        );
+        match plan.action {
+            Action::Stream | Action::StreamOnly { create_slot: false } => {
+                self.decision = Decision::Streaming;
+                Ok(self.startup.start_replication(cx.ctx, &mut self.repl)?)
+            }
+            Action::StreamOnly { create_slot: true } => {
+                self.decision = Decision::CreatingToStream;
+                Ok(self.startup.create_slot(cx.ctx, &mut self.repl, false)?)
+            }
+            Action::Snapshot {
+                drop_slot,
+                leftovers,
+            } => {
+                self.check_retractable(cx, leftovers)?;
+                let state = StateFile {
+                    version: FORMAT_VERSION,
+                    system_id: self.startup.system_id().to_owned(),
+                    database: config.pg.database.clone(),
+                    slot: config.slot.clone(),
+                    publication: config.publication.clone(),
+                    pipeline: config.feldera_pipeline.clone(),
+                    routes,
+                    phase: SnapshotPhase::Pending,
+                    consistent_point: None,
+                    updated_at: Some(rfc3339_utc(cx.ctx.now.wall)),
+                };
+                cx.ctx.push(Command::WriteState {
+                    path: cx.env.state_path.clone(),
+                    contents: Bytes::from(state.encode()),
+                });
+                self.state = Some(state);
+                self.decision = Decision::RecordingPending {
+                    drop_slot,
+                    leftovers,
+                };
+                Ok(())
+            }
+            Action::Refuse(message) => Err(Failure::new(
+                FailureKind::SetupRefused,
+                format!("refusing to start: {message}"),
+            )),
+        }
+    }
+
+    /// A snapshot that may need to retract leftovers (or to check that Feldera's tables are
+    /// empty) refuses before it creates anything when a table's keys cannot be read and
+    /// compared exactly.
+    fn check_retractable(&self, cx: &Cx<'_>, leftovers: Leftovers) -> Result<(), Failure> {
+        let options = MappingOptions {
+            require_primary_key: cx.env.config.require_primary_key,
+        };
+        let refuse = |e: &dyn std::fmt::Display| {
+            Failure::new(FailureKind::SetupRefused, format!("refusing to start: {e}"))
+        };
+        for (relation, table) in self.startup.relations().iter().zip(self.startup.tables()) {
+            match leftovers {
+                Leftovers::IfTargetNotEmpty => {
+                    plan_keys(table).map_err(|e| {
+                        refuse(&format!(
+                            "the initial copy must first check that Feldera table {} is empty: {e}",
+                            table.name
+                        ))
+                    })?;
+                }
+                Leftovers::Retract => {
+                    let mapping = plan_mapping(relation, table, options).map_err(|e| refuse(&e))?;
+                    plan_leftovers(table, &mapping, relation).map_err(|e| refuse(&e))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<String>) -> Next {

@@ -1,10 +1,11 @@
 //! The startup conversation of a session, over the replication connection: pin and check
 //! the session settings, `IDENTIFY_SYSTEM`, `SHOW wal_sender_timeout`, the publication and
 //! its tables against the routes, each routed table's shape and replica identity against
-//! Feldera's schema, then the slot (created with `SNAPSHOT 'nothing'` when absent) and
-//! `START_REPLICATION`.
+//! Feldera's schema, then the slot as it is. What happens to the slot (start, create, drop
+//! and recreate for a snapshot) is the Starting phase's decision; this conversation only
+//! carries it out (`drop_slot`, `create_slot`, `start_replication`).
 //!
-//! Every check happens before the slot is created, so a refused start leaves nothing
+//! Every check happens before anything is created, so a refused start leaves nothing
 //! behind. This module asks questions and records answers; the verdicts come from
 //! `startup::checks`.
 
@@ -29,9 +30,28 @@ enum Step {
     Relation(usize),
     AwaitSchema,
     Slot,
+    /// The slot is known; the Starting phase decides what comes next.
+    SlotRead,
+    DropSlot,
     CreateSlot,
     StartReplication,
     Streaming,
+}
+
+/// What a finished question means for the Starting phase.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// The next question was asked; nothing to decide.
+    Asked,
+    /// The slot was looked up (`Startup::slot`): decide.
+    SlotRead,
+    /// `DROP_REPLICATION_SLOT` succeeded.
+    SlotDropped,
+    /// `CREATE_REPLICATION_SLOT` succeeded: its consistent point and exported snapshot.
+    SlotCreated {
+        consistent_point: Lsn,
+        snapshot: Option<String>,
+    },
 }
 
 /// What the session learnt before streaming.
@@ -81,8 +101,9 @@ pub(crate) struct Startup {
     schema: Option<Schema>,
     tables: Vec<Table>,
     slot_info: Option<SlotInfo>,
-    slot_created: bool,
-    created_at: Lsn,
+    created_at: Option<Lsn>,
+    system_id: String,
+    truncate_published: bool,
 }
 
 /// Values come to the startup as text; invalid UTF-8 in a catalog answer is refused.
@@ -124,9 +145,34 @@ impl Startup {
             schema: None,
             tables: Vec::new(),
             slot_info: None,
-            slot_created: false,
-            created_at: Lsn::ZERO,
+            created_at: None,
+            system_id: String::new(),
+            truncate_published: false,
         }
+    }
+
+    /// The slot as found (once `Answer::SlotRead`).
+    pub(crate) fn slot(&self) -> Option<&SlotInfo> {
+        self.slot_info.as_ref()
+    }
+
+    /// The server's system identifier (`IDENTIFY_SYSTEM`).
+    pub(crate) fn system_id(&self) -> &str {
+        &self.system_id
+    }
+
+    /// Each route's table as the catalog describes it, in route order.
+    pub(crate) fn relations(&self) -> &[Relation] {
+        &self.relations
+    }
+
+    /// Each route's Feldera table, in route order (once the mappings are planned).
+    pub(crate) fn tables(&self) -> &[Table] {
+        &self.tables
+    }
+
+    pub(crate) fn wal_sender_timeout_ms(&self) -> u64 {
+        self.wal_sender_timeout_ms
     }
 
     /// The connection is ready: check what the server says it applied, then ask the first
@@ -182,7 +228,7 @@ impl Startup {
         &mut self,
         ctx: &mut Ctx,
         link: &mut PgLink,
-    ) -> Result<(), StartupError> {
+    ) -> Result<Answer, StartupError> {
         if let Some(error) = self.query_error.take() {
             return Err(StartupError::Server(format!(
                 "{} failed: {error}",
@@ -201,12 +247,14 @@ impl Startup {
                 ctx.log(
                     crate::io::Level::Debug,
                     format!(
-                        "IDENTIFY_SYSTEM timeline={} xlogpos={}",
-                        identity.timeline, identity.xlogpos
+                        "IDENTIFY_SYSTEM system={} timeline={} xlogpos={}",
+                        identity.system_id, identity.timeline, identity.xlogpos
                     ),
                 );
+                self.system_id = identity.system_id;
                 self.step = Step::WalSenderTimeout;
-                self.ask(ctx, link, "SHOW wal_sender_timeout".to_owned())
+                self.ask(ctx, link, "SHOW wal_sender_timeout".to_owned())?;
+                Ok(Answer::Asked)
             }
             Step::WalSenderTimeout => {
                 let text = rows
@@ -221,63 +269,64 @@ impl Startup {
                     ctx,
                     link,
                     catalog::publication_query(&self.publication).ok_or_else(nul)?,
-                )
+                )?;
+                Ok(Answer::Asked)
             }
             Step::Publication => {
                 let publication = catalog::parse_publication(&rows)?;
                 for warning in checks::publication(&self.publication, publication.as_ref())? {
                     ctx.log(crate::io::Level::Warn, warning);
                 }
+                self.truncate_published = publication.is_some_and(|p| p.truncates);
                 self.step = Step::PublishedTables;
                 self.ask(
                     ctx,
                     link,
                     catalog::published_tables_query(&self.publication).ok_or_else(nul)?,
-                )
+                )?;
+                Ok(Answer::Asked)
             }
             Step::PublishedTables => {
                 let published = catalog::parse_published_tables(&rows)?;
                 checks::routes_match_publication(&self.publication, &self.routes, &published)?;
-                self.ask_relation(ctx, link, 0)
+                self.ask_relation(ctx, link, 0)?;
+                Ok(Answer::Asked)
             }
             Step::Relation(index) => {
                 self.relations.push(catalog::parse_relation(&rows)?);
-                self.ask_relation(ctx, link, index + 1)
+                self.ask_relation(ctx, link, index + 1)?;
+                Ok(Answer::Asked)
             }
             Step::Slot => {
                 self.slot_info = catalog::parse_slot(&rows)?;
-                match &self.slot_info {
-                    Some(slot) => {
-                        checks::existing_slot(slot, &self.database)?;
-                        if let Some(busy) = checks::slot_in_use(slot) {
-                            return Err(StartupError::Busy(busy));
-                        }
-                        self.start_replication(ctx, link)
-                    }
-                    None => {
-                        self.step = Step::CreateSlot;
-                        self.ask(
-                            ctx,
-                            link,
-                            catalog::create_slot_command(&self.slot, false).ok_or_else(nul)?,
-                        )
+                if let Some(slot) = &self.slot_info {
+                    checks::existing_slot(slot, &self.database)?;
+                    if let Some(busy) = checks::slot_in_use(slot) {
+                        return Err(StartupError::Busy(busy));
                     }
                 }
+                self.step = Step::SlotRead;
+                Ok(Answer::SlotRead)
             }
-            Step::CreateSlot => {
-                let (consistent_point, _) = catalog::parse_created_slot(&rows)?;
-                self.slot_created = true;
-                self.created_at = consistent_point;
+            Step::DropSlot => {
                 ctx.log(
                     crate::io::Level::Info,
-                    format!(
-                        "created replication slot {} at {consistent_point} (SNAPSHOT 'nothing')",
-                        self.slot
-                    ),
+                    format!("dropped replication slot {}", self.slot),
                 );
-                self.start_replication(ctx, link)
+                self.slot_info = None;
+                self.step = Step::SlotRead;
+                Ok(Answer::SlotDropped)
             }
-            Step::AwaitSchema | Step::StartReplication | Step::Streaming => {
+            Step::CreateSlot => {
+                let (consistent_point, snapshot) = catalog::parse_created_slot(&rows)?;
+                self.created_at = Some(consistent_point);
+                self.step = Step::SlotRead;
+                Ok(Answer::SlotCreated {
+                    consistent_point,
+                    snapshot,
+                })
+            }
+            Step::AwaitSchema | Step::SlotRead | Step::StartReplication | Step::Streaming => {
                 Err(StartupError::Refused(format!(
                     "unexpected end of a query while {}",
                     self.step_name()
@@ -323,14 +372,52 @@ impl Startup {
         for warning in &planned.warnings {
             ctx.log(crate::io::Level::Warn, warning.clone());
         }
+        if self.truncate_published {
+            for table in &planned.tables {
+                crate::retract::plan_keys(table).map_err(|e| {
+                    StartupError::Refused(format!(
+                        "{e}\n  Or stop publishing TRUNCATE: ALTER PUBLICATION {} SET (publish = 'insert, update, delete')",
+                        self.publication
+                    ))
+                })?;
+            }
+        }
         self.tables = planned.tables;
         Ok(())
     }
 
-    fn start_replication(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<(), StartupError> {
+    /// `START_REPLICATION` from the slot's position.
+    pub(crate) fn start_replication(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+    ) -> Result<(), StartupError> {
         self.step = Step::StartReplication;
         let command =
             catalog::start_replication_command(&self.slot, &self.publication).ok_or_else(nul)?;
+        self.ask(ctx, link, command)
+    }
+
+    /// `DROP_REPLICATION_SLOT` (the slot is not in use: checked when it was read).
+    pub(crate) fn drop_slot(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+    ) -> Result<(), StartupError> {
+        self.step = Step::DropSlot;
+        let command = catalog::drop_slot_command(&self.slot).ok_or_else(nul)?;
+        self.ask(ctx, link, command)
+    }
+
+    /// `CREATE_REPLICATION_SLOT`, exporting a snapshot or not (`SNAPSHOT 'nothing'`).
+    pub(crate) fn create_slot(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+        export: bool,
+    ) -> Result<(), StartupError> {
+        self.step = Step::CreateSlot;
+        let command = catalog::create_slot_command(&self.slot, export).ok_or_else(nul)?;
         self.ask(ctx, link, command)
     }
 
@@ -342,9 +429,10 @@ impl Startup {
             ));
         }
         self.step = Step::Streaming;
-        let slot_confirmed = match &self.slot_info {
-            Some(slot) => slot.confirmed_flush.unwrap_or(Lsn::ZERO),
-            None => self.created_at,
+        let slot_confirmed = match (&self.slot_info, self.created_at) {
+            (_, Some(created_at)) => created_at,
+            (Some(slot), None) => slot.confirmed_flush.unwrap_or(Lsn::ZERO),
+            (None, None) => Lsn::ZERO,
         };
         Ok(Ready {
             wal_sender_timeout_ms: self.wal_sender_timeout_ms,
@@ -366,7 +454,8 @@ impl Startup {
                 None => "reading table columns".into(),
             },
             Step::AwaitSchema => "waiting for Feldera's schema".into(),
-            Step::Slot => format!("reading replication slot {}", self.slot),
+            Step::Slot | Step::SlotRead => format!("reading replication slot {}", self.slot),
+            Step::DropSlot => format!("DROP_REPLICATION_SLOT {}", self.slot),
             Step::CreateSlot => format!("CREATE_REPLICATION_SLOT {}", self.slot),
             Step::StartReplication => format!("START_REPLICATION SLOT {}", self.slot),
             Step::Streaming => "streaming".into(),

@@ -15,6 +15,7 @@
 use super::ctx::Ctx;
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
+use super::retraction::TableJob;
 use super::sink::{Sink, SinkOutcome};
 use super::starting::StreamStart;
 use super::{Cx, Next};
@@ -28,7 +29,8 @@ use crate::convert::Converter;
 use crate::feldera::Reply;
 use crate::io::{HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
-use crate::pgoutput::{self, Message, RelationCache, RelationChange};
+use crate::pgoutput::{self, Message, RelationCache, RelationChange, Truncate};
+use crate::retract::plan_keys;
 use crate::status::StatusSchedule;
 use crate::timer::{TimerKind, TimerTable};
 use crate::wire::{PrimaryKeepalive, StatusUpdate, XLogData};
@@ -61,6 +63,8 @@ pub(crate) struct Streaming {
     sink: Sink,
     /// A graceful stop: nothing more is read; what is buffered goes out.
     draining: bool,
+    /// A retraction (TRUNCATE) runs: the stream waits where it is.
+    held: bool,
 }
 
 type Step = Result<(), Next>;
@@ -104,6 +108,7 @@ impl Streaming {
             outbox: Outbox::after(cx.env.routes.len(), cx.env.thresholds, cx.run.last_cut),
             sink: Sink::new(SINK_WINDOW),
             draining: false,
+            held: false,
         };
         let next = next_of(streaming.pump(cx));
         (streaming, next)
@@ -204,7 +209,7 @@ impl Streaming {
     /// Whether stream events must wait: the sink is full and the outbox is already due by
     /// size or by a commit boundary, or a graceful stop stopped reading.
     fn blocked(&self, cx: &Cx<'_>) -> bool {
-        if self.draining {
+        if self.draining || self.held {
             return true;
         }
         !self.sink.has_room()
@@ -291,30 +296,71 @@ impl Streaming {
             Message::Insert(_) | Message::Update(_) | Message::Delete(_) => {
                 self.on_row(cx, &message)
             }
-            Message::Truncate(_) => fail(
-                FailureKind::Unsupported,
-                format!(
-                    "TRUNCATE of {} arrived; propagating TRUNCATE as retractions is not supported yet. \
-                     Nothing after the previous commit was acknowledged",
-                    self.truncated_names(&message)
-                ),
-            ),
+            Message::Truncate(truncate) => self.on_truncate(&truncate),
             Message::Type(_) | Message::Origin(_) | Message::Logical(_) => Ok(()),
         }
     }
 
-    fn truncated_names(&self, message: &Message<'_>) -> String {
-        let Message::Truncate(truncate) = message else {
-            return "a table".into();
+    /// A TRUNCATE: the truncated routes' unsent rows are dropped (PostgreSQL dropped them
+    /// too) and the stream holds here while the Retracting phase empties their Feldera
+    /// tables; the rest of the transaction follows once that is durable and verified.
+    fn on_truncate(&mut self, truncate: &Truncate) -> Step {
+        let relations = match self.relations.truncated(truncate) {
+            Ok(relations) => relations,
+            Err(e) => return fail(FailureKind::PgProtocol, format!("protocol error: {e}")),
         };
-        match self.relations.truncated(truncate) {
-            Ok(relations) => relations
-                .iter()
-                .map(|r| r.qualified_name())
-                .collect::<Vec<_>>()
-                .join(", "),
-            Err(e) => e.to_string(),
+        let mut jobs: Vec<TableJob> = Vec::new();
+        for relation in relations {
+            let Some((route, _)) = self.mapped.get(&relation.oid) else {
+                return fail(
+                    FailureKind::PgProtocol,
+                    format!(
+                        "protocol error: TRUNCATE of {} before its Relation message",
+                        relation.qualified_name()
+                    ),
+                );
+            };
+            if jobs.iter().any(|j| j.route == *route) {
+                continue;
+            }
+            let table = &self.tables[*route];
+            let keys = match plan_keys(table) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    return fail(
+                        FailureKind::DataRefused,
+                        format!("TRUNCATE of {} cannot be propagated: {e}. Nothing after the previous commit was acknowledged", relation.qualified_name()),
+                    )
+                }
+            };
+            self.outbox.discard_route(*route);
+            jobs.push(TableJob {
+                route: *route,
+                keys,
+                leftovers: None,
+            });
         }
+        Err(Next::Retract(jobs))
+    }
+
+    /// Holds the stream (a retraction runs): events wait in the backlog, reading pauses.
+    pub(crate) fn hold(&mut self) {
+        self.held = true;
+    }
+
+    /// The retraction is done: the stream continues where it held.
+    pub(crate) fn release(&mut self, cx: &mut Cx<'_>) -> Next {
+        self.held = false;
+        next_of(self.maybe_flush(cx).and_then(|()| self.pump(cx)))
+    }
+
+    /// Each route's Feldera table name.
+    pub(crate) fn table_names(&self) -> Vec<Name> {
+        self.tables.iter().map(|t| t.name.clone()).collect()
+    }
+
+    pub(crate) fn table(&self, route: usize) -> &Table {
+        &self.tables[route]
     }
 
     fn on_commit(&mut self, cx: &mut Cx<'_>, end_lsn: Lsn) -> Step {
@@ -502,7 +548,7 @@ impl Streaming {
                 return Err(Next::Crash(CrashPoint::AfterAck));
             }
         }
-        if self.draining {
+        if self.draining || self.held {
             return Ok(());
         }
         self.maybe_flush(cx)?;
@@ -545,7 +591,8 @@ impl Streaming {
         self.sink.is_idle() && self.outbox.is_empty()
     }
 
-    /// While draining with the sink idle: sends what is buffered.
+    /// While draining (a stop, or before a retraction) with the sink idle: sends what is
+    /// buffered.
     pub(crate) fn drain_step(&mut self, cx: &mut Cx<'_>) -> Next {
         if !self.sink.is_idle() || self.outbox.is_empty() {
             return Next::Stay;

@@ -18,7 +18,9 @@ mod batching;
 mod changes;
 mod properties;
 mod sessions;
+mod snapshot;
 mod stopping;
+mod truncate;
 
 pub(super) const SCHEMA: &str = r#"{"inputs":[
  {"name":"users","case_sensitive":false,"primary_key":["id"],"materialized":false,"properties":{},
@@ -56,6 +58,7 @@ pub(super) fn pg_with(identity: ReplicaIdentity, wal_sender_timeout: &str) -> Fa
         slot_confirmed: Some(START),
         truncate_published: true,
         slot_busy_answers: 0,
+        system_id: "7000000000000000001".into(),
     }
 }
 
@@ -128,29 +131,6 @@ fn unrouted_relation_exits_1_naming_it() {
         s.take_trace()
     );
     assert_eq!(s.exit().map(|e| e.0), Some(1));
-}
-
-#[test]
-fn truncate_exits_1_as_not_supported_yet() {
-    let mut s = streaming(&[]);
-    s.wal(
-        "Begin, Truncate users",
-        &[begin(0x2000, 9), truncate(0x1FF0, &[16384])],
-    );
-    rule!(
-        "TRUNCATE exits 1 without acknowledging anything after the previous commit.",
-        s.take_trace()
-    );
-    assert_eq!(s.exit().map(|e| e.0), Some(1));
-}
-
-#[test]
-fn snapshot_mode_initial_exits_1_before_any_side_effect() {
-    let mut s = Script::new(&[TABLES, ("SNAPSHOT_MODE", "initial")], pg(), SCHEMA);
-    rule!(
-        "SNAPSHOT_MODE=initial exits 1 before any command.",
-        s.take_trace().trim_end()
-    );
 }
 
 #[test]

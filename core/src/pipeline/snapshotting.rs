@@ -1,0 +1,1060 @@
+//! The Snapshotting phase: the initial copy of every routed table, as of the slot's
+//! consistent point, then the hand-over to streaming from that point.
+//!
+//! The replication connection created the slot with an exported snapshot and stays idle:
+//! the snapshot lives only while it does. Worker connections import it (`SET TRANSACTION
+//! SNAPSHOT`), the first one measures the tables, and the copy is cut into ranges
+//! (`snapshot::ranges`) that the workers take in turn. Every COPY row goes through the same
+//! value plans as streaming into the outbox; batches are awaited to `complete` like
+//! streaming batches. When every row is durable (and, where Feldera may hold rows the copy
+//! does not carry, those are retracted and the counts verified), the state file says
+//! `complete` and `START_REPLICATION` begins at the consistent point: a row committed before
+//! it was copied, one committed after it is streamed, and there is no third window.
+//!
+//! Memory is bounded by the outbox thresholds and the sink window: when both are full,
+//! every worker stops reading until a batch is durable.
+//!
+//! Owns the replication connection (idle), the workers, the outbox and sink of the copy,
+//! and the progress report. The crash points `snapshot_after_slot`, `snapshot_mid_copy`
+//! and `snapshot_before_complete` sit here.
+
+use super::ctx::Ctx;
+use super::pg::PgLink;
+use super::policy::{Failure, FailureKind};
+use super::retraction::{ask_count, read_count_answer, Retracted, Retraction, TableJob};
+use super::sink::{Sink, SinkOutcome};
+use super::starting::StreamStart;
+use super::startup::Ready;
+use super::{Cx, Next};
+use crate::ack::BatchSeq;
+use crate::config::{AckMode, CrashPoint};
+use crate::conn::Event;
+use crate::contract::mapping::{plan_mapping, ColumnMapping, MappingOptions};
+use crate::contract::Name;
+use crate::convert::Converter;
+use crate::copy::CopyRow;
+use crate::feldera::Reply;
+use crate::io::{Command, ConnId, HttpId, Level, Topic};
+use crate::outbox::{CutReason, Outbox};
+use crate::pgoutput::Relation;
+use crate::retract::{plan_keys, plan_leftovers};
+use crate::snapshot::plan::Leftovers;
+use crate::snapshot::progress::Progress;
+use crate::snapshot::ranges::{plan_ranges, worker_count, WorkItem};
+use crate::snapshot::sql;
+use crate::snapshot::state::{rfc3339_utc, SnapshotPhase, StateFile};
+use crate::startup::catalog::{self, Row};
+use crate::startup::checks;
+use crate::timer::{TimerKind, TimerTable};
+use crate::wire::PgError;
+use bytes::Bytes;
+use std::collections::{BTreeMap, VecDeque};
+
+/// How many snapshot batches may be in flight at once.
+const SINK_WINDOW: usize = 1;
+
+/// What the Starting phase hands over once the slot (and its snapshot) exists.
+#[derive(Debug)]
+pub(crate) struct SnapshotStart {
+    /// What streaming needs afterwards; `slot_confirmed` is the consistent point (zero until
+    /// the slot exists, under `SNAPSHOT_MODE=inconsistent`).
+    pub(crate) ready: Ready,
+    /// Each route's table as the catalog describes it, in route order.
+    pub(crate) relations: Vec<Relation>,
+    /// The exported snapshot; `None` under `inconsistent`, which copies first and creates
+    /// the slot afterwards.
+    pub(crate) snapshot: Option<String>,
+    pub(crate) leftovers: Leftovers,
+    /// The state file as written (`pending`), and where.
+    pub(crate) state: StateFile,
+    pub(crate) state_path: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WorkerStage {
+    Connecting,
+    Importing,
+    Idle,
+    Sizing,
+    /// Asking PostgreSQL which keys of a retraction page exist (worker 0 only).
+    Checking,
+    Copying(WorkItem),
+    Committing,
+    Closed,
+}
+
+#[derive(Debug)]
+struct Worker {
+    link: PgLink,
+    stage: WorkerStage,
+    backlog: VecDeque<Event>,
+    paused: bool,
+    answer: Vec<Vec<Option<String>>>,
+    error: Option<Box<PgError>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Workers import the snapshot; the first measures the tables.
+    Preparing,
+    /// Ranges are copied and sent.
+    Copying,
+    /// `inconsistent`: everything is durable; the slot is being created now.
+    CreatingSlot,
+    /// Everything is copied and durable: Feldera's counts of the retracted tables are being
+    /// checked against the rows copied.
+    Verifying,
+    /// Everything is durable; the state file is being rewritten `complete`.
+    WritingState,
+    /// `START_REPLICATION` was sent.
+    StartingStream,
+}
+
+type Step = Result<(), Next>;
+
+fn fail(kind: FailureKind, message: impl Into<String>) -> Step {
+    Err(Next::Fail(Failure::new(kind, message)))
+}
+
+fn next_of(step: Step) -> Next {
+    step.err().unwrap_or(Next::Stay)
+}
+
+#[derive(Debug)]
+pub(crate) struct Snapshotting {
+    repl: PgLink,
+    start: SnapshotStart,
+    mappings: Vec<ColumnMapping>,
+    names: Vec<Name>,
+    stage: Stage,
+    workers: Vec<Worker>,
+    /// Workers to open once the work is planned.
+    planned_workers: usize,
+    queue: VecDeque<WorkItem>,
+    /// Ranges not finished yet, per route.
+    ranges_left: Vec<usize>,
+    /// Rows read from COPY, per route: the snapshot's exact row count once a route is done.
+    copied: Vec<u64>,
+    outbox: Outbox,
+    sink: Sink,
+    /// Each batch in flight: rows per route, to credit progress when it is durable.
+    batch_rows: BTreeMap<BatchSeq, Vec<(usize, u64)>>,
+    progress: Progress,
+    row: CopyRow,
+    /// Feldera row counts asked for: the emptiness check before the copy, the verification
+    /// after it. Route, request.
+    counts: Vec<(usize, HttpId)>,
+    /// Routes whose leftovers are retracted (and verified by count).
+    retracted_routes: Vec<usize>,
+    /// Leftover retraction, running on worker 0 under the snapshot while the others copy.
+    retraction: Option<Retraction>,
+    /// The retraction may start (every emptiness count is in).
+    retraction_decided: bool,
+}
+
+impl Snapshotting {
+    /// The slot and its snapshot exist (or, under `inconsistent`, will be created after the
+    /// copy): open the first worker.
+    pub(crate) fn begin(
+        cx: &mut Cx<'_>,
+        repl: PgLink,
+        start: SnapshotStart,
+    ) -> (Snapshotting, Next) {
+        let options = MappingOptions {
+            require_primary_key: cx.env.config.require_primary_key,
+        };
+        let mut mappings = Vec::with_capacity(start.relations.len());
+        for (relation, table) in start.relations.iter().zip(&start.ready.tables) {
+            match plan_mapping(relation, table, options) {
+                Ok(mapping) => mappings.push(mapping),
+                Err(e) => {
+                    let failure =
+                        Failure::new(FailureKind::SetupRefused, format!("refusing to start: {e}"));
+                    return (Self::empty(cx, repl, start), Next::Fail(failure));
+                }
+            }
+        }
+        let names: Vec<Name> = start.ready.tables.iter().map(|t| t.name.clone()).collect();
+        let mut phase = Self::empty(cx, repl, start);
+        phase.mappings = mappings;
+        phase.names = names;
+        match phase.start.snapshot {
+            Some(_) => {
+                if cx.crash_at(CrashPoint::SnapshotAfterSlot) {
+                    return (phase, Next::Crash(CrashPoint::SnapshotAfterSlot));
+                }
+            }
+            None => cx.ctx.note(
+                Level::Warn,
+                Topic::Snapshot,
+                "SNAPSHOT_MODE=inconsistent: copying before the slot exists; every change committed between a table's copy and the slot's creation is lost (this mode exists to show that loss)",
+            ),
+        }
+        let next = next_of(
+            phase
+                .plan_leftovers(cx)
+                .and_then(|()| phase.open_worker(cx)),
+        );
+        (phase, next)
+    }
+
+    fn empty(cx: &mut Cx<'_>, repl: PgLink, start: SnapshotStart) -> Snapshotting {
+        let routes = start.relations.len();
+        let names = start
+            .relations
+            .iter()
+            .map(|r| format!("{}.{}", r.namespace, r.name))
+            .collect();
+        Snapshotting {
+            repl,
+            mappings: Vec::new(),
+            names: Vec::new(),
+            stage: Stage::Preparing,
+            workers: Vec::new(),
+            planned_workers: 1,
+            queue: VecDeque::new(),
+            ranges_left: vec![0; routes],
+            copied: vec![0; routes],
+            outbox: Outbox::new(routes, cx.env.thresholds),
+            sink: Sink::new(SINK_WINDOW),
+            batch_rows: BTreeMap::new(),
+            progress: Progress::new(cx.now(), names),
+            row: CopyRow::new(),
+            counts: Vec::new(),
+            retracted_routes: Vec::new(),
+            retraction: None,
+            retraction_decided: false,
+            start,
+        }
+    }
+
+    /// Decides which tables need their leftovers retracted: all of them for a re-snapshot;
+    /// for a fresh start, those Feldera says are not empty (asked here).
+    fn plan_leftovers(&mut self, cx: &mut Cx<'_>) -> Step {
+        match self.start.leftovers {
+            Leftovers::Retract => {
+                let routes: Vec<usize> = (0..self.mappings.len()).collect();
+                self.retract_routes(cx, routes)
+            }
+            Leftovers::IfTargetNotEmpty => {
+                for (route, table) in self.start.ready.tables.iter().enumerate() {
+                    let plan = plan_keys(table).map_err(|e| {
+                        Next::Fail(Failure::new(
+                            FailureKind::SetupRefused,
+                            format!("refusing to start: cannot check that Feldera table {} is empty before the initial copy: {e}", table.name),
+                        ))
+                    })?;
+                    let http = ask_count(cx, &plan);
+                    self.counts.push((route, http));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sets up the retraction of `routes` (every one of them must be retractable exactly).
+    fn retract_routes(&mut self, cx: &mut Cx<'_>, routes: Vec<usize>) -> Step {
+        let mut jobs = Vec::with_capacity(routes.len());
+        for &route in &routes {
+            let table = &self.start.ready.tables[route];
+            let plan = plan_leftovers(table, &self.mappings[route], &self.start.relations[route])
+                .map_err(|e| {
+                Next::Fail(Failure::new(
+                    FailureKind::SetupRefused,
+                    format!("refusing to start: {e}"),
+                ))
+            })?;
+            jobs.push(TableJob {
+                route,
+                keys: plan.keys.clone(),
+                leftovers: Some(plan),
+            });
+        }
+        self.retraction_decided = true;
+        if !jobs.is_empty() {
+            cx.ctx.note(
+                Level::Info,
+                Topic::Retract,
+                format!(
+                    "Feldera may hold rows this copy does not carry in {}: retracting them",
+                    routes
+                        .iter()
+                        .map(|r| self.names[*r].to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            self.retraction = Some(Retraction::new(cx, jobs, self.names.clone()));
+        }
+        self.retracted_routes = routes;
+        self.maybe_start_retraction(cx)
+    }
+
+    /// Worker 0, once it has measured the tables, runs the retraction before it copies.
+    fn maybe_start_retraction(&mut self, cx: &mut Cx<'_>) -> Step {
+        if self.stage != Stage::Copying
+            || self.workers.first().map(|w| w.stage) != Some(WorkerStage::Idle)
+        {
+            return Ok(());
+        }
+        if !self.retraction_decided {
+            return Ok(());
+        }
+        let Some(retraction) = self.retraction.as_mut() else {
+            return self.next_item(cx, 0);
+        };
+        let step = retraction.start(cx)?;
+        self.on_retracted(cx, step)
+    }
+
+    fn on_retracted(&mut self, cx: &mut Cx<'_>, step: Retracted) -> Step {
+        match step {
+            Retracted::Waiting => Ok(()),
+            Retracted::AskPg(sql) => self.send(cx, 0, WorkerStage::Checking, &sql),
+            Retracted::Done => {
+                cx.ctx
+                    .note(Level::Info, Topic::Retract, "leftovers retracted");
+                self.next_item(cx, 0)
+            }
+        }
+    }
+
+    /// A Feldera count answered (before the copy: is the table empty; after: does it hold
+    /// exactly the rows copied).
+    fn on_count(&mut self, cx: &mut Cx<'_>, index: usize, reply: Reply<'_>) -> Step {
+        let (route, _) = self.counts.remove(index);
+        let table = self.names[route].clone();
+        let count = read_count_answer(&table, reply).map_err(Next::Fail)?;
+        if self.stage == Stage::Verifying {
+            let copied = self.copied[route];
+            if count != copied {
+                return fail(
+                    FailureKind::Unverified,
+                    format!(
+                        "after the initial copy and the retraction of leftovers, Feldera table {table} holds {count} rows but the snapshot has {copied}; \
+                         the state file stays pending and nothing was acknowledged"
+                    ),
+                );
+            }
+            cx.ctx.note(
+                Level::Info,
+                Topic::Retract,
+                format!("{table}: Feldera holds exactly the {count} rows copied"),
+            );
+            return self.maybe_finish(cx);
+        }
+        if count > 0 {
+            cx.ctx.note(
+                Level::Warn,
+                Topic::Retract,
+                format!("Feldera table {table} already holds {count} rows before the initial copy"),
+            );
+            self.retracted_routes.push(route);
+        }
+        if self.counts.is_empty() {
+            let routes = std::mem::take(&mut self.retracted_routes);
+            return self.retract_routes(cx, routes);
+        }
+        Ok(())
+    }
+
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn conn(&self) -> ConnId {
+        self.repl.id
+    }
+
+    fn worker_of(&self, conn: ConnId) -> Option<usize> {
+        self.workers.iter().position(|w| w.link.id == conn)
+    }
+
+    pub(crate) fn into_repl(self) -> PgLink {
+        self.repl
+    }
+
+    /// Closes every connection (the slot stays; the state file says `pending`, so the next
+    /// start copies again).
+    pub(crate) fn close(mut self, ctx: &mut Ctx) {
+        for worker in &mut self.workers {
+            worker.link.close(ctx);
+        }
+        self.repl.close(ctx);
+    }
+
+    pub(crate) fn buffered_rows(&self) -> u64 {
+        self.outbox.rows()
+    }
+
+    pub(crate) fn batch_in_flight(&self) -> Option<BatchSeq> {
+        self.sink.oldest().map(|b| b.seq)
+    }
+
+    pub(crate) fn arm(&self, timers: &mut TimerTable) {
+        if self.sink.has_room() {
+            if let Some(at) = self.outbox.linger_deadline() {
+                timers.set(TimerKind::Linger, at);
+            }
+        }
+        self.sink.arm(timers);
+        if let Some(retraction) = &self.retraction {
+            retraction.arm(timers);
+        }
+        if matches!(self.stage, Stage::Preparing | Stage::Copying) {
+            timers.set(TimerKind::SnapshotProgress, self.progress.next_report());
+        }
+    }
+
+    // ---- input ----
+
+    pub(crate) fn on_pg_connected(&mut self, cx: &mut Cx<'_>, conn: ConnId) -> Next {
+        if let Some(w) = self.worker_of(conn) {
+            self.workers[w].link.on_connected(cx.ctx);
+        }
+        Next::Stay
+    }
+
+    pub(crate) fn on_pg_bytes(&mut self, cx: &mut Cx<'_>, conn: ConnId, bytes: &[u8]) -> Next {
+        if conn == self.repl.id {
+            return next_of(self.on_repl_bytes(cx, bytes));
+        }
+        let Some(w) = self.worker_of(conn) else {
+            return Next::Stay;
+        };
+        let events = self.workers[w].link.on_bytes(cx.ctx, bytes);
+        self.workers[w].backlog.extend(events);
+        next_of(self.pump(cx).and_then(|()| self.maybe_finish(cx)))
+    }
+
+    pub(crate) fn on_pg_closed(
+        &mut self,
+        cx: &mut Cx<'_>,
+        conn: ConnId,
+        error: Option<String>,
+    ) -> Next {
+        let why = error.unwrap_or_else(|| "the server closed the connection".to_owned());
+        if conn == self.repl.id {
+            self.repl.abandon(cx.ctx);
+            return Next::Fail(Failure::new(
+                FailureKind::PgUnreachable,
+                format!("the replication connection holding the snapshot was lost: {why}"),
+            ));
+        }
+        match self.worker_of(conn) {
+            Some(w) if self.workers[w].stage != WorkerStage::Closed => {
+                self.workers[w].link.abandon(cx.ctx);
+                Next::Fail(Failure::new(
+                    FailureKind::PgUnreachable,
+                    format!("snapshot connection {w} lost: {why}"),
+                ))
+            }
+            _ => Next::Stay,
+        }
+    }
+
+    pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
+        if let Some(index) = self.counts.iter().position(|(_, http)| *http == id) {
+            return next_of(self.on_count(cx, index, reply));
+        }
+        if let Some(retraction) = self.retraction.as_mut().filter(|r| r.owns(id)) {
+            let step = retraction
+                .on_http(cx, id, reply)
+                .and_then(|s| self.on_retracted(cx, s));
+            return next_of(step.and_then(|()| self.maybe_finish(cx)));
+        }
+        let now = cx.now();
+        let step = match self.sink.on_reply(cx.ctx, &cx.env.endpoint, now, id, reply) {
+            Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
+            None => Ok(()),
+        };
+        next_of(step.and_then(|()| self.maybe_finish(cx)))
+    }
+
+    pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>, kind: TimerKind) -> Next {
+        let step = match kind {
+            TimerKind::Linger => self.maybe_flush(cx),
+            TimerKind::SnapshotProgress => {
+                if let Some(line) = self.progress.report(cx.now()) {
+                    cx.ctx.note(Level::Info, Topic::Snapshot, line);
+                }
+                Ok(())
+            }
+            TimerKind::CompletionPoll
+            | TimerKind::CompletionTimeout
+            | TimerKind::SlowCompletionLog => {
+                let now = cx.now();
+                let copy = match self.sink.on_timer(cx.ctx, &cx.env.endpoint, now) {
+                    Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
+                    None => Ok(()),
+                };
+                copy.and_then(|()| match self.retraction.as_mut() {
+                    Some(retraction) => retraction
+                        .on_timer(cx)
+                        .and_then(|s| self.on_retracted(cx, s)),
+                    None => Ok(()),
+                })
+            }
+            _ => Ok(()),
+        };
+        next_of(step.and_then(|()| self.maybe_finish(cx)))
+    }
+
+    pub(crate) fn on_state_written(&mut self, cx: &mut Cx<'_>, result: Result<(), String>) -> Next {
+        if self.stage != Stage::WritingState {
+            return Next::Stay;
+        }
+        if let Err(e) = result {
+            return Next::Fail(Failure::new(
+                FailureKind::SetupRefused,
+                format!("cannot record the finished snapshot in the state file: {e}"),
+            ));
+        }
+        cx.ctx.note(
+            Level::Info,
+            Topic::Snapshot,
+            format!(
+                "state file {} says complete (consistent point {})",
+                self.start.state_path, self.start.ready.slot_confirmed
+            ),
+        );
+        let Some(command) =
+            catalog::start_replication_command(&cx.env.config.slot, &cx.env.config.publication)
+        else {
+            return Next::Fail(Failure::new(
+                FailureKind::ConfigInvalid,
+                "a slot or publication name contains a NUL byte",
+            ));
+        };
+        self.stage = Stage::StartingStream;
+        match self.repl.query(cx.ctx, &command) {
+            Ok(()) => Next::Stay,
+            Err(e) => Next::Fail(Failure::new(
+                FailureKind::PgUnreachable,
+                format!("cannot start replication: {e}"),
+            )),
+        }
+    }
+
+    // ---- the replication connection: idle until the end ----
+
+    fn on_repl_bytes(&mut self, cx: &mut Cx<'_>, bytes: &[u8]) -> Step {
+        let mut events = self.repl.on_bytes(cx.ctx, bytes).into_iter();
+        while let Some(event) = events.next() {
+            match event {
+                Event::StreamStarted(_) if self.stage == Stage::StartingStream => {
+                    let ready = Ready {
+                        wal_sender_timeout_ms: self.start.ready.wal_sender_timeout_ms,
+                        tables: std::mem::take(&mut self.start.ready.tables),
+                        slot_confirmed: self.start.ready.slot_confirmed,
+                    };
+                    return Err(Next::Stream(Box::new(StreamStart {
+                        ready,
+                        pending: events.collect(),
+                    })));
+                }
+                Event::DataRow(row) if self.stage == Stage::CreatingSlot => {
+                    let text = row_text(&row.columns);
+                    let views: Vec<Option<&str>> = text.iter().map(|c| c.as_deref()).collect();
+                    match catalog::parse_created_slot(&[views.as_slice()]) {
+                        Ok((point, _)) => self.start.ready.slot_confirmed = point,
+                        Err(e) => return fail(FailureKind::PgProtocol, e.to_string()),
+                    }
+                }
+                Event::QueryDone { .. } if self.stage == Stage::CreatingSlot => {
+                    cx.ctx.log(
+                        Level::Info,
+                        format!(
+                            "created replication slot {} at {} (SNAPSHOT 'nothing', after the copy)",
+                            cx.env.config.slot, self.start.ready.slot_confirmed
+                        ),
+                    );
+                    if cx.crash_at(CrashPoint::SnapshotAfterSlot) {
+                        return Err(Next::Crash(CrashPoint::SnapshotAfterSlot));
+                    }
+                    self.write_complete(cx);
+                }
+                Event::QueryError(error) => {
+                    return fail(
+                        FailureKind::SetupRefused,
+                        format!("the replication connection refused a command: {error}"),
+                    )
+                }
+                Event::Notice(notice) => cx.ctx.log(Level::Info, format!("PostgreSQL: {notice}")),
+                Event::Failed(error) => {
+                    return fail(
+                        FailureKind::PgUnreachable,
+                        format!("the replication connection holding the snapshot failed: {error}"),
+                    )
+                }
+                Event::XLogData(_) | Event::Keepalive(_) => {
+                    return fail(
+                        FailureKind::PgProtocol,
+                        "protocol error: replication data before START_REPLICATION",
+                    )
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    // ---- workers ----
+
+    fn open_worker(&mut self, cx: &mut Cx<'_>) -> Step {
+        let index = self.workers.len();
+        let name = format!("slotline/{}/copy-{index}", cx.env.config.slot);
+        let link = PgLink::open(cx.ctx, &cx.env.config.pg, false, &name).map_err(|e| {
+            Next::Fail(Failure::new(
+                FailureKind::ConfigInvalid,
+                format!("cannot connect to PostgreSQL: {e}"),
+            ))
+        })?;
+        self.workers.push(Worker {
+            link,
+            stage: WorkerStage::Connecting,
+            backlog: VecDeque::new(),
+            paused: false,
+            answer: Vec::new(),
+            error: None,
+        });
+        Ok(())
+    }
+
+    /// Whether COPY rows must wait: the sink is full and the outbox is due by size.
+    fn blocked(&self, cx: &Cx<'_>) -> bool {
+        !self.sink.has_room()
+            && matches!(
+                self.outbox.due(cx.now(), false),
+                Some(CutReason::Rows | CutReason::Bytes)
+            )
+    }
+
+    /// Handles the workers' backlogs until they are empty or must wait; pauses reading on
+    /// every worker while blocked, resumes when not.
+    fn pump(&mut self, cx: &mut Cx<'_>) -> Step {
+        for w in 0..self.workers.len() {
+            while !self.blocked(cx) {
+                let Some(event) = self.workers[w].backlog.pop_front() else {
+                    break;
+                };
+                self.on_worker_event(cx, w, event)?;
+            }
+        }
+        let blocked = self.blocked(cx);
+        for worker in &mut self.workers {
+            if worker.stage == WorkerStage::Closed {
+                continue;
+            }
+            if blocked && !worker.paused {
+                worker.paused = true;
+                worker.link.pause_read(cx.ctx);
+            } else if !blocked && worker.paused {
+                worker.paused = false;
+                worker.link.resume_read(cx.ctx);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_worker_event(&mut self, cx: &mut Cx<'_>, w: usize, event: Event) -> Step {
+        match event {
+            Event::Ready => self.import(cx, w),
+            Event::DataRow(row) => {
+                let text = row_text(&row.columns);
+                self.workers[w].answer.push(text);
+                Ok(())
+            }
+            Event::CopyOutData(bytes) => self.on_copy_row(cx, w, &bytes),
+            Event::QueryError(error) => {
+                self.workers[w].error = Some(error);
+                Ok(())
+            }
+            Event::QueryDone { .. } => self.on_worker_query_done(cx, w),
+            Event::Notice(notice) => {
+                cx.ctx.log(Level::Info, format!("PostgreSQL: {notice}"));
+                Ok(())
+            }
+            Event::Failed(error) => fail(
+                FailureKind::PgUnreachable,
+                format!("snapshot connection {w} failed: {error}"),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// The worker is connected: check its session settings and import the snapshot.
+    fn import(&mut self, cx: &mut Cx<'_>, w: usize) -> Step {
+        let link = &self.workers[w].link;
+        let reported = |name: &str| link.parameter(name).unwrap_or("").to_owned();
+        if let Err(refusal) = checks::pinned_settings(
+            &reported("DateStyle"),
+            &reported("TimeZone"),
+            &reported("IntervalStyle"),
+            &reported("client_encoding"),
+        ) {
+            return fail(
+                FailureKind::SetupRefused,
+                format!("refusing to start: {refusal}"),
+            );
+        }
+        let Some(sql) = sql::import_snapshot(self.start.snapshot.as_deref()) else {
+            return fail(
+                FailureKind::PgProtocol,
+                "the exported snapshot's name contains a NUL byte",
+            );
+        };
+        self.send(cx, w, WorkerStage::Importing, &sql)
+    }
+
+    fn send(&mut self, cx: &mut Cx<'_>, w: usize, stage: WorkerStage, sql: &str) -> Step {
+        let worker = &mut self.workers[w];
+        worker.stage = stage;
+        worker.answer.clear();
+        worker.error = None;
+        worker.link.query(cx.ctx, sql).map_err(|e| {
+            Next::Fail(Failure::new(
+                FailureKind::PgUnreachable,
+                format!("snapshot connection {w}: {e}"),
+            ))
+        })
+    }
+
+    fn on_worker_query_done(&mut self, cx: &mut Cx<'_>, w: usize) -> Step {
+        let stage = self.workers[w].stage;
+        if let Some(error) = self.workers[w].error.take() {
+            return Err(Next::Fail(self.query_failure(stage, &error)));
+        }
+        match stage {
+            WorkerStage::Importing => {
+                if w == 0 {
+                    let relations: Vec<&Relation> = self.start.relations.iter().collect();
+                    let Some(sql) = sql::sizes_query(&relations) else {
+                        return fail(FailureKind::PgProtocol, "a table name contains a NUL byte");
+                    };
+                    return self.send(cx, w, WorkerStage::Sizing, &sql);
+                }
+                self.workers[w].stage = WorkerStage::Idle;
+                self.next_item(cx, w)
+            }
+            WorkerStage::Sizing => self.on_sizes(cx),
+            WorkerStage::Checking => {
+                let answer = std::mem::take(&mut self.workers[w].answer);
+                let borrowed: Vec<Vec<Option<&str>>> = answer
+                    .iter()
+                    .map(|r| r.iter().map(|c| c.as_deref()).collect())
+                    .collect();
+                let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
+                self.workers[w].stage = WorkerStage::Idle;
+                let Some(retraction) = self.retraction.as_mut() else {
+                    return Ok(());
+                };
+                let step = retraction.on_pg_answer(cx, &rows)?;
+                self.on_retracted(cx, step)
+            }
+            WorkerStage::Copying(item) => {
+                self.ranges_left[item.route] -= 1;
+                if self.ranges_left[item.route] == 0 {
+                    self.cut(cx, CutReason::Drain)?;
+                }
+                self.workers[w].stage = WorkerStage::Idle;
+                self.next_item(cx, w)
+            }
+            WorkerStage::Committing => {
+                self.workers[w].stage = WorkerStage::Closed;
+                self.workers[w].link.close(cx.ctx);
+                Ok(())
+            }
+            WorkerStage::Connecting | WorkerStage::Idle | WorkerStage::Closed => Ok(()),
+        }
+    }
+
+    /// Why a worker's statement failed: a missing privilege refuses the start; anything else
+    /// ends the session (the next one copies again).
+    fn query_failure(&self, stage: WorkerStage, error: &PgError) -> Failure {
+        match stage {
+            WorkerStage::Copying(item) if error.code.starts_with("42") => {
+                let relation = &self.start.relations[item.route];
+                Failure::new(
+                    FailureKind::SetupRefused,
+                    format!(
+                        "refusing to start: cannot copy {}.{}: {error} (the role needs SELECT on every routed table: GRANT SELECT ON {}.{} TO <role>)",
+                        relation.namespace, relation.name, relation.namespace, relation.name
+                    ),
+                )
+            }
+            WorkerStage::Importing => Failure::new(
+                FailureKind::PgUnreachable,
+                format!("cannot import the exported snapshot: {error}"),
+            ),
+            _ => Failure::new(
+                FailureKind::PgUnreachable,
+                format!("the snapshot copy failed: {error}"),
+            ),
+        }
+    }
+
+    /// The first worker measured the tables: plan the ranges and open the other workers.
+    fn on_sizes(&mut self, cx: &mut Cx<'_>) -> Step {
+        let answer = std::mem::take(&mut self.workers[0].answer);
+        let borrowed: Vec<Vec<Option<&str>>> = answer
+            .iter()
+            .map(|r| r.iter().map(|c| c.as_deref()).collect())
+            .collect();
+        let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
+        let sizes = match sql::parse_sizes(&rows, self.start.relations.len()) {
+            Ok(sizes) => sizes,
+            Err(e) => return fail(FailureKind::PgProtocol, e),
+        };
+        let items = plan_ranges(&sizes, cx.env.config.snapshot_workers);
+        for size in &sizes {
+            self.progress.set_estimate(size.route, size.estimated_rows);
+        }
+        for item in &items {
+            self.ranges_left[item.route] += 1;
+        }
+        self.planned_workers = worker_count(cx.env.config.snapshot_workers, items.len());
+        cx.ctx.note(
+            Level::Info,
+            Topic::Snapshot,
+            format!(
+                "copying {} table(s) in {} range(s) with {} worker(s)",
+                sizes.len(),
+                items.len(),
+                self.planned_workers
+            ),
+        );
+        self.queue = items.into();
+        self.stage = Stage::Copying;
+        while self.workers.len() < self.planned_workers {
+            self.open_worker(cx)?;
+        }
+        self.workers[0].stage = WorkerStage::Idle;
+        if self.retraction.is_some() || !self.retraction_decided {
+            return self.maybe_start_retraction(cx);
+        }
+        self.next_item(cx, 0)
+    }
+
+    /// Hands worker `w` its next range, or ends its transaction when none is left.
+    fn next_item(&mut self, cx: &mut Cx<'_>, w: usize) -> Step {
+        if self.stage != Stage::Copying {
+            return Ok(());
+        }
+        match self.queue.pop_front() {
+            Some(item) => {
+                let relation = &self.start.relations[item.route];
+                let Some(sql) = sql::copy_range(relation, item.range) else {
+                    return fail(FailureKind::PgProtocol, "a column name contains a NUL byte");
+                };
+                self.send(cx, w, WorkerStage::Copying(item), &sql)
+            }
+            None => self.send(cx, w, WorkerStage::Committing, "COMMIT"),
+        }
+    }
+
+    fn on_copy_row(&mut self, cx: &mut Cx<'_>, w: usize, data: &[u8]) -> Step {
+        let WorkerStage::Copying(item) = self.workers[w].stage else {
+            return fail(
+                FailureKind::PgProtocol,
+                "protocol error: COPY data outside a COPY",
+            );
+        };
+        let route = item.route;
+        let columns = self.start.relations[route].columns.len();
+        if let Err(e) = self.row.parse(data, columns) {
+            return fail(
+                FailureKind::PgProtocol,
+                format!("a COPY row of {} does not parse: {e}", self.names_of(route)),
+            );
+        }
+        let converter = Converter::new(&self.mappings[route]);
+        let (mark, body) = self.outbox.start_line(route);
+        match converter.snapshot_row(self.row.fields(), body) {
+            Ok(lines) => self.outbox.finish_lines(mark, lines, cx.now()),
+            Err(e) => {
+                self.outbox.abandon_line(mark);
+                return fail(
+                    FailureKind::DataRefused,
+                    format!("{e}. The snapshot was not completed; nothing was acknowledged"),
+                );
+            }
+        }
+        self.copied[route] += 1;
+        self.maybe_flush(cx)
+    }
+
+    fn names_of(&self, route: usize) -> String {
+        let r = &self.start.relations[route];
+        format!("{}.{}", r.namespace, r.name)
+    }
+
+    // ---- batches ----
+
+    fn maybe_flush(&mut self, cx: &mut Cx<'_>) -> Step {
+        match self.outbox.due(cx.now(), false) {
+            Some(reason) => self.cut(cx, reason),
+            None => Ok(()),
+        }
+    }
+
+    /// Cuts and sends a batch when the sink has room.
+    fn cut(&mut self, cx: &mut Cx<'_>, reason: CutReason) -> Step {
+        if !self.sink.has_room() {
+            return Ok(());
+        }
+        let Some(batch) = self.outbox.cut(reason) else {
+            return Ok(());
+        };
+        cx.ctx.note(
+            Level::Debug,
+            Topic::Batch,
+            format!(
+                "snapshot #{} cut ({}): {} rows, {} bytes",
+                batch.seq,
+                reason.name(),
+                batch.rows(),
+                batch.bytes()
+            ),
+        );
+        self.batch_rows.insert(
+            batch.seq,
+            batch.parts.iter().map(|p| (p.route, p.rows)).collect(),
+        );
+        self.sink.send(cx.ctx, &cx.env.endpoint, &self.names, batch);
+        Ok(())
+    }
+
+    fn on_sink_outcome(&mut self, cx: &mut Cx<'_>, seq: BatchSeq, outcome: SinkOutcome) -> Step {
+        match outcome {
+            SinkOutcome::Pending => Ok(()),
+            SinkOutcome::Accepted if cx.env.config.ack_mode == AckMode::Accepted => {
+                self.batch_durable(cx, seq)
+            }
+            SinkOutcome::Accepted => {
+                let (now, timeout_ms) = (cx.now(), cx.env.config.completion_timeout_ms);
+                self.sink
+                    .await_completion(cx.ctx, &cx.env.endpoint, seq, now, timeout_ms);
+                Ok(())
+            }
+            SinkOutcome::Complete => self.batch_durable(cx, seq),
+            SinkOutcome::Failed(failure) => Err(Next::Fail(failure)),
+        }
+    }
+
+    fn batch_durable(&mut self, cx: &mut Cx<'_>, seq: BatchSeq) -> Step {
+        let Some(batch) = self.sink.take(seq) else {
+            return Ok(());
+        };
+        cx.run.progressed(cx.now());
+        for (route, rows) in self.batch_rows.remove(&seq).unwrap_or_default() {
+            self.progress.on_durable(route, rows);
+        }
+        cx.ctx.note(
+            Level::Debug,
+            Topic::Batch,
+            format!("snapshot #{} durable ({} rows)", batch.seq, batch.rows()),
+        );
+        if cx.crash_at(CrashPoint::SnapshotMidCopy) {
+            return Err(Next::Crash(CrashPoint::SnapshotMidCopy));
+        }
+        self.maybe_flush(cx)?;
+        self.pump(cx)
+    }
+
+    // ---- the end of the copy ----
+
+    fn copy_finished(&self) -> bool {
+        self.stage == Stage::Copying
+            && self.retraction_decided
+            && self.retraction.as_ref().is_none_or(Retraction::is_done)
+            && self.queue.is_empty()
+            && self.workers.iter().all(|w| {
+                !matches!(
+                    w.stage,
+                    WorkerStage::Copying(_)
+                        | WorkerStage::Importing
+                        | WorkerStage::Connecting
+                        | WorkerStage::Sizing
+                        | WorkerStage::Checking
+                )
+            })
+    }
+
+    /// Once every range is copied: send what is left; when every batch is durable, verify
+    /// the retracted tables' counts; when they agree, record the snapshot as complete.
+    fn maybe_finish(&mut self, cx: &mut Cx<'_>) -> Step {
+        if self.stage == Stage::Verifying {
+            return match self.counts.is_empty() {
+                true => self.finish(cx),
+                false => Ok(()),
+            };
+        }
+        if !self.copy_finished() {
+            return Ok(());
+        }
+        if !self.outbox.is_empty() {
+            return self.cut(cx, CutReason::Drain);
+        }
+        if !self.sink.is_idle() {
+            return Ok(());
+        }
+        for route in 0..self.copied.len() {
+            self.progress.on_table_done(route);
+        }
+        cx.ctx.note(
+            Level::Info,
+            Topic::Snapshot,
+            self.progress.summary(cx.now()),
+        );
+        self.stage = Stage::Verifying;
+        for route in std::mem::take(&mut self.retracted_routes) {
+            let table = &self.start.ready.tables[route];
+            let plan = plan_keys(table)
+                .map_err(|e| Next::Fail(Failure::new(FailureKind::SetupRefused, e.to_string())))?;
+            let http = ask_count(cx, &plan);
+            self.counts.push((route, http));
+        }
+        self.maybe_finish(cx)
+    }
+
+    /// Once the counts agree: the crash point, then `complete`.
+    fn finish(&mut self, cx: &mut Cx<'_>) -> Step {
+        if cx.crash_at(CrashPoint::SnapshotBeforeComplete) {
+            return Err(Next::Crash(CrashPoint::SnapshotBeforeComplete));
+        }
+        if self.start.snapshot.is_none() {
+            let Some(command) = catalog::create_slot_command(&cx.env.config.slot, false) else {
+                return fail(
+                    FailureKind::ConfigInvalid,
+                    "the slot name contains a NUL byte",
+                );
+            };
+            self.stage = Stage::CreatingSlot;
+            return self.repl.query(cx.ctx, &command).map_err(|e| {
+                Next::Fail(Failure::new(
+                    FailureKind::PgUnreachable,
+                    format!("cannot create the slot: {e}"),
+                ))
+            });
+        }
+        self.write_complete(cx);
+        Ok(())
+    }
+
+    fn write_complete(&mut self, cx: &mut Cx<'_>) {
+        self.stage = Stage::WritingState;
+        let state = &mut self.start.state;
+        state.phase = SnapshotPhase::Complete;
+        state.consistent_point = Some(self.start.ready.slot_confirmed);
+        state.updated_at = Some(rfc3339_utc(cx.ctx.now.wall));
+        cx.ctx.push(Command::WriteState {
+            path: self.start.state_path.clone(),
+            contents: Bytes::from(state.encode()),
+        });
+    }
+}
+
+fn row_text(columns: &[Option<Bytes>]) -> Vec<Option<String>> {
+    columns
+        .iter()
+        .map(|c| c.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+        .collect()
+}
