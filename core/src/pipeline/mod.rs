@@ -20,7 +20,7 @@ mod stream;
 
 use crate::ack::AckTracker;
 use crate::backoff::{Backoff, ProgressDeadline};
-use crate::config::{AckMode, Config, ConfigError, SnapshotMode, SslMode, TablesSpec};
+use crate::config::{AckMode, Config, ConfigError, SnapshotMode, TablesSpec};
 use crate::contract::routes::{parse_pair, parse_tables, Route};
 use crate::crash::CrashInjector;
 use crate::feldera::{classify_pipeline, FelderaEndpoint, PipelineOutcome, Reply};
@@ -29,7 +29,7 @@ use crate::outbox::{Outbox, Thresholds};
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind, TimerTable};
 use ctx::Ctx;
-use pg::PgLink;
+use pg::{LinkClosed, PgLink};
 use sink::InFlight;
 use startup::{Startup, StartupError};
 use stop::Stop;
@@ -102,16 +102,6 @@ impl Pipeline {
             config.feldera_api_key.as_ref().map(|k| k.expose()),
         )
         .map_err(|e| config_error("FELDERA_URL", Some(&config.feldera_url), e.to_string()))?;
-        if matches!(
-            config.pg.sslmode,
-            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
-        ) {
-            return Err(config_error(
-                "PGSSLMODE",
-                Some("require/verify-*"),
-                "disable or prefer: TLS to PostgreSQL is not supported yet",
-            ));
-        }
         let thresholds = Thresholds {
             max_rows: config.batch_max_rows,
             max_bytes: config.batch_max_bytes,
@@ -301,15 +291,28 @@ impl Pipeline {
         }
     }
 
-    fn on_pg_closed(&mut self, conn: crate::io::ConnId, error: Option<String>) {
-        if self.session.as_ref().is_some_and(|s| s.repl.id == conn) {
-            if let Some(session) = self.session.as_mut() {
-                session.repl.abandon(&mut self.ctx);
+    fn on_pg_closed(&mut self, conn: crate::io::ConnId, error: Option<crate::io::ConnFailure>) {
+        if let Some(session) = self.session.as_mut().filter(|s| s.repl.id == conn) {
+            match session.repl.on_closed(&mut self.ctx, error) {
+                LinkClosed::Retrying => {}
+                LinkClosed::Fatal(why) => {
+                    self.fatal(format!("cannot connect to PostgreSQL: {why}"))
+                }
+                LinkClosed::Lost(why) => {
+                    session.repl.abandon(&mut self.ctx);
+                    self.end_session(format!("replication connection lost: {why}"));
+                }
             }
-            let why = error.unwrap_or_else(|| "the server closed the connection".to_owned());
-            return self.end_session(format!("replication connection lost: {why}"));
+            return;
         }
         self.stop_on_pg_closed(conn, error);
+    }
+
+    fn on_pg_tls_ready(&mut self, conn: crate::io::ConnId, certificate: Option<&[u8]>) {
+        match self.session.as_mut().filter(|s| s.repl.id == conn) {
+            Some(session) => session.repl.on_tls_ready(&mut self.ctx, certificate),
+            None => self.stop_on_pg_tls_ready(conn, certificate),
+        }
     }
 
     fn on_tick(&mut self) {
@@ -399,6 +402,10 @@ impl Driver for Pipeline {
         };
         match input {
             Input::PgConnected { conn } => self.on_pg_connected(conn),
+            Input::PgTlsReady {
+                conn,
+                server_certificate,
+            } => self.on_pg_tls_ready(conn, server_certificate.as_deref()),
             Input::PgBytes { conn, bytes } => self.on_pg_bytes(conn, &bytes),
             Input::PgClosed { conn, error } => self.on_pg_closed(conn, error),
             Input::HttpDone { id, status, body } => self.on_http(

@@ -102,7 +102,7 @@ impl Script {
     /// against `pg` and a Feldera whose program schema is `schema` (`{"inputs":..,"outputs":..}`).
     pub fn new(config: &[(&str, &str)], pg: FakePg, schema: &str) -> Script {
         let mut pairs = vec![
-            ("PG_URL", "postgres://slotline@db:5432/app"),
+            ("PG_URL", "postgres://slotline@db:5432/app?sslmode=disable"),
             ("PG_PUBLICATION", "pub"),
             ("FELDERA_URL", "http://feldera:8080"),
             ("FELDERA_PIPELINE", "p"),
@@ -208,10 +208,8 @@ impl Script {
     fn execute(&mut self, command: Command) {
         let at = self.at();
         match command {
-            Command::PgConnect {
-                conn, host, port, ..
-            } => {
-                self.note(format!("{at} -> {conn} connect {host}:{port}"));
+            Command::PgConnect { conn, target, .. } => {
+                self.note(format!("{at} -> {conn} connect {target}"));
                 if self.repl.is_none()
                     || self
                         .pipeline
@@ -225,6 +223,7 @@ impl Script {
                 }
                 self.pipeline.handle(self.now, Input::PgConnected { conn });
             }
+            Command::PgStartTls { conn, .. } => self.note(format!("{at} -> {conn} start TLS")),
             Command::PgWrite { conn, bytes } => self.on_frontend(conn, &bytes),
             Command::PgPauseRead { conn } => self.note(format!("{at} -> {conn} pause reading")),
             Command::PgResumeRead { conn } => self.note(format!("{at} -> {conn} resume reading")),
@@ -468,7 +467,10 @@ impl Script {
         self.note(format!("{} <- {conn} connection reset", self.at()));
         self.feed(Input::PgClosed {
             conn,
-            error: Some("connection reset by peer".into()),
+            error: Some(crate::io::ConnFailure::new(
+                crate::io::FailureKind::Broken,
+                "connection reset by peer",
+            )),
         });
     }
 

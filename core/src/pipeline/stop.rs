@@ -4,10 +4,10 @@
 //! protocol has no acknowledgement of an acknowledgement: without this wait the last update
 //! is often lost and the restart replays the last transaction.
 
-use super::pg::PgLink;
+use super::pg::{LinkClosed, PgLink};
 use super::Pipeline;
 use crate::conn::Event;
-use crate::io::{exit, ConnId, Level};
+use crate::io::{exit, ConnFailure, ConnId, Level};
 use crate::outbox::CutReason;
 use crate::startup::catalog;
 use crate::time::Mono;
@@ -127,17 +127,29 @@ impl Pipeline {
         }
     }
 
-    pub(super) fn stop_on_pg_closed(&mut self, conn: ConnId, error: Option<String>) {
-        let Some(stop) = self.stop.as_ref() else {
+    pub(super) fn stop_on_pg_tls_ready(&mut self, conn: ConnId, certificate: Option<&[u8]>) {
+        if let Some(control) = self.stop.as_mut().and_then(|s| s.control.as_mut()) {
+            if control.id == conn {
+                control.on_tls_ready(&mut self.ctx, certificate);
+            }
+        }
+    }
+
+    pub(super) fn stop_on_pg_closed(&mut self, conn: ConnId, error: Option<ConnFailure>) {
+        let Some(stop) = self.stop.as_mut() else {
             return;
         };
-        if stop.control.as_ref().is_some_and(|c| c.id == conn) {
-            let target = stop.target;
-            self.finish_stop(format!(
-                "stopped at {target}, unconfirmed: the control connection closed ({})",
-                error.unwrap_or_else(|| "by the server".into())
-            ));
-        }
+        let Some(control) = stop.control.as_mut().filter(|c| c.id == conn) else {
+            return;
+        };
+        let why = match control.on_closed(&mut self.ctx, error) {
+            LinkClosed::Retrying => return,
+            LinkClosed::Lost(why) | LinkClosed::Fatal(why) => why,
+        };
+        let target = stop.target;
+        self.finish_stop(format!(
+            "stopped at {target}, unconfirmed: the control connection closed ({why})"
+        ));
     }
 
     pub(super) fn stop_on_pg_bytes(&mut self, conn: ConnId, bytes: &[u8]) {

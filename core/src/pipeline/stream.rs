@@ -46,7 +46,9 @@ fn is_permanent(error: &ConnError) -> bool {
         ConnError::Server(e) => e.code.starts_with("28") || e.code == "3D000" || e.code == "42501",
         ConnError::UnsupportedAuthentication { .. }
         | ConnError::PasswordRequired { .. }
-        | ConnError::Scram(_) => true,
+        | ConnError::Scram(_)
+        | ConnError::TlsNotOffered
+        | ConnError::Tls(_) => true,
         _ => false,
     }
 }
