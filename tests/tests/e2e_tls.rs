@@ -132,9 +132,15 @@ fn path(p: &std::path::Path) -> String {
     p.display().to_string()
 }
 
+fn with_tables<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut all = vec![("TABLES", "users")];
+    all.extend_from_slice(extra);
+    all
+}
+
 /// Runs the connector until it streams a row, and returns its log.
 fn streams(shell: Shell, env: &Env, extra: &[(&str, &str)]) -> String {
-    let mut connector = env.start(shell, extra);
+    let mut connector = env.start(shell, &with_tables(extra));
     let streaming = connector.wait_log("streaming from slot", Duration::from_secs(30));
     let log = connector.log_text();
     assert!(streaming, "{shell:?} did not stream:\n{log}");
@@ -153,7 +159,7 @@ fn streams(shell: Shell, env: &Env, extra: &[(&str, &str)]) -> String {
 
 /// Runs the connector until it exits, checks the code and that no slot was made.
 fn refused(shell: Shell, env: &Env, extra: &[(&str, &str)], code: i32) -> String {
-    let mut connector = env.start(shell, extra);
+    let mut connector = env.start(shell, &with_tables(extra));
     let exit = connector.wait_exit(Duration::from_secs(60));
     let log = connector.log_text();
     assert_eq!(exit, Some(code), "{shell:?}:\n{log}");
@@ -329,7 +335,7 @@ fn a_handshake_that_never_finishes_times_out() {
         let pg_url = format!("postgres://u@127.0.0.1:{port}/db?sslmode=require&connect_timeout=2");
         let mut connector = env.start(
             shell,
-            &[("PG_URL", &pg_url), ("NO_PROGRESS_TIMEOUT_SECS", "3")],
+            &with_tables(&[("PG_URL", &pg_url), ("NO_PROGRESS_TIMEOUT_SECS", "3")]),
         );
         let timed_out = connector.wait_log(
             "TLS handshake timed out after 2000 ms",
