@@ -158,6 +158,7 @@ pub fn conn_events(startup: &[u8], stream: &[u8], chunk_seed: u8) -> Vec<Event> 
         password: Some(crate::conn::Password::new("fuzz")),
         application_name: "slotline-fuzz".into(),
         replication: true,
+        encryption: crate::conn::Encryption::Plain,
     };
     let Ok(mut conn) = Connection::new(config) else {
         panic!("a valid configuration was refused");

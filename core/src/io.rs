@@ -8,7 +8,6 @@
 //! back with the current time. A shell never branches on what a command means for the
 //! domain (LSNs, batches, retries): every such decision is the core's.
 
-use crate::config::SslMode;
 use crate::feldera::HttpRequest;
 use crate::time::Now;
 use crate::timer::Deadline;
@@ -38,13 +37,25 @@ impl fmt::Display for HttpId {
 /// Something that happened, reported by a shell.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
-    /// The TCP connection asked for by `Command::PgConnect` is open.
+    /// The connection asked for by `Command::PgConnect` is open.
     PgConnected { conn: ConnId },
-    /// Bytes read from a PostgreSQL connection, in order, in any chunking.
+    /// The TLS handshake asked for by `Command::PgStartTls` succeeded: every byte from now
+    /// on travels encrypted. `server_certificate` is the server's end-entity certificate
+    /// (DER), for SCRAM channel binding.
+    PgTlsReady {
+        conn: ConnId,
+        server_certificate: Option<Bytes>,
+    },
+    /// Bytes read from a PostgreSQL connection, in order, in any chunking (decrypted, once
+    /// TLS is up).
     PgBytes { conn: ConnId, bytes: Bytes },
-    /// The connection could not be opened, or broke, or the server closed it (`error` is
-    /// `None` on a clean end of stream). No further input arrives for it.
-    PgClosed { conn: ConnId, error: Option<String> },
+    /// The connection could not be opened, or its TLS handshake failed, or it broke, or
+    /// the server closed it (`error` is `None` on a clean end of stream). No further input
+    /// arrives for it.
+    PgClosed {
+        conn: ConnId,
+        error: Option<ConnFailure>,
+    },
     /// An HTTP request finished with a status and a body (any status, 5xx included).
     HttpDone {
         id: HttpId,
@@ -65,6 +76,76 @@ pub enum Input {
     },
     /// The answer to `Command::WriteState`: the new contents are durable, or why not.
     StateWritten { result: Result<(), String> },
+}
+
+/// Where a PostgreSQL server listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PgTarget {
+    Tcp {
+        host: String,
+        port: u16,
+    },
+    /// The socket file itself (`<directory>/.s.PGSQL.<port>`).
+    Unix {
+        path: String,
+    },
+}
+
+impl fmt::Display for PgTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PgTarget::Tcp { host, port } => write!(f, "{host}:{port}"),
+            PgTarget::Unix { path } => f.write_str(path),
+        }
+    }
+}
+
+/// How much of the server's certificate a TLS handshake checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsVerify {
+    /// Nothing: the session is encrypted, the server is not authenticated.
+    None,
+    /// The chain up to a trusted root, not the host name (`verify-ca`).
+    Chain,
+    /// The chain and that the certificate names the host (`verify-full`).
+    Full,
+}
+
+/// Why a connection ended, as far as the shell can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// It could not be opened (refused, unreachable, no such host or socket).
+    Connect,
+    /// Opening it or its TLS handshake took longer than the command allowed.
+    Timeout,
+    /// The TLS handshake failed for another reason than the certificate.
+    Tls,
+    /// The server's certificate was refused (unknown CA, wrong host name, expired).
+    TlsVerification,
+    /// It broke while reading or writing.
+    Broken,
+}
+
+/// A connection's failure: its kind, and a message for the operator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnFailure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl ConnFailure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> ConnFailure {
+        ConnFailure {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConnFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// Log levels of `Command::Log`.
@@ -121,13 +202,23 @@ impl Topic {
 /// Something a shell must do, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
-    /// Open a TCP connection and report `PgConnected` or `PgClosed`. The shell only moves
-    /// bytes: the core speaks the protocol, including authentication.
+    /// Open a connection (TCP or Unix socket) and report `PgConnected` or `PgClosed`,
+    /// giving up after `timeout_ms` if set. The shell only moves bytes: the core speaks
+    /// the protocol, including the TLS negotiation and authentication.
     PgConnect {
         conn: ConnId,
-        host: String,
-        port: u16,
-        sslmode: SslMode,
+        target: PgTarget,
+        timeout_ms: Option<u64>,
+    },
+    /// Run a TLS handshake over the open connection (the server agreed to TLS), checking
+    /// the server as `verify` says, and report `PgTlsReady` or `PgClosed` (with
+    /// `FailureKind::TlsVerification` when the server's certificate is refused), giving up
+    /// after `timeout_ms` if set. Bytes written after this command are encrypted.
+    PgStartTls {
+        conn: ConnId,
+        server_name: String,
+        verify: TlsVerify,
+        timeout_ms: Option<u64>,
     },
     /// Write these bytes to the connection, in order.
     PgWrite {

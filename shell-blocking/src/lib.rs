@@ -9,15 +9,15 @@
 //! Never here: any async runtime (`cargo tree -p slotline-blocking -e normal` shows none).
 #![forbid(unsafe_code)]
 
-mod tcp;
+mod conn;
 
+use conn::PgConn;
 use crossbeam_channel::{Receiver, Sender};
-use slotline_core::io::{ConnId, Driver, Input};
+use slotline_core::io::{ConnId, Driver, Input, PgTarget};
 use slotline_shell::http::Deliver;
 use slotline_shell::{Clock, RunOptions, Runtime, INPUT_QUEUE};
 use std::sync::Arc;
-use std::time::Instant;
-use tcp::TcpConn;
+use std::time::{Duration, Instant};
 
 /// Drives `core` until it emits `Exit`, and returns that exit code (the binary passes it
 /// to `std::process::exit`). Returns 1 if the shell's own threads cannot be started.
@@ -33,7 +33,7 @@ struct Blocking {
 }
 
 impl Runtime for Blocking {
-    type Conn = TcpConn;
+    type Conn = PgConn;
 
     fn deliver(&self) -> Deliver {
         let sender = self.inputs.clone();
@@ -42,8 +42,8 @@ impl Runtime for Blocking {
         })
     }
 
-    fn open(&mut self, conn: ConnId, host: String, port: u16) -> TcpConn {
-        TcpConn::open(conn, host, port, self.inputs.clone())
+    fn open(&mut self, conn: ConnId, target: PgTarget, timeout: Option<Duration>) -> PgConn {
+        PgConn::open(conn, target, timeout, self.inputs.clone())
     }
 
     fn recv(&mut self, until: Option<Instant>) -> Option<Input> {
@@ -54,7 +54,7 @@ impl Runtime for Blocking {
         }
     }
 
-    fn finish(&mut self, conns: Vec<TcpConn>, deadline: Instant) {
+    fn finish(&mut self, conns: Vec<PgConn>, deadline: Instant) {
         for conn in conns {
             conn.close_and_wait(deadline);
         }

@@ -6,7 +6,11 @@ use slotline_shell::{logging, startup, RunOptions};
 fn main() {
     let code = match startup::start(env!("CARGO_BIN_NAME"), std::env::args_os()) {
         Ok(started) => {
-            slotline_blocking::run(started.pipeline, started.clock, RunOptions::default())
+            let options = RunOptions {
+                tls: started.tls,
+                ..RunOptions::default()
+            };
+            slotline_blocking::run(started.pipeline, started.clock, options)
         }
         Err(code) => code,
     };

@@ -8,13 +8,14 @@
 //! both shells execute every command the same way.
 #![forbid(unsafe_code)]
 
-mod tcp;
+mod conn;
 
-use slotline_core::io::{ConnId, Driver, Input};
+use conn::PgConn;
+use slotline_core::io::{ConnId, Driver, Input, PgTarget};
 use slotline_shell::http::Deliver;
 use slotline_shell::{Clock, RunOptions, Runtime, INPUT_QUEUE};
 use std::sync::Arc;
-use tcp::TcpConn;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Drives `core` on a new current-thread runtime until it emits `Exit`, and returns that
@@ -50,7 +51,7 @@ struct Tokio {
 }
 
 impl Runtime for Tokio {
-    type Conn = TcpConn;
+    type Conn = PgConn;
 
     fn deliver(&self) -> Deliver {
         let sender = self.inputs.clone();
@@ -61,9 +62,9 @@ impl Runtime for Tokio {
         })
     }
 
-    fn open(&mut self, conn: ConnId, host: String, port: u16) -> TcpConn {
+    fn open(&mut self, conn: ConnId, target: PgTarget, timeout: Option<Duration>) -> PgConn {
         let _runtime = self.runtime.enter();
-        TcpConn::open(conn, host, port, self.inputs.clone())
+        PgConn::open(conn, target, timeout, self.inputs.clone())
     }
 
     fn recv(&mut self, until: Option<std::time::Instant>) -> Option<Input> {
@@ -83,7 +84,7 @@ impl Runtime for Tokio {
         })
     }
 
-    fn finish(&mut self, conns: Vec<TcpConn>, deadline: std::time::Instant) {
+    fn finish(&mut self, conns: Vec<PgConn>, deadline: std::time::Instant) {
         self.runtime.block_on(async {
             for conn in conns {
                 conn.close_and_wait(deadline.into()).await;

@@ -5,7 +5,13 @@ use slotline_shell::{logging, startup, RunOptions};
 
 fn main() {
     let code = match startup::start(env!("CARGO_BIN_NAME"), std::env::args_os()) {
-        Ok(started) => slotline::run(started.pipeline, started.clock, RunOptions::default()),
+        Ok(started) => {
+            let options = RunOptions {
+                tls: started.tls,
+                ..RunOptions::default()
+            };
+            slotline::run(started.pipeline, started.clock, options)
+        }
         Err(code) => code,
     };
     logging::flush();

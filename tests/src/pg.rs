@@ -328,6 +328,42 @@ impl PgCluster {
         self.dir.join("data")
     }
 
+    /// The directory of the server's Unix socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes a file the server reads (a certificate, a key) next to its data directory,
+    /// readable only by the server's OS user; returns its path.
+    pub fn write_server_file(&self, name: &str, contents: &[u8]) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.join(name);
+        std::fs::write(&path, contents).expect("write a server file");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod a server file");
+        if self.as_postgres_user {
+            let status = Command::new("chown")
+                .arg("postgres")
+                .arg(&path)
+                .status()
+                .expect("run chown");
+            assert!(status.success(), "chown postgres {} failed", path.display());
+        }
+        path
+    }
+
+    /// Puts `rules` above the existing `pg_hba.conf` entries and reloads the configuration
+    /// (with `settings`, `ALTER SYSTEM` statements run first).
+    pub fn reconfigure(&self, rules: &str, settings: &[(&str, &str)]) {
+        let hba = self.data_dir().join("pg_hba.conf");
+        let old = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        std::fs::write(&hba, format!("{rules}{old}")).expect("write pg_hba.conf");
+        for (name, value) in settings {
+            self.psql("postgres", &format!("ALTER SYSTEM SET {name} = '{value}'"));
+        }
+        self.psql("postgres", "SELECT pg_reload_conf()");
+    }
+
     /// A libpq-style URL for the superuser `postgres` (trust authentication, no password).
     pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)

@@ -22,6 +22,7 @@ fn config(
         password: password.map(Password::new),
         application_name: "slotline-conn-real".into(),
         replication,
+        encryption: slotline_core::conn::Encryption::Plain,
     }
 }
 

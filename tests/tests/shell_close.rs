@@ -3,8 +3,7 @@
 //! it the socket and its thread or task would live until TCP gives up (many minutes).
 
 use bytes::Bytes;
-use slotline_core::config::SslMode;
-use slotline_core::io::{Command, ConnId, Driver, Input};
+use slotline_core::io::{Command, ConnId, Driver, Input, PgTarget};
 use slotline_core::time::{Mono, Now};
 use slotline_core::timer::{Deadline, TimerKind};
 use slotline_shell::conns::CLOSE_GRACE;
@@ -52,9 +51,11 @@ impl Driver for Flooder {
             let port = std::mem::take(&mut self.port);
             self.commands.push_back(Command::PgConnect {
                 conn: ConnId(1),
-                host: "127.0.0.1".into(),
-                port,
-                sslmode: SslMode::Disable,
+                target: PgTarget::Tcp {
+                    host: "127.0.0.1".into(),
+                    port,
+                },
+                timeout_ms: None,
             });
         }
         self.commands.pop_front()
@@ -103,6 +104,7 @@ fn stuck_write_is_abandoned_after_the_grace(name: &str, run: Runner) {
     let options = RunOptions {
         handle_signals: false,
         http_workers: 1,
+        ..RunOptions::default()
     };
     let code = run(core, Clock::start(), options);
     assert_eq!(code, 0, "{name}: no input after PgClose");

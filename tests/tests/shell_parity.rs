@@ -1,5 +1,5 @@
 //! Both shells, driven in-process by the same scripted core, perform the same I/O and feed
-//! back the same inputs: TCP connect (refused, refused for TLS, accepted), bytes both ways,
+//! back the same inputs: connect (TCP refused, Unix socket missing, accepted), bytes both ways,
 //! pause/resume, end of stream, a write then close (bytes flushed, nothing reported after
 //! the close, not even what the server sent first), HTTP 200/503/refused, a deadline, and
 //! exit.
@@ -11,9 +11,8 @@ mod shell_support;
 
 use bytes::{Bytes, BytesMut};
 use shell_support::{refused_port, HttpServer, PeerServer, SinkServer};
-use slotline_core::config::SslMode;
 use slotline_core::feldera::{HttpRequest, Method};
-use slotline_core::io::{Command, ConnId, Driver, HttpId, Input};
+use slotline_core::io::{Command, ConnId, Driver, HttpId, Input, PgTarget};
 use slotline_core::time::{Mono, Now};
 use slotline_core::timer::{Deadline, TimerKind};
 use slotline_shell::{Clock, RunOptions};
@@ -63,7 +62,7 @@ const SINK: ConnId = ConnId(4);
 impl Scripted {
     fn new(targets: Targets, done: mpsc::Sender<Vec<String>>) -> Scripted {
         let mut commands = VecDeque::new();
-        commands.push_back(connect(1, targets.refused_port, SslMode::Disable));
+        commands.push_back(connect(1, targets.refused_port));
         Scripted {
             step: Step::Refused,
             targets,
@@ -129,9 +128,16 @@ impl Scripted {
                 },
             ) => {
                 let port = self.targets.refused_port.to_string();
-                let error = error.unwrap_or_default().replace(&port, "PORT");
+                let error = error.map(|e| e.message).unwrap_or_default();
+                let error = error.replace(&port, "PORT");
                 self.record(format!("pg#1 closed: {error}"));
-                let command = connect(2, self.targets.peer_port, SslMode::Require);
+                let command = Command::PgConnect {
+                    conn: ConnId(2),
+                    target: PgTarget::Unix {
+                        path: "/nonexistent/slotline/.s.PGSQL.5432".into(),
+                    },
+                    timeout_ms: None,
+                };
                 self.commands.push_back(command);
                 Step::Tls
             }
@@ -142,8 +148,9 @@ impl Scripted {
                     error,
                 },
             ) => {
-                self.record(format!("pg#2 closed: {}", error.unwrap_or_default()));
-                let command = connect(3, self.targets.peer_port, SslMode::Prefer);
+                let error = error.map(|e| e.message).unwrap_or_default();
+                self.record(format!("pg#2 closed: {error}"));
+                let command = connect(3, self.targets.peer_port);
                 self.commands.push_back(command);
                 Step::Connected
             }
@@ -180,7 +187,7 @@ impl Scripted {
             }
             (Step::Eof, Input::PgClosed { conn, error }) if conn == PEER => {
                 self.record(format!("pg#3 closed: {error:?}"));
-                let command = connect(4, self.targets.sink_port, SslMode::Disable);
+                let command = connect(4, self.targets.sink_port);
                 self.commands.push_back(command);
                 Step::SinkConnected
             }
@@ -234,12 +241,14 @@ impl Scripted {
     }
 }
 
-fn connect(conn: u32, port: u16, sslmode: SslMode) -> Command {
+fn connect(conn: u32, port: u16) -> Command {
     Command::PgConnect {
         conn: ConnId(conn),
-        host: "127.0.0.1".into(),
-        port,
-        sslmode,
+        target: PgTarget::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        },
+        timeout_ms: None,
     }
 }
 
@@ -282,6 +291,7 @@ fn play(run: Runner) -> Played {
         let options = RunOptions {
             handle_signals: false,
             http_workers: 2,
+            ..RunOptions::default()
         };
         let _ = exited.send(run(core, Clock::start(), options));
     });
@@ -311,8 +321,8 @@ struct Played {
 fn expected_trace() -> Vec<String> {
     [
         "pg#1 closed: connect to 127.0.0.1:PORT: Connection refused (os error 111)",
-        "pg#2 closed: TLS is not supported yet by this shell (sslmode=require); \
-         use sslmode=disable or prefer",
+        "pg#2 closed: connect to /nonexistent/slotline/.s.PGSQL.5432: \
+         No such file or directory (os error 2)",
         "pg#3 connected",
         "pg#3 <- \"pong\\n\"",
         "tick while paused, nothing read",

@@ -68,6 +68,7 @@ fn first_signal_becomes_shutdown(name: &str, run: Runner) {
         let options = RunOptions {
             handle_signals: true,
             http_workers: 1,
+            ..RunOptions::default()
         };
         let _ = exited.send(run(core, Clock::start(), options));
     });

@@ -1,14 +1,16 @@
 //! PostgreSQL connection settings: `PG_URL` (a `postgres://` URL or a `key=value`
 //! conninfo string) or, when it is absent, libpq's `PG*` variables.
 //!
-//! Messages about `PG_URL` never echo it: it may hold a password.
+//! Messages about `PG_URL` never echo it: it may hold a password. Which files hold the
+//! certificates and the password file is decided here; reading them is the shells' job.
 
 use super::{ConfigError, Pairs, Secret};
 
-/// `sslmode` as libpq spells it. The shells decide how to honour it (TLS is theirs).
+/// `sslmode` as libpq spells it (see `docs` in README.md, "TLS to PostgreSQL").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SslMode {
     Disable,
+    Allow,
     Prefer,
     Require,
     VerifyCa,
@@ -16,8 +18,9 @@ pub enum SslMode {
 }
 
 impl SslMode {
-    const NAMES: [(&'static str, SslMode); 5] = [
+    const NAMES: [(&'static str, SslMode); 6] = [
         ("disable", SslMode::Disable),
+        ("allow", SslMode::Allow),
         ("prefer", SslMode::Prefer),
         ("require", SslMode::Require),
         ("verify-ca", SslMode::VerifyCa),
@@ -33,23 +36,64 @@ impl SslMode {
                 ConfigError::new(
                     variable,
                     Some(raw),
-                    "one of disable, prefer, require, verify-ca, verify-full",
+                    "one of disable, allow, prefer, require, verify-ca, verify-full",
                 )
             })
     }
+
+    /// The mode as libpq spells it.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+/// Where the trusted roots for the server's certificate come from (`sslrootcert`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RootCert {
+    /// A PEM file of CA certificates.
+    File(String),
+    /// The platform's trusted roots (`sslrootcert=system`).
+    System,
+}
+
+/// Where the password file is (`passfile` / `PGPASSFILE`), when one may be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PassFile {
+    /// A path given by the user.
+    Path(String),
+    /// libpq's default, `~/.pgpass` (the shell knows the home directory).
+    Default,
 }
 
 /// Where and as whom to connect. `Debug` masks the password.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PgConnConfig {
+    /// A host name or address, or a directory holding the server's Unix socket (a path
+    /// starting with `/`, as libpq).
     pub host: String,
     pub port: u16,
     pub user: String,
     pub password: Option<Secret>,
     pub database: String,
     pub sslmode: SslMode,
+    pub sslrootcert: Option<RootCert>,
+    /// A client certificate (PEM, the chain's leaf first) and its private key.
+    pub sslcert: Option<String>,
+    pub sslkey: Option<String>,
+    /// How long opening a connection (TCP connect, then the TLS handshake) may take;
+    /// `None` waits for ever (libpq's default).
+    pub connect_timeout_ms: Option<u64>,
+    /// The password file to consult when no password is configured.
+    pub passfile: Option<PassFile>,
+    /// The settings `PG_URL` set, `None` without a `PG_URL` (messages name the URL for
+    /// these, the `PG*` variable for the others).
+    pub url_keys: Option<Vec<String>>,
 }
 
+/// The settings as written, before validation.
 #[derive(Default)]
 struct Parts {
     host: Option<String>,
@@ -58,46 +102,79 @@ struct Parts {
     password: Option<String>,
     database: Option<String>,
     sslmode: Option<String>,
+    sslrootcert: Option<String>,
+    sslcert: Option<String>,
+    sslkey: Option<String>,
+    connect_timeout: Option<String>,
+    passfile: Option<String>,
 }
+
+/// Each setting's conninfo key and libpq variable.
+const SETTINGS: [(&str, &str); 11] = [
+    ("host", "PGHOST"),
+    ("port", "PGPORT"),
+    ("user", "PGUSER"),
+    ("password", "PGPASSWORD"),
+    ("dbname", "PGDATABASE"),
+    ("sslmode", "PGSSLMODE"),
+    ("sslrootcert", "PGSSLROOTCERT"),
+    ("sslcert", "PGSSLCERT"),
+    ("sslkey", "PGSSLKEY"),
+    ("connect_timeout", "PGCONNECT_TIMEOUT"),
+    ("passfile", "PGPASSFILE"),
+];
+
+/// libpq's shortest connect timeout: smaller positive values are raised to it.
+const MIN_CONNECT_TIMEOUT_SECS: u64 = 2;
 
 impl PgConnConfig {
     pub(super) fn from_pairs(pairs: &Pairs) -> Result<PgConnConfig, ConfigError> {
-        let (parts, origin) = match pairs.get("PG_URL") {
+        let mut parts = match pairs.get("PG_URL") {
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                (from_url(url)?, "PG_URL")
+                from_url_form(url)?
             }
-            Some(conninfo) => (from_conninfo(conninfo)?, "PG_URL"),
-            None => (
-                Parts {
-                    host: pairs.get("PGHOST").map(str::to_owned),
-                    port: pairs.get("PGPORT").map(str::to_owned),
-                    user: pairs.get("PGUSER").map(str::to_owned),
-                    password: pairs.get("PGPASSWORD").map(str::to_owned),
-                    database: pairs.get("PGDATABASE").map(str::to_owned),
-                    sslmode: pairs.get("PGSSLMODE").map(str::to_owned),
-                },
-                "PG*",
-            ),
+            Some(conninfo) => from_conninfo(conninfo)?,
+            None => Parts::default(),
         };
-        let port_var = if origin == "PG_URL" {
-            "PG_URL"
-        } else {
-            "PGPORT"
+        // As libpq: what PG_URL leaves unset comes from the libpq variables.
+        let url_keys: Option<Vec<String>> = pairs.get("PG_URL").map(|_| {
+            SETTINGS
+                .iter()
+                .filter(|(key, _)| parts.field(key).is_some_and(|f| f.is_some()))
+                .map(|(key, _)| (*key).to_owned())
+                .collect()
+        });
+        for (key, variable) in SETTINGS {
+            if let (Some(field), Some(value)) = (parts.field(key), pairs.get(variable)) {
+                if field.is_none() {
+                    *field = Some(value.to_owned());
+                }
+            }
+        }
+        let from_url = |key: &str| url_keys.iter().flatten().any(|k| k == key);
+        let name = |key: &str| setting_name(url_keys.as_deref(), key);
+        // A value inside PG_URL is not echoed (the URL may hold a password).
+        let shown = |raw: &str, key: &str| {
+            if from_url(key) {
+                format!("({key} in PG_URL)")
+            } else {
+                raw.to_owned()
+            }
         };
         let port = match parts.port.as_deref() {
             None => 5432,
             Some(raw) => raw.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                let shown = if origin == "PG_URL" {
-                    "(port in PG_URL)"
-                } else {
-                    raw
-                };
-                ConfigError::new(port_var, Some(shown), "a TCP port from 1 to 65535")
+                let variable = if from_url("port") { "PG_URL" } else { "PGPORT" };
+                ConfigError::new(
+                    variable,
+                    Some(&shown(raw, "port")),
+                    "a TCP port from 1 to 65535",
+                )
             })?,
         };
         let user = parts.user.ok_or_else(|| {
             ConfigError::new(
-                if origin == "PG_URL" {
+                if pairs.get("PG_URL").is_some() {
                     "PG_URL"
                 } else {
                     "PGUSER"
@@ -106,10 +183,33 @@ impl PgConnConfig {
                 "a user name (in PG_URL, or PGUSER)",
             )
         })?;
-        let sslmode_var = if origin == "PG_URL" {
-            "PG_URL sslmode"
-        } else {
-            "PGSSLMODE"
+        let sslrootcert = parts.sslrootcert.map(|raw| match raw.as_str() {
+            "system" => RootCert::System,
+            _ => RootCert::File(raw),
+        });
+        let sslmode = match parts.sslmode.as_deref() {
+            Some(raw) => SslMode::parse(&name("sslmode"), raw)?,
+            // libpq: the platform's roots only make sense with the host name checked.
+            None if sslrootcert == Some(RootCert::System) => SslMode::VerifyFull,
+            None => SslMode::Prefer,
+        };
+        check_tls_files(
+            url_keys.as_deref(),
+            sslmode,
+            sslrootcert.as_ref(),
+            &parts.sslcert,
+            &parts.sslkey,
+        )?;
+        let connect_timeout_ms = match parts.connect_timeout.as_deref() {
+            None => None,
+            Some(raw) => connect_timeout_ms(raw).map_err(|accepted| {
+                ConfigError::new(&name("connect_timeout"), Some(raw), accepted)
+            })?,
+        };
+        let passfile = match (&parts.password, parts.passfile) {
+            (Some(_), _) => None,
+            (None, Some(path)) => Some(PassFile::Path(path)),
+            (None, None) => Some(PassFile::Default),
         };
         Ok(PgConnConfig {
             host: parts.host.unwrap_or_else(|| "localhost".to_owned()),
@@ -117,8 +217,134 @@ impl PgConnConfig {
             database: parts.database.unwrap_or_else(|| user.clone()),
             user,
             password: parts.password.map(Secret::new),
-            sslmode: SslMode::parse(sslmode_var, parts.sslmode.as_deref().unwrap_or("prefer"))?,
+            sslmode,
+            sslrootcert,
+            sslcert: parts.sslcert,
+            sslkey: parts.sslkey,
+            connect_timeout_ms,
+            passfile,
+            url_keys,
         })
+    }
+
+    /// How the user spells a setting: `PGSSLCERT`, or `sslcert in PG_URL`.
+    pub fn setting_name(&self, key: &str) -> String {
+        setting_name(self.url_keys.as_deref(), key)
+    }
+
+    /// Whether `host` names a directory holding the server's Unix socket.
+    pub fn is_unix_socket(&self) -> bool {
+        self.host.starts_with('/')
+    }
+
+    /// Fills in the password from a password file's contents (libpq's `.pgpass` rules,
+    /// see `super::pgpass`), unless one is configured. Returns whether a line matched.
+    pub fn apply_passfile(&mut self, contents: &str) -> bool {
+        if self.password.is_some() {
+            return false;
+        }
+        // libpq matches Unix-socket connections as host `localhost`.
+        let host = if self.is_unix_socket() {
+            "localhost"
+        } else {
+            self.host.as_str()
+        };
+        let port = self.port.to_string();
+        let found = super::pgpass::find(contents, [host, &port, &self.database, &self.user]);
+        self.password = found.map(Secret::new);
+        self.password.is_some()
+    }
+}
+
+/// Where a setting was written: `sslcert in PG_URL` when the URL sets it, else its
+/// variable (`PGSSLCERT`).
+fn setting_name(url_keys: Option<&[String]>, key: &str) -> String {
+    let variable = variable_of(key);
+    match url_keys {
+        Some(keys) if keys.iter().any(|k| k == key) => format!("{key} in PG_URL"),
+        _ => variable,
+    }
+}
+
+/// Where a missing setting can be written: its variable, and `PG_URL` when one is used.
+fn missing_setting_name(url_keys: Option<&[String]>, key: &str) -> String {
+    match url_keys {
+        Some(_) => format!("{key} (in PG_URL, or {})", variable_of(key)),
+        None => variable_of(key),
+    }
+}
+
+fn variable_of(key: &str) -> String {
+    SETTINGS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map_or_else(|| key.to_owned(), |(_, variable)| (*variable).to_owned())
+}
+
+/// libpq's `connect_timeout`: whole seconds, zero or negative for no limit, and positive
+/// values below two raised to two.
+fn connect_timeout_ms(raw: &str) -> Result<Option<u64>, &'static str> {
+    let secs: i64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| "a whole number of seconds (0 waits for ever)")?;
+    if secs <= 0 {
+        return Ok(None);
+    }
+    let secs = u64::try_from(secs).unwrap_or(u64::MAX);
+    if secs > 86_400 {
+        return Err("a whole number of seconds up to 86400 (0 waits for ever)");
+    }
+    Ok(Some(secs.max(MIN_CONNECT_TIMEOUT_SECS) * 1000))
+}
+
+/// What the modes and the certificate settings demand of each other, checked before any
+/// file is read.
+fn check_tls_files(
+    url_keys: Option<&[String]>,
+    sslmode: SslMode,
+    sslrootcert: Option<&RootCert>,
+    sslcert: &Option<String>,
+    sslkey: &Option<String>,
+) -> Result<(), ConfigError> {
+    let name = |key: &str| setting_name(url_keys, key);
+    let missing = |key: &str| missing_setting_name(url_keys, key);
+    let verifies = matches!(sslmode, SslMode::VerifyCa | SslMode::VerifyFull);
+    if verifies && sslrootcert.is_none() {
+        return Err(ConfigError::new(
+            &missing("sslrootcert"),
+            None,
+            format!(
+                "sslmode={} verifies the server's certificate: give the CA certificates as a PEM file, or `system` for the platform's trusted roots",
+                sslmode.name()
+            ),
+        ));
+    }
+    if sslrootcert == Some(&RootCert::System) && sslmode != SslMode::VerifyFull {
+        return Err(ConfigError::new(
+            &name("sslmode"),
+            Some(sslmode.name()),
+            "verify-full (or unset) with sslrootcert=system: the platform's roots vouch for any public name, so the host name must be checked",
+        ));
+    }
+    match (sslcert, sslkey) {
+        (Some(_), None) => Err(ConfigError::new(
+            &missing("sslkey"),
+            None,
+            format!(
+                "the private key of the client certificate given in {}",
+                name("sslcert")
+            ),
+        )),
+        (None, Some(_)) => Err(ConfigError::new(
+            &missing("sslcert"),
+            None,
+            format!(
+                "the client certificate whose key is given in {}",
+                name("sslkey")
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -130,7 +356,7 @@ fn url_error(accepted: &str) -> ConfigError {
     )
 }
 
-fn from_url(raw: &str) -> Result<Parts, ConfigError> {
+fn from_url_form(raw: &str) -> Result<Parts, ConfigError> {
     const SHAPE: &str =
         "postgres://user[:password]@host[:port]/database[?sslmode=...] with one host";
     let url = url::Url::parse(raw).map_err(|_| url_error(SHAPE))?;
@@ -138,16 +364,18 @@ fn from_url(raw: &str) -> Result<Parts, ConfigError> {
         percent_decode(s)
             .ok_or_else(|| url_error("percent-encoding in PG_URL must decode to UTF-8"))
     };
+    let host = match url.host_str().filter(|h| !h.is_empty()) {
+        // A socket directory is written percent-encoded: postgres://u@%2Frun%2Fpg/db.
+        Some(host) => Some(decode(host.trim_matches(['[', ']']))?),
+        None => None,
+    };
     let mut parts = Parts {
-        host: url
-            .host_str()
-            .filter(|h| !h.is_empty())
-            .map(|h| h.trim_matches(['[', ']']).to_owned()),
+        host,
         port: url.port().map(|p| p.to_string()),
         user: Some(decode(url.username())?).filter(|u| !u.is_empty()),
         password: url.password().map(decode).transpose()?,
         database: Some(decode(url.path().trim_start_matches('/'))?).filter(|d| !d.is_empty()),
-        sslmode: None,
+        ..Parts::default()
     };
     if raw.contains(',') && parts.host.as_deref().is_some_and(|h| h.contains(',')) {
         return Err(url_error(SHAPE));
@@ -165,20 +393,35 @@ fn percent_decode(s: &str) -> Option<String> {
         .map(|d| d.into_owned())
 }
 
+impl Parts {
+    /// The setting a conninfo key names (`hostaddr` is `host`).
+    fn field(&mut self, key: &str) -> Option<&mut Option<String>> {
+        Some(match key {
+            "host" | "hostaddr" => &mut self.host,
+            "port" => &mut self.port,
+            "user" => &mut self.user,
+            "password" => &mut self.password,
+            "dbname" => &mut self.database,
+            "sslmode" => &mut self.sslmode,
+            "sslrootcert" => &mut self.sslrootcert,
+            "sslcert" => &mut self.sslcert,
+            "sslkey" => &mut self.sslkey,
+            "connect_timeout" => &mut self.connect_timeout,
+            "passfile" => &mut self.passfile,
+            _ => return None,
+        })
+    }
+}
+
 fn set_part(parts: &mut Parts, key: &str, value: String) -> Result<(), ConfigError> {
-    let slot = match key {
-        "host" | "hostaddr" => &mut parts.host,
-        "port" => &mut parts.port,
-        "user" => &mut parts.user,
-        "password" => &mut parts.password,
-        "dbname" => &mut parts.database,
-        "sslmode" => &mut parts.sslmode,
-        "application_name" | "connect_timeout" => return Ok(()),
-        other => {
+    let slot = match (key, parts.field(key)) {
+        (_, Some(slot)) => slot,
+        ("application_name", None) => return Ok(()),
+        (other, None) => {
             return Err(ConfigError::new(
                 "PG_URL",
                 Some(&format!("(parameter {other:?})")),
-                "parameters host, hostaddr, port, user, password, dbname, sslmode, application_name, connect_timeout",
+                "parameters host, hostaddr, port, user, password, dbname, sslmode, sslrootcert, sslcert, sslkey, connect_timeout, passfile, application_name",
             ))
         }
     };

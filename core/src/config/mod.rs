@@ -8,11 +8,12 @@
 
 mod conninfo;
 mod parse;
+mod pgpass;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use conninfo::{PgConnConfig, SslMode};
+pub use conninfo::{PassFile, PgConnConfig, RootCert, SslMode};
 use parse::{parse_bool, parse_enum, parse_u64_in};
 
 /// A secret (password, API key): usable, but never printed by `Debug` or `Display`.
@@ -132,6 +133,9 @@ pub struct Config {
     pub feldera_url: String,
     pub feldera_pipeline: String,
     pub feldera_api_key: Option<Secret>,
+    /// A PEM file of the CA certificates that vouch for an `https://` Feldera (instead of
+    /// the built-in public roots).
+    pub feldera_ca_cert: Option<String>,
     pub ack_mode: AckMode,
     pub require_primary_key: bool,
     pub completion_timeout_ms: u64,
@@ -194,6 +198,11 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("PGPASSWORD", None),
     ("PGDATABASE", None),
     ("PGSSLMODE", None),
+    ("PGSSLROOTCERT", None),
+    ("PGSSLCERT", None),
+    ("PGSSLKEY", None),
+    ("PGCONNECT_TIMEOUT", None),
+    ("PGPASSFILE", None),
     ("PG_PUBLICATION", None),
     ("PG_SLOT", None),
     ("TABLES", None),
@@ -202,6 +211,7 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("FELDERA_URL", Some("http://127.0.0.1:8080")),
     ("FELDERA_PIPELINE", None),
     ("FELDERA_API_KEY", None),
+    ("FELDERA_CA_CERT", None),
     ("FELDERA_ACK_MODE", Some("completed")),
     ("FELDERA_REQUIRE_PRIMARY_KEY", Some("true")),
     ("FELDERA_COMPLETION_TIMEOUT_MS", Some("60000")),
@@ -289,6 +299,7 @@ impl Config {
             feldera_url: parse::http_url("FELDERA_URL", pairs.get_or_default("FELDERA_URL"))?,
             feldera_pipeline,
             feldera_api_key: pairs.get("FELDERA_API_KEY").map(Secret::new),
+            feldera_ca_cert: pairs.get("FELDERA_CA_CERT").map(str::to_owned),
             ack_mode: parse_enum(
                 &pairs,
                 "FELDERA_ACK_MODE",

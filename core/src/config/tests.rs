@@ -219,3 +219,190 @@ fn empty_values_count_as_unset() {
     let c = with(&[("BATCH_LINGER_MS", "")]).unwrap();
     assert_eq!(c.batch_linger_ms, 50);
 }
+
+#[test]
+fn tls_settings_come_from_pg_url_in_both_forms() {
+    let pg = with(&[(
+        "PG_URL",
+        "postgres://u@db/app?sslmode=verify-full&sslrootcert=/ca.pem&sslcert=/c.pem&sslkey=/k.pem",
+    )])
+    .unwrap()
+    .pg;
+    assert_eq!(pg.sslmode, SslMode::VerifyFull);
+    assert_eq!(pg.sslrootcert, Some(RootCert::File("/ca.pem".into())));
+    assert_eq!(
+        (pg.sslcert.as_deref(), pg.sslkey.as_deref()),
+        (Some("/c.pem"), Some("/k.pem"))
+    );
+    let pg = with(&[(
+        "PG_URL",
+        "host=db user=u sslmode=verify-ca sslrootcert='/my ca.pem' connect_timeout=10",
+    )])
+    .unwrap()
+    .pg;
+    assert_eq!(pg.sslmode, SslMode::VerifyCa);
+    assert_eq!(pg.sslrootcert, Some(RootCert::File("/my ca.pem".into())));
+    assert_eq!(pg.connect_timeout_ms, Some(10_000));
+}
+
+#[test]
+fn tls_settings_come_from_the_libpq_variables_without_pg_url() {
+    let pg = Config::from_pairs([
+        ("PGHOST", "db"),
+        ("PGUSER", "u"),
+        ("PGSSLMODE", "allow"),
+        ("PGSSLROOTCERT", "system"),
+        ("PGSSLMODE", "verify-full"),
+        ("PGSSLCERT", "/c.pem"),
+        ("PGSSLKEY", "/k.pem"),
+        ("PGCONNECT_TIMEOUT", "1"),
+        ("PGPASSFILE", "/etc/pgpass"),
+        ("PG_PUBLICATION", "p"),
+        ("TABLES", "t"),
+        ("FELDERA_PIPELINE", "x"),
+    ])
+    .unwrap()
+    .pg;
+    assert_eq!(pg.sslmode, SslMode::VerifyFull);
+    assert_eq!(pg.sslrootcert, Some(RootCert::System));
+    assert_eq!(
+        pg.connect_timeout_ms,
+        Some(2_000),
+        "libpq raises 1 s to 2 s"
+    );
+    assert_eq!(pg.passfile, Some(PassFile::Path("/etc/pgpass".into())));
+    assert_eq!(pg.setting_name("sslcert"), "PGSSLCERT");
+}
+
+#[test]
+fn system_roots_default_to_verify_full_and_refuse_weaker_modes() {
+    let url = |query: &'static str| -> Result<Config, ConfigError> {
+        let url: &'static str = format!("postgres://u@db/app?{query}").leak();
+        with(&[("PG_URL", url)])
+    };
+    assert_eq!(
+        url("sslrootcert=system").unwrap().pg.sslmode,
+        SslMode::VerifyFull
+    );
+    let err = url("sslrootcert=system&sslmode=require").unwrap_err();
+    assert_eq!(err.variable, "sslmode in PG_URL");
+    assert!(err.accepted.contains("verify-full"), "{err}");
+}
+
+#[test]
+fn libpq_variables_fill_what_pg_url_leaves_unset_and_are_named_for_it() {
+    let config = with(&[
+        ("PG_URL", "postgres://u@db/app?sslmode=disable"),
+        ("PGPASSWORD", "from-env"),
+        ("PGSSLMODE", "require"),
+        ("PGPASSFILE", "/etc/pgpass"),
+    ])
+    .unwrap();
+    assert_eq!(
+        config.pg.password.as_ref().map(|p| p.expose()),
+        Some("from-env")
+    );
+    assert_eq!(config.pg.sslmode, SslMode::Disable, "the URL wins");
+    assert_eq!(config.pg.passfile, None, "a password is configured");
+    let err = with(&[
+        ("PG_URL", "postgres://u@db/app"),
+        ("PGCONNECT_TIMEOUT", "soon"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.variable, "PGCONNECT_TIMEOUT");
+    assert_eq!(
+        err.value.as_deref(),
+        Some("soon"),
+        "a variable's value is shown"
+    );
+}
+
+#[test]
+fn verifying_modes_need_a_root_certificate_and_name_where_it_goes() {
+    let err = with(&[("PG_URL", "postgres://u@db/app?sslmode=verify-ca")]).unwrap_err();
+    assert_eq!(err.variable, "sslrootcert (in PG_URL, or PGSSLROOTCERT)");
+    let err = Config::from_pairs([
+        ("PGUSER", "u"),
+        ("PGSSLMODE", "verify-full"),
+        ("PG_PUBLICATION", "p"),
+        ("TABLES", "t"),
+        ("FELDERA_PIPELINE", "x"),
+    ])
+    .unwrap_err();
+    insta::assert_snapshot!(err.to_string(), @"PGSSLROOTCERT is required: sslmode=verify-full verifies the server's certificate: give the CA certificates as a PEM file, or `system` for the platform's trusted roots");
+}
+
+#[test]
+fn a_client_certificate_needs_its_key_and_the_key_its_certificate() {
+    let err = with(&[("PG_URL", "postgres://u@db/app?sslcert=/c.pem")]).unwrap_err();
+    assert_eq!(err.variable, "sslkey (in PG_URL, or PGSSLKEY)");
+    let err = with(&[("PG_URL", "postgres://u@db/app?sslkey=/k.pem")]).unwrap_err();
+    assert_eq!(err.variable, "sslcert (in PG_URL, or PGSSLCERT)");
+}
+
+#[test]
+fn sslmode_errors_name_what_the_user_set() {
+    let err = with(&[("PG_URL", "postgres://u@db/app?sslmode=maybe")]).unwrap_err();
+    assert_eq!(err.variable, "sslmode in PG_URL");
+    assert!(err.accepted.contains("allow"), "{err}");
+    let err = Config::from_pairs([
+        ("PGUSER", "u"),
+        ("PGSSLMODE", "on"),
+        ("FELDERA_PIPELINE", "x"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.variable, "PGSSLMODE");
+}
+
+#[test]
+fn connect_timeout_follows_libpq() {
+    let timeout = |raw: &'static str| {
+        let url: &'static str = format!("host=db user=u connect_timeout={raw}").leak();
+        with(&[("PG_URL", url)]).map(|c| c.pg.connect_timeout_ms)
+    };
+    assert_eq!(timeout("0"), Ok(None), "0 waits for ever");
+    assert_eq!(timeout("-5"), Ok(None));
+    assert_eq!(timeout("1"), Ok(Some(2_000)));
+    assert_eq!(timeout("30"), Ok(Some(30_000)));
+    assert_eq!(
+        timeout("soon").unwrap_err().variable,
+        "connect_timeout in PG_URL"
+    );
+    assert!(timeout("100000").is_err());
+}
+
+#[test]
+fn unix_socket_directories_are_hosts_in_both_forms() {
+    let pg = with(&[("PG_URL", "postgres://u@%2Fvar%2Frun%2Fpostgresql:5433/app")])
+        .unwrap()
+        .pg;
+    assert_eq!(pg.host, "/var/run/postgresql");
+    assert!(pg.is_unix_socket());
+    let pg = with(&[("PG_URL", "postgres:///app?host=/tmp&user=u")])
+        .unwrap()
+        .pg;
+    assert_eq!((pg.host.as_str(), pg.port), ("/tmp", 5432));
+}
+
+#[test]
+fn the_password_file_fills_in_only_a_missing_password() {
+    let mut pg = with(&[("PG_URL", "postgres://slot@db.example:5433/app")])
+        .unwrap()
+        .pg;
+    assert_eq!(pg.passfile, Some(PassFile::Default));
+    assert!(pg.apply_passfile("db.example:5433:app:slot:from-file\n"));
+    assert_eq!(pg.password.as_ref().map(Secret::expose), Some("from-file"));
+    let pg = with(&[]).unwrap().pg;
+    assert_eq!(pg.passfile, None, "a configured password wins");
+    let mut socket = with(&[("PG_URL", "postgres://slot@%2Ftmp/app")])
+        .unwrap()
+        .pg;
+    assert!(socket.apply_passfile("localhost:5432:app:slot:local\n"));
+    assert_eq!(socket.password.unwrap().expose(), "local");
+}
+
+#[test]
+fn feldera_ca_cert_is_taken_as_given() {
+    let c = with(&[("FELDERA_CA_CERT", "/etc/feldera-ca.pem")]).unwrap();
+    assert_eq!(c.feldera_ca_cert.as_deref(), Some("/etc/feldera-ca.pem"));
+}

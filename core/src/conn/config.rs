@@ -23,6 +23,16 @@ impl fmt::Debug for Password {
     }
 }
 
+/// Whether a connection asks the server for TLS before its startup message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encryption {
+    /// The startup message goes out at once, in plain text.
+    Plain,
+    /// SSLRequest first. When the server answers `N`: stop if `required`, otherwise go on
+    /// in plain text on the same connection.
+    Request { required: bool },
+}
+
 /// Identity and session kind of one PostgreSQL connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnectionConfig {
@@ -34,6 +44,7 @@ pub struct ConnectionConfig {
     pub application_name: String,
     /// A logical replication connection (`replication=database`).
     pub replication: bool,
+    pub encryption: Encryption,
 }
 
 impl ConnectionConfig {
@@ -72,6 +83,7 @@ mod tests {
             password: Some(Password::new("hunter2")),
             application_name: "slotline".into(),
             replication: false,
+            encryption: Encryption::Plain,
         };
         let printed = format!("{config:?}");
         assert!(!printed.contains("hunter2"), "{printed}");
@@ -86,6 +98,7 @@ mod tests {
             password: Some(Password::new("a\0b")),
             application_name: "s".into(),
             replication: true,
+            encryption: Encryption::Plain,
         };
         assert_eq!(
             config.validate().unwrap_err(),

@@ -14,6 +14,9 @@ use crate::wire::{
 /// Something that happened on the connection, in the order the server said it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// The server agreed to TLS (it answered `S` to SSLRequest): run the handshake, then
+    /// call `Connection::tls_established`.
+    TlsRequested,
     /// The server accepted the credentials (AuthenticationOk).
     Authenticated,
     /// A run-time parameter the server reports (at startup and whenever it changes).
@@ -85,6 +88,12 @@ pub enum ConnError {
     Encode(EncodeError),
     /// The peer closed the connection (end of stream) without being asked to.
     ClosedByServer { during: &'static str },
+    /// The server answered `N` to SSLRequest, and the connection may not go on in plain
+    /// text.
+    TlsNotOffered,
+    /// The TLS negotiation broke the protocol (an answer that is neither `S` nor `N`,
+    /// bytes before the handshake).
+    Tls(String),
 }
 
 impl fmt::Display for ConnError {
@@ -116,6 +125,11 @@ impl fmt::Display for ConnError {
             ConnError::ClosedByServer { during } => {
                 write!(f, "the server closed the connection during {during}")
             }
+            ConnError::TlsNotOffered => f.write_str(
+                "the server does not accept TLS connections (it answered N to SSLRequest), \
+                 but sslmode requires TLS",
+            ),
+            ConnError::Tls(reason) => write!(f, "TLS negotiation failed: {reason}"),
         }
     }
 }

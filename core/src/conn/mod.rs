@@ -1,9 +1,11 @@
-//! The client conversation machine: startup, authentication, simple queries, COPY and
-//! CopyBoth streaming over one PostgreSQL connection, without doing any I/O itself.
+//! The client conversation machine: the TLS negotiation, startup, authentication, simple
+//! queries, COPY and CopyBoth streaming over one PostgreSQL connection, without doing any
+//! I/O itself.
 //!
-//! This module routes: it frames and parses incoming bytes, handles the messages that may
-//! arrive at any time (notices, parameter changes, notifications, FATAL errors), hands the
-//! rest to the phase that owns them (`startup`, `query`, `copy`) and latches fatal errors.
+//! This module routes: it reads the server's unframed answer to an SSLRequest (`tls`),
+//! frames and parses incoming bytes, handles the messages that may arrive at any time
+//! (notices, parameter changes, notifications, FATAL errors), hands the rest to the phase
+//! that owns them (`startup`, `query`, `copy`) and latches fatal errors.
 //! It never decides what to query or when to acknowledge: the pipeline does.
 
 mod config;
@@ -13,13 +15,15 @@ mod query;
 mod startup;
 #[cfg(test)]
 mod tests;
+mod tls;
 
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 
-pub use config::{ConnectionConfig, Password};
+pub use config::{ConnectionConfig, Encryption, Password};
 pub use event::{ConnError, Event, Phase, UsageError};
+pub use tls::{tls_server_end_point, Attempt, TlsPlan};
 
 use crate::error::DecodeError;
 use crate::wire::backend::{BackendKeyData, BackendMessage};
@@ -33,10 +37,27 @@ use startup::{Startup, StartupStep};
 pub(crate) struct Outbox {
     pub(crate) events: VecDeque<Event>,
     pub(crate) transmit: BytesMut,
+    /// The authentication method the server asked for, once it asked.
+    pub(crate) method: Option<&'static str>,
+}
+
+/// What the connection knows about its TLS session, once one is up.
+#[derive(Debug)]
+pub(crate) struct TlsSession {
+    /// The `tls-server-end-point` channel binding data, when the server's certificate
+    /// allows one.
+    pub(crate) end_point: Option<Vec<u8>>,
 }
 
 #[derive(Debug)]
 enum State {
+    /// SSLRequest sent: the server's one-byte answer is awaited.
+    SslResponse {
+        required: bool,
+    },
+    /// The server agreed to TLS: the shell's handshake is awaited, and no byte may arrive
+    /// before it completes.
+    TlsHandshake,
     Startup(Startup),
     Ready,
     Query(Query),
@@ -47,8 +68,9 @@ enum State {
 /// One PostgreSQL connection as a sans-io state machine.
 ///
 /// Drive contract (like quinn-proto's `Connection` or str0m's `Rtc`):
-/// 1. `new` queues the StartupMessage; write what `poll_transmit` returns once the socket
-///    is open.
+/// 1. `new` queues the StartupMessage, or an SSLRequest when TLS is asked for; write what
+///    `poll_transmit` returns once the socket is open. After [`Event::TlsRequested`], run
+///    the TLS handshake and call `tls_established`; the StartupMessage follows.
 /// 2. Whenever bytes arrive, call `handle_bytes` (any chunking: whole reads, single bytes);
 ///    when the socket reports end of stream, call `handle_eof`.
 /// 3. After every `handle_*` call and every command (`query`, `send_status_update`,
@@ -66,28 +88,68 @@ pub struct Connection {
     out: Outbox,
     parameters: BTreeMap<String, String>,
     backend_key: Option<BackendKeyData>,
+    tls: Option<TlsSession>,
 }
 
 impl Connection {
     /// A connection in the startup phase with its StartupMessage queued.
     pub fn new(config: ConnectionConfig) -> Result<Connection, UsageError> {
         config.validate().map_err(UsageError::InvalidConfig)?;
-        let mut out = Outbox::default();
-        let params = StartupParams {
-            user: &config.user,
-            database: &config.database,
-            application_name: &config.application_name,
-            replication: config.replication,
+        let state = match config.encryption {
+            Encryption::Plain => State::Startup(Startup::AwaitRequest),
+            Encryption::Request { required } => State::SslResponse { required },
         };
-        frontend::encode_startup(&params, &mut out.transmit).map_err(UsageError::Encode)?;
-        Ok(Connection {
+        let mut conn = Connection {
             config,
             framer: Framer::new(),
-            state: State::Startup(Startup::AwaitRequest),
-            out,
+            state,
+            out: Outbox::default(),
             parameters: BTreeMap::new(),
             backend_key: None,
-        })
+            tls: None,
+        };
+        match conn.state {
+            State::SslResponse { .. } => frontend::encode_ssl_request(&mut conn.out.transmit),
+            _ => conn.queue_startup().map_err(UsageError::Encode)?,
+        }
+        Ok(conn)
+    }
+
+    fn queue_startup(&mut self) -> Result<(), crate::wire::EncodeError> {
+        let params = StartupParams {
+            user: &self.config.user,
+            database: &self.config.database,
+            application_name: &self.config.application_name,
+            replication: self.config.replication,
+        };
+        frontend::encode_startup(&params, &mut self.out.transmit)
+    }
+
+    /// The shell's TLS handshake succeeded (`server_certificate`: the server's end-entity
+    /// certificate, DER): the StartupMessage goes out, encrypted. Ignored unless the
+    /// connection waits for exactly this.
+    pub fn tls_established(&mut self, server_certificate: Option<&[u8]>) {
+        if !matches!(self.state, State::TlsHandshake) {
+            return;
+        }
+        self.tls = Some(TlsSession {
+            end_point: server_certificate.and_then(tls_server_end_point),
+        });
+        self.state = State::Startup(Startup::AwaitRequest);
+        if let Err(error) = self.queue_startup() {
+            self.fail(ConnError::Encode(error));
+        }
+    }
+
+    /// Whether a TLS session carries the connection.
+    pub fn is_encrypted(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The authentication method the server asked for (`trust`, `md5`,
+    /// `SCRAM-SHA-256-PLUS`, ...), once it asked.
+    pub fn authentication_method(&self) -> Option<&'static str> {
+        self.out.method
     }
 
     /// Feeds bytes received from the server.
@@ -95,6 +157,18 @@ impl Connection {
         if matches!(self.state, State::Closed | State::Failed(_)) {
             return;
         }
+        let bytes = match self.state {
+            State::SslResponse { required } => match self.handle_ssl_response(required, bytes) {
+                Some(rest) => rest,
+                None => return,
+            },
+            State::TlsHandshake => {
+                // Nothing may come between `S` and the handshake: such bytes were not
+                // encrypted and may have been injected by a man in the middle.
+                return self.fail(ConnError::Tls(tls::UNENCRYPTED_AFTER_S.to_owned()));
+            }
+            _ => bytes,
+        };
         self.framer.push(bytes);
         loop {
             let frame = match self.framer.next_frame() {
@@ -107,6 +181,40 @@ impl Connection {
             }
             if matches!(self.state, State::Closed | State::Failed(_)) {
                 return;
+            }
+        }
+    }
+
+    /// The server's answer to SSLRequest is one unframed byte; returns what follows it to
+    /// be framed, or `None` when nothing more is to be read now.
+    fn handle_ssl_response<'a>(&mut self, required: bool, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let (&answer, rest) = bytes.split_first()?;
+        match tls::read_ssl_response(answer, required) {
+            Ok(tls::SslAnswer::Tls) if rest.is_empty() => {
+                self.state = State::TlsHandshake;
+                self.out.events.push_back(Event::TlsRequested);
+                None
+            }
+            Ok(tls::SslAnswer::Tls) => {
+                self.fail(ConnError::Tls(tls::UNENCRYPTED_AFTER_S.to_owned()));
+                None
+            }
+            Ok(tls::SslAnswer::Plain) => {
+                self.state = State::Startup(Startup::AwaitRequest);
+                if let Err(error) = self.queue_startup() {
+                    self.fail(ConnError::Encode(error));
+                    return None;
+                }
+                Some(rest)
+            }
+            // An error message instead of an answer: frame it, startup reports it.
+            Ok(tls::SslAnswer::Error) => {
+                self.state = State::Startup(Startup::AwaitRequest);
+                Some(bytes)
+            }
+            Err(error) => {
+                self.fail(error);
+                None
             }
         }
     }
@@ -175,7 +283,7 @@ impl Connection {
 
     pub fn phase(&self) -> Phase {
         match &self.state {
-            State::Startup(_) => Phase::Startup,
+            State::SslResponse { .. } | State::TlsHandshake | State::Startup(_) => Phase::Startup,
             State::Ready => Phase::Ready,
             State::Query(Query::CopyBoth(_)) => Phase::Streaming,
             State::Query(_) => Phase::Busy,
@@ -204,6 +312,8 @@ impl Connection {
 
     fn phase_name(&self) -> &'static str {
         match &self.state {
+            State::SslResponse { .. } => "the TLS negotiation (SSLRequest sent)",
+            State::TlsHandshake => "the TLS handshake",
             State::Startup(_) => "startup",
             State::Ready => "idle (no query running)",
             State::Query(query) => query.name(),
@@ -242,7 +352,8 @@ impl Connection {
         let during = self.phase_name();
         match &mut self.state {
             State::Startup(startup) => {
-                match startup.handle(message, &self.config, &mut self.out)? {
+                let binding = startup::Binding::of(self.tls.as_ref());
+                match startup.handle(message, &self.config, binding, &mut self.out)? {
                     StartupStep::Continue => {}
                     StartupStep::KeyData(key) => self.backend_key = Some(key),
                     StartupStep::Ready => self.state = State::Ready,
@@ -256,7 +367,11 @@ impl Connection {
                     self.state = State::Ready;
                 }
             }
-            State::Ready | State::Closed | State::Failed(_) => {
+            State::SslResponse { .. }
+            | State::TlsHandshake
+            | State::Ready
+            | State::Closed
+            | State::Failed(_) => {
                 return Err(ConnError::Unexpected {
                     message: message.name(),
                     during,

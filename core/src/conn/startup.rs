@@ -1,17 +1,20 @@
 //! Startup and authentication: from the StartupMessage to the first ReadyForQuery.
 //!
-//! This module owns the authentication exchange (trust, cleartext, MD5, SCRAM-SHA-256) and
-//! the messages allowed before the connection is ready. It never handles queries, and it
-//! never computes a hash or a SCRAM proof itself: `postgres-protocol` does.
+//! This module owns the authentication exchange (trust, cleartext, MD5, SCRAM-SHA-256 with
+//! channel binding over TLS) and the messages allowed before the connection is ready. It
+//! never handles queries, and it never computes a password hash or a SCRAM proof itself:
+//! `postgres-protocol` does.
 
 use std::fmt;
 
 use postgres_protocol::authentication::md5_hash;
-use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::authentication::sasl::{
+    ChannelBinding, ScramSha256, SCRAM_SHA_256, SCRAM_SHA_256_PLUS,
+};
 
 use super::config::ConnectionConfig;
 use super::event::{ConnError, Event};
-use super::Outbox;
+use super::{Outbox, TlsSession};
 use crate::wire::backend::{Authentication, BackendKeyData, BackendMessage};
 use crate::wire::frontend;
 
@@ -22,6 +25,23 @@ pub(crate) enum StartupStep {
     KeyData(BackendKeyData),
     /// ReadyForQuery arrived: startup is over.
     Ready,
+}
+
+/// What SCRAM can bind to: nothing over plain text; over TLS, the server certificate's
+/// `tls-server-end-point` data when it is defined.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Binding<'a> {
+    Plain,
+    Tls(Option<&'a [u8]>),
+}
+
+impl<'a> Binding<'a> {
+    pub(crate) fn of(tls: Option<&'a TlsSession>) -> Binding<'a> {
+        match tls {
+            None => Binding::Plain,
+            Some(session) => Binding::Tls(session.end_point.as_deref()),
+        }
+    }
 }
 
 /// Where authentication stands.
@@ -59,6 +79,7 @@ impl Startup {
         &mut self,
         message: BackendMessage,
         config: &ConnectionConfig,
+        binding: Binding<'_>,
         out: &mut Outbox,
     ) -> Result<StartupStep, ConnError> {
         let unexpected = |message: &BackendMessage, during: &'static str| ConnError::Unexpected {
@@ -70,7 +91,7 @@ impl Startup {
             // Any error before ReadyForQuery ends the connection: the server closes it.
             (_, BackendMessage::ErrorResponse(err)) => Err(ConnError::Server(err)),
             (Startup::AwaitRequest, BackendMessage::Authentication(auth)) => {
-                *self = request(auth, config, out)?;
+                *self = request(auth, config, binding, out)?;
                 Ok(StartupStep::Continue)
             }
             (
@@ -128,20 +149,24 @@ fn password<'a>(config: &'a ConnectionConfig, method: &'static str) -> Result<&'
 fn request(
     auth: Authentication,
     config: &ConnectionConfig,
+    binding: Binding<'_>,
     out: &mut Outbox,
 ) -> Result<Startup, ConnError> {
     match auth {
         Authentication::Ok => {
+            out.method = Some("trust");
             out.events.push_back(Event::Authenticated);
             Ok(Startup::Authenticated)
         }
         Authentication::CleartextPassword => {
+            out.method = Some("password");
             let secret = password(config, "password (cleartext)")?;
             frontend::encode_password(secret.as_bytes(), &mut out.transmit)
                 .map_err(ConnError::Encode)?;
             Ok(Startup::AwaitPasswordOk)
         }
         Authentication::Md5Password { salt } => {
+            out.method = Some("md5");
             let secret = password(config, "md5")?;
             let hash = md5_hash(config.user.as_bytes(), secret.as_bytes(), salt);
             frontend::encode_password(hash.as_bytes(), &mut out.transmit)
@@ -149,26 +174,37 @@ fn request(
             Ok(Startup::AwaitPasswordOk)
         }
         Authentication::Sasl { mechanisms } => {
-            if !mechanisms.iter().any(|m| m == SCRAM_SHA_256) {
-                return Err(ConnError::UnsupportedAuthentication {
-                    method: format!("SASL ({})", mechanisms.join(", ")),
-                });
-            }
+            let offered = |name: &str| mechanisms.iter().any(|m| m == name);
+            let (mechanism, channel_binding) = match binding {
+                // Bound to the TLS session: a man in the middle terminating TLS cannot
+                // relay the exchange.
+                Binding::Tls(Some(end_point)) if offered(SCRAM_SHA_256_PLUS) => (
+                    SCRAM_SHA_256_PLUS,
+                    ChannelBinding::tls_server_end_point(end_point.to_vec()),
+                ),
+                // "y": the client could bind but the server did not offer it, which the
+                // server checks (a downgrade by a man in the middle shows).
+                Binding::Tls(Some(_)) if offered(SCRAM_SHA_256) => {
+                    (SCRAM_SHA_256, ChannelBinding::unrequested())
+                }
+                // "n": no TLS, or a certificate whose binding is undefined.
+                _ if offered(SCRAM_SHA_256) => (SCRAM_SHA_256, ChannelBinding::unsupported()),
+                _ => {
+                    return Err(ConnError::UnsupportedAuthentication {
+                        method: format!("SASL ({})", mechanisms.join(", ")),
+                    })
+                }
+            };
+            out.method = Some(mechanism);
             let secret = password(config, SCRAM_SHA_256)?;
             // `ScramSha256::new` draws its client nonce from `rand::rng()` internally; the
             // seeded constructor (`new_inner`) is private in postgres-protocol 0.6.12, so a
             // caller-chosen nonce is impossible without hand-rolling SCRAM, which we refuse
             // to do. This is the core's only randomness not drawn from its seed; it does not
-            // affect any decision or trace. Channel binding is "not supported" (`n,,`): TLS
-            // lives in the shells, and offering `y` would fail against a server that offers
-            // SCRAM-SHA-256-PLUS over TLS.
-            let scram = ScramSha256::new(secret.as_bytes(), ChannelBinding::unsupported());
-            frontend::encode_sasl_initial_response(
-                SCRAM_SHA_256,
-                scram.message(),
-                &mut out.transmit,
-            )
-            .map_err(ConnError::Encode)?;
+            // affect any decision or trace.
+            let scram = ScramSha256::new(secret.as_bytes(), channel_binding);
+            frontend::encode_sasl_initial_response(mechanism, scram.message(), &mut out.transmit)
+                .map_err(ConnError::Encode)?;
             Ok(Startup::ScramContinue(Box::new(scram)))
         }
         Authentication::Unsupported { method, .. } => Err(ConnError::UnsupportedAuthentication {

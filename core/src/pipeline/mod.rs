@@ -56,7 +56,7 @@ mod streaming;
 
 use crate::ack::{AckTracker, BatchSeq};
 use crate::backoff::{Backoff, ProgressDeadline};
-use crate::config::{AckMode, Config, ConfigError, CrashPoint, SslMode, TablesSpec};
+use crate::config::{AckMode, Config, ConfigError, CrashPoint, TablesSpec};
 use crate::contract::routes::{parse_pair, parse_tables, Route};
 use crate::crash::CrashInjector;
 use crate::feldera::{FelderaEndpoint, Reply};
@@ -222,16 +222,6 @@ impl Pipeline {
         .map_err(|e| config_error("FELDERA_URL", Some(&config.feldera_url), e.to_string()))?;
         let state_path = crate::snapshot::state::state_path(&config.state_dir, &config.slot)
             .map_err(|e| config_error("PG_SLOT", Some(&config.slot), e.to_string()))?;
-        if matches!(
-            config.pg.sslmode,
-            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
-        ) {
-            return Err(config_error(
-                "PGSSLMODE",
-                Some("require/verify-*"),
-                "disable or prefer: TLS to PostgreSQL is not supported yet",
-            ));
-        }
         let thresholds = Thresholds {
             max_rows: config.batch_max_rows,
             max_bytes: config.batch_max_bytes,
@@ -519,6 +509,19 @@ impl Pipeline {
                 Phase::Stopping(s) => s.on_pg_connected(cx, conn),
                 _ => Next::Stay,
             },
+            Input::PgTlsReady {
+                conn,
+                server_certificate,
+            } => {
+                let certificate = server_certificate.as_deref();
+                match phase {
+                    Phase::Starting(s) => s.on_pg_tls_ready(cx, conn, certificate),
+                    Phase::Snapshotting(s) => s.on_pg_tls_ready(cx, conn, certificate),
+                    Phase::Stopping(s) => s.on_pg_tls_ready(cx, conn, certificate),
+                    _ => {}
+                }
+                Next::Stay
+            }
             Input::PgBytes { conn, bytes } => match phase {
                 Phase::Starting(s) if s.conn() == conn => s.on_pg_bytes(cx, &bytes),
                 Phase::Snapshotting(s) => s.on_pg_bytes(cx, conn, &bytes),

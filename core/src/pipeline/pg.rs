@@ -1,11 +1,18 @@
 //! One PostgreSQL connection as the pipeline sees it: the core's conversation machine plus
 //! its connection id, turning machine output into `PgWrite` commands.
+//!
+//! A link may make a second attempt on a new connection, as libpq does for
+//! `sslmode=allow` and `prefer` (see `conn::TlsPlan`): the pipeline sees one link whose
+//! `id` changed, and never hears of the first attempt's end.
 
 use super::ctx::Ctx;
-use super::policy::{Failure, FailureKind};
+use super::policy::{Failure, FailureKind as Kind};
+use super::Next;
 use crate::config::PgConnConfig;
-use crate::conn::{ConnError, Connection, ConnectionConfig, Event, Password};
-use crate::io::{Command, ConnId};
+use crate::conn::{
+    Attempt, ConnError, Connection, ConnectionConfig, Encryption, Event, Password, TlsPlan,
+};
+use crate::io::{Command, ConnFailure, ConnId, FailureKind, Level, PgTarget, TlsVerify};
 use crate::wire::StatusUpdate;
 
 #[derive(Debug)]
@@ -14,42 +21,165 @@ pub(crate) struct PgLink {
     conn: Connection,
     connected: bool,
     closed: bool,
+    /// Who logs in, for a second attempt.
+    identity: ConnectionConfig,
+    target: PgTarget,
+    server_name: String,
+    timeout_ms: Option<u64>,
+    plan: TlsPlan,
+    /// `PgStartTls` was sent and the handshake has not completed.
+    handshaking: bool,
+    /// Startup finished (ReadyForQuery): failures no longer lead to a second attempt.
+    ready: bool,
+}
+
+/// How a link's connection ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum LinkClosed {
+    /// A second attempt is under way: nothing ended for the pipeline.
+    Retrying,
+    /// Lost, for a reason a later session may not meet again.
+    Lost(String),
+    /// The server's certificate was refused: no retry can fix that.
+    Fatal(String),
+}
+
+/// The socket of a server: a TCP address, or `<dir>/.s.PGSQL.<port>` when the host is a
+/// socket directory (as libpq).
+fn target_of(pg: &PgConnConfig) -> PgTarget {
+    if pg.is_unix_socket() {
+        PgTarget::Unix {
+            path: format!("{}/.s.PGSQL.{}", pg.host.trim_end_matches('/'), pg.port),
+        }
+    } else {
+        PgTarget::Tcp {
+            host: pg.host.clone(),
+            port: pg.port,
+        }
+    }
 }
 
 impl PgLink {
-    /// Asks the shell for a TCP connection; the startup message waits until it is open.
+    /// Asks the shell for a connection; the first message waits until it is open.
     pub(crate) fn open(
         ctx: &mut Ctx,
         pg: &PgConnConfig,
         replication: bool,
         application_name: &str,
     ) -> Result<PgLink, String> {
-        let conn = Connection::new(ConnectionConfig {
+        let plan = TlsPlan::new(pg.sslmode, pg.is_unix_socket(), pg.sslrootcert.is_some());
+        let identity = ConnectionConfig {
             user: pg.user.clone(),
             database: pg.database.clone(),
             password: pg.password.as_ref().map(|p| Password::new(p.expose())),
             application_name: application_name.to_owned(),
             replication,
-        })
-        .map_err(|e| e.to_string())?;
-        let id = ctx.conn_id();
-        ctx.push(Command::PgConnect {
-            conn: id,
-            host: pg.host.clone(),
-            port: pg.port,
-            sslmode: pg.sslmode,
-        });
-        Ok(PgLink {
-            id,
+            encryption: plan.first(),
+        };
+        let conn = Connection::new(identity.clone()).map_err(|e| e.to_string())?;
+        let link = PgLink {
+            id: ctx.conn_id(),
             conn,
             connected: false,
             closed: false,
-        })
+            identity,
+            target: target_of(pg),
+            server_name: pg.host.clone(),
+            timeout_ms: pg.connect_timeout_ms,
+            plan,
+            handshaking: false,
+            ready: false,
+        };
+        link.push_connect(ctx);
+        Ok(link)
+    }
+
+    fn push_connect(&self, ctx: &mut Ctx) {
+        ctx.push(Command::PgConnect {
+            conn: self.id,
+            target: self.target.clone(),
+            timeout_ms: self.timeout_ms,
+        });
+    }
+
+    /// Drops the current attempt and starts the next one on a new connection.
+    fn reattempt(&mut self, ctx: &mut Ctx, encryption: Encryption, why: &str) {
+        let old = self.id;
+        ctx.push(Command::PgClose { conn: old });
+        self.identity.encryption = encryption;
+        let Ok(conn) = Connection::new(self.identity.clone()) else {
+            // The same identity was accepted for the first attempt.
+            return;
+        };
+        self.conn = conn;
+        self.id = ctx.conn_id();
+        self.connected = false;
+        self.handshaking = false;
+        let how = match encryption {
+            Encryption::Plain => "in plain text",
+            Encryption::Request { .. } => "with TLS",
+        };
+        ctx.log(
+            Level::Info,
+            format!(
+                "{old}: {why}; trying again {how} as {} (sslmode={})",
+                self.id,
+                self.plan_mode()
+            ),
+        );
+        self.push_connect(ctx);
+    }
+
+    fn plan_mode(&self) -> &'static str {
+        self.plan.mode().name()
     }
 
     pub(crate) fn on_connected(&mut self, ctx: &mut Ctx) {
         self.connected = true;
         self.flush(ctx);
+    }
+
+    /// The TLS handshake succeeded: the startup message goes out, encrypted.
+    pub(crate) fn on_tls_ready(&mut self, ctx: &mut Ctx, server_certificate: Option<&[u8]>) {
+        if !self.handshaking {
+            return;
+        }
+        self.handshaking = false;
+        self.conn.tls_established(server_certificate);
+        let checked = match self.plan.verify() {
+            TlsVerify::None => "not verified",
+            TlsVerify::Chain => "chain verified",
+            TlsVerify::Full => "chain and host name verified",
+        };
+        ctx.log(
+            Level::Info,
+            format!(
+                "{}: TLS established with {} (server certificate {checked})",
+                self.id, self.server_name
+            ),
+        );
+        self.flush(ctx);
+    }
+
+    /// The shell reported the connection's end: a second attempt, or how it ended.
+    pub(crate) fn on_closed(&mut self, ctx: &mut Ctx, error: Option<ConnFailure>) -> LinkClosed {
+        let kind = error.as_ref().map(|e| e.kind);
+        let why = error.map_or_else(
+            || "the server closed the connection".to_owned(),
+            |e| e.message,
+        );
+        if self.handshaking {
+            if let Some(encryption) = self.plan.retry(Attempt::HandshakeFailed) {
+                self.reattempt(ctx, encryption, &format!("TLS handshake failed ({why})"));
+                return LinkClosed::Retrying;
+            }
+            if kind == Some(FailureKind::TlsVerification) {
+                return LinkClosed::Fatal(format!(
+                    "the server's TLS certificate was refused: {why}"
+                ));
+            }
+        }
+        LinkClosed::Lost(why)
     }
 
     /// Feeds bytes and returns the events they completed, in order.
@@ -61,10 +191,64 @@ impl PgLink {
     fn drain(&mut self, ctx: &mut Ctx) -> Vec<Event> {
         let mut events = Vec::new();
         while let Some(event) = self.conn.poll_event() {
-            events.push(event);
+            match event {
+                Event::TlsRequested => {
+                    self.handshaking = true;
+                    ctx.push(Command::PgStartTls {
+                        conn: self.id,
+                        server_name: self.server_name.clone(),
+                        verify: self.plan.verify(),
+                        timeout_ms: self.timeout_ms,
+                    });
+                }
+                Event::Authenticated => {
+                    self.log_authenticated(ctx);
+                    events.push(event);
+                }
+                Event::Ready => {
+                    self.ready = true;
+                    events.push(event);
+                }
+                Event::Failed(ConnError::Server(error)) if !self.ready => {
+                    let rejected = Attempt::Rejected {
+                        encrypted: self.conn.is_encrypted(),
+                    };
+                    match self.plan.retry(rejected) {
+                        Some(encryption) => {
+                            let why = format!("the server refused the connection ({error})");
+                            self.reattempt(ctx, encryption, &why);
+                            return Vec::new();
+                        }
+                        None => events.push(Event::Failed(ConnError::Server(error))),
+                    }
+                }
+                event => events.push(event),
+            }
         }
         self.flush(ctx);
         events
+    }
+
+    /// Over TLS the operator learns which authentication ran (whether SCRAM was bound to
+    /// the TLS session); plain connections say it at debug level.
+    fn log_authenticated(&self, ctx: &mut Ctx) {
+        let method = self.conn.authentication_method().unwrap_or("unknown");
+        if self.conn.is_encrypted() {
+            let bound = if method.ends_with("-PLUS") {
+                ", channel binding tls-server-end-point"
+            } else {
+                ""
+            };
+            ctx.log(
+                Level::Info,
+                format!("{}: authenticated with {method} over TLS{bound}", self.id),
+            );
+        } else {
+            ctx.log(
+                Level::Debug,
+                format!("{}: authenticated with {method}", self.id),
+            );
+        }
     }
 
     /// Moves whatever the machine wants to send into `PgWrite` commands.
@@ -132,25 +316,199 @@ impl PgLink {
 }
 
 /// What a failed connection means: server errors that no retry can fix (wrong password,
-/// unknown role or database, no privilege, an authentication method slotline lacks) refuse;
-/// everything else is a connection that may come back.
+/// unknown role or database, no privilege, an authentication method slotline lacks, TLS
+/// the server cannot or will not speak) refuse; everything else is a connection that may
+/// come back.
 pub(crate) fn conn_failure(error: ConnError) -> Failure {
     let permanent = match &error {
         ConnError::Server(e) => e.code.starts_with("28") || e.code == "3D000" || e.code == "42501",
         ConnError::UnsupportedAuthentication { .. }
         | ConnError::PasswordRequired { .. }
-        | ConnError::Scram(_) => true,
+        | ConnError::Scram(_)
+        | ConnError::TlsNotOffered
+        | ConnError::Tls(_) => true,
         _ => false,
     };
     if permanent {
         Failure::new(
-            FailureKind::PgRefused,
+            Kind::PgRefused,
             format!("PostgreSQL refused the connection: {error}"),
         )
     } else {
         Failure::new(
-            FailureKind::PgUnreachable,
+            Kind::PgUnreachable,
             format!("replication connection failed: {error}"),
         )
+    }
+}
+
+impl PgLink {
+    /// The shell reported this link's connection closed: a second attempt goes on quietly;
+    /// a refused server certificate refuses; anything else is a lost connection (`what`
+    /// names it in the message).
+    pub(crate) fn closed(&mut self, ctx: &mut Ctx, error: Option<ConnFailure>, what: &str) -> Next {
+        match self.on_closed(ctx, error) {
+            LinkClosed::Retrying => Next::Stay,
+            LinkClosed::Fatal(why) => Next::Fail(Failure::new(
+                Kind::PgRefused,
+                format!("cannot connect to PostgreSQL: {why}"),
+            )),
+            LinkClosed::Lost(why) => {
+                self.abandon(ctx);
+                Next::Fail(Failure::new(
+                    Kind::PgUnreachable,
+                    format!("{what} lost: {why}"),
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::wire::testing::{encode_backend, pg_error};
+    use crate::wire::BackendMessage;
+
+    fn pg(url: &str) -> PgConnConfig {
+        let pairs = [
+            ("PG_URL", url),
+            ("PG_PUBLICATION", "pub"),
+            ("TABLES", "t"),
+            ("FELDERA_PIPELINE", "p"),
+        ];
+        Config::from_pairs(pairs).expect("valid").pg
+    }
+
+    /// Every command so far, briefly.
+    fn commands(ctx: &mut Ctx) -> Vec<String> {
+        std::iter::from_fn(|| ctx.pop())
+            .map(|command| match command {
+                Command::PgConnect {
+                    conn,
+                    target,
+                    timeout_ms,
+                } => format!("{conn} connect {target} timeout={timeout_ms:?}"),
+                Command::PgStartTls {
+                    conn,
+                    server_name,
+                    verify,
+                    timeout_ms,
+                } => format!("{conn} start TLS {server_name} {verify:?} timeout={timeout_ms:?}"),
+                Command::PgWrite { conn, bytes } if bytes.len() == 8 && bytes[4] == 0x04 => {
+                    format!("{conn} write SSLRequest")
+                }
+                Command::PgWrite { conn, .. } => format!("{conn} write"),
+                Command::PgClose { conn } => format!("{conn} close"),
+                Command::Log { message, .. } => format!("log {message}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn open(url: &str) -> (Ctx, PgLink) {
+        let mut ctx = Ctx::default();
+        let mut link = PgLink::open(&mut ctx, &pg(url), true, "test").expect("link");
+        link.on_connected(&mut ctx);
+        (ctx, link)
+    }
+
+    #[test]
+    fn prefer_falls_back_to_a_new_plain_connection_when_the_handshake_fails() {
+        let (mut ctx, mut link) = open("postgres://u@db/app?connect_timeout=5");
+        link.on_bytes(&mut ctx, b"S");
+        let failure = ConnFailure::new(FailureKind::TlsVerification, "unknown issuer");
+        assert_eq!(
+            link.on_closed(&mut ctx, Some(failure)),
+            LinkClosed::Retrying
+        );
+        link.on_connected(&mut ctx);
+        assert_eq!(
+            commands(&mut ctx),
+            [
+                "pg#1 connect db:5432 timeout=Some(5000)",
+                "pg#1 write SSLRequest",
+                "pg#1 start TLS db None timeout=Some(5000)",
+                "pg#1 close",
+                "log pg#1: TLS handshake failed (unknown issuer); trying again in plain text as pg#2 (sslmode=prefer)",
+                "pg#2 connect db:5432 timeout=Some(5000)",
+                "pg#2 write",
+            ]
+        );
+        assert_eq!(link.id, ConnId(2));
+        let lost = ConnFailure::new(FailureKind::Broken, "reset");
+        assert_eq!(
+            link.on_closed(&mut ctx, Some(lost)),
+            LinkClosed::Lost("reset".into()),
+            "only one retry"
+        );
+    }
+
+    #[test]
+    fn a_refused_certificate_is_fatal_when_tls_is_required() {
+        let (mut ctx, mut link) =
+            open("postgres://u@db/app?sslmode=verify-full&sslrootcert=/ca.pem");
+        link.on_bytes(&mut ctx, b"S");
+        assert!(commands(&mut ctx).contains(&"pg#1 start TLS db Full timeout=None".to_owned()));
+        let failure = ConnFailure::new(FailureKind::TlsVerification, "name mismatch");
+        let LinkClosed::Fatal(why) = link.on_closed(&mut ctx, Some(failure)) else {
+            panic!("a refused certificate must be fatal");
+        };
+        assert!(why.contains("name mismatch"), "{why}");
+        // A handshake broken for another reason is one lost attempt.
+        let (mut ctx, mut link) = open("postgres://u@db/app?sslmode=require");
+        link.on_bytes(&mut ctx, b"S");
+        let failure = ConnFailure::new(FailureKind::Tls, "reset during handshake");
+        assert!(matches!(
+            link.on_closed(&mut ctx, Some(failure)),
+            LinkClosed::Lost(_)
+        ));
+    }
+
+    #[test]
+    fn allow_retries_with_tls_after_the_server_rejects_plain_text() {
+        let (mut ctx, mut link) = open("postgres://u@db/app?sslmode=allow");
+        let rejection = BackendMessage::ErrorResponse(Box::new(pg_error(
+            "FATAL",
+            "28000",
+            "no pg_hba.conf entry for host, no encryption",
+        )));
+        let events = link.on_bytes(&mut ctx, &encode_backend(&rejection));
+        assert!(
+            events.is_empty(),
+            "the pipeline does not see the first attempt"
+        );
+        link.on_connected(&mut ctx);
+        let seen = commands(&mut ctx);
+        assert_eq!(seen[0], "pg#1 connect db:5432 timeout=None");
+        assert_eq!(seen[1], "pg#1 write", "plain startup first");
+        assert_eq!(seen[2], "pg#1 close");
+        assert!(
+            seen[3].contains("trying again with TLS as pg#2"),
+            "{}",
+            seen[3]
+        );
+        assert_eq!(
+            seen[4..],
+            ["pg#2 connect db:5432 timeout=None", "pg#2 write SSLRequest"]
+        );
+        // The TLS attempt is rejected too: now the pipeline hears of it.
+        link.on_bytes(&mut ctx, b"S");
+        link.on_tls_ready(&mut ctx, None);
+        let events = link.on_bytes(&mut ctx, &encode_backend(&rejection));
+        assert!(matches!(&events[..], [Event::Failed(ConnError::Server(_))]));
+    }
+
+    #[test]
+    fn a_unix_socket_directory_is_connected_in_plain_text_whatever_the_mode() {
+        let (mut ctx, _link) = open("postgres://u@%2Ftmp%2Fpg:5433/app?sslmode=require");
+        assert_eq!(
+            commands(&mut ctx),
+            [
+                "pg#1 connect /tmp/pg/.s.PGSQL.5433 timeout=None",
+                "pg#1 write"
+            ]
+        );
     }
 }

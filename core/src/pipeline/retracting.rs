@@ -15,7 +15,7 @@ use super::streaming::Streaming;
 use super::{Cx, Next};
 use crate::ack::BatchSeq;
 use crate::feldera::Reply;
-use crate::io::{ConnId, HttpId, Level, Topic};
+use crate::io::{ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::retract::plan_keys;
 use crate::timer::{TimerKind, TimerTable};
 
@@ -168,7 +168,7 @@ impl Retracting {
         &mut self,
         cx: &mut Cx<'_>,
         conn: ConnId,
-        error: Option<String>,
+        error: Option<ConnFailure>,
     ) -> Next {
         if conn != self.streaming.conn() {
             return Next::Stay;

@@ -157,7 +157,7 @@ impl Script {
         state_file: Option<Vec<u8>>,
     ) -> Script {
         let mut pairs = vec![
-            ("PG_URL", "postgres://slotline@db:5432/app"),
+            ("PG_URL", "postgres://slotline@db:5432/app?sslmode=disable"),
             ("PG_PUBLICATION", "pub"),
             ("FELDERA_URL", "http://feldera:8080"),
             ("FELDERA_PIPELINE", "p"),
@@ -287,10 +287,8 @@ impl Script {
     fn execute(&mut self, command: Command) {
         let at = self.at();
         match command {
-            Command::PgConnect {
-                conn, host, port, ..
-            } => {
-                self.note(format!("{at} -> {conn} connect {host}:{port}"));
+            Command::PgConnect { conn, target, .. } => {
+                self.note(format!("{at} -> {conn} connect {target}"));
                 if self.repl.is_none() || self.pipeline.replication_conn() == Some(conn) {
                     self.repl = Some(conn);
                 } else {
@@ -298,6 +296,7 @@ impl Script {
                 }
                 self.replies.push_back(Input::PgConnected { conn });
             }
+            Command::PgStartTls { conn, .. } => self.note(format!("{at} -> {conn} start TLS")),
             Command::PgWrite { conn, bytes } => self.on_frontend(conn, &bytes),
             Command::PgPauseRead { conn } => self.note(format!("{at} -> {conn} pause reading")),
             Command::PgResumeRead { conn } => self.note(format!("{at} -> {conn} resume reading")),
@@ -598,7 +597,10 @@ impl Script {
         self.note(format!("{} <- {conn} connection reset", self.at()));
         self.feed(Input::PgClosed {
             conn,
-            error: Some("connection reset by peer".into()),
+            error: Some(crate::io::ConnFailure::new(
+                crate::io::FailureKind::Broken,
+                "connection reset by peer",
+            )),
         });
     }
 

@@ -34,7 +34,7 @@ use crate::contract::Name;
 use crate::convert::Converter;
 use crate::copy::CopyRow;
 use crate::feldera::Reply;
-use crate::io::{Command, ConnId, HttpId, Level, Topic};
+use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
 use crate::pgoutput::Relation;
 use crate::retract::{plan_keys, plan_leftovers};
@@ -428,25 +428,32 @@ impl Snapshotting {
         &mut self,
         cx: &mut Cx<'_>,
         conn: ConnId,
-        error: Option<String>,
+        error: Option<ConnFailure>,
     ) -> Next {
-        let why = error.unwrap_or_else(|| "the server closed the connection".to_owned());
         if conn == self.repl.id {
-            self.repl.abandon(cx.ctx);
-            return Next::Fail(Failure::new(
-                FailureKind::PgUnreachable,
-                format!("the replication connection holding the snapshot was lost: {why}"),
-            ));
+            return self.repl.closed(
+                cx.ctx,
+                error,
+                "the replication connection holding the snapshot",
+            );
         }
         match self.worker_of(conn) {
             Some(w) if self.workers[w].stage != WorkerStage::Closed => {
-                self.workers[w].link.abandon(cx.ctx);
-                Next::Fail(Failure::new(
-                    FailureKind::PgUnreachable,
-                    format!("snapshot connection {w} lost: {why}"),
-                ))
+                let what = format!("snapshot connection {w}");
+                self.workers[w].link.closed(cx.ctx, error, &what)
             }
             _ => Next::Stay,
+        }
+    }
+
+    pub(crate) fn on_pg_tls_ready(
+        &mut self,
+        cx: &mut Cx<'_>,
+        conn: ConnId,
+        certificate: Option<&[u8]>,
+    ) {
+        if let Some(w) = self.worker_of(conn) {
+            self.workers[w].link.on_tls_ready(cx.ctx, certificate);
         }
     }
 

@@ -15,7 +15,7 @@ use super::{Cx, Next};
 use crate::conn::Event;
 use crate::contract::mapping::{plan_mapping, MappingOptions};
 use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
-use crate::io::{Command, ConnId, HttpId, Level, Topic};
+use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::retract::{plan_keys, plan_leftovers};
 use crate::snapshot::plan::{plan_startup, Action, Configured, Leftovers, StateRead};
 use crate::snapshot::state::{
@@ -424,13 +424,19 @@ impl Starting {
         Ok(())
     }
 
-    pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<String>) -> Next {
-        self.repl.abandon(cx.ctx);
-        let why = error.unwrap_or_else(|| "the server closed the connection".to_owned());
-        Next::Fail(Failure::new(
-            FailureKind::PgUnreachable,
-            format!("replication connection lost: {why}"),
-        ))
+    pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
+        self.repl.closed(cx.ctx, error, "replication connection")
+    }
+
+    pub(crate) fn on_pg_tls_ready(
+        &mut self,
+        cx: &mut Cx<'_>,
+        conn: ConnId,
+        certificate: Option<&[u8]>,
+    ) {
+        if conn == self.repl.id {
+            self.repl.on_tls_ready(cx.ctx, certificate);
+        }
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {

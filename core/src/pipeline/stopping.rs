@@ -8,13 +8,13 @@
 //! Owns the streaming session while it drains, and the control connection.
 
 use super::ctx::Ctx;
-use super::pg::PgLink;
+use super::pg::{LinkClosed, PgLink};
 use super::streaming::Streaming;
 use super::{Cx, Next};
 use crate::ack::BatchSeq;
 use crate::conn::Event;
 use crate::feldera::Reply;
-use crate::io::{ConnId, HttpId, Level};
+use crate::io::{ConnFailure, ConnId, HttpId, Level};
 use crate::startup::catalog;
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
@@ -148,18 +148,32 @@ impl Stopping {
         &mut self,
         cx: &mut Cx<'_>,
         conn: ConnId,
-        error: Option<String>,
+        error: Option<ConnFailure>,
     ) -> Next {
         if conn == self.streaming.conn() {
             return self.streaming.on_pg_closed(cx, error);
         }
-        match &self.confirm {
-            Some(confirm) if confirm.control.id == conn => Next::Stopped(format!(
-                "stopped at {}, unconfirmed: the control connection closed ({})",
-                confirm.target,
-                error.unwrap_or_else(|| "by the server".into())
-            )),
-            _ => Next::Stay,
+        let Some(confirm) = self.confirm.as_mut().filter(|c| c.control.id == conn) else {
+            return Next::Stay;
+        };
+        let why = match confirm.control.on_closed(cx.ctx, error) {
+            LinkClosed::Retrying => return Next::Stay,
+            LinkClosed::Lost(why) | LinkClosed::Fatal(why) => why,
+        };
+        Next::Stopped(format!(
+            "stopped at {}, unconfirmed: the control connection closed ({why})",
+            confirm.target
+        ))
+    }
+
+    pub(crate) fn on_pg_tls_ready(
+        &mut self,
+        cx: &mut Cx<'_>,
+        conn: ConnId,
+        certificate: Option<&[u8]>,
+    ) {
+        if let Some(confirm) = self.confirm.as_mut().filter(|c| c.control.id == conn) {
+            confirm.control.on_tls_ready(cx.ctx, certificate);
         }
     }
 

@@ -27,7 +27,7 @@ use crate::contract::schema::Table;
 use crate::contract::Name;
 use crate::convert::Converter;
 use crate::feldera::Reply;
-use crate::io::{HttpId, Level, Topic};
+use crate::io::{ConnFailure, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
 use crate::pgoutput::{self, Message, RelationCache, RelationChange, Truncate};
 use crate::retract::plan_keys;
@@ -169,13 +169,8 @@ impl Streaming {
         next_of(self.pump(cx))
     }
 
-    pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<String>) -> Next {
-        self.repl.abandon(cx.ctx);
-        let why = error.unwrap_or_else(|| "the server closed the connection".to_owned());
-        Next::Fail(Failure::new(
-            FailureKind::PgUnreachable,
-            format!("replication connection lost: {why}"),
-        ))
+    pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
+        self.repl.closed(cx.ctx, error, "replication connection")
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {

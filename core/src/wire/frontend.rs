@@ -112,6 +112,12 @@ pub fn encode_copy_fail(reason: &str, buf: &mut BytesMut) -> Result<(), EncodeEr
     frontend::copy_fail(reason, buf).map_err(encode_error("CopyFail"))
 }
 
+/// SSLRequest: asks the server to switch to TLS before the startup message. The server
+/// answers with one unframed byte, `S` or `N`.
+pub fn encode_ssl_request(buf: &mut BytesMut) {
+    frontend::ssl_request(buf);
+}
+
 pub fn encode_terminate(buf: &mut BytesMut) {
     frontend::terminate(buf);
 }

@@ -44,10 +44,27 @@ pub struct Cli {
     /// PostgreSQL database (when PG_URL is absent; the user name if unset)
     #[arg(long, env = "PGDATABASE")]
     pub pg_database: Option<String>,
-    /// disable, prefer, require, verify-ca or verify-full (when PG_URL is absent; prefer
-    /// if unset); require and verify-* are refused until the shells speak TLS
+    /// disable, allow, prefer, require, verify-ca or verify-full (when PG_URL is absent;
+    /// prefer if unset, verify-full with PGSSLROOTCERT=system)
     #[arg(long, env = "PGSSLMODE")]
     pub pg_sslmode: Option<String>,
+    /// CA certificates (PEM file) to verify the server with, or `system` for the
+    /// platform's trusted roots (when PG_URL is absent)
+    #[arg(long, env = "PGSSLROOTCERT")]
+    pub pg_sslrootcert: Option<String>,
+    /// Client certificate (PEM file) for TLS client authentication (when PG_URL is absent)
+    #[arg(long, env = "PGSSLCERT")]
+    pub pg_sslcert: Option<String>,
+    /// Private key (PEM file) of the client certificate (when PG_URL is absent)
+    #[arg(long, env = "PGSSLKEY")]
+    pub pg_sslkey: Option<String>,
+    /// Seconds a connection (TCP connect and TLS handshake) may take; 0 waits for ever
+    /// (when PG_URL is absent)
+    #[arg(long, env = "PGCONNECT_TIMEOUT")]
+    pub pg_connect_timeout: Option<String>,
+    /// Password file (~/.pgpass if unset), read when no password is given
+    #[arg(long, env = "PGPASSFILE")]
+    pub pg_passfile: Option<String>,
     /// Publication to stream (required)
     #[arg(long, env = "PG_PUBLICATION")]
     pub pg_publication: Option<String>,
@@ -73,6 +90,10 @@ pub struct Cli {
     /// Feldera API key, sent as Authorization: Bearer; never logged
     #[arg(long, env = "FELDERA_API_KEY", hide_env_values = true)]
     pub feldera_api_key: Option<String>,
+    /// CA certificates (PEM file) that vouch for an https:// Feldera (instead of the
+    /// built-in public roots)
+    #[arg(long, env = "FELDERA_CA_CERT")]
+    pub feldera_ca_cert: Option<String>,
     /// When a batch is durable: completed (Feldera processed it) or accepted (HTTP 200;
     /// unsafe, for demonstration)
     #[arg(long, env = "FELDERA_ACK_MODE", default_value = default_of("FELDERA_ACK_MODE"))]

@@ -11,10 +11,11 @@
 //!
 //! The router never looks inside bytes and never decides to close or retry anything.
 
-use slotline_core::config::SslMode;
-use slotline_core::io::{ConnId, Input};
+use slotline_core::io::PgTarget;
+use slotline_core::io::{ConnFailure, ConnId, FailureKind, Input};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::time::Duration;
 
 #[derive(Debug, Default)]
 struct ConnState {
@@ -103,6 +104,7 @@ impl ConnRouter {
 fn conn_of(input: &Input) -> Option<ConnId> {
     match input {
         Input::PgConnected { conn }
+        | Input::PgTlsReady { conn, .. }
         | Input::PgBytes { conn, .. }
         | Input::PgClosed { conn, .. } => Some(*conn),
         Input::HttpDone { .. }
@@ -114,44 +116,56 @@ fn conn_of(input: &Input) -> Option<ConnId> {
     }
 }
 
-/// `sslmode` as libpq spells it.
-pub fn sslmode_name(mode: SslMode) -> &'static str {
-    match mode {
-        SslMode::Disable => "disable",
-        SslMode::Prefer => "prefer",
-        SslMode::Require => "require",
-        SslMode::VerifyCa => "verify-ca",
-        SslMode::VerifyFull => "verify-full",
-    }
+/// A connection that could not be opened (same in both shells).
+pub fn connect_error(target: &PgTarget, error: &std::io::Error) -> ConnFailure {
+    let kind = if error.kind() == std::io::ErrorKind::TimedOut {
+        FailureKind::Timeout
+    } else {
+        FailureKind::Connect
+    };
+    ConnFailure::new(kind, format!("connect to {target}: {error}"))
 }
 
-/// Why a `PgConnect` is refused before any socket is opened, if it is. The shells speak
-/// plain TCP only: `disable` and `prefer` (which allows a plain connection) are honoured,
-/// the modes that demand TLS are refused rather than silently downgraded.
-pub fn refuse_sslmode(mode: SslMode) -> Option<String> {
-    match mode {
-        SslMode::Disable | SslMode::Prefer => None,
-        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => Some(format!(
-            "TLS is not supported yet by this shell (sslmode={}); \
-             use sslmode=disable or prefer",
-            sslmode_name(mode)
-        )),
-    }
+/// A connection that took longer to open than `PgConnect` allowed.
+pub fn connect_timeout(target: &PgTarget, timeout: Duration) -> ConnFailure {
+    ConnFailure::new(
+        FailureKind::Timeout,
+        format!(
+            "connect to {target}: timed out after {} ms",
+            timeout.as_millis()
+        ),
+    )
 }
 
-/// The error text of a connection that could not be opened (same in both shells).
-pub fn connect_error(host: &str, port: u16, error: impl fmt::Display) -> String {
-    format!("connect to {host}:{port}: {error}")
+/// A TLS handshake that took longer than `PgStartTls` allowed.
+pub fn handshake_timeout(timeout: Duration) -> ConnFailure {
+    ConnFailure::new(
+        FailureKind::Timeout,
+        format!("TLS handshake timed out after {} ms", timeout.as_millis()),
+    )
 }
 
-/// The error text of a connection that broke while reading.
-pub fn read_error(error: impl fmt::Display) -> String {
-    format!("read: {error}")
+/// A connection that broke while reading.
+pub fn read_error(error: impl fmt::Display) -> ConnFailure {
+    ConnFailure::new(FailureKind::Broken, format!("read: {error}"))
 }
 
-/// The error text of a connection that broke while writing.
-pub fn write_error(error: impl fmt::Display) -> String {
-    format!("write: {error}")
+/// A connection that broke while writing.
+pub fn write_error(error: impl fmt::Display) -> ConnFailure {
+    ConnFailure::new(FailureKind::Broken, format!("write: {error}"))
+}
+
+/// A connection whose own thread or task could not be started.
+pub fn cannot_start(what: &str, error: impl fmt::Display) -> ConnFailure {
+    ConnFailure::new(
+        FailureKind::Connect,
+        format!("cannot start {what}: {error}"),
+    )
+}
+
+/// How long a `PgConnect` or `PgStartTls` may take.
+pub fn timeout_of(timeout_ms: Option<u64>) -> Option<Duration> {
+    timeout_ms.map(Duration::from_millis)
 }
 
 /// How long a closed connection may take to flush its queued writes (a final status
@@ -252,7 +266,7 @@ mod tests {
         assert_eq!(router.admit(closed(A)), Some(closed(A)));
         let second = Input::PgClosed {
             conn: A,
-            error: Some("read: reset".into()),
+            error: Some(read_error("reset")),
         };
         assert_eq!(router.admit(second), None);
     }
@@ -265,16 +279,5 @@ mod tests {
         router.inject(bytes(B, "never opened"));
         assert_eq!(router.next_ready(), Some(closed(A)));
         assert_eq!(router.next_ready(), None);
-    }
-
-    #[test]
-    fn only_modes_that_demand_tls_are_refused() {
-        assert_eq!(refuse_sslmode(SslMode::Disable), None);
-        assert_eq!(refuse_sslmode(SslMode::Prefer), None);
-        for mode in [SslMode::Require, SslMode::VerifyCa, SslMode::VerifyFull] {
-            let message = refuse_sslmode(mode).expect("refused");
-            assert!(message.starts_with("TLS is not supported yet by this shell (sslmode="));
-            assert!(message.contains(sslmode_name(mode)));
-        }
     }
 }

@@ -1,23 +1,35 @@
 //! The one-to-one mapping of the core's commands onto a shell's I/O, written once for both
 //! shells.
 //!
-//! The run loop implements `Executor` (open, write, pause, resume, close a socket; start an
-//! HTTP request) over a runtime's connections; `dispatch` does the rest the same way everywhere: connection bookkeeping
-//! in the `ConnRouter`, refusing TLS modes, logging, and turning `Exit` into a code for the
-//! run loop to return. It never interprets what a command means for the domain.
+//! The run loop implements `Executor` (open, write, pause, resume, close a socket; start a
+//! TLS handshake; start an HTTP request) over a runtime's connections; `dispatch` does the
+//! rest the same way everywhere: connection bookkeeping in the `ConnRouter`, logging, and
+//! turning `Exit` into a code for the run loop to return. It never interprets what a
+//! command means for the domain.
 
-use crate::conns::{refuse_sslmode, ConnRouter};
+use crate::conns::{timeout_of, ConnRouter};
 use crate::logging;
+use crate::tls::TlsStart;
 use bytes::Bytes;
 use slotline_core::feldera::HttpRequest;
-use slotline_core::io::{Command, ConnId, Driver, HttpId, Input};
+use slotline_core::io::{Command, ConnFailure, ConnId, Driver, HttpId, Input, PgTarget, TlsVerify};
 use slotline_core::time::Now;
+use std::time::Duration;
 
 /// The runtime-specific half of executing commands. Every outcome comes back later as an
 /// `Input` through the runtime's input queue; none of these calls waits for the network.
 pub trait Executor {
-    /// Start opening a plain TCP connection; report `PgConnected` or `PgClosed`.
-    fn connect(&mut self, conn: ConnId, host: String, port: u16);
+    /// Start opening a connection; report `PgConnected` or `PgClosed`.
+    fn connect(&mut self, conn: ConnId, target: PgTarget, timeout: Option<Duration>);
+    /// Start a TLS handshake on the connection once the bytes queued before it are
+    /// written; report `PgTlsReady` or `PgClosed`. `Err` when it cannot even start.
+    fn start_tls(
+        &mut self,
+        conn: ConnId,
+        server_name: &str,
+        verify: TlsVerify,
+        timeout: Option<Duration>,
+    ) -> Result<(), ConnFailure>;
     /// Queue bytes for the connection, in order. A write to an unknown connection (closed
     /// or never opened) is dropped: the core has been or will be told it is closed.
     fn write(&mut self, conn: ConnId, bytes: Bytes);
@@ -41,6 +53,8 @@ pub trait ConnHandle {
     fn write(&self, bytes: Bytes);
     fn pause(&self);
     fn resume(&self);
+    /// After the bytes queued so far: run a TLS handshake, then carry every byte over it.
+    fn start_tls(&self, tls: TlsStart);
     /// Flush queued writes, then close (bounded by `conns::CLOSE_GRACE`).
     fn close(self);
 }
@@ -91,20 +105,25 @@ pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRo
     match command {
         Command::PgConnect {
             conn,
-            host,
-            port,
-            sslmode,
+            target,
+            timeout_ms,
         } => {
             router.open(conn);
-            match refuse_sslmode(sslmode) {
-                Some(error) => router.inject(Input::PgClosed {
+            tracing::debug!("{conn}: connecting to {target}");
+            exec.connect(conn, target, timeout_of(timeout_ms));
+        }
+        Command::PgStartTls {
+            conn,
+            server_name,
+            verify,
+            timeout_ms,
+        } => {
+            tracing::debug!("{conn}: starting TLS with {server_name} ({verify:?})");
+            if let Err(error) = exec.start_tls(conn, &server_name, verify, timeout_of(timeout_ms)) {
+                router.inject(Input::PgClosed {
                     conn,
                     error: Some(error),
-                }),
-                None => {
-                    tracing::debug!("{conn}: connecting to {host}:{port}");
-                    exec.connect(conn, host, port);
-                }
+                });
             }
         }
         Command::PgWrite { conn, bytes } => exec.write(conn, bytes),
@@ -162,8 +181,7 @@ pub fn feed<D: Driver, E: Executor>(core: &mut D, now: Now, input: Input, exec: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slotline_core::config::SslMode;
-    use slotline_core::io::Level;
+    use slotline_core::io::{FailureKind, Level};
 
     /// Records what reached the runtime.
     #[derive(Default)]
@@ -172,8 +190,22 @@ mod tests {
     }
 
     impl Executor for Recorder {
-        fn connect(&mut self, conn: ConnId, host: String, port: u16) {
-            self.calls.push(format!("connect {conn} {host}:{port}"));
+        fn connect(&mut self, conn: ConnId, target: PgTarget, timeout: Option<Duration>) {
+            self.calls
+                .push(format!("connect {conn} {target} {timeout:?}"));
+        }
+        fn start_tls(
+            &mut self,
+            conn: ConnId,
+            server_name: &str,
+            verify: TlsVerify,
+            _timeout: Option<Duration>,
+        ) -> Result<(), ConnFailure> {
+            if verify == TlsVerify::Full {
+                return Err(ConnFailure::new(FailureKind::TlsVerification, "no roots"));
+            }
+            self.calls.push(format!("tls {conn} {server_name}"));
+            Ok(())
         }
         fn write(&mut self, conn: ConnId, bytes: Bytes) {
             self.calls.push(format!("write {conn} {bytes:?}"));
@@ -192,40 +224,48 @@ mod tests {
         }
     }
 
-    fn connect(conn: u32, sslmode: SslMode) -> Command {
+    fn connect(conn: u32) -> Command {
         Command::PgConnect {
             conn: ConnId(conn),
-            host: "db".into(),
-            port: 5432,
-            sslmode,
+            target: PgTarget::Tcp {
+                host: "db".into(),
+                port: 5432,
+            },
+            timeout_ms: Some(2000),
+        }
+    }
+
+    fn start_tls(conn: u32, verify: TlsVerify) -> Command {
+        Command::PgStartTls {
+            conn: ConnId(conn),
+            server_name: "db".into(),
+            verify,
+            timeout_ms: None,
         }
     }
 
     #[test]
-    fn plain_connect_reaches_the_runtime_and_opens_the_route() {
+    fn connect_reaches_the_runtime_with_its_timeout_and_opens_the_route() {
         let (mut exec, mut router) = (Recorder::default(), ConnRouter::default());
-        let flow = dispatch(connect(1, SslMode::Prefer), &mut exec, &mut router);
+        let flow = dispatch(connect(1), &mut exec, &mut router);
         assert_eq!(flow, Flow::Continue);
-        assert_eq!(exec.calls, ["connect pg#1 db:5432"]);
+        assert_eq!(exec.calls, ["connect pg#1 db:5432 Some(2s)"]);
         assert!(router.is_open(ConnId(1)));
         assert_eq!(router.next_ready(), None);
     }
 
     #[test]
-    fn tls_connect_is_answered_with_pg_closed_and_opens_no_socket() {
+    fn a_handshake_that_cannot_start_is_answered_with_pg_closed() {
         let (mut exec, mut router) = (Recorder::default(), ConnRouter::default());
-        dispatch(connect(2, SslMode::VerifyFull), &mut exec, &mut router);
-        assert!(exec.calls.is_empty());
+        dispatch(connect(2), &mut exec, &mut router);
+        dispatch(start_tls(2, TlsVerify::None), &mut exec, &mut router);
+        assert_eq!(exec.calls[1], "tls pg#2 db");
+        assert_eq!(router.next_ready(), None);
+        dispatch(start_tls(2, TlsVerify::Full), &mut exec, &mut router);
         match router.next_ready() {
             Some(Input::PgClosed { conn, error }) => {
                 assert_eq!(conn, ConnId(2));
-                assert_eq!(
-                    error.as_deref(),
-                    Some(
-                        "TLS is not supported yet by this shell (sslmode=verify-full); \
-                         use sslmode=disable or prefer"
-                    )
-                );
+                assert_eq!(error.map(|e| e.kind), Some(FailureKind::TlsVerification));
             }
             other => panic!("expected PgClosed, got {other:?}"),
         }
@@ -251,7 +291,7 @@ mod tests {
     #[test]
     fn pause_resume_close_reach_both_router_and_runtime() {
         let (mut exec, mut router) = (Recorder::default(), ConnRouter::default());
-        dispatch(connect(1, SslMode::Disable), &mut exec, &mut router);
+        dispatch(connect(1), &mut exec, &mut router);
         let conn = ConnId(1);
         dispatch(Command::PgPauseRead { conn }, &mut exec, &mut router);
         assert_eq!(router.admit(Input::PgConnected { conn }), None, "held");
@@ -262,7 +302,7 @@ mod tests {
         assert_eq!(
             exec.calls,
             [
-                "connect pg#1 db:5432",
+                "connect pg#1 db:5432 Some(2s)",
                 "pause pg#1",
                 "resume pg#1",
                 "close pg#1"

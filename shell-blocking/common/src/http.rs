@@ -9,11 +9,13 @@
 
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
+use rustls::pki_types::CertificateDer;
 use slotline_core::feldera::{HttpRequest, Method};
 use slotline_core::io::{HttpId, Input};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
+use ureq::tls::{Certificate, RootCerts, TlsConfig};
 use ureq::Agent;
 
 /// Worker threads of the binaries' pools: requests in flight at once. The core keeps its
@@ -34,10 +36,10 @@ pub struct HttpPool {
 }
 
 impl HttpPool {
-    /// Starts `workers` threads (at least one) delivering results through `deliver`.
-    pub fn start(workers: usize, deliver: Deliver) -> io::Result<HttpPool> {
+    /// Starts `workers` threads (at least one) running requests with `agent` and
+    /// delivering results through `deliver`.
+    pub fn start(workers: usize, agent: Agent, deliver: Deliver) -> io::Result<HttpPool> {
         let (jobs, queue) = crossbeam_channel::unbounded::<(HttpId, HttpRequest)>();
-        let agent = new_agent();
         for index in 0..workers.max(1) {
             let (queue, agent, deliver) = (queue.clone(), agent.clone(), deliver.clone());
             std::thread::Builder::new()
@@ -61,13 +63,24 @@ fn work(queue: &Receiver<(HttpId, HttpRequest)>, agent: &Agent, deliver: &(dyn F
     }
 }
 
-/// The agent all requests share: statuses are answers, redirects are not followed.
-pub fn new_agent() -> Agent {
-    Agent::config_builder()
+/// The agent all requests share: statuses are answers, redirects are not followed. An
+/// `https://` Feldera is checked against `roots` when given (`FELDERA_CA_CERT`: a private
+/// CA), otherwise against the built-in public roots.
+pub fn new_agent(roots: Option<&[CertificateDer<'static>]>) -> Agent {
+    let mut config = Agent::config_builder()
         .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .new_agent()
+        .max_redirects(0);
+    if let Some(roots) = roots {
+        let certificates: Vec<Certificate<'static>> = roots
+            .iter()
+            .map(|der| Certificate::from_der(der.as_ref()).to_owned())
+            .collect();
+        let tls = TlsConfig::builder()
+            .root_certs(RootCerts::new_with_certs(&certificates))
+            .build();
+        config = config.tls_config(tls);
+    }
+    config.build().new_agent()
 }
 
 /// Runs one request to its end and says how it ended.

@@ -57,7 +57,7 @@ fn keep_alive_server(status: &'static str, body: &'static str) -> (String, Arc<A
 #[test]
 fn client_error_statuses_are_answers_not_failures() {
     let (url, _) = keep_alive_server("404 Not Found", "no such pipeline");
-    let result = perform(&new_agent(), HttpId(7), &get(url, 5_000));
+    let result = perform(&new_agent(None), HttpId(7), &get(url, 5_000));
     assert_eq!(
         result,
         Input::HttpDone {
@@ -71,7 +71,7 @@ fn client_error_statuses_are_answers_not_failures() {
 #[test]
 fn redirects_are_answers_too() {
     let (url, _) = keep_alive_server("307 Temporary Redirect\r\nlocation: /elsewhere", "");
-    match perform(&new_agent(), HttpId(1), &get(url, 5_000)) {
+    match perform(&new_agent(None), HttpId(1), &get(url, 5_000)) {
         Input::HttpDone { status, .. } => assert_eq!(status, 307),
         other => panic!("expected HttpDone, got {other:?}"),
     }
@@ -80,7 +80,7 @@ fn redirects_are_answers_too() {
 #[test]
 fn sequential_requests_reuse_one_connection() {
     let (url, accepted) = keep_alive_server("200 OK", "ok");
-    let agent = new_agent();
+    let agent = new_agent(None);
     for id in 0..3 {
         let result = perform(&agent, HttpId(id), &get(url.clone(), 5_000));
         assert!(
@@ -101,7 +101,7 @@ fn a_silent_server_fails_the_request_at_its_timeout() {
         drop(held);
     });
     let start = Instant::now();
-    let result = perform(&new_agent(), HttpId(2), &get(url, 300));
+    let result = perform(&new_agent(None), HttpId(2), &get(url, 300));
     let waited = start.elapsed();
     match result {
         Input::HttpFailed { id, error } => {
@@ -133,6 +133,7 @@ fn the_pool_runs_requests_concurrently_and_delivers_each_result_once() {
     let (results, received) = crossbeam_channel::unbounded();
     let pool = HttpPool::start(
         4,
+        new_agent(None),
         Arc::new(move |input| {
             let _ = results.send(input);
         }),

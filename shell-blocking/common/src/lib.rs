@@ -17,23 +17,28 @@ pub mod conns;
 pub mod dispatch;
 pub mod http;
 pub mod logging;
+pub mod passfile;
 pub mod run;
 pub mod signals;
 pub mod startup;
 pub mod state_file;
+pub mod tls;
 
 pub use clock::Clock;
 pub use dispatch::{dispatch, feed, Executor, Flow};
 pub use run::{run, Runtime};
 
-/// How a run loop is set up. The binaries use the default; in-process tests turn signal
-/// handling off (it is process-wide) unless they test it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How a run loop is set up. The binaries use the default with the TLS setup `startup`
+/// prepared; in-process tests turn signal handling off (it is process-wide) unless they
+/// test it.
+#[derive(Clone, Debug)]
 pub struct RunOptions {
     /// Install the SIGINT/SIGTERM handlers (see `signals`).
     pub handle_signals: bool,
     /// Threads executing HTTP requests concurrently.
     pub http_workers: usize,
+    /// Certificates and client configurations, read and built before the run.
+    pub tls: std::sync::Arc<tls::TlsSetup>,
 }
 
 impl Default for RunOptions {
@@ -41,6 +46,7 @@ impl Default for RunOptions {
         RunOptions {
             handle_signals: true,
             http_workers: http::DEFAULT_WORKERS,
+            tls: std::sync::Arc::default(),
         }
     }
 }

@@ -17,11 +17,13 @@
 use crate::conns::ConnRouter;
 use crate::dispatch::{dispatch, feed, ConnHandle, ConnTable, Executor, Flow};
 use crate::http::{Deliver, HttpPool};
+use crate::tls::{server_name, TlsSetup, TlsStart};
 use crate::{Clock, RunOptions};
 use bytes::Bytes;
 use slotline_core::feldera::HttpRequest;
-use slotline_core::io::{ConnId, Driver, HttpId, Input};
-use std::time::Instant;
+use slotline_core::io::{ConnFailure, ConnId, Driver, HttpId, Input, PgTarget, TlsVerify};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What a shell's runtime provides to the shared run loop.
 pub trait Runtime {
@@ -32,9 +34,9 @@ pub trait Runtime {
     /// listener), blocking while the queue is full.
     fn deliver(&self) -> Deliver;
 
-    /// Starts opening a plain TCP connection; its inputs (`PgConnected` first, or
-    /// `PgClosed`) arrive through the queue.
-    fn open(&mut self, conn: ConnId, host: String, port: u16) -> Self::Conn;
+    /// Starts opening a connection (giving up after `timeout`); its inputs (`PgConnected`
+    /// first, or `PgClosed`) arrive through the queue.
+    fn open(&mut self, conn: ConnId, target: PgTarget, timeout: Option<Duration>) -> Self::Conn;
 
     /// Waits for the next input, until `until` at most (for ever when `None`). `None`
     /// means the time came or the wait woke early: the loop checks the clock itself.
@@ -54,7 +56,8 @@ pub fn run<D: Driver, R: Runtime>(
     runtime: R,
 ) -> i32 {
     let deliver = runtime.deliver();
-    let http = match HttpPool::start(options.http_workers, deliver.clone()) {
+    let agent = crate::http::new_agent(options.tls.feldera_roots.as_deref());
+    let http = match HttpPool::start(options.http_workers, agent, deliver.clone()) {
         Ok(http) => http,
         Err(error) => return crate::cannot_start("the HTTP workers", &error),
     };
@@ -66,6 +69,7 @@ pub fn run<D: Driver, R: Runtime>(
         runtime,
         conns: ConnTable::default(),
         http,
+        tls: options.tls.clone(),
     };
     let mut router = ConnRouter::default();
     loop {
@@ -115,12 +119,31 @@ struct Shell<R: Runtime> {
     runtime: R,
     conns: ConnTable<R::Conn>,
     http: HttpPool,
+    tls: Arc<TlsSetup>,
 }
 
 impl<R: Runtime> Executor for Shell<R> {
-    fn connect(&mut self, conn: ConnId, host: String, port: u16) {
-        let handle = self.runtime.open(conn, host, port);
+    fn connect(&mut self, conn: ConnId, target: PgTarget, timeout: Option<Duration>) {
+        let handle = self.runtime.open(conn, target, timeout);
         self.conns.insert(conn, handle);
+    }
+
+    fn start_tls(
+        &mut self,
+        conn: ConnId,
+        host: &str,
+        verify: TlsVerify,
+        timeout: Option<Duration>,
+    ) -> Result<(), ConnFailure> {
+        let start = TlsStart {
+            config: self.tls.pg.config(verify)?,
+            server_name: server_name(host, verify)?,
+            timeout,
+        };
+        if let Some(handle) = self.conns.get(conn) {
+            handle.start_tls(start);
+        }
+        Ok(())
     }
 
     fn write(&mut self, conn: ConnId, bytes: Bytes) {

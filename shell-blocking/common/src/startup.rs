@@ -1,8 +1,10 @@
 //! From process arguments to a running core: parse the command line, validate the
-//! configuration, set up logging, choose the seed and build the pipeline.
+//! configuration, read the certificate files and the password file it names, set up
+//! logging, choose the seed and build the pipeline.
 //!
-//! Everything here happens before any side effect (no socket, no file): a usage or
-//! configuration error prints one clear message on stderr and becomes exit code 2.
+//! Everything here happens before any side effect (no socket, nothing written): a usage or
+//! configuration error (an unreadable certificate included) prints one clear message on
+//! stderr and becomes exit code 2.
 
 use crate::clock::Clock;
 use crate::{cli, logging};
@@ -11,11 +13,13 @@ use slotline_core::io::exit;
 use slotline_core::pipeline::Pipeline;
 use std::ffi::OsString;
 
-/// A pipeline ready to run, and the clock its start time came from.
+/// A pipeline ready to run, the clock its start time came from, and the TLS setup for
+/// the run loop (`RunOptions::tls`).
 #[derive(Debug)]
 pub struct Started {
     pub pipeline: Pipeline,
     pub clock: Clock,
+    pub tls: std::sync::Arc<crate::tls::TlsSetup>,
 }
 
 /// Prepares the run, or says with which code to exit (its message already printed):
@@ -34,7 +38,8 @@ where
         eprintln!("{bin_name}: {message} (see {bin_name} --help)");
         exit::USAGE
     };
-    let config = Config::from_pairs(args.pairs).map_err(|e| usage(e.to_string()))?;
+    let mut config = Config::from_pairs(args.pairs).map_err(|e| usage(e.to_string()))?;
+    let tls = crate::tls::prepare(&config).map_err(|e| usage(e.to_string()))?;
     let filter = logging::filter_from_env().map_err(|e| usage(e.0))?;
     let seed = match args.seed {
         Some(seed) => seed,
@@ -45,7 +50,12 @@ where
     };
     logging::init(config.log_format, filter);
     tracing::debug!("core seed {seed} (set SLOTLINE_SEED to repeat a run)");
+    crate::passfile::apply(&mut config.pg);
     let clock = Clock::start();
     let pipeline = Pipeline::new(config, seed, clock.now()).map_err(|e| usage(e.to_string()))?;
-    Ok(Started { pipeline, clock })
+    Ok(Started {
+        pipeline,
+        clock,
+        tls: std::sync::Arc::new(tls),
+    })
 }

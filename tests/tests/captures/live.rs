@@ -27,6 +27,7 @@ fn config(database: &str, replication: bool) -> ConnectionConfig {
         password: None,
         application_name: "slotline-captures".into(),
         replication,
+        encryption: slotline_core::conn::Encryption::Plain,
     }
 }
 

@@ -5,6 +5,7 @@
 mod auth;
 mod query;
 mod stream;
+mod tls;
 
 use bytes::Bytes;
 
@@ -22,6 +23,7 @@ pub(super) fn config(password: Option<&str>) -> ConnectionConfig {
         password: password.map(Password::new),
         application_name: "slotline".into(),
         replication: false,
+        encryption: Encryption::Plain,
     }
 }
 
@@ -146,6 +148,7 @@ pub(super) fn describe(event: &Event) -> String {
         Some(b) => String::from_utf8_lossy(b).into_owned(),
     };
     match event {
+        Event::TlsRequested => "TLS requested".to_owned(),
         Event::Authenticated => "authenticated".to_owned(),
         Event::ParameterStatus { name, value } => format!("param {name}={value}"),
         Event::BackendKeyData(k) => format!("backend key pid={}", k.process_id),
