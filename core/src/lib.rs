@@ -25,6 +25,7 @@ pub mod lsn;
 pub mod outbox;
 pub mod pgoutput;
 pub mod pipeline;
+pub mod snapshot;
 pub mod startup;
 pub mod status;
 pub mod time;

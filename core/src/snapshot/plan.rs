@@ -1,0 +1,521 @@
+//! The startup plan: what a start does, decided from the state file as read, the slot as
+//! found, the snapshot mode and what this run is configured for.
+//!
+//! Owns the startup rules (one function, `plan_startup`, pure and total) and the words of
+//! their warnings and refusals. Every step of a decision leaves a line in the plan's trace
+//! naming the rule it applied. Never executes anything: creating or dropping the slot,
+//! copying, retracting and writing the state file are the pipeline's.
+//!
+//! `initial` and `inconsistent` (which differ only in how the copy is executed):
+//!
+//! | state file | slot | plan |
+//! |---|---|---|
+//! | unreadable | any | refuse: a file that exists and cannot be read is never an absence |
+//! | for another slot | any | refuse: a copied or misplaced file |
+//! | absent | absent | fresh copy; retract only in Feldera tables that hold rows |
+//! | absent | present | drop the slot, copy, retract leftovers (a slot is no proof of a seeded target) |
+//! | pending | any | an interrupted copy: drop any slot, copy, retract leftovers |
+//! | complete, another system id, database, pipeline or set of routes | any | drop any slot, copy, retract leftovers |
+//! | complete | absent | the WAL since the last acknowledgement may be gone: copy, retract leftovers |
+//! | complete | lost, or confirmed before the consistent point | drop it, copy, retract leftovers |
+//! | complete | present | stream from the slot |
+//!
+//! `never` ignores the state file: it creates an absent slot with `SNAPSHOT 'nothing'`,
+//! streams from a present one, and refuses a lost one (it has no copy to repair it with).
+
+use super::state::{SnapshotPhase, StateError, StateFile, StateRoute};
+use crate::config::SnapshotMode;
+use crate::startup::catalog::SlotInfo;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// The state file as the shell found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StateRead {
+    /// No file at the path.
+    Absent,
+    Present(StateFile),
+    /// The file exists but could not be read or parsed: never the same as absent.
+    Unreadable(StateError),
+}
+
+/// What this run is configured for, in the spelling a state file records.
+#[derive(Clone, Copy, Debug)]
+pub struct Configured<'a> {
+    pub mode: SnapshotMode,
+    /// Where the state file is (`state::state_path`), for messages.
+    pub state_path: &'a str,
+    pub slot: &'a str,
+    pub publication: &'a str,
+    pub pipeline: &'a str,
+    pub database: &'a str,
+    pub routes: &'a [StateRoute],
+}
+
+/// What to do about rows a Feldera table may hold that the copy will not carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leftovers {
+    /// The target may hold rows from an earlier copy or stream: after the copy, retract
+    /// every key Feldera holds that the copy lacks.
+    Retract,
+    /// A fresh start: ask Feldera how many rows each table holds; only a table that is not
+    /// empty needs its leftovers retracted.
+    IfTargetNotEmpty,
+}
+
+/// What the start does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Stream from the slot as it is: its position is where Feldera's copy continues.
+    Stream,
+    /// `SNAPSHOT_MODE=never`: no copy and no state file. `create_slot`: the slot is absent
+    /// and is created with `SNAPSHOT 'nothing'`.
+    StreamOnly { create_slot: bool },
+    /// Copy every routed table, then stream. `drop_slot`: a slot exists and is dropped
+    /// first, because its position is no record of what Feldera holds.
+    Snapshot {
+        drop_slot: bool,
+        leftovers: Leftovers,
+    },
+    /// Exit 1 with this message, changing nothing.
+    Refuse(String),
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Stream => f.write_str("stream from the slot"),
+            Action::StreamOnly { create_slot: true } => {
+                f.write_str("stream only: create the slot with SNAPSHOT 'nothing'")
+            }
+            Action::StreamOnly { create_slot: false } => {
+                f.write_str("stream only: from the existing slot")
+            }
+            Action::Snapshot {
+                drop_slot,
+                leftovers,
+            } => {
+                f.write_str("snapshot: ")?;
+                if *drop_slot {
+                    f.write_str("drop the slot, ")?;
+                }
+                f.write_str("copy every table, ")?;
+                f.write_str(match leftovers {
+                    Leftovers::Retract => "retract leftovers",
+                    Leftovers::IfTargetNotEmpty => "retract leftovers only in non-empty tables",
+                })
+            }
+            Action::Refuse(message) => write!(f, "refuse: {message}"),
+        }
+    }
+}
+
+/// The decision, its warnings (to log loudly) and the trace of how it was reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub action: Action,
+    pub warnings: Vec<String>,
+    pub trace: Vec<String>,
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "plan     {}", self.action)?;
+        for warning in &self.warnings {
+            writeln!(f, "warning  {warning}")?;
+        }
+        for line in &self.trace {
+            writeln!(f, "trace    {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The tail of every re-snapshot warning: what the start does about it.
+const RECOPY: &str = "copying every table again and retracting the rows the copy does not carry";
+
+/// Decides what a start does. `system_id` is the server's, from `IDENTIFY_SYSTEM`.
+pub fn plan_startup(
+    state: &StateRead,
+    slot: Option<&SlotInfo>,
+    configured: &Configured<'_>,
+    system_id: &str,
+) -> Plan {
+    let mut planner = Planner {
+        configured,
+        slot,
+        warnings: Vec::new(),
+        trace: Vec::new(),
+    };
+    planner.trace.push(mode_line(configured.mode));
+    planner.trace.push(state_line(configured.state_path, state));
+    planner.trace.push(slot_line(configured.slot, slot));
+    let action = match configured.mode {
+        SnapshotMode::Never => planner.stream_only(state),
+        SnapshotMode::Initial | SnapshotMode::Inconsistent => planner.seeded(state, system_id),
+    };
+    Plan {
+        action,
+        warnings: planner.warnings,
+        trace: planner.trace,
+    }
+}
+
+fn mode_line(mode: SnapshotMode) -> String {
+    match mode {
+        SnapshotMode::Initial => "mode initial: copy under the slot's exported snapshot, then stream from its consistent point",
+        SnapshotMode::Inconsistent => "mode inconsistent: same rules as initial, but the copy runs first and the slot is created after it, \
+             so commits in between are lost (the mode exists to show that)",
+        SnapshotMode::Never => "mode never: stream only; no copy, and no state file is read or written",
+    }
+    .to_owned()
+}
+
+fn state_line(path: &str, state: &StateRead) -> String {
+    match state {
+        StateRead::Absent => format!("state {path}: absent"),
+        StateRead::Unreadable(error) => format!("state {path}: unreadable: {error}"),
+        StateRead::Present(file) => format!(
+            "state {path}: {} for slot {}, system {}, database {}, pipeline {}, {} route(s), consistent point {}",
+            file.phase,
+            file.slot,
+            file.system_id,
+            file.database,
+            file.pipeline,
+            file.routes.len(),
+            file.consistent_point
+                .map_or_else(|| "none".to_owned(), |lsn| lsn.to_string()),
+        ),
+    }
+}
+
+fn slot_line(name: &str, slot: Option<&SlotInfo>) -> String {
+    match slot {
+        None => format!("slot {name}: absent"),
+        Some(slot) => format!(
+            "slot {name}: present, confirmed_flush {}, wal_status {}",
+            slot.confirmed_flush
+                .map_or_else(|| "none".to_owned(), |lsn| lsn.to_string()),
+            slot.wal_status.as_deref().unwrap_or("none"),
+        ),
+    }
+}
+
+fn is_lost(slot: &SlotInfo) -> bool {
+    slot.wal_status.as_deref() == Some("lost")
+}
+
+struct Planner<'a> {
+    configured: &'a Configured<'a>,
+    slot: Option<&'a SlotInfo>,
+    warnings: Vec<String>,
+    trace: Vec<String>,
+}
+
+impl Planner<'_> {
+    /// `SNAPSHOT_MODE=never`: the slot alone decides.
+    fn stream_only(&mut self, state: &StateRead) -> Action {
+        match state {
+            StateRead::Absent => {}
+            StateRead::Present(file) => {
+                self.trace.push(format!(
+                    "state file exists ({}): ignored, mode never neither reads nor writes it",
+                    file.phase
+                ));
+                if file.phase == SnapshotPhase::Pending {
+                    self.warnings.push(format!(
+                        "{} records an interrupted copy (pending): Feldera may hold part of a copy; \
+                         SNAPSHOT_MODE=never streams without repairing that",
+                        self.configured.state_path
+                    ));
+                }
+            }
+            StateRead::Unreadable(_) => self.trace.push(
+                "state file exists but cannot be read: ignored, mode never neither reads nor writes it"
+                    .to_owned(),
+            ),
+        }
+        let name = self.configured.slot;
+        match self.slot {
+            None => {
+                self.trace.push(
+                    "mode never + slot absent: create it with SNAPSHOT 'nothing' and stream from its start \
+                     (Feldera must already hold what PostgreSQL holds)"
+                        .to_owned(),
+                );
+                Action::StreamOnly { create_slot: true }
+            }
+            Some(slot) if is_lost(slot) => {
+                self.trace.push(
+                    "mode never + slot lost: refuse (there is no copy to repair the missing WAL)"
+                        .to_owned(),
+                );
+                Action::Refuse(format!(
+                    "replication slot {name} was invalidated (wal_status = lost): the WAL it needed is gone and \
+                     SNAPSHOT_MODE=never copies nothing to make up for it. Start with SNAPSHOT_MODE=initial \
+                     (drops the slot and copies every table again), or drop the slot \
+                     (SELECT pg_drop_replication_slot('{name}')) and re-seed Feldera yourself"
+                ))
+            }
+            Some(slot) => {
+                self.warn_if_unreserved(slot);
+                self.trace
+                    .push("mode never + slot present: stream from it".to_owned());
+                Action::StreamOnly { create_slot: false }
+            }
+        }
+    }
+
+    /// `SNAPSHOT_MODE=initial` (and `inconsistent`, which differs only in execution).
+    fn seeded(&mut self, state: &StateRead, system_id: &str) -> Action {
+        let path = self.configured.state_path;
+        let file = match state {
+            StateRead::Unreadable(error) => {
+                self.trace.push(
+                    "state unreadable: refuse (a file that exists and cannot be read is never taken as absent)"
+                        .to_owned(),
+                );
+                return Action::Refuse(format!(
+                    "cannot use state file {path}: {error}. A state file that exists and cannot be read is never \
+                     taken as absent: fix it, or delete it to copy every table again (rows the copy does not \
+                     carry are then retracted)"
+                ));
+            }
+            StateRead::Absent => None,
+            StateRead::Present(file) => Some(file),
+        };
+        if let Some(file) = file.filter(|file| file.slot != self.configured.slot) {
+            self.trace.push(format!(
+                "state written for slot {}, not {}: refuse (a copied or misplaced file)",
+                file.slot, self.configured.slot
+            ));
+            return Action::Refuse(format!(
+                "state file {path} records slot {}, not {}: it was copied or moved from another connector. \
+                 Put it back where it belongs, or delete it to copy every table again",
+                file.slot, self.configured.slot
+            ));
+        }
+        let lost = self.slot.is_some_and(is_lost);
+        if lost {
+            self.trace.push(
+                "slot lost (wal_status = lost): never stream from it; it is dropped and the copy redone"
+                    .to_owned(),
+            );
+            self.warnings.push(format!(
+                "replication slot {} was invalidated (wal_status = lost): the WAL it needed is gone; {RECOPY}",
+                self.configured.slot
+            ));
+        }
+        match file {
+            None => self.without_state(),
+            Some(file) if file.phase == SnapshotPhase::Pending => self.after_pending(),
+            Some(file) => self.after_complete(file, system_id, lost),
+        }
+    }
+
+    fn recopy(&self) -> Action {
+        Action::Snapshot {
+            drop_slot: self.slot.is_some(),
+            leftovers: Leftovers::Retract,
+        }
+    }
+
+    fn without_state(&mut self) -> Action {
+        let Some(slot) = self.slot else {
+            let how = match self.configured.mode {
+                SnapshotMode::Inconsistent => "copy every table, then create the slot",
+                _ => "create the slot with SNAPSHOT 'export' and copy every table under it",
+            };
+            self.trace.push(format!(
+                "state absent + slot absent: a fresh start: {how}; retract leftovers only in a Feldera table \
+                 that already holds rows"
+            ));
+            return Action::Snapshot {
+                drop_slot: false,
+                leftovers: Leftovers::IfTargetNotEmpty,
+            };
+        };
+        self.trace.push(
+            "state absent + slot present: a slot is no proof the target was seeded: drop it, copy again, \
+             retract leftovers"
+                .to_owned(),
+        );
+        if !is_lost(slot) {
+            self.warnings.push(format!(
+                "replication slot {} exists but {} does not: a slot is no proof that Feldera was seeded; \
+                 dropping the slot, {RECOPY}",
+                self.configured.slot, self.configured.state_path
+            ));
+        }
+        self.recopy()
+    }
+
+    fn after_pending(&mut self) -> Action {
+        let slot = if self.slot.is_some() {
+            "present"
+        } else {
+            "absent"
+        };
+        self.trace.push(format!(
+            "state pending + slot {slot}: an interrupted copy: {}copy again, retract leftovers",
+            self.drop_clause()
+        ));
+        self.warnings.push(format!(
+            "{} records a copy that never finished (pending): Feldera may hold part of it; {RECOPY}",
+            self.configured.state_path
+        ));
+        self.recopy()
+    }
+
+    fn after_complete(&mut self, file: &StateFile, system_id: &str, lost: bool) -> Action {
+        let changes = self.changes(file, system_id);
+        for change in &changes {
+            self.trace.push(format!("state complete + {change}"));
+        }
+        self.note_publication(file);
+        if !changes.is_empty() {
+            self.warnings.push(format!(
+                "{} records a complete copy made for something else: {}; {RECOPY}",
+                self.configured.state_path,
+                changes.join("; ")
+            ));
+            self.trace.push(format!(
+                "state complete but for another setup: {}copy again, retract leftovers",
+                self.drop_clause()
+            ));
+            return self.recopy();
+        }
+        let Some(slot) = self.slot else {
+            self.trace.push(
+                "state complete + slot absent: the WAL since the last acknowledgement may be gone: copy again, \
+                 retract leftovers"
+                    .to_owned(),
+            );
+            self.warnings.push(format!(
+                "replication slot {} is gone although {} records a complete copy: changes since the last \
+                 acknowledgement may be lost with it; {RECOPY}",
+                self.configured.slot, self.configured.state_path
+            ));
+            return self.recopy();
+        };
+        if lost || self.slot_older_than_copy(slot, file) {
+            return self.recopy();
+        }
+        self.warn_if_unreserved(slot);
+        self.trace.push(
+            "state complete + slot present + same system, database, pipeline and routes: stream from the slot"
+                .to_owned(),
+        );
+        Action::Stream
+    }
+
+    /// A publication of another name is noted, not a reason to copy again: the routes are
+    /// what the copy holds, and startup checks them against the publication.
+    fn note_publication(&mut self, file: &StateFile) {
+        let (recorded, configured) = (&file.publication, self.configured.publication);
+        if recorded != configured {
+            self.trace.push(format!(
+                "publication {recorded} -> {configured}: not a reason to copy again (the routes say what the copy holds)"
+            ));
+            self.warnings.push(format!(
+                "the publication changed since the copy ({recorded} -> {configured}); the routes are what the copy covers"
+            ));
+        }
+    }
+
+    /// A slot's confirmed position only moves forward from the consistent point it was
+    /// created at; one behind the copy's means the database went back in time (restored
+    /// from a backup with its slot), and Feldera holds rows the database no longer has.
+    fn slot_older_than_copy(&mut self, slot: &SlotInfo, file: &StateFile) -> bool {
+        let (Some(confirmed), Some(point)) = (slot.confirmed_flush, file.consistent_point) else {
+            return false;
+        };
+        if confirmed >= point {
+            return false;
+        }
+        self.trace.push(format!(
+            "state complete + slot confirmed {confirmed} before the copy's consistent point {point}: \
+             the slot is older than the copy (a database restored to an earlier point): drop it, \
+             copy again, retract leftovers"
+        ));
+        self.warnings.push(format!(
+            "replication slot {} has confirmed only up to {confirmed}, before the copy's consistent \
+             point {point} (recorded in {}): the database is older than the copy (restored from a \
+             backup?); dropping the slot, {RECOPY}",
+            self.configured.slot, self.configured.state_path
+        ));
+        true
+    }
+
+    fn drop_clause(&self) -> &'static str {
+        if self.slot.is_some() {
+            "drop the slot, "
+        } else {
+            ""
+        }
+    }
+
+    /// What differs between the run a complete copy was made for and this one, each as
+    /// `what old -> new`.
+    fn changes(&self, file: &StateFile, system_id: &str) -> Vec<String> {
+        let configured = self.configured;
+        let mut changes = Vec::new();
+        if file.system_id != system_id {
+            changes.push(format!(
+                "system identifier {} -> {system_id} (another cluster: restored or failed over)",
+                file.system_id
+            ));
+        }
+        if file.database != configured.database {
+            changes.push(format!(
+                "database {} -> {}",
+                file.database, configured.database
+            ));
+        }
+        if file.pipeline != configured.pipeline {
+            changes.push(format!(
+                "Feldera pipeline {} -> {}",
+                file.pipeline, configured.pipeline
+            ));
+        }
+        let recorded: BTreeSet<&StateRoute> = file.routes.iter().collect();
+        let wanted: BTreeSet<&StateRoute> = configured.routes.iter().collect();
+        if recorded != wanted {
+            let list = |routes: Vec<&&StateRoute>| {
+                routes
+                    .iter()
+                    .map(|route| route.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let removed = list(recorded.difference(&wanted).collect());
+            let added = list(wanted.difference(&recorded).collect());
+            let mut change = "routes".to_owned();
+            if !removed.is_empty() {
+                change.push_str(&format!(" removed {removed}"));
+            }
+            if !added.is_empty() {
+                if !removed.is_empty() {
+                    change.push(',');
+                }
+                change.push_str(&format!(" added {added}"));
+            }
+            changes.push(change);
+        }
+        changes
+    }
+
+    fn warn_if_unreserved(&mut self, slot: &SlotInfo) {
+        if slot.wal_status.as_deref() == Some("unreserved") {
+            self.warnings.push(format!(
+                "replication slot {} is at risk (wal_status = unreserved): PostgreSQL removes WAL it still \
+                 needs at the next checkpoint unless it catches up (max_slot_wal_keep_size)",
+                self.configured.slot
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

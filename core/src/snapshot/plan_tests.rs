@@ -1,0 +1,700 @@
+//! One decision trace per startup rule, and properties over random inputs.
+
+use super::*;
+use crate::snapshot::state::FORMAT_VERSION;
+use crate::Lsn;
+use proptest::prelude::*;
+
+/// Snapshots a plan with the rule it proves as the snapshot's description.
+macro_rules! rule {
+    ($description:expr, $plan:expr $(,)?) => {
+        insta::with_settings!({ description => $description, omit_expression => true }, {
+            insta::assert_snapshot!($plan.to_string());
+        })
+    };
+}
+
+const PATH: &str = "./slotline-state/slotline_shop.state.json";
+const SYSTEM: &str = "7301234567890123456";
+
+fn routes() -> Vec<StateRoute> {
+    vec![
+        StateRoute {
+            source: "public.users".into(),
+            target: "users".into(),
+        },
+        StateRoute {
+            source: "public.items".into(),
+            target: "lineitems".into(),
+        },
+    ]
+}
+
+fn configured(mode: SnapshotMode, routes: &[StateRoute]) -> Configured<'_> {
+    Configured {
+        mode,
+        state_path: PATH,
+        slot: "slotline_shop",
+        publication: "slotline_pub",
+        pipeline: "shop",
+        database: "app",
+        routes,
+    }
+}
+
+fn state(phase: SnapshotPhase) -> StateFile {
+    StateFile {
+        version: FORMAT_VERSION,
+        system_id: SYSTEM.into(),
+        database: "app".into(),
+        slot: "slotline_shop".into(),
+        publication: "slotline_pub".into(),
+        pipeline: "shop".into(),
+        routes: routes(),
+        phase,
+        consistent_point: Some(Lsn(0x1A0)),
+        updated_at: Some("2024-02-29T12:34:56Z".into()),
+    }
+}
+
+fn complete() -> StateRead {
+    StateRead::Present(state(SnapshotPhase::Complete))
+}
+
+fn complete_with(edit: impl FnOnce(&mut StateFile)) -> StateRead {
+    let mut file = state(SnapshotPhase::Complete);
+    edit(&mut file);
+    StateRead::Present(file)
+}
+
+fn slot(wal_status: &str, confirmed: u64) -> SlotInfo {
+    SlotInfo {
+        name: "slotline_shop".into(),
+        plugin: Some("pgoutput".into()),
+        slot_type: "logical".into(),
+        database: Some("app".into()),
+        active_pid: None,
+        confirmed_flush: Some(Lsn(confirmed)),
+        wal_status: Some(wal_status.into()),
+    }
+}
+
+fn reserved() -> SlotInfo {
+    slot("reserved", 0x2B0)
+}
+
+fn initial(state: &StateRead, slot: Option<&SlotInfo>) -> Plan {
+    plan_startup(
+        state,
+        slot,
+        &configured(SnapshotMode::Initial, &routes()),
+        SYSTEM,
+    )
+}
+
+fn never(state: &StateRead, slot: Option<&SlotInfo>) -> Plan {
+    plan_startup(
+        state,
+        slot,
+        &configured(SnapshotMode::Never, &routes()),
+        SYSTEM,
+    )
+}
+
+#[test]
+fn absent_state_and_absent_slot_is_a_fresh_copy() {
+    let plan = initial(&StateRead::Absent, None);
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: false,
+            leftovers: Leftovers::IfTargetNotEmpty
+        }
+    );
+    assert!(plan.warnings.is_empty());
+    rule!("state absent + slot absent: create the slot with SNAPSHOT 'export', copy every table; retraction only where Feldera already holds rows", plan);
+}
+
+#[test]
+fn absent_state_with_a_slot_drops_it_copies_and_retracts() {
+    let plan = initial(&StateRead::Absent, Some(&reserved()));
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    );
+    rule!("state absent + slot present: a slot is no proof the target was seeded; drop, copy, retract leftovers, warn", plan);
+}
+
+#[test]
+fn pending_state_with_a_slot_is_an_interrupted_copy() {
+    let plan = initial(
+        &StateRead::Present(state(SnapshotPhase::Pending)),
+        Some(&reserved()),
+    );
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    );
+    rule!("state pending + slot present: an interrupted copy; drop the slot, copy again, retract leftovers", plan);
+}
+
+#[test]
+fn pending_state_without_a_slot_copies_again_with_retraction() {
+    let mut file = state(SnapshotPhase::Pending);
+    file.consistent_point = None;
+    let plan = initial(&StateRead::Present(file), None);
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: false,
+            leftovers: Leftovers::Retract
+        }
+    );
+    rule!("state pending + slot absent (crash before the slot was created): copy again, retract leftovers", plan);
+}
+
+#[test]
+fn complete_state_with_its_slot_streams() {
+    let plan = initial(&complete(), Some(&reserved()));
+    assert_eq!(plan.action, Action::Stream);
+    assert!(plan.warnings.is_empty());
+    rule!("state complete + slot present + same system, database, pipeline and routes: stream from the slot", plan);
+}
+
+#[test]
+fn complete_state_streams_whatever_the_order_of_the_routes() {
+    let mut reversed = routes();
+    reversed.reverse();
+    let plan = plan_startup(
+        &complete(),
+        Some(&reserved()),
+        &configured(SnapshotMode::Initial, &reversed),
+        SYSTEM,
+    );
+    assert_eq!(plan.action, Action::Stream);
+}
+
+#[test]
+fn complete_state_without_its_slot_copies_again_loudly() {
+    let plan = initial(&complete(), None);
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: false,
+            leftovers: Leftovers::Retract
+        }
+    );
+    rule!("state complete + slot absent: the WAL since the last acknowledgement may be gone; copy again, retract leftovers, warn loudly", plan);
+}
+
+#[test]
+fn complete_state_from_another_cluster_copies_again() {
+    let plan = plan_startup(
+        &complete(),
+        Some(&reserved()),
+        &configured(SnapshotMode::Initial, &routes()),
+        "7399999999999999999",
+    );
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    );
+    rule!("state complete + another system identifier (restored or failed-over cluster): drop the slot, copy again, retract; the warning names old -> new", plan);
+}
+
+#[test]
+fn complete_state_for_another_database_copies_again() {
+    let plan = initial(
+        &complete_with(|file| file.database = "app_old".into()),
+        Some(&reserved()),
+    );
+    assert!(matches!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    ));
+    rule!("state complete + another database: drop the slot, copy again, retract; the warning names old -> new", plan);
+}
+
+#[test]
+fn complete_state_for_another_pipeline_copies_again() {
+    let plan = initial(
+        &complete_with(|file| file.pipeline = "shop_v1".into()),
+        Some(&reserved()),
+    );
+    assert!(matches!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    ));
+    rule!("state complete + another Feldera pipeline: drop the slot, copy again, retract; the warning names old -> new", plan);
+}
+
+#[test]
+fn complete_state_for_other_routes_copies_again() {
+    let plan = initial(
+        &complete_with(|file| {
+            file.routes[1].target = "items".into();
+            file.routes.push(StateRoute {
+                source: "public.orders".into(),
+                target: "orders".into(),
+            });
+        }),
+        Some(&reserved()),
+    );
+    assert!(matches!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    ));
+    rule!("state complete + a changed set of routes: drop the slot, copy again, retract; the warning lists routes removed and added", plan);
+}
+
+#[test]
+fn every_change_is_named_in_one_warning() {
+    let plan = plan_startup(
+        &complete_with(|file| {
+            file.database = "app_old".into();
+            file.routes.pop();
+        }),
+        None,
+        &configured(SnapshotMode::Initial, &routes()),
+        "7399999999999999999",
+    );
+    assert!(matches!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: false,
+            leftovers: Leftovers::Retract
+        }
+    ));
+    rule!("state complete + several changes and no slot: one warning naming every change, copy again, retract", plan);
+}
+
+#[test]
+fn a_changed_publication_alone_still_streams_with_a_warning() {
+    let plan = initial(
+        &complete_with(|file| file.publication = "old_pub".into()),
+        Some(&reserved()),
+    );
+    assert_eq!(plan.action, Action::Stream);
+    assert_eq!(plan.warnings.len(), 1);
+    rule!("state complete + only the publication's name changed: the routes say what the copy holds, so stream, with a warning", plan);
+}
+
+#[test]
+fn an_unparseable_state_file_refuses() {
+    let error = StateFile::parse(b"{\"version\": 7}").unwrap_err();
+    let plan = initial(&StateRead::Unreadable(error), Some(&reserved()));
+    assert!(matches!(plan.action, Action::Refuse(_)));
+    rule!("state unreadable (parse failure): refuse, naming the file, its problem and the remedy; never taken as absent", plan);
+}
+
+#[test]
+fn a_state_file_that_cannot_be_read_refuses() {
+    let error = StateError::Read("Permission denied (os error 13)".into());
+    let plan = initial(&StateRead::Unreadable(error), None);
+    assert!(matches!(plan.action, Action::Refuse(_)));
+    rule!(
+        "state unreadable (read failure reported by the shell): refuse, never taken as absent",
+        plan
+    );
+}
+
+#[test]
+fn a_state_file_of_another_slot_refuses() {
+    let plan = initial(
+        &complete_with(|file| file.slot = "slotline_other".into()),
+        Some(&reserved()),
+    );
+    assert!(matches!(plan.action, Action::Refuse(_)));
+    rule!(
+        "state file records another slot (copied or misplaced): refuse as a foreign file",
+        plan
+    );
+}
+
+#[test]
+fn a_lost_slot_is_dropped_and_the_copy_redone() {
+    let plan = initial(&complete(), Some(&slot("lost", 0x2B0)));
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    );
+    rule!("state complete + slot lost (wal_status = lost): never stream from it; drop it, copy again, retract, warn loudly", plan);
+}
+
+#[test]
+fn a_lost_slot_without_state_is_dropped_with_one_warning() {
+    let plan = initial(&StateRead::Absent, Some(&slot("lost", 0x2B0)));
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    );
+    assert_eq!(plan.warnings.len(), 1, "{plan}");
+    rule!(
+        "state absent + slot lost: drop it, copy, retract; the lost slot is the one warning",
+        plan
+    );
+}
+
+#[test]
+fn a_slot_behind_the_copys_consistent_point_copies_again() {
+    let plan = initial(&complete(), Some(&slot("reserved", 0x100)));
+    assert!(matches!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    ));
+    rule!("state complete + slot confirmed before the copy's consistent point (the database went back in time): drop it, copy again, retract", plan);
+}
+
+#[test]
+fn a_slot_at_the_consistent_point_streams() {
+    let plan = initial(&complete(), Some(&slot("reserved", 0x1A0)));
+    assert_eq!(plan.action, Action::Stream);
+}
+
+#[test]
+fn an_unreserved_slot_streams_with_a_warning() {
+    let plan = initial(&complete(), Some(&slot("unreserved", 0x2B0)));
+    assert_eq!(plan.action, Action::Stream);
+    rule!("state complete + slot unreserved: still streamable, so stream, warning that its WAL is about to go", plan);
+}
+
+#[test]
+fn never_creates_an_absent_slot_with_no_snapshot() {
+    let plan = never(&StateRead::Absent, None);
+    assert_eq!(plan.action, Action::StreamOnly { create_slot: true });
+    rule!(
+        "mode never + slot absent: create it with SNAPSHOT 'nothing', stream; no state file",
+        plan
+    );
+}
+
+#[test]
+fn never_streams_from_a_present_slot_and_ignores_the_state_file() {
+    let plan = never(&complete(), Some(&reserved()));
+    assert_eq!(plan.action, Action::StreamOnly { create_slot: false });
+    rule!("mode never + state file present + slot present: the file is ignored (a trace line says so), stream from the slot", plan);
+}
+
+#[test]
+fn never_ignores_an_unreadable_state_file() {
+    let plan = never(&StateRead::Unreadable(StateError::Empty), None);
+    assert_eq!(plan.action, Action::StreamOnly { create_slot: true });
+    rule!("mode never + state file unreadable: ignored, like every state file in this mode (the trace says it exists)", plan);
+}
+
+#[test]
+fn never_warns_about_an_interrupted_copy_it_ignores() {
+    let plan = never(
+        &StateRead::Present(state(SnapshotPhase::Pending)),
+        Some(&reserved()),
+    );
+    assert_eq!(plan.action, Action::StreamOnly { create_slot: false });
+    rule!("mode never + state pending: ignored, but the partial copy Feldera may hold is warned about", plan);
+}
+
+#[test]
+fn never_refuses_a_lost_slot() {
+    let plan = never(&StateRead::Absent, Some(&slot("lost", 0x2B0)));
+    assert!(matches!(plan.action, Action::Refuse(_)));
+    rule!("mode never + slot lost: refuse with the remedy; never has no copy to repair the missing WAL", plan);
+}
+
+#[test]
+fn inconsistent_fresh_start_copies_before_creating_the_slot() {
+    let plan = plan_startup(
+        &StateRead::Absent,
+        None,
+        &configured(SnapshotMode::Inconsistent, &routes()),
+        SYSTEM,
+    );
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: false,
+            leftovers: Leftovers::IfTargetNotEmpty
+        }
+    );
+    rule!("mode inconsistent + state absent + slot absent: the rules of initial; the trace says the copy runs first and the slot follows", plan);
+}
+
+#[test]
+fn inconsistent_follows_the_rules_of_initial() {
+    let reads = [
+        StateRead::Absent,
+        StateRead::Present(state(SnapshotPhase::Pending)),
+        complete(),
+        complete_with(|file| file.system_id = "1".into()),
+        complete_with(|file| file.slot = "x".into()),
+        StateRead::Unreadable(StateError::Empty),
+    ];
+    let slots = [None, Some(reserved()), Some(slot("lost", 1))];
+    for read in &reads {
+        for slot in &slots {
+            let of = |mode| {
+                plan_startup(read, slot.as_ref(), &configured(mode, &routes()), SYSTEM).action
+            };
+            assert_eq!(
+                of(SnapshotMode::Inconsistent),
+                of(SnapshotMode::Initial),
+                "{read:?} {slot:?}"
+            );
+        }
+    }
+}
+
+// Properties. Inputs come from small alphabets weighted towards "as recorded", so that
+// streaming, every re-snapshot and every refusal all occur; the same check also runs over
+// the whole grid of those alphabets.
+
+const MODES: [SnapshotMode; 3] = [
+    SnapshotMode::Initial,
+    SnapshotMode::Never,
+    SnapshotMode::Inconsistent,
+];
+
+fn other_routes() -> Vec<StateRoute> {
+    let mut other = routes();
+    other[1].target = "items".into();
+    other
+}
+
+/// One recorded file per combination of: same or other system, database, slot,
+/// publication, pipeline and routes; phase; consistent point before, at or after the slot's.
+fn file(same: [bool; 6], complete: bool, point: Option<u64>) -> StateFile {
+    let pick = |same: bool, yes: &str, no: &str| if same { yes } else { no }.to_owned();
+    StateFile {
+        version: FORMAT_VERSION,
+        system_id: pick(same[0], SYSTEM, "7399999999999999999"),
+        database: pick(same[1], "app", "app_old"),
+        slot: pick(same[2], "slotline_shop", "slotline_other"),
+        publication: pick(same[3], "slotline_pub", "old_pub"),
+        pipeline: pick(same[4], "shop", "shop_v1"),
+        routes: if same[5] { routes() } else { other_routes() },
+        phase: if complete {
+            SnapshotPhase::Complete
+        } else {
+            SnapshotPhase::Pending
+        },
+        consistent_point: point.map(Lsn),
+        updated_at: None,
+    }
+}
+
+fn slot_with(wal_status: Option<&str>, confirmed: Option<u64>) -> SlotInfo {
+    SlotInfo {
+        confirmed_flush: confirmed.map(Lsn),
+        wal_status: wal_status.map(str::to_owned),
+        ..reserved()
+    }
+}
+
+fn arb_read() -> impl Strategy<Value = StateRead> {
+    let file = (
+        prop::array::uniform6(prop::bool::weighted(0.8)),
+        any::<bool>(),
+        prop::option::of(prop::sample::select(vec![0x100u64, 0x1A0, 0x300])),
+    )
+        .prop_map(|(same, complete, point)| {
+            // A complete file always has its point (parsing guarantees it).
+            let point = if complete {
+                point.or(Some(0x1A0))
+            } else {
+                point
+            };
+            StateRead::Present(file(same, complete, point))
+        });
+    prop_oneof![
+        1 => Just(StateRead::Absent),
+        1 => Just(StateRead::Unreadable(StateError::Empty)),
+        1 => Just(StateRead::Unreadable(StateError::Read("EIO".into()))),
+        4 => file,
+    ]
+}
+
+fn arb_slot() -> impl Strategy<Value = Option<SlotInfo>> {
+    prop::option::weighted(
+        0.75,
+        (
+            prop::option::of(prop::sample::select(vec![
+                "reserved",
+                "extended",
+                "unreserved",
+                "lost",
+            ])),
+            prop::option::of(prop::sample::select(vec![0x100u64, 0x1A0, 0x2B0])),
+        )
+            .prop_map(|(status, confirmed)| slot_with(status, confirmed)),
+    )
+}
+
+/// The only inputs under which streaming from the slot as it is can be right.
+fn may_stream(read: &StateRead, slot: Option<&SlotInfo>, configured: &Configured<'_>) -> bool {
+    let (StateRead::Present(file), Some(slot)) = (read, slot) else {
+        return false;
+    };
+    let same_routes = file.routes.iter().collect::<BTreeSet<_>>()
+        == configured.routes.iter().collect::<BTreeSet<_>>();
+    file.phase == SnapshotPhase::Complete
+        && file.slot == configured.slot
+        && file.system_id == SYSTEM
+        && file.database == configured.database
+        && file.pipeline == configured.pipeline
+        && same_routes
+        && slot.wal_status.as_deref() != Some("lost")
+        && !matches!((slot.confirmed_flush, file.consistent_point), (Some(c), Some(p)) if c < p)
+}
+
+fn is_lost(slot: Option<&SlotInfo>) -> bool {
+    slot.is_some_and(|s| s.wal_status.as_deref() == Some("lost"))
+}
+
+/// Every invariant of a plan; the name of the action on success (for coverage).
+fn check(
+    mode: SnapshotMode,
+    read: &StateRead,
+    slot: Option<&SlotInfo>,
+) -> Result<&'static str, String> {
+    let routes = routes();
+    let configured = configured(mode, &routes);
+    let plan = plan_startup(read, slot, &configured, SYSTEM);
+    let fail = |why: &str| Err(format!("{why}: {mode:?} {read:?} {slot:?}\n{plan}"));
+    let unreadable = matches!(read, StateRead::Unreadable(_));
+    let seeded = mode != SnapshotMode::Never;
+    if plan.trace.len() < 4 {
+        return fail("every plan explains itself");
+    }
+    if seeded && unreadable && !matches!(plan.action, Action::Refuse(_)) {
+        return fail("an unreadable file is never taken as absent");
+    }
+    if seeded && may_stream(read, slot, &configured) && plan.action != Action::Stream {
+        return fail("a complete copy for this setup with a usable slot streams");
+    }
+    Ok(match &plan.action {
+        Action::Stream if !seeded => return fail("never streams only (StreamOnly)"),
+        Action::Stream if !may_stream(read, slot, &configured) => {
+            return fail("Stream without a complete copy for this setup and a usable slot")
+        }
+        Action::Stream => "stream",
+        Action::StreamOnly { .. } if seeded => return fail("StreamOnly outside mode never"),
+        Action::StreamOnly { create_slot } if *create_slot != slot.is_none() => {
+            return fail("a slot is created exactly when absent")
+        }
+        Action::StreamOnly { .. } => "stream only",
+        Action::Snapshot { .. } if !seeded => return fail("mode never never copies"),
+        Action::Snapshot { drop_slot, .. } if *drop_slot != slot.is_some() => {
+            return fail("a copy drops the slot exactly when one exists")
+        }
+        Action::Snapshot {
+            drop_slot,
+            leftovers,
+        } if (*drop_slot || matches!(read, StateRead::Present(_)))
+            && *leftovers != Leftovers::Retract =>
+        {
+            return fail("a copy after a slot or an earlier state retracts leftovers")
+        }
+        Action::Snapshot { leftovers, .. } if *leftovers == Leftovers::Retract => {
+            if plan.warnings.is_empty() {
+                return fail("a re-snapshot is never silent");
+            }
+            "snapshot, retract"
+        }
+        Action::Snapshot { .. } => "snapshot, if target not empty",
+        Action::Refuse(_) if !seeded && !is_lost(slot) => {
+            return fail("mode never refuses only a lost slot")
+        }
+        Action::Refuse(_) if !seeded => "refuse lost slot",
+        Action::Refuse(_) => {
+            let foreign = matches!(read, StateRead::Present(file) if file.slot != configured.slot);
+            if !unreadable && !foreign {
+                return fail("initial refuses only an unreadable or foreign file");
+            }
+            "refuse file"
+        }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn plans_keep_the_startup_invariants(
+        mode in prop::sample::select(MODES.to_vec()),
+        read in arb_read(),
+        slot in arb_slot(),
+    ) {
+        check(mode, &read, slot.as_ref()).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn never_decides_from_the_slot_alone(read in arb_read(), slot in arb_slot()) {
+        let plan = never(&read, slot.as_ref());
+        let without_state = never(&StateRead::Absent, slot.as_ref());
+        prop_assert_eq!(plan.action, without_state.action);
+    }
+}
+
+#[test]
+fn every_input_of_the_grid_keeps_the_invariants_and_every_action_occurs() {
+    let mut reads = vec![StateRead::Absent, StateRead::Unreadable(StateError::Empty)];
+    for bits in 0..64u8 {
+        let same = std::array::from_fn(|i| bits & (1 << i) != 0);
+        for point in [None, Some(0x100), Some(0x1A0), Some(0x300)] {
+            reads.push(StateRead::Present(file(same, false, point)));
+            if point.is_some() {
+                reads.push(StateRead::Present(file(same, true, point)));
+            }
+        }
+    }
+    let mut slots = vec![None];
+    for status in [None, Some("reserved"), Some("unreserved"), Some("lost")] {
+        for confirmed in [None, Some(0x100), Some(0x1A0), Some(0x2B0)] {
+            slots.push(Some(slot_with(status, confirmed)));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for mode in MODES {
+        for read in &reads {
+            for slot in &slots {
+                seen.insert(check(mode, read, slot.as_ref()).unwrap_or_else(|e| panic!("{e}")));
+            }
+        }
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        [
+            "refuse file",
+            "refuse lost slot",
+            "snapshot, if target not empty",
+            "snapshot, retract",
+            "stream",
+            "stream only",
+        ]
+    );
+}
