@@ -98,6 +98,13 @@ pub struct Cli {
     /// Directory of <slot>.state.json
     #[arg(long, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
     pub state_dir: Option<String>,
+    /// Connections copying tables in parallel during a snapshot (1 to 64; never more than
+    /// the work)
+    #[arg(long, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
+    pub snapshot_workers: Option<String>,
+    /// Keys read from Feldera per page when retracting rows a copy does not carry
+    #[arg(long, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
+    pub retract_page_rows: Option<String>,
     /// Flush a batch at this many rows
     #[arg(long, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
     pub batch_max_rows: Option<String>,

@@ -137,6 +137,10 @@ pub struct Config {
     pub completion_timeout_ms: u64,
     pub snapshot_mode: SnapshotMode,
     pub state_dir: String,
+    /// Connections copying tables in parallel during a snapshot (never more than the work).
+    pub snapshot_workers: u64,
+    /// Keys asked of Feldera per page when retracting leftovers.
+    pub retract_page_rows: u64,
     pub batch_max_rows: u64,
     pub batch_max_bytes: u64,
     pub batch_linger_ms: u64,
@@ -203,6 +207,8 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("FELDERA_COMPLETION_TIMEOUT_MS", Some("60000")),
     ("SNAPSHOT_MODE", Some("initial")),
     ("STATE_DIR", Some("./slotline-state")),
+    ("SNAPSHOT_WORKERS", Some("4")),
+    ("RETRACT_PAGE_ROWS", Some("10000")),
     ("BATCH_MAX_ROWS", Some("10000")),
     ("BATCH_MAX_BYTES", Some("4194304")),
     ("BATCH_LINGER_MS", Some("50")),
@@ -308,6 +314,8 @@ impl Config {
                 ],
             )?,
             state_dir: pairs.get_or_default("STATE_DIR").to_owned(),
+            snapshot_workers: parse_u64_in(&pairs, "SNAPSHOT_WORKERS", 1, 64)?,
+            retract_page_rows: parse_u64_in(&pairs, "RETRACT_PAGE_ROWS", 1, 1_000_000)?,
             batch_max_rows: parse_u64_in(&pairs, "BATCH_MAX_ROWS", 1, 10_000_000)?,
             batch_max_bytes: parse_u64_in(&pairs, "BATCH_MAX_BYTES", 1024, 1 << 30)?,
             batch_linger_ms: parse_u64_in(&pairs, "BATCH_LINGER_MS", 0, 3_600_000)?,
