@@ -207,6 +207,21 @@ fn crash_injection_is_parsed() {
 }
 
 #[test]
+fn snapshot_workers_and_retract_page_rows_default_and_bounds() {
+    let c = with(&[]).unwrap();
+    assert_eq!((c.snapshot_workers, c.retract_page_rows), (4, 10_000));
+    let c = with(&[("SNAPSHOT_WORKERS", "64"), ("RETRACT_PAGE_ROWS", "1")]).unwrap();
+    assert_eq!((c.snapshot_workers, c.retract_page_rows), (64, 1));
+    let c = with(&[("SNAPSHOT_WORKERS", "1"), ("RETRACT_PAGE_ROWS", "1000000")]).unwrap();
+    assert_eq!((c.snapshot_workers, c.retract_page_rows), (1, 1_000_000));
+    insta::assert_snapshot!(error(&[("SNAPSHOT_WORKERS", "0")]), @r#"SNAPSHOT_WORKERS="0" is invalid: a whole number from 1 to 64"#);
+    insta::assert_snapshot!(error(&[("SNAPSHOT_WORKERS", "65")]), @r#"SNAPSHOT_WORKERS="65" is invalid: a whole number from 1 to 64"#);
+    insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "0")]), @r#"RETRACT_PAGE_ROWS="0" is invalid: a whole number from 1 to 1000000"#);
+    insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "1000001")]), @r#"RETRACT_PAGE_ROWS="1000001" is invalid: a whole number from 1 to 1000000"#);
+    insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "10k")]), @r#"RETRACT_PAGE_ROWS="10k" is invalid: a whole number from 1 to 1000000"#);
+}
+
+#[test]
 fn default_slot_name_is_a_valid_slot_name() {
     let long: &'static str = "P".repeat(100).leak();
     let c = with(&[("FELDERA_PIPELINE", long)]).unwrap();

@@ -14,4 +14,7 @@ pub mod sql;
 pub mod state;
 
 pub use plan::{plan_startup, Action, Configured, Leftovers, Plan, StateRead};
-pub use state::{state_path, SnapshotPhase, StateError, StateFile, StateRoute};
+pub use state::{
+    rfc3339_utc, state_path, SlotNameError, SnapshotPhase, StateError, StateFile, StateRoute,
+    FORMAT_VERSION,
+};
