@@ -16,6 +16,9 @@ use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 use std::fmt;
 
+/// Most column names an error quotes from a hostile answer.
+const MAX_NAMES_SHOWN: usize = 8;
+
 /// A retraction answer that cannot be trusted. Always fatal to the retraction that asked:
 /// nothing may be concluded from it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,7 +164,11 @@ fn read_key(
     if !exact {
         return Err(ReadError::Columns {
             row,
-            found: values.keys().map(|k| excerpt(k)).collect(),
+            found: values
+                .keys()
+                .take(MAX_NAMES_SHOWN)
+                .map(|k| excerpt(k))
+                .collect(),
             expected: aliases.to_vec(),
         });
     }
@@ -196,6 +203,7 @@ pub fn read_count(rows: &[Map<String, Value>]) -> Result<u64, ReadError> {
         _ => problem(format!(
             "has columns [{}]",
             row.keys()
+                .take(MAX_NAMES_SHOWN)
                 .map(|k| excerpt(k))
                 .collect::<Vec<_>>()
                 .join(", ")

@@ -13,9 +13,10 @@
 //!
 //! Module map (one job each): `schema` (relations, name matching), `temporal`/`value`/
 //! `convert` (typed values and their JSON forms), `row`/`ingress` (events and bodies),
-//! `table` (keyed upsert and multiset semantics), `state` (incarnation, completion queue,
-//! transactions, restart), `token`, `faults`, `log`, `api` (`/v0`), `control`
-//! (`/control`), `shared`, `server`. This file is the public handle only.
+//! `query_parse`/`query` (the ad-hoc SQL subset), `table` (keyed upsert and multiset
+//! semantics), `state` (incarnation, completion queue, transactions, restart), `token`,
+//! `faults`, `log`, `api` (`/v0`), `control` (`/control`), `shared`, `server`. This file
+//! is the public handle only.
 
 mod api;
 mod control;
@@ -25,6 +26,7 @@ mod faults;
 mod ingress;
 mod log;
 mod query;
+mod query_parse;
 mod row;
 mod schema;
 mod server;

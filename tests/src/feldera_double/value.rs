@@ -1,6 +1,8 @@
 //! Typed SQL values held in the double's tables, and their two JSON encodings: the ingress
 //! form (what a client sends, used for inspection) and Feldera's ad-hoc query form
-//! (timestamps with `T`, binary as hex, decimals as numbers).
+//! (timestamps with `T` and fractions of 3, 6 or 9 digits, TIMESTAMP_TZ in UTC with `Z`,
+//! binary as hex, decimals as numbers with their scale digits), plus the text a
+//! `CAST(.. AS VARCHAR)` gives.
 //!
 //! Owns: the value model and its printing. Never parses client JSON (see `convert`).
 
@@ -9,7 +11,10 @@ use std::cmp::Ordering;
 use serde_json::Value as Json;
 
 use super::schema::{ColumnType, TypeKind};
-use super::temporal::{format_date, format_time, format_timestamp, Date, Time};
+use super::temporal::{
+    format_date, format_time, format_time_query, format_timestamp, format_timestamp_query,
+    format_timestamp_tz_query, parse_timestamp_tz, Date, Time,
+};
 
 /// A value of some column type. Ordered so rows can key `BTreeMap`s deterministically.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -128,7 +133,9 @@ pub fn to_query_json(v: &Value, ct: &ColumnType) -> String {
     match v {
         Value::Decimal(d) => d.to_text(),
         Value::Bytes(b) => Json::String(b.iter().map(|x| format!("{x:02x}")).collect()).to_string(),
-        Value::Timestamp(d, t) => Json::String(format_timestamp(d, t, 'T')).to_string(),
+        Value::Time(t) => Json::String(format_time_query(t)).to_string(),
+        Value::Timestamp(d, t) => Json::String(format_timestamp_query(d, t)).to_string(),
+        Value::TimestampTz(text) => Json::String(timestamp_tz_query_text(text)).to_string(),
         // Arrow has no VARIANT type: the value travels as its JSON text in a string.
         Value::Variant(text) => Json::String(text.clone()).to_string(),
         Value::Array(items) => {
@@ -161,6 +168,36 @@ pub fn to_query_json(v: &Value, ct: &ColumnType) -> String {
             format!("{{{}}}", inner.join(","))
         }
         other => to_ingress_json(other, ct).to_string(),
+    }
+}
+
+/// A TIMESTAMP_TZ as the query engine prints it (UTC, `Z`); text the double cannot read
+/// as RFC 3339 is shown as it was sent.
+fn timestamp_tz_query_text(text: &str) -> String {
+    match parse_timestamp_tz(text) {
+        Ok((d, t)) => format_timestamp_tz_query(&d, &t),
+        Err(_) => text.to_owned(),
+    }
+}
+
+/// The text `CAST(value AS VARCHAR)` gives in an ad-hoc query: what the query encoding
+/// prints, without JSON quotes. `None` for NULL; an error for values the double does not
+/// cast (binary, floats and structured values).
+pub fn to_query_text(v: &Value, ct: &ColumnType) -> Result<Option<String>, String> {
+    match v {
+        Value::Null => Ok(None),
+        Value::Bytes(_) | Value::Float(_) => Err(
+            "the double casts only integer, boolean, decimal, text and date-time columns to VARCHAR"
+                .to_owned(),
+        ),
+        Value::Variant(_) | Value::Array(_) | Value::Map(_) | Value::Struct(_) => Err(
+            "the double casts only integer, boolean, decimal, text and date-time columns to VARCHAR"
+                .to_owned(),
+        ),
+        other => Ok(Some(match serde_json::from_str(&to_query_json(other, ct)) {
+            Ok(Json::String(s)) => s,
+            _ => to_query_json(other, ct),
+        })),
     }
 }
 
@@ -243,5 +280,37 @@ mod tests {
             "\"2024-01-02T03:04:05\""
         );
         assert_eq!(to_query_json(&Value::Null, &ct), "null");
+        let t = Time {
+            nanos: 120_000_000,
+            ..t
+        };
+        assert_eq!(
+            to_query_json(&Value::Timestamp(d, t), &ct),
+            "\"2024-01-02T03:04:05.120\"",
+            "fractions in groups of three digits"
+        );
+        assert_eq!(to_query_json(&Value::Time(t), &ct), "\"03:04:05.120\"");
+        assert_eq!(
+            to_query_json(
+                &Value::TimestampTz("2024-01-02T05:04:05.5+02:00".into()),
+                &ct
+            ),
+            "\"2024-01-02T03:04:05.500Z\""
+        );
+    }
+
+    #[test]
+    fn cast_to_varchar_gives_the_query_text_unquoted() {
+        let ct = ColumnType::varchar();
+        let text = |v: Value| to_query_text(&v, &ct);
+        let d = Decimal {
+            unscaled: -5,
+            scale: 2,
+        };
+        assert_eq!(text(Value::Decimal(d)), Ok(Some("-0.05".to_owned())));
+        assert_eq!(text(Value::Int(7)), Ok(Some("7".to_owned())));
+        assert_eq!(text(Value::Str("a'b".into())), Ok(Some("a'b".to_owned())));
+        assert_eq!(text(Value::Null), Ok(None));
+        assert!(text(Value::Bytes(vec![1])).is_err());
     }
 }
