@@ -50,6 +50,8 @@ pub struct Setup {
     pub crash: u8,
     pub crash_after: u8,
     pub completion_timeout: u8,
+    /// `BATCH_MAX_BYTES` at its floor (1024), so batches are also cut by size.
+    pub small_batches: bool,
     /// Seed of the backoff jitter.
     pub seed: u8,
 }
@@ -91,6 +93,7 @@ impl Setup {
             crash: c & 7,
             crash_after: (c >> 3) & 3,
             completion_timeout: (c >> 5) & 3,
+            small_batches: c & 0x80 != 0,
             seed,
         }
     }
@@ -107,7 +110,10 @@ impl Setup {
         );
         out.push((self.max_rows & 7) | (self.linger & 7) << 3 | (self.no_progress & 3) << 6);
         out.push(
-            (self.crash & 7) | (self.crash_after & 3) << 3 | (self.completion_timeout & 3) << 5,
+            (self.crash & 7)
+                | (self.crash_after & 3) << 3
+                | (self.completion_timeout & 3) << 5
+                | u8::from(self.small_batches) << 7,
         );
         out.push(self.seed);
     }
@@ -150,6 +156,9 @@ impl Setup {
                 pick(&SHUTDOWN_CONFIRM_MS, self.shutdown_confirm).to_owned(),
             ),
         ];
+        if self.small_batches {
+            pairs.push(("BATCH_MAX_BYTES", "1024".to_owned()));
+        }
         if let Some(point) = pick(&CRASH_AT, self.crash) {
             pairs.push(("CRASH_AT", point.to_owned()));
             pairs.push(("CRASH_AFTER_BATCHES", (1 + self.crash_after).to_string()));
@@ -289,6 +298,7 @@ mod tests {
             crash: 3,
             crash_after: 1,
             completion_timeout: 2,
+            small_batches: true,
             seed: 77,
             ..Setup::default()
         };

@@ -69,6 +69,8 @@ pub struct PipelineRun {
     pub reported_flush: Lsn,
     /// Bodies Feldera made durable.
     pub durable_batches: u32,
+    /// Times the pipeline paused reading (backpressure or a stop).
+    pub pauses: u32,
     pub exit: Option<i32>,
 }
 
@@ -289,6 +291,7 @@ impl Harness {
             Command::PgPauseRead { conn } => {
                 self.assert_open(conn, "PgPauseRead");
                 self.pg.set_paused(conn, true);
+                self.run.pauses += 1;
             }
             Command::PgResumeRead { conn } => {
                 self.assert_open(conn, "PgResumeRead");

@@ -124,6 +124,28 @@ fn seeds() -> Vec<Seed> {
             reached: |run| run.durable_batches >= 3 && run.reported_flush > START,
         },
         Seed {
+            // Batches cut by size (BATCH_MAX_BYTES=1024) while one is in flight: reading
+            // pauses until the batch is durable.
+            name: "hand-bytes-backpressure",
+            setup: Setup {
+                small_batches: true,
+                max_rows: 7,
+                linger: 4,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                vec![Tx(vec![0, 1, 0, 1, 0]); 30],
+                vec![Deliver(0), Deliver(0), GOOD, GOOD, GOOD, GOOD],
+                vec![Deliver(0), GOOD, GOOD, GOOD, GOOD, TickAtDeadline(0)],
+                vec![GOOD, GOOD, GOOD, GOOD],
+            ]
+            .concat(),
+            reached: |run| {
+                run.durable_batches >= 4 && run.pauses >= 1 && run.reported_flush > START
+            },
+        },
+        Seed {
             // A transient ingress failure, a polled completion, a restarted pipeline, and
             // finally a damaged pgoutput message.
             name: "hand-faults",
