@@ -71,6 +71,46 @@ fn conn_machine_seeds_replay_cleanly() {
     replay("conn_machine", fuzzing::conn_machine, 5);
 }
 
+#[test]
+fn pipeline_seeds_replay_cleanly() {
+    replay("pipeline", fuzzing::pipeline, 10);
+}
+
+/// The hand-written pipeline seeds drive the whole machine past startup: every one streams,
+/// and together they acknowledge, reconnect, stop, crash and give up.
+#[test]
+fn pipeline_seeds_reach_streaming_and_acknowledgements() {
+    let runs: Vec<(String, fuzzing::PipelineRun)> = seeds("pipeline")
+        .iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("hand-"))
+        })
+        .map(|path| {
+            let data = std::fs::read(path).expect("read seed");
+            (path.display().to_string(), fuzzing::run_pipeline(&data))
+        })
+        .collect();
+    for (path, run) in &runs {
+        assert!(run.streams >= 1, "{path} never streams: {run:?}");
+    }
+    let acknowledged = runs.iter().filter(|(_, r)| r.status_updates > 0).count();
+    assert!(
+        acknowledged >= 8,
+        "only {acknowledged} seeds report a flush: {runs:#?}"
+    );
+    assert!(
+        runs.iter().any(|(_, r)| r.streams >= 3),
+        "no seed reconnects twice"
+    );
+    for code in [0, 1, 69, 70] {
+        assert!(
+            runs.iter().any(|(_, r)| r.exit == Some(code)),
+            "no seed exits {code}"
+        );
+    }
+}
+
 /// The framed-stream seeds are real streams: the harness must get all the way to pgoutput
 /// on them, not bounce off at the framing layer. A capture seed frames without error.
 #[test]

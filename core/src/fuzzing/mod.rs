@@ -3,8 +3,9 @@
 //!
 //! Each harness is total: any input returns normally. A panic means a decoder broke its
 //! contract (panicked, or violated a property asserted here), which is what the fuzzer
-//! looks for. This module owns only the glue between decoders; it decides nothing about a
-//! stream and never touches I/O.
+//! looks for. This module owns only the glue between decoders, and (in `pipeline`) a fake
+//! world around the whole `Pipeline`; it decides nothing about a stream and never touches
+//! I/O.
 
 use std::fmt::Write as _;
 
@@ -15,6 +16,9 @@ use crate::contract::{ColumnType, SqlType};
 use crate::pgoutput::{self, Message, Relation, RelationCache, Tuple};
 use crate::value::{self, oid, ValuePlan};
 use crate::wire::{BackendMessage, Frame, Framer, ReplicationMessage};
+
+mod pipeline;
+pub use pipeline::{pipeline, run_pipeline, PipelineRun};
 
 /// Frame cap for the framed-stream harness: real frames in the seeds are far smaller, and a
 /// small cap keeps the fuzzer from spending its time growing buffers toward 1 GiB.
@@ -430,6 +434,7 @@ mod tests {
             value_text(data);
             feldera_responses(data);
             conn_machine(data);
+            pipeline(data);
         }
     }
 

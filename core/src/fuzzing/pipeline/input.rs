@@ -1,0 +1,363 @@
+//! The fuzz input of the pipeline target: a four-byte setup, then events, each an opcode
+//! byte followed by its argument bytes. Every byte string decodes (missing bytes read as
+//! zero), and `encode` writes the same layout, so the hand-written seeds are built from
+//! events rather than typed as hex.
+
+/// Reads bytes, zero past the end.
+#[derive(Debug)]
+pub(super) struct Cursor<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(super) fn new(data: &'a [u8]) -> Cursor<'a> {
+        Cursor { data, at: 0 }
+    }
+
+    pub(super) fn more(&self) -> bool {
+        self.at < self.data.len()
+    }
+
+    fn byte(&mut self) -> u8 {
+        let byte = self.data.get(self.at).copied().unwrap_or(0);
+        self.at += 1;
+        byte
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.byte()).collect()
+    }
+}
+
+/// The configuration and the fake servers' starting state, each field an index into the
+/// tables below (out-of-range indices wrap), packed into four bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Setup {
+    /// `FELDERA_ACK_MODE=accepted` instead of `completed`.
+    pub accepted: bool,
+    /// The slot does not exist yet: the first session creates it.
+    pub create_slot: bool,
+    /// PostgreSQL's startup and catalog answers wait for `Deliver` events like the stream.
+    pub slow_pg: bool,
+    /// The first startup finds the slot still held by another process.
+    pub slot_busy: bool,
+    pub wal_sender_timeout: u8,
+    pub shutdown_confirm: u8,
+    pub max_rows: u8,
+    pub linger: u8,
+    pub no_progress: u8,
+    pub crash: u8,
+    pub crash_after: u8,
+    pub completion_timeout: u8,
+    /// `BATCH_MAX_BYTES` at its floor (1024), so batches are also cut by size.
+    pub small_batches: bool,
+    /// Seed of the backoff jitter.
+    pub seed: u8,
+}
+
+const WAL_SENDER_TIMEOUT: [&str; 4] = ["60s", "1s", "0", "5s"];
+const SHUTDOWN_CONFIRM_MS: [&str; 4] = ["5000", "0", "300", "1000"];
+const BATCH_MAX_ROWS: [&str; 8] = ["3", "1", "2", "5", "8", "100", "4", "10000"];
+const BATCH_LINGER_MS: [&str; 8] = ["10", "0", "1", "50", "200", "0", "30", "5"];
+const NO_PROGRESS_TIMEOUT_SECS: [&str; 4] = ["300", "2", "10", "60"];
+const CRASH_AT: [Option<&str>; 8] = [
+    None,
+    Some("before_send"),
+    Some("after_send"),
+    Some("after_complete"),
+    Some("after_ack"),
+    None,
+    None,
+    None,
+];
+const COMPLETION_TIMEOUT_MS: [&str; 4] = ["60000", "100", "1000", "5000"];
+
+fn pick<T: Copy>(table: &[T], index: u8) -> T {
+    table[usize::from(index) % table.len()]
+}
+
+impl Setup {
+    pub(super) fn read(input: &mut Cursor<'_>) -> Setup {
+        let [a, b, c, seed] = [input.byte(), input.byte(), input.byte(), input.byte()];
+        Setup {
+            accepted: a & 1 != 0,
+            create_slot: a & 2 != 0,
+            slow_pg: a & 4 != 0,
+            slot_busy: a & 8 != 0,
+            wal_sender_timeout: (a >> 4) & 3,
+            shutdown_confirm: a >> 6,
+            max_rows: b & 7,
+            linger: (b >> 3) & 7,
+            no_progress: b >> 6,
+            crash: c & 7,
+            crash_after: (c >> 3) & 3,
+            completion_timeout: (c >> 5) & 3,
+            small_batches: c & 0x80 != 0,
+            seed,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(
+            u8::from(self.accepted)
+                | u8::from(self.create_slot) << 1
+                | u8::from(self.slow_pg) << 2
+                | u8::from(self.slot_busy) << 3
+                | (self.wal_sender_timeout & 3) << 4
+                | (self.shutdown_confirm & 3) << 6,
+        );
+        out.push((self.max_rows & 7) | (self.linger & 7) << 3 | (self.no_progress & 3) << 6);
+        out.push(
+            (self.crash & 7)
+                | (self.crash_after & 3) << 3
+                | (self.completion_timeout & 3) << 5
+                | u8::from(self.small_batches) << 7,
+        );
+        out.push(self.seed);
+    }
+
+    pub(super) fn wal_sender_timeout(&self) -> &'static str {
+        pick(&WAL_SENDER_TIMEOUT, self.wal_sender_timeout)
+    }
+
+    pub(super) fn crash_configured(&self) -> bool {
+        pick(&CRASH_AT, self.crash).is_some()
+    }
+
+    /// The configuration variables this setup stands for (on top of the fixed ones).
+    pub(super) fn variables(&self) -> Vec<(&'static str, String)> {
+        let mode = if self.accepted {
+            "accepted"
+        } else {
+            "completed"
+        };
+        let mut pairs = vec![
+            ("FELDERA_ACK_MODE", mode.to_owned()),
+            (
+                "BATCH_MAX_ROWS",
+                pick(&BATCH_MAX_ROWS, self.max_rows).to_owned(),
+            ),
+            (
+                "BATCH_LINGER_MS",
+                pick(&BATCH_LINGER_MS, self.linger).to_owned(),
+            ),
+            (
+                "NO_PROGRESS_TIMEOUT_SECS",
+                pick(&NO_PROGRESS_TIMEOUT_SECS, self.no_progress).to_owned(),
+            ),
+            (
+                "FELDERA_COMPLETION_TIMEOUT_MS",
+                pick(&COMPLETION_TIMEOUT_MS, self.completion_timeout).to_owned(),
+            ),
+            (
+                "SHUTDOWN_CONFIRM_MS",
+                pick(&SHUTDOWN_CONFIRM_MS, self.shutdown_confirm).to_owned(),
+            ),
+        ];
+        if self.small_batches {
+            pairs.push(("BATCH_MAX_BYTES", "1024".to_owned()));
+        }
+        if let Some(point) = pick(&CRASH_AT, self.crash) {
+            pairs.push(("CRASH_AT", point.to_owned()));
+            pairs.push(("CRASH_AFTER_BATCHES", (1 + self.crash_after).to_string()));
+        }
+        pairs
+    }
+}
+
+/// One step of the world. Arguments are kept as the raw bytes the input carried; the
+/// harness gives them meaning (see each variant).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// PostgreSQL commits a transaction with one change per byte (at most five): bits 0-2
+    /// the kind (see `pg::Change`), bit 3 a keepalive inside the transaction right after
+    /// this change, bits 4-7 which existing row an update or delete picks.
+    Tx(Vec<u8>),
+    /// Up to this many bytes of the replication connection arrive (0: all that wait).
+    Deliver(u8),
+    /// The server's WAL moves on by `8 * (arg >> 1)` bytes (unpublished tables) and a
+    /// keepalive reports it; bit 0 asks for a reply.
+    Keepalive(u8),
+    /// A frame no healthy stream contains: `kind` picks the damage, `tag` a tag byte,
+    /// `body` (at most 31 bytes) its contents.
+    Corrupt { kind: u8, tag: u8, body: Vec<u8> },
+    /// One waiting HTTP request (`pick` modulo how many wait) gets an answer of `class`.
+    Answer { pick: u8, class: u8 },
+    /// Time moves to the next deadline plus this many milliseconds, and a tick comes.
+    TickAtDeadline(u8),
+    /// Time moves on by `arg * arg` milliseconds (0 too), and a tick comes.
+    Tick(u8),
+    /// A connection breaks: bit 0 the stop's control connection instead of the session's,
+    /// bit 1 the server never read the last status update, bit 2 the slot stays held a
+    /// little while, bit 3 a clean end of stream instead of an error.
+    Disconnect(u8),
+    /// SIGTERM.
+    Shutdown,
+    /// The server ends the stream: CopyDone, or with bit 0 an ErrorResponse and EOF.
+    ServerEnds(u8),
+    /// The next `arg % 4` connection attempts are refused.
+    RefuseConnects(u8),
+}
+
+/// Events per opcode: the opcode byte is taken modulo this.
+const OPCODES: u8 = 11;
+/// Most changes in one transaction, and most body bytes of a corrupt frame.
+pub(super) const MAX_CHANGES: usize = 5;
+const MAX_CORRUPT_BODY: u8 = 31;
+
+impl Event {
+    pub(super) fn read(input: &mut Cursor<'_>) -> Event {
+        match input.byte() % OPCODES {
+            0 => {
+                let n = usize::from(input.byte()) % (MAX_CHANGES + 1);
+                Event::Tx(input.bytes(n))
+            }
+            1 => Event::Deliver(input.byte()),
+            2 => Event::Keepalive(input.byte()),
+            3 => {
+                let (kind, tag) = (input.byte(), input.byte());
+                let n = input.byte() % (MAX_CORRUPT_BODY + 1);
+                Event::Corrupt {
+                    kind,
+                    tag,
+                    body: input.bytes(usize::from(n)),
+                }
+            }
+            4 => Event::Answer {
+                pick: input.byte(),
+                class: input.byte(),
+            },
+            5 => Event::TickAtDeadline(input.byte()),
+            6 => Event::Tick(input.byte()),
+            7 => Event::Disconnect(input.byte()),
+            8 => Event::Shutdown,
+            9 => Event::ServerEnds(input.byte()),
+            _ => Event::RefuseConnects(input.byte()),
+        }
+    }
+
+    #[cfg(test)]
+    /// Writes the event so that `read` gives it back (a transaction of more than
+    /// `MAX_CHANGES` changes, or a longer corrupt body, is cut).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let (opcode, args): (u8, Vec<u8>) = match self {
+            Event::Tx(changes) => {
+                let kept = &changes[..changes.len().min(MAX_CHANGES)];
+                let mut args = vec![kept.len() as u8];
+                args.extend_from_slice(kept);
+                (0, args)
+            }
+            Event::Deliver(n) => (1, vec![*n]),
+            Event::Keepalive(arg) => (2, vec![*arg]),
+            Event::Corrupt { kind, tag, body } => {
+                let kept = &body[..body.len().min(usize::from(MAX_CORRUPT_BODY))];
+                let mut args = vec![*kind, *tag, kept.len() as u8];
+                args.extend_from_slice(kept);
+                (3, args)
+            }
+            Event::Answer { pick, class } => (4, vec![*pick, *class]),
+            Event::TickAtDeadline(ms) => (5, vec![*ms]),
+            Event::Tick(arg) => (6, vec![*arg]),
+            Event::Disconnect(flags) => (7, vec![*flags]),
+            Event::Shutdown => (8, Vec::new()),
+            Event::ServerEnds(arg) => (9, vec![*arg]),
+            Event::RefuseConnects(n) => (10, vec![*n]),
+        };
+        out.push(opcode);
+        out.extend(args);
+    }
+}
+
+/// A whole input: the setup, then the events.
+#[cfg(test)]
+pub fn encode(setup: &Setup, events: &[Event]) -> Vec<u8> {
+    let mut out = Vec::new();
+    setup.encode(&mut out);
+    for event in events {
+        event.encode(&mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_and_events_read_back_what_encode_wrote() {
+        let setup = Setup {
+            accepted: true,
+            slow_pg: true,
+            wal_sender_timeout: 2,
+            shutdown_confirm: 3,
+            max_rows: 5,
+            linger: 1,
+            no_progress: 2,
+            crash: 3,
+            crash_after: 1,
+            completion_timeout: 2,
+            small_batches: true,
+            seed: 77,
+            ..Setup::default()
+        };
+        let events = vec![
+            Event::Tx(vec![0, 9, 0x42]),
+            Event::Tx(Vec::new()),
+            Event::Deliver(0),
+            Event::Keepalive(5),
+            Event::Corrupt {
+                kind: 2,
+                tag: 3,
+                body: b"xyz".to_vec(),
+            },
+            Event::Answer {
+                pick: 1,
+                class: 200,
+            },
+            Event::TickAtDeadline(4),
+            Event::Tick(9),
+            Event::Disconnect(6),
+            Event::Shutdown,
+            Event::ServerEnds(1),
+            Event::RefuseConnects(2),
+        ];
+        let bytes = encode(&setup, &events);
+        let mut input = Cursor::new(&bytes);
+        assert_eq!(Setup::read(&mut input), setup);
+        let mut read = Vec::new();
+        while input.more() {
+            read.push(Event::read(&mut input));
+        }
+        assert_eq!(read, events);
+    }
+
+    #[test]
+    fn short_input_reads_zeros() {
+        let mut input = Cursor::new(&[0x03]);
+        let setup = Setup::read(&mut input);
+        assert!(setup.accepted && setup.create_slot && !setup.slow_pg);
+        assert_eq!(setup.seed, 0);
+        assert!(!input.more());
+        assert_eq!(Event::read(&mut input), Event::Tx(Vec::new()));
+    }
+
+    #[test]
+    fn every_setup_is_a_valid_configuration() {
+        for a in [0u8, 0xff] {
+            for b in 0..=255u8 {
+                let setup = Setup::read(&mut Cursor::new(&[a, b, b, 0]));
+                let mut pairs = setup.variables();
+                pairs.extend(
+                    super::super::FIXED
+                        .iter()
+                        .map(|(k, v)| (*k, (*v).to_owned())),
+                );
+                if let Err(e) = crate::config::Config::from_pairs(pairs) {
+                    panic!("{setup:?}: {e}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,799 @@
+//! The fake PostgreSQL of the pipeline target: two published tables, a WAL of committed
+//! transactions, one logical slot, and a connection table.
+//!
+//! It reads what the pipeline writes as a server would (startup message, simple queries,
+//! CopyData status updates) and answers startup and catalog questions so that sessions
+//! reach streaming. The slot is modelled as PostgreSQL keeps it: its confirmed position is
+//! the highest flush a status update reported, and `START_REPLICATION` sends every
+//! transaction that ends after it, each in its own session with its Relation messages sent
+//! again. Server bytes wait in a per-connection queue until the harness delivers them, so
+//! they reach the pipeline in whatever chunks the fuzz input chooses, and never while the
+//! pipeline has paused reading.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+
+use crate::io::ConnId;
+use crate::pgoutput::{encode, OldKind, Relation};
+use crate::startup::catalog;
+use crate::time::PgTime;
+use crate::wire::backend::{
+    Authentication, BackendKeyData, BackendMessage, CopyResponse, DataRow, FieldDescription,
+    RowDescription, TransactionStatus,
+};
+use crate::wire::testing::{
+    decode_status_update, encode_backend, frame, pg_error, replication_frame,
+};
+use crate::wire::{PrimaryKeepalive, ReplicationMessage, XLogData};
+use crate::Lsn;
+
+pub(super) const USERS: u32 = 16384;
+pub(super) const ITEMS: u32 = 16390;
+/// Where the WAL (and an existing slot) stands when a run starts.
+pub(super) const START: Lsn = Lsn(0x10_0000);
+/// Distance between consecutive WAL records of a transaction, and between transactions.
+const RECORD: u64 = 0x30;
+
+/// The session settings the server reports at startup (what the pipeline pinned).
+const REPORTED: [(&str, &str); 4] = [
+    ("DateStyle", "ISO, MDY"),
+    ("TimeZone", "UTC"),
+    ("IntervalStyle", "postgres"),
+    ("client_encoding", "UTF8"),
+];
+
+/// A column: name, type oid, part of the key.
+type Column = (&'static str, u32, bool);
+
+/// The published tables: oid, name, columns.
+const TABLES: [(u32, &str, [Column; 2]); 2] = [
+    (USERS, "users", [("id", 20, true), ("name", 25, false)]),
+    (ITEMS, "items", [("sku", 25, true), ("qty", 23, false)]),
+];
+
+/// The Relation message of a table: what the catalog answer describes.
+fn relation(oid: u32) -> Relation {
+    let rows = TABLES
+        .iter()
+        .find(|(o, ..)| *o == oid)
+        .map_or_else(Vec::new, |(_, name, _)| {
+            column_rows(&format!("\"{name}\"'::regclass"))
+        });
+    let borrowed: Vec<Vec<Option<&str>>> = rows
+        .iter()
+        .map(|row| row.iter().map(Option::as_deref).collect())
+        .collect();
+    let views: Vec<&[Option<&str>]> = borrowed.iter().map(Vec::as_slice).collect();
+    match catalog::parse_relation(&views) {
+        Ok(relation) => relation,
+        Err(e) => panic!("the fake catalog describes table {oid} badly: {e}"),
+    }
+}
+
+/// What one change of a transaction does (the low three bits of its byte).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Change {
+    InsertUser,
+    InsertItem,
+    /// A new name for an existing user (the key stays).
+    UpdateUser,
+    /// An existing user gets a new id: PostgreSQL sends the old key with the update.
+    UpdateUserKey,
+    DeleteUser,
+}
+
+impl Change {
+    fn of(byte: u8) -> Change {
+        match byte & 7 {
+            1 | 6 => Change::InsertItem,
+            2 => Change::UpdateUser,
+            3 => Change::UpdateUserKey,
+            4 => Change::DeleteUser,
+            _ => Change::InsertUser,
+        }
+    }
+}
+
+/// What a stream frame means to the model once the pipeline has all of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mark {
+    Plain,
+    Begin,
+    /// A commit: the pipeline may now acknowledge this end position.
+    Commit(Lsn),
+    /// A keepalive between transactions: the pipeline may acknowledge it when idle.
+    Idle(Lsn),
+}
+
+/// A WAL message of a transaction, in stream order.
+#[derive(Debug)]
+enum Piece {
+    Message {
+        at: Lsn,
+        /// The relation a change belongs to (its Relation message goes first, once per session).
+        relation: Option<u32>,
+        payload: Vec<u8>,
+        mark: Mark,
+    },
+    /// A keepalive sent while the walsender is inside the transaction.
+    Keepalive(Lsn),
+}
+
+/// One committed transaction of the fake database.
+#[derive(Debug)]
+pub(super) struct Tx {
+    pub(super) end: Lsn,
+    /// One text per change that Feldera must hold once this commit is acknowledged.
+    pub(super) markers: Vec<String>,
+    pieces: Vec<Piece>,
+}
+
+#[derive(Debug, Default)]
+struct Conn {
+    /// From the startup message: `None` until it arrives.
+    replication: Option<bool>,
+    inbox: Vec<u8>,
+    /// Server bytes not yet delivered; the first `auto` go without a fuzz event.
+    out: Vec<u8>,
+    auto: usize,
+    /// Frame ends (counted from the connection's first byte) and what each frame means.
+    marks: VecDeque<(usize, Mark)>,
+    delivered: usize,
+    streaming: bool,
+    paused: bool,
+    /// The server closes the connection once `out` is delivered.
+    eof_after: bool,
+    /// A Begin reached the pipeline and its Commit has not.
+    open_tx: bool,
+    relations_sent: Vec<u32>,
+    /// The slot's position before this connection's last status update.
+    before_last_status: Option<Option<Lsn>>,
+}
+
+impl Conn {
+    fn push(&mut self, bytes: &[u8], mark: Mark) {
+        self.out.extend_from_slice(bytes);
+        self.marks
+            .push_back((self.delivered + self.out.len(), mark));
+    }
+}
+
+/// The fake server. See the module docs.
+#[derive(Debug)]
+pub(super) struct FakePg {
+    conns: BTreeMap<ConnId, Conn>,
+    /// Every transaction the slot still has to deliver or has delivered, in commit order.
+    pub(super) wal: Vec<Tx>,
+    /// The server's WAL insert position.
+    head: Lsn,
+    /// The slot's confirmed position; `None` while it does not exist.
+    confirmed: Option<Lsn>,
+    /// Positions the pipeline has been told it may acknowledge: commit ends and idle
+    /// keepalives it received, the slot's positions it read, and zero.
+    pub(super) told: BTreeSet<Lsn>,
+    busy_answers: u32,
+    refusals: u32,
+    slow: bool,
+    wal_sender_timeout: &'static str,
+    live_users: Vec<u64>,
+    next_user: u64,
+    next_change: u64,
+    next_xid: u32,
+    pub(super) streams_started: u32,
+}
+
+impl FakePg {
+    pub(super) fn new(
+        slot_exists: bool,
+        slot_busy: bool,
+        slow: bool,
+        wal_sender_timeout: &'static str,
+    ) -> FakePg {
+        FakePg {
+            conns: BTreeMap::new(),
+            wal: Vec::new(),
+            head: START,
+            confirmed: slot_exists.then_some(START),
+            told: BTreeSet::from([Lsn::ZERO]),
+            busy_answers: u32::from(slot_busy),
+            refusals: 0,
+            slow,
+            wal_sender_timeout,
+            live_users: Vec::new(),
+            next_user: 1,
+            next_change: 1,
+            next_xid: 700,
+            streams_started: 0,
+        }
+    }
+
+    /// A connection attempt: false when it will be refused (the harness then closes it).
+    pub(super) fn open(&mut self, id: ConnId) -> bool {
+        self.conns.insert(id, Conn::default());
+        let refused = self.refusals > 0;
+        self.refusals = self.refusals.saturating_sub(1);
+        !refused
+    }
+
+    pub(super) fn refuse(&mut self, attempts: u32) {
+        self.refusals += attempts;
+    }
+
+    /// Either side ended the connection: the server forgets it.
+    pub(super) fn close(&mut self, id: ConnId) {
+        self.conns.remove(&id);
+    }
+
+    pub(super) fn set_paused(&mut self, id: ConnId, paused: bool) {
+        if let Some(conn) = self.conns.get_mut(&id) {
+            conn.paused = paused;
+        }
+    }
+
+    /// The connection of the pipeline's session: the newest open one that is not known to
+    /// be a plain (control) connection.
+    pub(super) fn session(&self) -> Option<ConnId> {
+        self.conns
+            .iter()
+            .rev()
+            .find(|(_, c)| c.replication != Some(false))
+            .map(|(id, _)| *id)
+    }
+
+    fn streaming_session(&mut self) -> Option<&mut Conn> {
+        let id = self.session()?;
+        self.conns.get_mut(&id).filter(|c| c.streaming)
+    }
+
+    /// Whether the pipeline has read a Begin on `id` and not yet its Commit.
+    pub(super) fn open_tx(&self, id: ConnId) -> bool {
+        self.conns.get(&id).is_some_and(|c| c.open_tx)
+    }
+
+    /// Server bytes that go without a fuzz event (startup and catalog answers), if any.
+    pub(super) fn take_auto(&mut self) -> Option<(ConnId, Vec<u8>)> {
+        let id = self
+            .conns
+            .iter()
+            .find(|(_, c)| c.auto > 0 && !c.paused)
+            .map(|(id, _)| *id)?;
+        let n = self.conns.get(&id).map_or(0, |c| c.auto);
+        self.take(id, n).map(|(bytes, _)| (id, bytes))
+    }
+
+    /// Up to `max` bytes (0: all) of the session's connection, unless its reading is
+    /// paused; with `true` when the server closes the connection after them.
+    pub(super) fn deliver(&mut self, max: usize) -> Option<(ConnId, Vec<u8>, bool)> {
+        let id = self.session()?;
+        let conn = self
+            .conns
+            .get(&id)
+            .filter(|c| !c.paused && !c.out.is_empty())?;
+        let n = if max == 0 { conn.out.len() } else { max };
+        let (bytes, eof) = self.take(id, n)?;
+        Some((id, bytes, eof))
+    }
+
+    fn take(&mut self, id: ConnId, n: usize) -> Option<(Vec<u8>, bool)> {
+        let conn = self.conns.get_mut(&id)?;
+        let n = n.min(conn.out.len());
+        let bytes: Vec<u8> = conn.out.drain(..n).collect();
+        conn.delivered += n;
+        conn.auto = conn.auto.saturating_sub(n);
+        while let Some(&(end, mark)) = conn.marks.front() {
+            if end > conn.delivered {
+                break;
+            }
+            conn.marks.pop_front();
+            match mark {
+                Mark::Plain => {}
+                Mark::Begin => conn.open_tx = true,
+                Mark::Commit(end_lsn) => {
+                    conn.open_tx = false;
+                    self.told.insert(end_lsn);
+                }
+                Mark::Idle(at) => {
+                    self.told.insert(at);
+                }
+            }
+        }
+        let eof = conn.eof_after && conn.out.is_empty();
+        Some((bytes, eof))
+    }
+
+    /// Breaks a connection (see `Event::Disconnect`) and returns it.
+    pub(super) fn disconnect(&mut self, flags: u8) -> Option<ConnId> {
+        let id = if flags & 1 != 0 {
+            self.conns
+                .iter()
+                .rev()
+                .find(|(_, c)| c.replication == Some(false))
+                .map(|(id, _)| *id)?
+        } else {
+            self.session()?
+        };
+        let conn = self.conns.remove(&id)?;
+        if flags & 2 != 0 {
+            if let Some(before) = conn.before_last_status {
+                self.confirmed = before;
+            }
+        }
+        if flags & 4 != 0 && conn.replication == Some(true) {
+            self.busy_answers += 1;
+        }
+        Some(id)
+    }
+
+    /// Bytes the pipeline wrote on `id`; returns the flush positions of the status
+    /// updates among them.
+    pub(super) fn write(&mut self, id: ConnId, bytes: &[u8]) -> Vec<Lsn> {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return Vec::new();
+        };
+        conn.inbox.extend_from_slice(bytes);
+        let mut flushes = Vec::new();
+        while let Some((tag, body)) = self.next_message(id) {
+            match tag {
+                None => self.on_startup(id, &body),
+                Some(b'Q') => {
+                    let sql = String::from_utf8_lossy(body.strip_suffix(&[0]).unwrap_or(&body))
+                        .into_owned();
+                    self.on_query(id, &sql);
+                }
+                Some(b'd') => flushes.extend(self.on_copy_data(id, &body)),
+                _ => {}
+            }
+        }
+        flushes
+    }
+
+    /// Splits the next whole frontend message off the connection's inbox (the first one is
+    /// the untagged startup message).
+    fn next_message(&mut self, id: ConnId) -> Option<(Option<u8>, Vec<u8>)> {
+        let conn = self.conns.get_mut(&id)?;
+        let tagged = conn.replication.is_some();
+        let header = if tagged { 5 } else { 4 };
+        let len_at = usize::from(tagged);
+        let declared = conn.inbox.get(len_at..len_at + 4)?;
+        let len = u32::from_be_bytes(declared.try_into().ok()?) as usize;
+        let total = len_at + len;
+        if total < header || conn.inbox.len() < total {
+            return None;
+        }
+        let message: Vec<u8> = conn.inbox.drain(..total).collect();
+        let tag = tagged.then(|| message[0]);
+        Some((tag, message[header..].to_vec()))
+    }
+
+    fn on_startup(&mut self, id: ConnId, body: &[u8]) {
+        let params: Vec<&[u8]> = body.get(4..).unwrap_or(&[]).split(|b| *b == 0).collect();
+        let replication = params
+            .chunks(2)
+            .any(|pair| pair == [&b"replication"[..], b"database"]);
+        let key = BackendMessage::BackendKeyData(BackendKeyData {
+            process_id: 4000 + id.0 as i32,
+            secret_key: Bytes::from_static(&[1, 2, 3, 4]),
+        });
+        let answer: Vec<BackendMessage> = [BackendMessage::Authentication(Authentication::Ok)]
+            .into_iter()
+            .chain(
+                REPORTED
+                    .iter()
+                    .map(|(name, value)| BackendMessage::ParameterStatus {
+                        name: (*name).to_owned(),
+                        value: (*value).to_owned(),
+                    }),
+            )
+            .chain([key, BackendMessage::ReadyForQuery(TransactionStatus::Idle)])
+            .collect();
+        if let Some(conn) = self.conns.get_mut(&id) {
+            conn.replication = Some(replication);
+        }
+        self.answer(id, &answer);
+    }
+
+    /// Queues server messages on `id`; they go without a fuzz event unless PostgreSQL is
+    /// slow and this is the session's connection.
+    fn answer(&mut self, id: ConnId, messages: &[BackendMessage]) {
+        let slow = self.slow;
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        for message in messages {
+            conn.push(&encode_backend(message), Mark::Plain);
+        }
+        if !slow || conn.replication == Some(false) {
+            conn.auto = conn.out.len();
+        }
+    }
+
+    fn on_query(&mut self, id: ConnId, sql: &str) {
+        let replication = self.conns.get(&id).and_then(|c| c.replication) == Some(true);
+        let rows = if sql.starts_with("START_REPLICATION") {
+            return self.start_replication(id);
+        } else if sql == "IDENTIFY_SYSTEM" {
+            vec![text_row(&[
+                "7000000000000000001",
+                "1",
+                &self.head.to_string(),
+                "app",
+            ])]
+        } else if sql == "SHOW wal_sender_timeout" {
+            vec![text_row(&[self.wal_sender_timeout])]
+        } else if sql.contains("pg_catalog.pg_publication WHERE") {
+            vec![text_row(&["pub", "f", "t", "t", "t", "t"])]
+        } else if sql.contains("pg_publication_tables") {
+            vec![
+                text_row(&["public", "items"]),
+                text_row(&["public", "users"]),
+            ]
+        } else if sql.contains("::regclass") {
+            column_rows(sql)
+        } else if sql.contains("pg_replication_slots") {
+            self.slot_rows(replication)
+        } else if sql.starts_with("CREATE_REPLICATION_SLOT") {
+            // Transactions committed before the slot existed are not part of its stream.
+            self.wal.clear();
+            self.confirmed = Some(self.head);
+            self.told.insert(self.head);
+            let head = self.head.to_string();
+            vec![vec![
+                Some("slotline_p".to_owned()),
+                Some(head),
+                None,
+                Some("pgoutput".to_owned()),
+            ]]
+        } else {
+            Vec::new()
+        };
+        self.answer(id, &result_set(rows));
+    }
+
+    fn slot_rows(&mut self, replication: bool) -> Vec<Vec<Option<String>>> {
+        let Some(confirmed) = self.confirmed else {
+            return Vec::new();
+        };
+        self.told.insert(confirmed);
+        let busy = replication && self.busy_answers > 0;
+        if busy {
+            self.busy_answers -= 1;
+        }
+        let text = |s: &str| Some(s.to_owned());
+        vec![vec![
+            text("slotline_p"),
+            text("pgoutput"),
+            text("logical"),
+            text("app"),
+            busy.then(|| "4242".to_owned()),
+            Some(confirmed.to_string()),
+            text("reserved"),
+        ]]
+    }
+
+    /// CopyBoth, a keepalive at the slot's position, then every transaction that ends after
+    /// it, as a walsender does.
+    fn start_replication(&mut self, id: ConnId) {
+        let held_elsewhere = self
+            .conns
+            .iter()
+            .any(|(other, c)| *other != id && c.streaming);
+        let Some(confirmed) = self.confirmed.filter(|_| !held_elsewhere) else {
+            let error = pg_error(
+                "ERROR",
+                "55006",
+                "replication slot \"slotline_p\" is active",
+            );
+            return self.answer(
+                id,
+                &[
+                    BackendMessage::ErrorResponse(Box::new(error)),
+                    BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+                ],
+            );
+        };
+        self.answer(
+            id,
+            &[BackendMessage::CopyBothResponse(CopyResponse {
+                format: 0,
+                column_formats: Vec::new(),
+            })],
+        );
+        self.streams_started += 1;
+        let head = self.head;
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        conn.streaming = true;
+        conn.push(&keepalive(confirmed, false), Mark::Idle(confirmed));
+        for tx in self.wal.iter().filter(|tx| tx.end > confirmed) {
+            send(conn, tx, head);
+        }
+    }
+
+    fn on_copy_data(&mut self, id: ConnId, body: &[u8]) -> Option<Lsn> {
+        let streaming = self.conns.get(&id).is_some_and(|c| c.streaming);
+        if !streaming {
+            return None;
+        }
+        let Some(update) = decode_status_update(body) else {
+            panic!("the pipeline sent CopyData that is not a standby status update: {body:02x?}");
+        };
+        let before = self.confirmed;
+        if let Some(conn) = self.conns.get_mut(&id) {
+            conn.before_last_status = Some(before);
+        }
+        self.confirmed = before.map(|c| c.max(update.flush));
+        Some(update.flush)
+    }
+
+    /// PostgreSQL commits a transaction (see `Event::Tx`); a streaming session gets it at
+    /// the end of its queue.
+    pub(super) fn commit(&mut self, changes: &[u8]) {
+        let xid = self.next_xid;
+        self.next_xid += 1;
+        let start = Lsn(self.head.0 + RECORD);
+        let commit = Lsn(start.0 + RECORD * (changes.len() as u64 + 1));
+        let end = Lsn(commit.0 + RECORD);
+        let mut pieces = vec![Piece::Message {
+            at: start,
+            relation: None,
+            payload: encode::begin(commit, PgTime(0), xid),
+            mark: Mark::Begin,
+        }];
+        let mut markers = Vec::new();
+        for (i, byte) in changes.iter().enumerate() {
+            let at = Lsn(start.0 + RECORD * (i as u64 + 1));
+            let (relation, payload, marker) = self.change(*byte);
+            pieces.push(Piece::Message {
+                at,
+                relation: Some(relation),
+                payload,
+                mark: Mark::Plain,
+            });
+            markers.push(marker);
+            if byte & 8 != 0 {
+                pieces.push(Piece::Keepalive(at));
+            }
+        }
+        pieces.push(Piece::Message {
+            // A walsender sends a commit at the position after it (its end).
+            at: end,
+            relation: None,
+            payload: encode::commit(commit, end, PgTime(0)),
+            mark: Mark::Commit(end),
+        });
+        self.head = end;
+        let tx = Tx {
+            end,
+            markers,
+            pieces,
+        };
+        if let Some(conn) = self.streaming_session() {
+            send(conn, &tx, end);
+        }
+        self.wal.push(tx);
+    }
+
+    /// One change: its relation, its pgoutput message, and the text that shows it in an
+    /// ingress body.
+    fn change(&mut self, byte: u8) -> (u32, Vec<u8>, String) {
+        let n = self.next_change;
+        self.next_change += 1;
+        let name = format!("r{n}");
+        let chosen = usize::from(byte >> 4);
+        let kind = match Change::of(byte) {
+            Change::UpdateUser | Change::UpdateUserKey | Change::DeleteUser
+                if self.live_users.is_empty() =>
+            {
+                Change::InsertUser
+            }
+            kind => kind,
+        };
+        let index = chosen % self.live_users.len().max(1);
+        match kind {
+            Change::InsertItem => {
+                let (sku, qty) = (format!("s{n}"), n.to_string());
+                let row = encode::row(&[Some(&sku), Some(&qty)]);
+                (ITEMS, encode::insert(ITEMS, row), format!("\"{sku}\""))
+            }
+            Change::UpdateUser => {
+                let id = self.live_users[index].to_string();
+                let row = encode::row(&[Some(&id), Some(&name)]);
+                (
+                    USERS,
+                    encode::update(USERS, None, row),
+                    format!("\"{name}\""),
+                )
+            }
+            Change::UpdateUserKey => {
+                let old = self.live_users[index].to_string();
+                let new = self.next_user;
+                self.next_user += 1;
+                self.live_users[index] = new;
+                let new = new.to_string();
+                let old_key = encode::row(&[Some(&old), None]);
+                let row = encode::row(&[Some(&new), Some(&name)]);
+                let payload = encode::update(USERS, Some((OldKind::Key, old_key)), row);
+                (USERS, payload, format!("\"{name}\""))
+            }
+            Change::DeleteUser => {
+                let id = self.live_users.remove(index);
+                let key = id.to_string();
+                let payload = encode::delete(USERS, OldKind::Key, encode::row(&[Some(&key), None]));
+                (USERS, payload, format!("{{\"delete\":{{\"id\":{id}}}}}"))
+            }
+            Change::InsertUser => {
+                let id = self.next_user;
+                self.next_user += 1;
+                self.live_users.push(id);
+                let id = id.to_string();
+                let row = encode::row(&[Some(&id), Some(&name)]);
+                (USERS, encode::insert(USERS, row), format!("\"{name}\""))
+            }
+        }
+    }
+
+    /// WAL for unpublished tables moves the head on; a streaming session hears a keepalive.
+    pub(super) fn keepalive(&mut self, advance: u64, reply: bool) {
+        self.head = Lsn(self.head.0 + advance);
+        let head = self.head;
+        if let Some(conn) = self.streaming_session() {
+            conn.push(&keepalive(head, reply), Mark::Idle(head));
+        }
+    }
+
+    /// A frame no healthy stream carries, on a streaming session (see `Event::Corrupt`).
+    /// None of them can carry a position the pipeline could acknowledge.
+    pub(super) fn corrupt(&mut self, kind: u8, tag: u8, body: &[u8]) {
+        const UNEXPECTED: [u8; 10] = [b'Z', b'T', b'C', b'N', b'E', b'S', b'A', b'K', b'1', 0xff];
+        const NOT_PGOUTPUT: [u8; 6] = [0, b'S', b'c', b'x', b'Z', 0xff];
+        let head = self.head;
+        let Some(conn) = self.streaming_session() else {
+            return;
+        };
+        let bytes = match kind % 4 {
+            0 => frame(UNEXPECTED[usize::from(tag) % UNEXPECTED.len()], body),
+            1 => {
+                let tag = if matches!(tag, b'w' | b'k') {
+                    tag ^ 0x80
+                } else {
+                    tag
+                };
+                frame(b'd', &[&[tag], body].concat())
+            }
+            2 => {
+                let payload =
+                    [&[NOT_PGOUTPUT[usize::from(tag) % NOT_PGOUTPUT.len()]], body].concat();
+                xlog(head, head, &payload)
+            }
+            _ => {
+                let declared: u32 = if tag & 1 == 0 { 2 } else { 0xffff_fff0 };
+                [&[b'd'][..], &declared.to_be_bytes(), body].concat()
+            }
+        };
+        conn.push(&bytes, Mark::Plain);
+    }
+
+    /// The server ends the session's stream: CopyDone, or an error and EOF.
+    pub(super) fn server_ends(&mut self, error: bool) {
+        let Some(conn) = self.streaming_session() else {
+            return;
+        };
+        if error {
+            let fatal = pg_error(
+                "FATAL",
+                "57P01",
+                "terminating connection due to administrator command",
+            );
+            conn.push(
+                &encode_backend(&BackendMessage::ErrorResponse(Box::new(fatal))),
+                Mark::Plain,
+            );
+            conn.eof_after = true;
+        } else {
+            conn.push(&encode_backend(&BackendMessage::CopyDone), Mark::Plain);
+        }
+    }
+}
+
+/// Queues a transaction's frames on a streaming connection.
+fn send(conn: &mut Conn, tx: &Tx, head: Lsn) {
+    for piece in &tx.pieces {
+        match piece {
+            Piece::Message {
+                at,
+                relation: oid,
+                payload,
+                mark,
+            } => {
+                if let Some(oid) = oid.filter(|o| !conn.relations_sent.contains(o)) {
+                    conn.relations_sent.push(oid);
+                    // Relation messages arrive with a zero position.
+                    conn.push(
+                        &xlog(Lsn::ZERO, head, &encode::relation(&relation(oid))),
+                        Mark::Plain,
+                    );
+                }
+                conn.push(&xlog(*at, head, payload), *mark);
+            }
+            Piece::Keepalive(at) => conn.push(&keepalive(*at, false), Mark::Plain),
+        }
+    }
+}
+
+fn xlog(at: Lsn, head: Lsn, payload: &[u8]) -> Vec<u8> {
+    replication_frame(&ReplicationMessage::XLogData(XLogData {
+        wal_start: at,
+        wal_end: head.max(at),
+        server_time: PgTime(0),
+        data: Bytes::copy_from_slice(payload),
+    }))
+}
+
+fn keepalive(at: Lsn, reply_requested: bool) -> Vec<u8> {
+    replication_frame(&ReplicationMessage::Keepalive(PrimaryKeepalive {
+        wal_end: at,
+        server_time: PgTime(0),
+        reply_requested,
+    }))
+}
+
+fn text_row(values: &[&str]) -> Vec<Option<String>> {
+    values.iter().map(|v| Some((*v).to_owned())).collect()
+}
+
+/// `pg_attribute` rows of the table the query names.
+fn column_rows(sql: &str) -> Vec<Vec<Option<String>>> {
+    let Some((oid, name, columns)) = TABLES
+        .into_iter()
+        .find(|(_, name, _)| sql.contains(&format!("\"{name}\"'::regclass")))
+    else {
+        return Vec::new();
+    };
+    let oid = oid.to_string();
+    columns
+        .iter()
+        .map(|(column, type_oid, key)| {
+            let key = if *key { "t" } else { "f" };
+            text_row(&[
+                &oid,
+                "public",
+                name,
+                "d",
+                column,
+                &type_oid.to_string(),
+                "-1",
+                key,
+            ])
+        })
+        .collect()
+}
+
+/// A whole simple-query answer: text columns, the rows, the tag, ReadyForQuery.
+fn result_set(rows: Vec<Vec<Option<String>>>) -> Vec<BackendMessage> {
+    let width = rows.first().map_or(0, Vec::len);
+    let field = |i: usize| FieldDescription {
+        name: format!("column{i}"),
+        table_oid: 0,
+        column_id: 0,
+        type_oid: 25,
+        type_size: -1,
+        type_modifier: -1,
+        format: 0,
+    };
+    let tag = format!("SELECT {}", rows.len());
+    std::iter::once(BackendMessage::RowDescription(RowDescription {
+        fields: (0..width).map(field).collect(),
+    }))
+    .chain(rows.into_iter().map(|row| {
+        BackendMessage::DataRow(DataRow {
+            columns: row.into_iter().map(|v| v.map(Bytes::from)).collect(),
+        })
+    }))
+    .chain([
+        BackendMessage::CommandComplete { tag },
+        BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+    ])
+    .collect()
+}

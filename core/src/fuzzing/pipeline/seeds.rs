@@ -1,0 +1,320 @@
+//! The hand-written seeds of the pipeline target, built from events, and what each must
+//! reach. The committed files in `fuzz/seeds/pipeline/` must equal these bytes; when they
+//! do not, the test writes the current ones to a temporary directory and names it.
+
+use super::feldera::{COMPLETION_ANSWERS, INGRESS_ANSWERS};
+use super::input::{encode, Event, Setup};
+use super::pg::START;
+use super::{run_pipeline, PipelineRun};
+use std::path::PathBuf;
+
+use Event::*;
+
+/// Answers the oldest waiting request well (the schema, a token, `complete`).
+const GOOD: Event = Answer { pick: 0, class: 0 };
+/// Ingress 202 with a token; completion `inprogress`.
+const SECOND: Event = Answer {
+    pick: 0,
+    class: 0x80,
+};
+
+/// The class byte that picks answer `index` of a table of `len` answers.
+fn class(index: usize, len: usize) -> Event {
+    let class = (0xa0..=0xff)
+        .find(|c| usize::from(*c) % len == index)
+        .unwrap_or(0);
+    Answer { pick: 0, class }
+}
+
+fn ingress_503() -> Event {
+    class(7, INGRESS_ANSWERS.len())
+}
+
+fn completion_410_restarted() -> Event {
+    class(2, COMPLETION_ANSWERS.len())
+}
+
+/// Streaming from the first session: the schema, then the slot's keepalive.
+fn stream() -> Vec<Event> {
+    vec![GOOD, Deliver(0)]
+}
+
+/// A transaction delivered whole.
+fn tx(changes: &[u8]) -> [Event; 2] {
+    [Tx(changes.to_vec()), Deliver(0)]
+}
+
+struct Seed {
+    name: &'static str,
+    setup: Setup,
+    events: Vec<Event>,
+    reached: fn(&PipelineRun) -> bool,
+}
+
+fn seeds() -> Vec<Seed> {
+    vec![
+        Seed {
+            // Two batches, the second split over both tables; then an idle keepalive.
+            name: "hand-stream-complete",
+            setup: Setup::default(),
+            events: [
+                stream(),
+                tx(&[0, 0]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD],
+                tx(&[1, 0, 0x12]).into(),
+                vec![GOOD, GOOD, GOOD, GOOD],
+                vec![Keepalive(0x21), Deliver(0), TickAtDeadline(0)],
+            ]
+            .concat(),
+            reached: |run| {
+                run.streams == 1
+                    && run.durable_batches >= 3
+                    && run.reported_flush > START
+                    && run.exit.is_none()
+            },
+        },
+        Seed {
+            // Accepted, then the connection breaks: the next session replays the commit.
+            name: "hand-reconnect-replay",
+            setup: Setup::default(),
+            events: [
+                stream(),
+                tx(&[0, 0, 0]).into(),
+                vec![GOOD, Disconnect(0), TickAtDeadline(0)],
+                vec![GOOD, GOOD, Deliver(0), GOOD, GOOD],
+            ]
+            .concat(),
+            reached: |run| run.streams == 2 && run.reported_flush > START,
+        },
+        Seed {
+            // A stop sends what is buffered, waits for it, and confirms the final position.
+            name: "hand-stop",
+            setup: Setup::default(),
+            events: [
+                stream(),
+                tx(&[0, 1]).into(),
+                vec![Shutdown, GOOD, GOOD, GOOD, GOOD],
+            ]
+            .concat(),
+            reached: |run| run.exit == Some(0) && run.reported_flush > START,
+        },
+        Seed {
+            // Accepted mode, one request per transaction, bytes in small chunks.
+            name: "hand-accepted-chunks",
+            setup: Setup {
+                accepted: true,
+                linger: 1,
+                max_rows: 5,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                vec![Tx(vec![0, 1, 8]), Tx(vec![2])],
+                vec![Deliver(7); 90],
+                vec![
+                    GOOD,
+                    GOOD,
+                    GOOD,
+                    TickAtDeadline(3),
+                    Keepalive(5),
+                    Deliver(1),
+                ],
+            ]
+            .concat(),
+            reached: |run| run.durable_batches >= 3 && run.reported_flush > START,
+        },
+        Seed {
+            // Batches cut by size (BATCH_MAX_BYTES=1024) while one is in flight: reading
+            // pauses until the batch is durable.
+            name: "hand-bytes-backpressure",
+            setup: Setup {
+                small_batches: true,
+                max_rows: 7,
+                linger: 4,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                vec![Tx(vec![0, 1, 0, 1, 0]); 30],
+                vec![Deliver(0), Deliver(0), GOOD, GOOD, GOOD, GOOD],
+                vec![Deliver(0), GOOD, GOOD, GOOD, GOOD, TickAtDeadline(0)],
+                vec![GOOD, GOOD, GOOD, GOOD],
+            ]
+            .concat(),
+            reached: |run| {
+                run.durable_batches >= 4 && run.pauses >= 1 && run.reported_flush > START
+            },
+        },
+        Seed {
+            // A transient ingress failure, a polled completion, a restarted pipeline, and
+            // finally a damaged pgoutput message.
+            name: "hand-faults",
+            setup: Setup {
+                max_rows: 1,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0]).into(),
+                vec![ingress_503(), TickAtDeadline(0), GOOD, Deliver(0)],
+                vec![GOOD, SECOND, TickAtDeadline(0), completion_410_restarted()],
+                vec![TickAtDeadline(0), GOOD, Deliver(0), GOOD, GOOD],
+                vec![Corrupt {
+                    kind: 2,
+                    tag: 0,
+                    body: b"junk".to_vec(),
+                }],
+                vec![Deliver(0)],
+            ]
+            .concat(),
+            reached: |run| run.streams == 3 && run.exit == Some(1) && run.reported_flush > START,
+        },
+        Seed {
+            name: "hand-crash-after-ack",
+            setup: Setup {
+                crash: 4,
+                ..Setup::default()
+            },
+            events: [stream(), tx(&[0, 0, 0]).into(), vec![GOOD, GOOD]].concat(),
+            reached: |run| run.exit == Some(70),
+        },
+        Seed {
+            // A new slot, startup answers in small chunks, the schema before PostgreSQL is
+            // through.
+            name: "hand-slow-startup",
+            setup: Setup {
+                slow_pg: true,
+                create_slot: true,
+                ..Setup::default()
+            },
+            events: [
+                vec![Deliver(5); 10],
+                vec![GOOD],
+                vec![Deliver(0); 12],
+                tx(&[0, 0, 0]).into(),
+                vec![GOOD, GOOD],
+            ]
+            .concat(),
+            reached: |run| run.streams == 1 && run.reported_flush > START,
+        },
+        Seed {
+            // A completion that never comes: exit 69 after NO_PROGRESS_TIMEOUT_SECS.
+            name: "hand-no-progress",
+            setup: Setup {
+                no_progress: 1,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0, 0, 0]).into(),
+                vec![GOOD, SECOND, Tick(50), Tick(50)],
+            ]
+            .concat(),
+            reached: |run| run.exit == Some(69),
+        },
+        Seed {
+            // The slot is still held, then a connection is refused: two backoffs.
+            name: "hand-busy-refused",
+            setup: Setup {
+                slot_busy: true,
+                ..Setup::default()
+            },
+            events: [
+                vec![
+                    GOOD,
+                    RefuseConnects(1),
+                    TickAtDeadline(0),
+                    TickAtDeadline(0),
+                ],
+                vec![GOOD, GOOD, Deliver(0)],
+                tx(&[0, 0, 0]).into(),
+                vec![GOOD, GOOD],
+            ]
+            .concat(),
+            reached: |run| run.streams == 1 && run.reported_flush > START,
+        },
+        Seed {
+            // The server ends the stream, then terminates the next session with an error.
+            name: "hand-server-ends",
+            setup: Setup::default(),
+            events: [
+                stream(),
+                vec![
+                    ServerEnds(0),
+                    Deliver(0),
+                    TickAtDeadline(0),
+                    GOOD,
+                    Deliver(0),
+                ],
+                vec![
+                    ServerEnds(1),
+                    Deliver(0),
+                    TickAtDeadline(0),
+                    GOOD,
+                    Deliver(0),
+                ],
+                tx(&[0, 0, 0]).into(),
+                vec![GOOD, GOOD],
+            ]
+            .concat(),
+            reached: |run| run.streams == 3 && run.reported_flush > START,
+        },
+        Seed {
+            // The last status update is lost with the connection: the acknowledged commit
+            // comes again and must not move anything backwards.
+            name: "hand-lost-status",
+            setup: Setup::default(),
+            events: [
+                stream(),
+                tx(&[0, 0, 0]).into(),
+                vec![
+                    GOOD,
+                    GOOD,
+                    Disconnect(2),
+                    TickAtDeadline(0),
+                    GOOD,
+                    Deliver(0),
+                ],
+                tx(&[0, 0, 0]).into(),
+                vec![GOOD, GOOD, GOOD, GOOD, Keepalive(1), Deliver(0)],
+            ]
+            .concat(),
+            reached: |run| {
+                run.streams == 2 && run.reported_flush > START && run.status_updates >= 3
+            },
+        },
+    ]
+}
+
+fn seed_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/pipeline")
+}
+
+#[test]
+fn hand_written_pipeline_seeds_reach_what_they_are_named_for() {
+    for seed in seeds() {
+        let run = run_pipeline(&encode(&seed.setup, &seed.events));
+        assert!((seed.reached)(&run), "{}: {run:?}", seed.name);
+    }
+}
+
+#[test]
+fn hand_written_pipeline_seeds_are_committed() {
+    let fresh = std::env::temp_dir().join("slotline-pipeline-seeds");
+    let mut stale = Vec::new();
+    for seed in seeds() {
+        let bytes = encode(&seed.setup, &seed.events);
+        let committed = std::fs::read(seed_dir().join(seed.name)).unwrap_or_default();
+        if committed != bytes {
+            std::fs::create_dir_all(&fresh).expect("create a temporary directory");
+            std::fs::write(fresh.join(seed.name), &bytes).expect("write a seed");
+            stale.push(seed.name);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "seeds {stale:?} are stale or missing: the current bytes are in {}; copy them into {}",
+        fresh.display(),
+        seed_dir().display()
+    );
+}
