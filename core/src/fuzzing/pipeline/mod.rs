@@ -31,7 +31,9 @@ use std::collections::{BTreeSet, VecDeque};
 use bytes::Bytes;
 
 use crate::config::Config;
-use crate::io::{Command, ConnId, Driver, HttpId, Input};
+use crate::io::{
+    Command, ConnFailure, ConnId, Driver, FailureKind as ConnFailureKind, HttpId, Input,
+};
 use crate::pipeline::Pipeline;
 use crate::time::{Mono, Now, PgTime};
 use crate::Lsn;
@@ -45,7 +47,10 @@ const API_KEY: &str = "api-secret-52d9";
 
 /// The configuration every run shares; `Setup::variables` adds the rest.
 const FIXED: [(&str, &str); 7] = [
-    ("PG_URL", "postgres://slotline:pg-secret-7c1e@db:5432/app"),
+    (
+        "PG_URL",
+        "postgres://slotline:pg-secret-7c1e@db:5432/app?sslmode=disable",
+    ),
     ("PG_PUBLICATION", "pub"),
     ("FELDERA_URL", feldera::BASE_URL),
     ("FELDERA_PIPELINE", "p"),
@@ -102,6 +107,8 @@ struct Harness {
     feldera: FakeFeldera,
     /// Connection attempts the world answers without a fuzz event: opened, or refused.
     queued: VecDeque<(ConnId, bool)>,
+    /// Answers about the state file, fed once the connects are delivered.
+    state_answers: VecDeque<Input>,
     conns: BTreeSet<ConnId>,
     closed: BTreeSet<ConnId>,
     requests: BTreeSet<HttpId>,
@@ -142,6 +149,7 @@ impl Harness {
             ),
             feldera: FakeFeldera::new(setup.accepted),
             queued: VecDeque::new(),
+            state_answers: VecDeque::new(),
             conns: BTreeSet::new(),
             closed: BTreeSet::new(),
             requests: BTreeSet::new(),
@@ -200,7 +208,9 @@ impl Harness {
             }
             Event::Disconnect(flags) => {
                 if let Some(conn) = self.pg.disconnect(*flags) {
-                    let error = (flags & 8 == 0).then_some("connection reset by peer");
+                    let error = (flags & 8 == 0).then(|| {
+                        ConnFailure::new(ConnFailureKind::Broken, "connection reset by peer")
+                    });
                     self.world_closes(conn, error);
                 }
             }
@@ -215,13 +225,10 @@ impl Harness {
 
     /// The server side ends a connection: the pipeline hears of it unless it closed it
     /// itself already.
-    fn world_closes(&mut self, conn: ConnId, error: Option<&str>) {
+    fn world_closes(&mut self, conn: ConnId, error: Option<ConnFailure>) {
         self.pg.close(conn);
         if self.closed.insert(conn) {
-            self.feed(Input::PgClosed {
-                conn,
-                error: error.map(str::to_owned),
-            });
+            self.feed(Input::PgClosed { conn, error });
         }
     }
 
@@ -232,8 +239,11 @@ impl Harness {
                 if opened {
                     self.feed(Input::PgConnected { conn });
                 } else {
-                    self.world_closes(conn, Some("connection refused"));
+                    let refused = ConnFailure::new(ConnFailureKind::Connect, "connection refused");
+                    self.world_closes(conn, Some(refused));
                 }
+            } else if let Some(input) = self.state_answers.pop_front() {
+                self.feed(input);
             } else if let Some((conn, bytes)) = self.pg.take_auto() {
                 self.feed(Input::PgBytes {
                     conn,
@@ -307,6 +317,15 @@ impl Harness {
                 if let Err(e) = self.feldera.request(id, request) {
                     panic!("{e}");
                 }
+            }
+            Command::PgStartTls { conn, .. } => {
+                panic!("{conn}: TLS was asked for although sslmode=disable")
+            }
+            Command::ReadState { .. } => self
+                .state_answers
+                .push_back(Input::StateRead { contents: Ok(None) }),
+            Command::WriteState { path, .. } => {
+                panic!("SNAPSHOT_MODE=never wrote the state file {path}")
             }
             Command::Log { message, .. } => self.assert_no_secret(&message),
             Command::Exit { code, reason } => {

@@ -83,6 +83,7 @@ fn a_write_to_a_closed_connection_is_caught() {
 fn a_secret_in_a_log_line_is_caught() {
     let mut harness = after(&[]);
     harness.execute(Command::Log {
+        topic: crate::io::Topic::General,
         level: crate::io::Level::Info,
         message: format!("connecting with {}", super::PG_PASSWORD),
     });
