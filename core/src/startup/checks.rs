@@ -193,6 +193,8 @@ pub fn slot_in_use(slot: &SlotInfo) -> Option<String> {
 }
 
 /// An existing slot must be a pgoutput logical slot of this database and not lost.
+/// A slot of the right kind, in the right database (whether it is still usable is the
+/// startup plan's question).
 pub fn existing_slot(slot: &SlotInfo, database: &str) -> Result<(), StartupRefusal> {
     if slot.slot_type != "logical" || slot.plugin.as_deref() != Some("pgoutput") {
         return refuse(format!(
@@ -210,13 +212,8 @@ pub fn existing_slot(slot: &SlotInfo, database: &str) -> Result<(), StartupRefus
             slot.database.as_deref().unwrap_or("")
         ));
     }
-    if slot.wal_status.as_deref() == Some("lost") {
-        return refuse(format!(
-            "replication slot {} was invalidated (wal_status = lost): the WAL it needed is gone. Drop it and \
-             re-seed Feldera (SNAPSHOT_MODE=initial once supported)",
-            slot.name
-        ));
-    }
+    // An invalidated slot (wal_status = lost) is the startup plan's to judge: a snapshot
+    // replaces it, stream-only refuses.
     Ok(())
 }
 
