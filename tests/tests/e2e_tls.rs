@@ -78,7 +78,13 @@ fn tls() -> &'static Tls {
                 ("ssl_ca_file", &ca_file.display().to_string()),
             ],
         );
-        let dir = std::env::temp_dir().join(format!("slotline-tls-{}", std::process::id()));
+        // Inside the cluster's directory, which its watchdog removes when the test process
+        // ends (a static is never dropped).
+        let dir = pg
+            .data_dir()
+            .parent()
+            .expect("the cluster has a directory")
+            .join("client-files");
         std::fs::create_dir_all(&dir).expect("dir");
         let write = |name: &str, text: &str| {
             let path = dir.join(name);
