@@ -220,7 +220,7 @@ fn table_names_match_unquoted_case_insensitively_and_quoted_exactly() {
     for wrong in ["Quoted", "%22quoted%22", "nosuch"] {
         let r = c.ingress(wrong, r#"{"insert": {"Who": "x"}}"#);
         assert_eq!(r.status, 404, "{wrong}");
-        assert_eq!(r.error_code(), "UnknownInputStream");
+        assert_eq!(r.error_code(), "ConfigError.UnknownInputStream");
     }
     // A quoted column needs its exact spelling.
     let r = c.ingress("%22Quoted%22", r#"{"insert": {"who": "lowercase"}}"#);
@@ -362,15 +362,15 @@ fn changes_inside_a_transaction_become_visible_at_commit() {
     );
     assert_eq!(c.completion(&token).json()["status"], "inprogress");
 
-    assert_eq!(c.post(&commit_path, "").status, 200);
+    let committed = c.post(&commit_path, "");
+    assert_eq!(committed.status, 200);
+    assert_eq!(committed.json(), json!("Transaction commit initiated"));
     assert_eq!(rows_of(&double, "t").len(), 1);
     assert_eq!(rows_of(&double, "m").len(), 1);
     assert_eq!(c.completion(&token).json()["status"], "complete");
-    assert_eq!(
-        c.post(&commit_path, "").status,
-        409,
-        "nothing left to commit"
-    );
+    let again = c.post(&commit_path, "");
+    assert_eq!(again.status, 400, "nothing left to commit");
+    assert_eq!(again.error_code(), "NoTransactionInProgress");
 }
 
 #[test]

@@ -124,9 +124,9 @@ async fn ingress_inner(
     let Some(index) = shared.schema.input_by_path(table) else {
         return api_error(
             StatusCode::NOT_FOUND,
-            "UnknownInputStream",
-            format!("unknown input table '{table}'"),
-            json!({"name": table}),
+            "ConfigError.UnknownInputStream",
+            format!("Input endpoint '{table}.api-ingress-json' specifies unknown table '{table}'"),
+            json!({"endpoint_name": format!("{table}.api-ingress-json"), "stream_name": table}),
         );
     };
     let array = params.get("array").is_some_and(|v| v == "true");
@@ -257,9 +257,13 @@ async fn completion_status(
             json!({"error": "token from a previous incarnation"}),
         ),
         Err(TokenError::UnknownEndpoint(e)) => api_error(
-            StatusCode::BAD_REQUEST,
+            StatusCode::GONE,
             "UnknownEndpointInCompletionToken",
-            format!("completion token names endpoint {e}, which does not exist"),
+            format!(
+                "completion token specifies input endpoint id {e}, which doesn't exist; this \
+                 indicates that the input connector was deleted after the completion token \
+                 was generated"
+            ),
             json!({"endpoint_id": e}),
         ),
     }
@@ -332,11 +336,11 @@ async fn start_transaction(
     let started = shared.state().start_transaction();
     match started {
         Ok(id) => Json(json!({"transaction_id": id})).into_response(),
-        Err(open) => api_error(
+        Err(_) => api_error(
             StatusCode::CONFLICT,
             "TransactionInProgress",
-            format!("transaction {open} is already in progress"),
-            json!({"transaction_id": open}),
+            "Cannot perform this operation while there is a transaction in progress",
+            json!(null),
         ),
     }
 }
@@ -350,12 +354,13 @@ async fn commit_transaction(
     }
     let committed = shared.state().commit_transaction(Instant::now());
     match committed {
-        Some(id) => Json(json!({"transaction_id": id})).into_response(),
+        // Feldera only starts the commit here; the answer is a JSON string.
+        Some(_) => Json(json!("Transaction commit initiated")).into_response(),
         None => api_error(
-            StatusCode::CONFLICT,
+            StatusCode::BAD_REQUEST,
             "NoTransactionInProgress",
-            "there is no transaction to commit",
-            json!({}),
+            "This operation requires an active transaction, but none is currently in progress",
+            json!(null),
         ),
     }
 }

@@ -7,6 +7,7 @@ use crate::pgoutput::{OldKind, ReplicaIdentity};
 mod acks;
 mod batching;
 mod changes;
+mod feldera_answers;
 mod properties;
 mod sessions;
 mod stopping;
