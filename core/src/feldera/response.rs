@@ -170,7 +170,8 @@ pub fn error_from(status: u16, body: &[u8]) -> FelderaError {
 }
 
 /// What an error answer means beyond its message: the pipeline state behind it and what an
-/// operator can do. Codes are Feldera's (the pipeline's `PipelineError`/`ControllerError`
+/// operator can do. Answers whose message already says it (`PipelineUnavailable`,
+/// `PipelineRestarted`) get none. Codes are Feldera's (the pipeline's `PipelineError`/`ControllerError`
 /// and the manager's `RunnerError`); see docs/feldera.md.
 fn hint_for(status: u16, error_code: Option<&str>) -> Option<&'static str> {
     let hint = match (status, error_code?) {
@@ -193,16 +194,9 @@ fn hint_for(status: u16, error_code: Option<&str>) -> Option<&'static str> {
             "the pipeline did not answer the manager in time (busy, or paused: a paused \
              pipeline takes no input until resumed); slotline retries with backoff"
         }
-        (503, "PipelineUnavailable" | "RestoreInProgress" | "BootstrapInProgress") => {
-            "the pipeline is temporarily unavailable; slotline retries with backoff"
-        }
         (410, "Terminating") => {
             "the pipeline is shutting down; nothing was acknowledged, slotline reconnects and \
              replays from the slot"
-        }
-        (410, "PipelineRestarted") => {
-            "the pipeline restarted since the token was issued; nothing was acknowledged, \
-             slotline reconnects and replays from the slot"
         }
         (410, "UnknownEndpointInCompletionToken") => {
             "the input endpoint of the token was removed; nothing was acknowledged, slotline \

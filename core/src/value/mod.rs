@@ -57,12 +57,8 @@ enum Decode {
         scale: Option<u32>,
     },
     /// The text as a JSON string (every type into VARCHAR; text types into CHAR).
-    Text {
-        max_chars: Option<usize>,
-    },
-    Bytea {
-        max_bytes: Option<usize>,
-    },
+    Text,
+    Bytea,
     Temporal(Temporal),
     Uuid,
     Variant,
@@ -133,8 +129,8 @@ impl ValuePlan {
             Decode::Decimal { precision, scale } => {
                 decimal::write_decimal(text, *precision, *scale, out)?
             }
-            Decode::Text { max_chars } => scalar::write_text(text, *max_chars, out)?,
-            Decode::Bytea { max_bytes } => scalar::write_bytea(text, *max_bytes, out)?,
+            Decode::Text => scalar::write_text(text, out)?,
+            Decode::Bytea => scalar::write_bytea(text, out)?,
             Decode::Temporal(kind) => datetime::write_temporal(*kind, text, out)?,
             Decode::Uuid => scalar::write_uuid(text, out)?,
             Decode::Variant => {
