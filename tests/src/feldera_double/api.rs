@@ -47,21 +47,41 @@ pub fn routes() -> Router<Arc<Shared>> {
         )
 }
 
-/// Middleware: while an unavailability window is open every `/v0` call gets 503.
+/// Middleware: while an unavailability window is open every `/v0` call gets 503; while the
+/// pipeline is not running (`phase`), every pipeline endpoint gets that phase's answer.
 pub async fn unavailable_gate(
     State(shared): State<Arc<Shared>>,
     req: Request,
     next: Next,
 ) -> Response {
-    let code = shared.state().faults.unavailable_code(Instant::now());
-    match code {
-        Some(code) => api_error(
+    let (code, phase) = {
+        let mut st = shared.state();
+        (
+            st.faults.unavailable_code(Instant::now()),
+            st.phase.answer(),
+        )
+    };
+    if let Some(code) = code {
+        return api_error(
             StatusCode::SERVICE_UNAVAILABLE,
             &code,
             "pipeline unavailable (injected by the Feldera double)",
             json!({}),
-        ),
-        None => next.run(req).await,
+        );
+    }
+    // The pipeline GET is the manager's database; every endpoint below it is the pipeline's.
+    let pipeline_endpoint = req
+        .uri()
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .count()
+        > 3;
+    match phase {
+        Some((status, code, message)) if pipeline_endpoint => {
+            api_error(status, &code, message, json!(null))
+        }
+        _ => next.run(req).await,
     }
 }
 
@@ -70,7 +90,11 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
         return unknown_pipeline(&pipeline);
     }
     let st = shared.state();
-    let deployment = if st.paused { "Paused" } else { "Running" };
+    let runtime = match st.phase.runtime_status() {
+        "Running" if st.paused => "Paused",
+        status => status,
+    };
+    let deployment = runtime;
     Json(json!({
         "id": shared.pipeline_id,
         "name": shared.pipeline_name,
@@ -93,6 +117,7 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
         "deployment_status": deployment,
         "deployment_desired_status": deployment,
         "deployment_error": null,
+        "deployment_runtime_status": runtime,
         "incarnation_uuid": st.incarnation,
     }))
     .into_response()

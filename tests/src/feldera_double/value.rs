@@ -9,7 +9,9 @@ use std::cmp::Ordering;
 use serde_json::Value as Json;
 
 use super::schema::{ColumnType, TypeKind};
-use super::temporal::{format_date, format_time, format_timestamp, Date, Time};
+use super::temporal::{
+    format_date, format_time, format_timestamp, format_timestamp_tz, Date, Time,
+};
 
 /// A value of some column type. Ordered so rows can key `BTreeMap`s deterministically.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -24,8 +26,8 @@ pub enum Value {
     Date(Date),
     Time(Time),
     Timestamp(Date, Time),
-    /// TIMESTAMP_TZ kept as the client's text: the double does no time-zone arithmetic.
-    TimestampTz(String),
+    /// TIMESTAMP_TZ as its UTC date and time.
+    TimestampTz(Date, Time),
     /// Lowercase canonical text.
     Uuid(String),
     /// Canonical JSON text (object keys sorted).
@@ -88,7 +90,8 @@ pub fn to_ingress_json(v: &Value, ct: &ColumnType) -> Json {
         Value::Int(i) => Json::from(*i),
         Value::Float(f) => float_json(f.0, ct),
         Value::Decimal(d) => Json::String(d.to_text()),
-        Value::Str(s) | Value::TimestampTz(s) | Value::Uuid(s) => Json::String(s.clone()),
+        Value::Str(s) | Value::Uuid(s) => Json::String(s.clone()),
+        Value::TimestampTz(d, t) => Json::String(format_timestamp_tz(d, t)),
         Value::Bytes(b) => Json::Array(b.iter().map(|x| Json::from(*x)).collect()),
         Value::Date(d) => Json::String(format_date(d)),
         Value::Time(t) => Json::String(format_time(t)),
