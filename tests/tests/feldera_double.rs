@@ -212,10 +212,7 @@ fn table_names_match_unquoted_case_insensitively_and_quoted_exactly() {
     let double = start();
     let c = Client::new(&double);
     c.ingest_ok("T", r#"{"insert": {"id": 1}}"#);
-    c.ingest_ok(
-        "%22Quoted%22",
-        r#"{"insert": {"Who": "me"}}"#,
-    );
+    c.ingest_ok("%22Quoted%22", r#"{"insert": {"Who": "me"}}"#);
     assert_eq!(rows_of(&double, "Quoted"), vec![(json!({"Who": "me"}), 1)]);
     for wrong in ["Quoted", "%22quoted%22", "nosuch"] {
         let r = c.ingress(wrong, r#"{"insert": {"Who": "x"}}"#);

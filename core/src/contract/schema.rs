@@ -27,10 +27,19 @@ pub struct Table {
 }
 
 impl Table {
-    /// Whether Feldera answers ad-hoc queries on this relation: a table with a primary key
-    /// always, anything else only when declared `materialized`.
+    /// Whether Feldera answers ad-hoc queries on this relation: one declared `materialized`,
+    /// or a table with a primary key none of whose key columns has a LATENESS (the compiler
+    /// keeps such tables queryable without the attribute; see docs/feldera.md).
     pub fn queryable(&self) -> bool {
-        self.primary_key.is_some() || self.materialized
+        self.materialized
+            || self.primary_key.as_ref().is_some_and(|key| {
+                key.iter().all(|name| {
+                    self.fields
+                        .iter()
+                        .find(|f| f.name == *name)
+                        .is_some_and(|f| f.lateness.is_none())
+                })
+            })
     }
 }
 
@@ -154,6 +163,8 @@ struct RawField {
     /// The SQL text of the column's DEFAULT, when it has one.
     #[serde(default)]
     default: Option<String>,
+    #[serde(default)]
+    lateness: Option<String>,
     #[serde(rename = "type", default)]
     type_name: Option<String>,
     #[serde(default)]
@@ -397,11 +408,13 @@ fn convert_fields(path: &str, raw: Vec<RawField>) -> Result<Vec<Field>, SchemaEr
             at
         };
         let default = field.default.clone();
+        let lateness = field.lateness.clone();
         let columntype = convert_type(&at, field.into_column_type())?;
         fields.push(Field {
             name,
             columntype,
             default,
+            lateness,
         });
     }
     Ok(fields)

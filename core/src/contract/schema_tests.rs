@@ -352,3 +352,28 @@ fn a_struct_written_only_with_columntype_members_still_parses() {
         "input t key=- materialized=false: s {a INTEGER NOT NULL}"
     );
 }
+
+#[test]
+fn a_keyed_table_is_queryable_unless_a_key_column_has_lateness() {
+    let table = |lateness: &str, materialized: bool| {
+        let body = format!(
+            r#"{{"inputs":[{{"name":"t","primary_key":["ts"],"materialized":{materialized},"fields":[
+            {{"name":"ts","columntype":{{"type":"TIMESTAMP","nullable":false}}{lateness}}}]}}],"outputs":[]}}"#
+        );
+        parse_program_schema(body.as_bytes())
+            .unwrap()
+            .inputs
+            .remove(0)
+    };
+    let late = r#","lateness":"INTERVAL '1' HOUR""#;
+    assert!(table("", false).queryable());
+    assert_eq!(
+        table(late, false).fields[0].lateness.as_deref(),
+        Some("INTERVAL '1' HOUR")
+    );
+    assert!(
+        !table(late, false).queryable(),
+        "registered as a non-materialized input"
+    );
+    assert!(table(late, true).queryable());
+}

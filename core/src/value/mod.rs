@@ -52,6 +52,9 @@ enum Decode {
         max: i64,
     },
     Float,
+    /// float4 into DOUBLE: the float4's exact value as a double, not its shortest text (which
+    /// a double reader would take for a different number).
+    Float4AsDouble,
     Decimal {
         precision: Option<u32>,
         scale: Option<u32>,
@@ -126,6 +129,7 @@ impl ValuePlan {
             Decode::Bool => scalar::write_bool(text, out)?,
             Decode::Int { min, max } => scalar::write_int(text, *min, *max, out)?,
             Decode::Float => scalar::write_float(text, out)?,
+            Decode::Float4AsDouble => scalar::write_float4_as_double(text, out)?,
             Decode::Decimal { precision, scale } => {
                 decimal::write_decimal(text, *precision, *scale, out)?
             }

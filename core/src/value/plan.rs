@@ -128,7 +128,8 @@ fn choose(pg_type: u32, target: &ColumnType) -> Result<Decode, Unsupported> {
         (Family::Int, T::SmallInt) => int(i16::MIN.into(), i16::MAX.into()),
         (Family::Int, T::Integer) => int(i32::MIN.into(), i32::MAX.into()),
         (Family::Int, T::BigInt) => int(i64::MIN, i64::MAX),
-        (Family::Float4, T::Real | T::Double) | (Family::Float8, T::Double) => Decode::Float,
+        (Family::Float4, T::Real) | (Family::Float8, T::Double) => Decode::Float,
+        (Family::Float4, T::Double) => Decode::Float4AsDouble,
         (Family::Float8, T::Real) => {
             return Err(refuse("float8 values would be rounded to REAL's precision"))
         }

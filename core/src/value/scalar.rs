@@ -105,6 +105,31 @@ pub(crate) fn write_float(text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, Val
     }
 }
 
+/// A float4 for a DOUBLE column. float4out prints the shortest text that reads back as the
+/// same float4 (`3.14`), but read as a double that text is another number than the float4
+/// PostgreSQL holds (3.1400001049041748...). So the text is read as a float4, widened
+/// exactly, and written as the shortest text of that double.
+pub(crate) fn write_float4_as_double(
+    text: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Outcome, ValueErrorKind> {
+    let start = out.len();
+    let outcome = write_float(text, out)?;
+    if outcome != Outcome::Written {
+        return Ok(outcome);
+    }
+    let narrow = std::str::from_utf8(text)
+        .ok()
+        .and_then(|s| s.parse::<f32>().ok())
+        .filter(|f| f.is_finite())
+        .ok_or_else(|| {
+            ValueErrorKind::out_of_range(text, "a finite IEEE single (about ±3.4e38)".into())
+        })?;
+    out.truncate(start);
+    out.extend_from_slice(f64::from(narrow).to_string().as_bytes());
+    Ok(Outcome::Written)
+}
+
 /// Length of the JSON number (RFC 8259 grammar) at the start of `text`, or `None` if it does
 /// not start with one.
 pub(crate) fn json_number_end(text: &[u8]) -> Option<usize> {

@@ -89,7 +89,15 @@ fn floats_pass_exact_text_and_map_nan_and_infinity_to_null() {
             "1.7976931348623157e+308",
         ),
         ok(oid::FLOAT4, col(Real), "0.1", "0.1"),
-        ok(oid::FLOAT4, col(Double), "-3.4028235e+38", "-3.4028235e+38"),
+        // Widened exactly: read as a double, "3.14" would be another number than the float4.
+        ok(oid::FLOAT4, col(Double), "3.14", "3.140000104904175"),
+        ok(
+            oid::FLOAT4,
+            col(Double),
+            "-3.4028235e+38",
+            "-340282346638528860000000000000000000000",
+        ),
+        ok(oid::FLOAT4, col(Double), "NaN", "null"),
         ok(oid::FLOAT8, col(Double), "NaN", "null"),
         ok(oid::FLOAT8, col(Double), "Infinity", "null"),
         ok(oid::FLOAT4, col(Real), "-Infinity", "null"),
