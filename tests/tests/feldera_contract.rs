@@ -373,7 +373,7 @@ fn one_bad_line_is_fatal_with_a_parse_error_summary_and_the_good_lines_are_inges
         }
         other => panic!("expected Fatal, got {other:?}"),
     }
-    // FELDERA.md: the valid lines of the same request are still ingested.
+    // Feldera: the valid lines of the same request are still ingested.
     assert_eq!(ids(&double), vec![1, 3]);
 }
 

@@ -1,5 +1,5 @@
 //! The Feldera double over real HTTP: table semantics, validation, query encodings,
-//! transactions and the JSON shapes of FELDERA.md. Faults and lifecycle are in
+//! transactions and the JSON shapes of docs/feldera.md. Faults and lifecycle are in
 //! `feldera_double_faults.rs`.
 
 #[path = "feldera_double/client.rs"]

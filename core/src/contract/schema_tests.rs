@@ -2,7 +2,7 @@ use super::*;
 use crate::contract::{ColumnType, Name, SqlType};
 use insta::assert_snapshot;
 
-/// FELDERA.md's relation example, verbatim.
+/// A relation in the shape the pipeline GET answer carries.
 const RELATION_T: &str = r#"{"name":"t","case_sensitive":false,
  "fields":[{"name":"id","case_sensitive":false,"columntype":{"type":"BIGINT","nullable":false}},
            {"name":"amount","case_sensitive":false,"columntype":{"type":"DECIMAL","nullable":true,"precision":10,"scale":2}},

@@ -1,5 +1,5 @@
 //! A faithful double of the parts of Feldera's HTTP API slotline uses (see
-//! `/work/shared/FELDERA.md`), served over real HTTP on 127.0.0.1, with fault injection and
+//! `docs/feldera.md`), served over real HTTP on 127.0.0.1, with fault injection and
 //! inspection for test oracles.
 //!
 //! ```no_run
