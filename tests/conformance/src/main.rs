@@ -9,9 +9,12 @@
 //!   encoded by slotline's value plans into the JSON it sends, and read back by Feldera's
 //!   deserializers for the column's type under the JSON input format's `SqlSerdeConfig`; the
 //!   result must be what PostgreSQL holds.
+//! - `lines`: whole `insert` lines slotline writes are read by a record deserializer made
+//!   the way Feldera's compiler makes it (names, DEFAULTs, VARIANT nulls).
 //!
 //! Prints one line per check and `N passed, M failed`; exits 1 on any failure.
 
+mod lines;
 mod schemas;
 mod values;
 
@@ -20,6 +23,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let mut outcomes = schemas::run();
     outcomes.extend(values::run());
+    outcomes.extend(lines::run());
     let failed: Vec<&(String, Result<(), String>)> =
         outcomes.iter().filter(|(_, r)| r.is_err()).collect();
     for (name, result) in &outcomes {
