@@ -90,7 +90,9 @@ fn check(values: &[Option<&str>], expected: Docs) -> Result<(), String> {
     if got == expected {
         Ok(())
     } else {
-        Err(format!("Feldera reads {got:?} from {record}, PostgreSQL holds {expected:?}"))
+        Err(format!(
+            "Feldera reads {got:?} from {record}, PostgreSQL holds {expected:?}"
+        ))
     }
 }
 
@@ -99,7 +101,13 @@ pub fn run() -> Vec<(String, Result<(), String>)> {
         (
             "line: names, an omitted DEFAULT column, JSON null documents, a longer VARCHAR".into(),
             check(
-                &[Some("1"), Some("longer than five"), Some("null"), Some("null"), Some("5")],
+                &[
+                    Some("1"),
+                    Some("longer than five"),
+                    Some("null"),
+                    Some("null"),
+                    Some("5"),
+                ],
                 Docs {
                     id: 1,
                     name: Some(SqlString::from_ref("longer than five")),
@@ -113,7 +121,13 @@ pub fn run() -> Vec<(String, Result<(), String>)> {
         (
             "line: NULLs and a nested document".into(),
             check(
-                &[Some("-2"), None, Some("{\"a\": [1, null]}"), Some("[]"), None],
+                &[
+                    Some("-2"),
+                    None,
+                    Some("{\"a\": [1, null]}"),
+                    Some("[]"),
+                    None,
+                ],
                 Docs {
                     id: -2,
                     name: None,

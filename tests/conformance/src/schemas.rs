@@ -124,7 +124,7 @@ fn compare_fields(at: &str, ours: &[Field], theirs: &[FField]) -> Result<(), Str
     }
     for (o, t) in ours.iter().zip(theirs) {
         let here = format!("{at}.{}", t.name.sql_name());
-        if o.name.name != t.name.name() && !(o.name.canonical() == t.name.name()) {
+        if o.name.canonical() != t.name.name() {
             return Err(format!("{here}: slotline names it {}", o.name));
         }
         if o.name.case_sensitive != t.name.case_sensitive {
