@@ -25,14 +25,11 @@ pub fn fuzz_feldera_responses(data: &[u8]) {
         let _ = error_from(status, data).to_string();
         if let super::query::QueryOutcome::Rows(rows) = classify_query(reply) {
             let fields = [
-                Field {
-                    name: Name::unquoted("id"),
-                    columntype: ColumnType::new(SqlType::BigInt, false),
-                },
-                Field {
-                    name: Name::quoted("Id"),
-                    columntype: ColumnType::new(SqlType::BigInt, true),
-                },
+                Field::new(
+                    Name::unquoted("id"),
+                    ColumnType::new(SqlType::BigInt, false),
+                ),
+                Field::new(Name::quoted("Id"), ColumnType::new(SqlType::BigInt, true)),
             ];
             for row in rows {
                 let _ = normalise_row(&fields, row);

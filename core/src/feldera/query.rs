@@ -6,7 +6,7 @@
 //! proves anything is the caller's decision (it never does by itself).
 
 use super::response::{
-    body_prefix, failure, is_success, truncate, Failure, FelderaError, Reply, MESSAGE_CHARS,
+    body_prefix, failure, is_success, truncate, FelderaError, Reply, MESSAGE_CHARS,
 };
 use serde_json::{Map, Value};
 
@@ -34,9 +34,9 @@ pub fn classify_query(reply: Reply<'_>) -> QueryOutcome {
         Reply::Answered { status, body } => (status, body),
     };
     if !is_success(status) {
-        return match failure(status, body) {
-            Failure::Transient(e) => QueryOutcome::Transient(e),
-            Failure::Fatal(e) => QueryOutcome::Fatal(e),
+        return match failure(status, body).transient_or_fatal() {
+            Ok(e) => QueryOutcome::Transient(e),
+            Err(e) => QueryOutcome::Fatal(e),
         };
     }
     let mut rows = match parse_rows(body) {
@@ -50,6 +50,7 @@ pub fn classify_query(reply: Reply<'_>) -> QueryOutcome {
             message,
             error_code: None,
             parse_errors: None,
+            hint: None,
         });
     }
     QueryOutcome::Rows(rows)
@@ -133,9 +134,9 @@ pub fn classify_start_transaction(reply: Reply<'_>) -> StartTransactionOutcome {
         return StartTransactionOutcome::AlreadyOpen(super::response::error_from(status, body));
     }
     if !is_success(status) {
-        return match failure(status, body) {
-            Failure::Transient(e) => StartTransactionOutcome::Transient(e),
-            Failure::Fatal(e) => StartTransactionOutcome::Fatal(e),
+        return match failure(status, body).transient_or_fatal() {
+            Ok(e) => StartTransactionOutcome::Transient(e),
+            Err(e) => StartTransactionOutcome::Fatal(e),
         };
     }
     let id = serde_json::from_slice::<Value>(body)
@@ -154,18 +155,40 @@ pub fn classify_start_transaction(reply: Reply<'_>) -> StartTransactionOutcome {
 /// Answer to `POST .../commit_transaction`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CommitOutcome {
-    Committed,
+    /// 200 with a JSON string: Feldera *started* committing. The transaction's inputs
+    /// become visible in a later step; whether they are processed is known only from the
+    /// completion tokens of the requests sent inside it.
+    CommitStarted,
+    /// 400 `NoTransactionInProgress`: nothing to commit (no transaction was started, or an
+    /// earlier commit already went through, e.g. one whose answer was lost).
+    NoTransaction(FelderaError),
     Transient(FelderaError),
     Fatal(FelderaError),
 }
 
 pub fn classify_commit_transaction(reply: Reply<'_>) -> CommitOutcome {
-    match reply {
-        Reply::Failed { error } => CommitOutcome::Transient(FelderaError::transport(error)),
-        Reply::Answered { status, .. } if is_success(status) => CommitOutcome::Committed,
-        Reply::Answered { status, body } => match failure(status, body) {
-            Failure::Transient(e) => CommitOutcome::Transient(e),
-            Failure::Fatal(e) => CommitOutcome::Fatal(e),
-        },
+    let (status, body) = match reply {
+        Reply::Failed { error } => return CommitOutcome::Transient(FelderaError::transport(error)),
+        Reply::Answered { status, body } => (status, body),
+    };
+    if !is_success(status) {
+        let error = match failure(status, body).transient_or_fatal() {
+            Ok(e) => return CommitOutcome::Transient(e),
+            Err(e) => e,
+        };
+        return if status == 400 && error.error_code.as_deref() == Some("NoTransactionInProgress") {
+            CommitOutcome::NoTransaction(error)
+        } else {
+            CommitOutcome::Fatal(error)
+        };
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::String(_)) => CommitOutcome::CommitStarted,
+        _ => CommitOutcome::Fatal(FelderaError::unexpected(
+            status,
+            "commit_transaction succeeded without the JSON string Feldera answers \
+             (\"Transaction commit initiated\")",
+            body,
+        )),
     }
 }

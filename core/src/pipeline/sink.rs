@@ -284,7 +284,7 @@ impl InFlight {
                 CompletionOutcome::InProgress => self.schedule_poll(now, part),
                 CompletionOutcome::Restarted(e) => failed(
                     FailureKind::FelderaRestarted,
-                    format!("Feldera pipeline restarted; what it accepted may be lost and will be replayed: {e}"),
+                    format!("Feldera no longer vouches for what it accepted (the pipeline restarted or the endpoint is gone); it will be replayed: {e}"),
                 ),
                 CompletionOutcome::Transient(e) => failed(FailureKind::FelderaUnavailable, format!("completion status failed: {e}")),
                 CompletionOutcome::Fatal(e) => failed(FailureKind::FelderaRefused, format!("completion status refused: {e}. The batch was not acknowledged")),

@@ -32,6 +32,8 @@ pub struct Field {
     pub name: String,
     pub case_sensitive: bool,
     pub columntype: ColumnType,
+    /// SQL text of the column's DEFAULT: what Feldera stores when a row omits the column.
+    pub default: Option<String>,
 }
 
 /// A column type as Feldera describes it.
@@ -241,12 +243,18 @@ fn parse_fields(raw: Option<&Json>, owner: &str) -> Result<Vec<Field>, String> {
     list.iter()
         .map(|f| {
             let name = str_field(f, "name", owner)?;
-            let ct = f
-                .get("columntype")
-                .ok_or_else(|| format!("{owner}: field `{name}` has no `columntype`"))?;
+            let at = format!("{owner}, field `{name}`");
+            // Columns carry `columntype`; struct members are written inline by the compiler
+            // (type keys beside `name`), a member struct as `fields: {fields, nullable}`.
+            let columntype = match (f.get("columntype"), f.get("fields")) {
+                (Some(ct), _) => parse_type(ct, &at)?,
+                (None, Some(inner @ Json::Object(_))) => parse_type(inner, &at)?,
+                (None, _) => parse_type(f, &at)?,
+            };
             Ok(Field {
                 case_sensitive: bool_field(f, "case_sensitive"),
-                columntype: parse_type(ct, &format!("{owner}, field `{name}`"))?,
+                columntype,
+                default: f.get("default").and_then(Json::as_str).map(str::to_string),
                 name,
             })
         })
@@ -354,6 +362,26 @@ mod tests {
         assert_eq!(s.inputs[0].primary_key, Some(vec![0]));
         assert_eq!(s.inputs[1].primary_key, None);
         assert_eq!(s.inputs[1].fields[0].columntype.kind, TypeKind::Integer);
+    }
+
+    #[test]
+    fn struct_members_in_the_compilers_inline_form_parse() {
+        let s = Schema::parse(serde_json::json!({"inputs": [{"name": "t", "fields": [
+            {"name": "p", "case_sensitive": false, "columntype": {"nullable": true, "fields": [
+                {"name": "first", "nullable": true, "precision": 30, "type": "VARCHAR"},
+                {"name": "address", "nullable": true, "fields": {"nullable": false, "fields": [
+                    {"name": "zip", "nullable": false, "precision": 5, "type": "CHAR"}]}}]}},
+            {"name": "n", "case_sensitive": false, "default": "7",
+             "columntype": {"nullable": false, "type": "INTEGER"}}
+        ]}], "outputs": []}))
+        .expect("compiler-shaped schema");
+        let p = &s.inputs[0].fields[0].columntype;
+        assert_eq!(p.kind, TypeKind::Struct);
+        assert_eq!(p.fields[0].columntype.kind, TypeKind::Varchar);
+        let address = &p.fields[1].columntype;
+        assert_eq!((address.kind, address.nullable), (TypeKind::Struct, false));
+        assert_eq!(address.fields[0].columntype.kind, TypeKind::Char);
+        assert_eq!(s.inputs[0].fields[1].default.as_deref(), Some("7"));
     }
 
     #[test]

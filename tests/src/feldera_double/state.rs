@@ -11,13 +11,14 @@
 //!
 //! Owns: all of that state. Never sees HTTP; time arrives as `now`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as Json};
 
 use super::faults::Faults;
+use super::phase::Phase;
 use super::row::Change;
 use super::schema::Schema;
 use super::table::TableState;
@@ -87,7 +88,11 @@ pub struct Pipeline {
     pub proxy_timeout: Duration,
     /// Answer ad-hoc queries as one JSON array instead of NDJSON.
     pub query_array: bool,
+    /// Lifecycle phase; pipeline endpoints answer errors outside `Running`.
+    pub phase: Phase,
     endpoints: BTreeMap<String, u64>,
+    /// Endpoint ids removed since they were created (their tokens answer 410).
+    removed: BTreeSet<u64>,
     counters: Vec<EndpointCounters>,
     pending: VecDeque<Group>,
     txn: Option<(u64, Vec<Batch>)>,
@@ -107,7 +112,9 @@ impl Pipeline {
             paused: false,
             proxy_timeout,
             query_array: false,
+            phase: Phase::Running,
             endpoints: BTreeMap::new(),
+            removed: BTreeSet::new(),
             counters: Vec::new(),
             pending: VecDeque::new(),
             txn: None,
@@ -219,6 +226,9 @@ impl Pipeline {
         if token.u != self.incarnation {
             return Err(TokenError::Restarted);
         }
+        if self.removed.contains(&token.e) {
+            return Err(TokenError::UnknownEndpoint(token.e));
+        }
         self.advance(now);
         let c = self
             .counters
@@ -236,6 +246,13 @@ impl Pipeline {
                 None => Completion::Complete { step: 0 },
             },
         )
+    }
+
+    /// Forgets every ingress spelling; their ids stay known as removed, never reused.
+    pub fn remove_endpoints(&mut self) {
+        let ids: Vec<u64> = self.endpoints.values().copied().collect();
+        self.removed.extend(ids);
+        self.endpoints.clear();
     }
 
     /// Opens a transaction; `Err(open id)` when one is already open.
@@ -267,8 +284,10 @@ impl Pipeline {
         self.pending.clear();
         self.txn = None;
         self.endpoints.clear();
+        self.removed.clear();
         self.counters.clear();
         self.paused = false;
+        self.phase = Phase::Running;
         if !keep_state {
             self.tables = self.schema.inputs.iter().map(TableState::new).collect();
             self.step = 0;
@@ -289,6 +308,7 @@ impl Pipeline {
             },
             "proxy_timeout_ms": self.proxy_timeout.as_millis() as u64,
             "query_array": self.query_array,
+            "phase": self.phase.runtime_status(),
             "queued_ingress_failures": self.faults.queued_ingress_failures(),
         })
     }
