@@ -31,7 +31,10 @@ fn ingress_410_terminating_ends_the_session_and_replays() {
     s.advance(1000);
     assert_eq!(s.exit(), None);
     assert_eq!(s.confirmed, START);
-    insta::assert_snapshot!(decisions(&s.take_trace()));
+    rule!(
+        "A 410 Terminating on ingress (the pipeline is shutting down) ends the session without acknowledging anything; the slot replays it (decision lines only).",
+        decisions(&s.take_trace())
+    );
 }
 
 #[test]
@@ -49,7 +52,10 @@ fn completion_410_terminating_ends_the_session_without_acknowledging() {
     s.advance(1000);
     assert_eq!(s.exit(), None);
     assert_eq!(s.confirmed, START);
-    insta::assert_snapshot!(decisions(&s.take_trace()));
+    rule!(
+        "A 410 Terminating while completion is polled ends the session without acknowledging the batch (decision lines only).",
+        decisions(&s.take_trace())
+    );
 }
 
 #[test]
@@ -67,7 +73,10 @@ fn completion_410_unknown_endpoint_in_token_is_a_restart() {
     s.advance(1000);
     assert_eq!(s.exit(), None);
     assert_eq!(s.confirmed, START);
-    insta::assert_snapshot!(decisions(&s.take_trace()));
+    rule!(
+        "A 410 UnknownEndpointInCompletionToken (the input endpoint was removed) is handled like a restart: the session ends and the slot replays (decision lines only).",
+        decisions(&s.take_trace())
+    );
 }
 
 #[test]
@@ -104,7 +113,10 @@ fn pipeline_states_behind_503_end_the_session_with_a_hint() {
                 .map(str::to_owned),
         );
     }
-    insta::assert_snapshot!(shown.join("\n"));
+    rule!(
+        "Each pipeline state Feldera answers with 503 (Initializing, AwaitingApproval, Suspended, unreachable or paused) ends the session with a hint saying what the operator can do, and the session retries after a backoff.",
+        shown.join("\n")
+    );
 }
 
 #[test]
@@ -120,7 +132,10 @@ fn a_failed_pipeline_exits_1_saying_what_the_operator_must_do() {
     );
     assert_eq!(s.exit().map(|e| e.0), Some(1));
     assert_eq!(s.confirmed, START);
-    insta::assert_snapshot!(decisions(&s.take_trace()));
+    rule!(
+        "A failed pipeline (HTTP 500) exits 1 with the operator's next step in the message (decision lines only).",
+        decisions(&s.take_trace())
+    );
 }
 
 /// The test schema with `users` extended by `extra` fields and one more table `extra_table`.
@@ -175,7 +190,10 @@ fn a_not_null_column_with_a_default_that_postgres_lacks_is_accepted_and_said() {
     let score = r#",{"name":"score","case_sensitive":false,"columntype":{"type":"INTEGER","nullable":false},"default":"0"}"#;
     let (trace, exit) = startup_decisions(&schema_with(score, ""));
     assert_eq!(exit, None, "{trace}");
-    insta::assert_snapshot!(trace);
+    rule!(
+        "A NOT NULL Feldera column with a DEFAULT and no PostgreSQL column is accepted (Feldera fills in the DEFAULT), and the start says so in a warning.",
+        trace
+    );
 }
 
 #[test]
@@ -185,5 +203,8 @@ fn a_routed_table_with_id_and_quoted_id_is_refused_before_the_slot_exists() {
     let (trace, exit) = startup_decisions(&schema_with(upper, ""));
     assert_eq!(exit, Some(1), "{trace}");
     assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
-    insta::assert_snapshot!(trace);
+    rule!(
+        "A routed Feldera table with both id and \"ID\" is refused before the slot exists: Feldera matches JSON fields by lowercase name and would mix them up.",
+        trace
+    );
 }
