@@ -151,36 +151,20 @@ impl PgConnConfig {
                 }
             }
         }
-        let from_url = |key: &str| url_keys.iter().flatten().any(|k| k == key);
+        // Settings other than the password are not secret: their values are shown, named
+        // where the user wrote them (`port in PG_URL`, `PGPORT`).
         let name = |key: &str| setting_name(url_keys.as_deref(), key);
-        // A value inside PG_URL is not echoed (the URL may hold a password).
-        let shown = |raw: &str, key: &str| {
-            if from_url(key) {
-                format!("({key} in PG_URL)")
-            } else {
-                raw.to_owned()
-            }
-        };
         let port = match parts.port.as_deref() {
             None => 5432,
             Some(raw) => raw.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                let variable = if from_url("port") { "PG_URL" } else { "PGPORT" };
-                ConfigError::new(
-                    variable,
-                    Some(&shown(raw, "port")),
-                    "a TCP port from 1 to 65535",
-                )
+                ConfigError::new(&name("port"), Some(raw), "a TCP port from 1 to 65535")
             })?,
         };
         let user = parts.user.ok_or_else(|| {
             ConfigError::new(
-                if pairs.get("PG_URL").is_some() {
-                    "PG_URL"
-                } else {
-                    "PGUSER"
-                },
+                &missing_setting_name(url_keys.as_deref(), "user"),
                 None,
-                "a user name (in PG_URL, or PGUSER)",
+                "the PostgreSQL user to connect as",
             )
         })?;
         let sslrootcert = parts.sslrootcert.map(|raw| match raw.as_str() {
