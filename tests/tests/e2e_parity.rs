@@ -103,7 +103,9 @@ fn normalise(log: &str, slot: &str, feldera: &str) -> Vec<String> {
         if !keep || message.contains("idle keepalive") {
             continue;
         }
-        let mut out = message.replace(slot, "<slot>").replace(feldera, "<feldera>");
+        let mut out = message
+            .replace(slot, "<slot>")
+            .replace(feldera, "<feldera>");
         // Reconnect delays come from the seeded RNG and are the same; LSNs are not.
         let words: Vec<String> = out.split(' ').map(str::to_owned).collect();
         for word in words {
