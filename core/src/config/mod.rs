@@ -191,6 +191,15 @@ impl ConfigError {
         }
     }
 
+    /// An invalid value of a secret variable, already masked by the caller (a `PG_URL`
+    /// with its password replaced by `***`).
+    pub(crate) fn masked(variable: &str, masked_value: &str, accepted: impl Into<String>) -> Self {
+        ConfigError {
+            value: Some(masked_value.to_owned()),
+            ..ConfigError::new(variable, None, accepted)
+        }
+    }
+
     fn unknown(variable: &str, accepted: impl Into<String>) -> Self {
         ConfigError {
             unknown: true,

@@ -146,7 +146,7 @@ fn errors_name_variable_value_and_what_is_accepted() {
     insta::assert_snapshot!(error(&[("SNAPSHOT_MODE", "full")]), @r#"SNAPSHOT_MODE="full" is invalid: one of initial, never, inconsistent"#);
     insta::assert_snapshot!(error(&[("FELDERA_REQUIRE_PRIMARY_KEY", "maybe")]), @r#"FELDERA_REQUIRE_PRIMARY_KEY="maybe" is invalid: true or false (also 1/0, yes/no, on/off)"#);
     insta::assert_snapshot!(error(&[("PG_SLOT", "My-Slot")]), @r#"PG_SLOT="My-Slot" is invalid: 1 to 63 characters from a-z, 0-9 and _ (PostgreSQL's rule for replication slot names)"#);
-    insta::assert_snapshot!(error(&[("FELDERA_URL", "ftp://x")]), @r#"FELDERA_URL="ftp://x" is invalid: an http:// or https:// URL with a host, like http://127.0.0.1:8080"#);
+    insta::assert_snapshot!(error(&[("FELDERA_URL", "ftp://x")]), @r#"FELDERA_URL="ftp://x" is invalid: the scheme is ftp; accepted: an http:// or https:// URL with a host and neither query nor fragment, like http://127.0.0.1:8080"#);
     insta::assert_snapshot!(error(&[("CRASH_AT", "midway")]), @r#"CRASH_AT="midway" is invalid: one of before_send, after_send, after_complete, after_ack, snapshot_after_slot, snapshot_mid_copy, snapshot_before_complete, retract_after_query, retract_mid_delete"#);
     insta::assert_snapshot!(error(&[("LOG_FORMAT", "xml")]), @r#"LOG_FORMAT="xml" is invalid: one of text, json"#);
 }
@@ -554,4 +554,42 @@ fn progress_interval_defaults_to_30_s_and_zero_turns_it_off() {
         0
     );
     insta::assert_snapshot!(error(&[("PROGRESS_INTERVAL_SECS", "often")]), @r#"PROGRESS_INTERVAL_SECS="often" is invalid: a whole number from 0 to 86400"#);
+}
+
+#[test]
+fn feldera_url_errors_say_what_is_wrong_with_it() {
+    let query = error(&[("FELDERA_URL", "http://feldera:8080/?x=1")]);
+    assert!(query.starts_with(r#"FELDERA_URL="http://feldera:8080/?x=1" is invalid: it has a query or a fragment; accepted: "#), "{query}");
+    let relative = error(&[("FELDERA_URL", "feldera:8080")]);
+    assert!(relative.contains("the scheme is feldera"), "{relative}");
+    let broken = error(&[("FELDERA_URL", "http://u:hunter2@[::1")]);
+    assert!(!broken.contains("hunter2"), "{broken}");
+    assert!(broken.starts_with("FELDERA_URL=\"(not shown"), "{broken}");
+}
+
+#[test]
+fn a_malformed_pg_url_is_shown_with_its_password_masked() {
+    let shown = |url: &'static str| error(&[("PG_URL", url)]);
+    insta::assert_snapshot!(shown("postgres://u:hunter2@db:99999/app"), @r#"PG_URL="postgres://u:***@db:99999/app" is invalid: postgres://user[:password]@host[:port]/database[?sslmode=...] with one host"#);
+    let conninfo = shown("host=db password='hun ter2' port");
+    assert_eq!(
+        conninfo,
+        r#"PG_URL="host=db password=*** port" is invalid: a postgres:// URL or key=value pairs like `host=db port=5432 user=u dbname=d`"#
+    );
+    for (raw, secret) in [
+        ("postgres://u:pa/ss@db:99999/app", "pa/ss"),
+        ("postgres://u:p@ss@db:99999/app", "p@ss"),
+        (
+            "postgresql://u@db:99999/app?password=hunter2&sslmode=x",
+            "hunter2",
+        ),
+        ("host=db password=hunter2 port", "hunter2"),
+        ("host=db password='hunter2", "hunter2"),
+        ("password = hunter2 host", "hunter2"),
+        (r"password=hun\ ter2 x", "ter2"),
+    ] {
+        let message = error(&[("PG_URL", raw)]);
+        assert!(!message.contains(secret), "{raw}: {message}");
+        assert!(message.starts_with("PG_URL="), "{message}");
+    }
 }
