@@ -174,16 +174,19 @@ pub enum Topic {
     Snapshot,
     /// Retraction of keys Feldera holds (TRUNCATE, re-snapshot leftovers).
     Retract,
+    /// The periodic progress line (`PROGRESS_INTERVAL_SECS`).
+    Progress,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 6] = [
+    pub const ALL: [Topic; 7] = [
         Topic::General,
         Topic::Ack,
         Topic::Policy,
         Topic::Batch,
         Topic::Snapshot,
         Topic::Retract,
+        Topic::Progress,
     ];
 
     /// The short word traces and log targets use.
@@ -195,6 +198,7 @@ impl Topic {
             Topic::Batch => "batch",
             Topic::Snapshot => "snapshot",
             Topic::Retract => "retract",
+            Topic::Progress => "progress",
         }
     }
 }

@@ -135,6 +135,7 @@ pub mod lsn;
 pub mod outbox;
 pub mod pgoutput;
 pub mod pipeline;
+pub mod progress;
 pub mod retract;
 pub mod snapshot;
 pub mod startup;

@@ -28,10 +28,12 @@ pub enum TimerKind {
     ShutdownConfirm,
     /// The initial snapshot's progress line is due.
     SnapshotProgress,
+    /// The streaming progress line is due (`PROGRESS_INTERVAL_SECS`).
+    Progress,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 9] = [
+    pub const ALL: [TimerKind; 10] = [
         TimerKind::StatusInterval,
         TimerKind::Linger,
         TimerKind::CompletionPoll,
@@ -41,6 +43,7 @@ impl TimerKind {
         TimerKind::NoProgress,
         TimerKind::ShutdownConfirm,
         TimerKind::SnapshotProgress,
+        TimerKind::Progress,
     ];
 
     fn index(self) -> usize {

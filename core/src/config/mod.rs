@@ -150,6 +150,8 @@ pub struct Config {
     pub retract_page_rows: u32,
     pub no_progress_timeout_secs: u64,
     pub shutdown_confirm_ms: u64,
+    /// `PROGRESS_INTERVAL_SECS`: how often the progress line may be logged (0: never).
+    pub progress_interval_secs: u64,
     pub log_format: LogFormat,
     pub crash: Option<CrashSpec>,
 }
@@ -158,17 +160,50 @@ pub struct Config {
 /// accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
+    /// The variable as the user wrote it (`TABLES`, `sslmode in PG_URL`); the shells
+    /// replace variable names by the flags the user gave instead.
     pub variable: String,
+    /// The value, `None` when the variable is missing or unknown. A secret's value is never
+    /// kept: it reads `(not shown)`.
     pub value: Option<String>,
     pub accepted: String,
+    /// `variable` is not an option at all.
+    pub unknown: bool,
 }
 
 impl ConfigError {
+    /// An invalid value (`value` is `Some`) or a missing variable (`None`). The value of a
+    /// secret variable is replaced by `(not shown)`, unless the caller already describes
+    /// it without its contents (a text in parentheses, like `(port in PG_URL)`).
     pub(crate) fn new(variable: &str, value: Option<&str>, accepted: impl Into<String>) -> Self {
+        let value = value.map(|v| {
+            if is_secret(variable) && !v.starts_with('(') {
+                "(not shown)".to_owned()
+            } else {
+                v.to_owned()
+            }
+        });
         ConfigError {
             variable: variable.to_owned(),
-            value: value.map(str::to_owned),
+            value,
             accepted: accepted.into(),
+            unknown: false,
+        }
+    }
+
+    /// An invalid value of a secret variable, already masked by the caller (a `PG_URL`
+    /// with its password replaced by `***`).
+    pub(crate) fn masked(variable: &str, masked_value: &str, accepted: impl Into<String>) -> Self {
+        ConfigError {
+            value: Some(masked_value.to_owned()),
+            ..ConfigError::new(variable, None, accepted)
+        }
+    }
+
+    fn unknown(variable: &str, accepted: impl Into<String>) -> Self {
+        ConfigError {
+            unknown: true,
+            ..ConfigError::new(variable, None, accepted)
         }
     }
 }
@@ -181,6 +216,9 @@ impl fmt::Display for ConfigError {
                 "{}={value:?} is invalid: {}",
                 self.variable, self.accepted
             ),
+            None if self.unknown => {
+                write!(f, "{} is not an option: {}", self.variable, self.accepted)
+            }
             None => write!(f, "{} is required: {}", self.variable, self.accepted),
         }
     }
@@ -224,6 +262,7 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("RETRACT_PAGE_ROWS", Some("10000")),
     ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),
     ("SHUTDOWN_CONFIRM_MS", Some("5000")),
+    ("PROGRESS_INTERVAL_SECS", Some("30")),
     ("LOG_FORMAT", Some("text")),
     ("CRASH_AT", None),
     ("CRASH_AFTER_BATCHES", Some("1")),
@@ -274,10 +313,9 @@ impl Config {
             let key = key.into();
             if !VARIABLES.iter().any(|(k, _)| *k == key) {
                 let known: Vec<&str> = VARIABLES.iter().map(|(k, _)| *k).collect();
-                return Err(ConfigError::new(
+                return Err(ConfigError::unknown(
                     &key,
-                    None,
-                    format!("unknown option; known: {}", known.join(", ")),
+                    format!("known options: {}", known.join(", ")),
                 ));
             }
             map.insert(key, value.into());
@@ -337,6 +375,7 @@ impl Config {
                 31_536_000,
             )?,
             shutdown_confirm_ms: parse_u64_in(&pairs, "SHUTDOWN_CONFIRM_MS", 0, 600_000)?,
+            progress_interval_secs: parse_u64_in(&pairs, "PROGRESS_INTERVAL_SECS", 0, 86_400)?,
             log_format: parse_enum(
                 &pairs,
                 "LOG_FORMAT",

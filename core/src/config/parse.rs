@@ -88,21 +88,38 @@ pub(super) fn default_slot_name(pipeline: &str) -> String {
 
 /// An `http://` or `https://` base URL, returned without a trailing slash.
 pub(super) fn http_url(key: &str, raw: &str) -> Result<String, ConfigError> {
-    let accepted = "an http:// or https:// URL with a host, like http://127.0.0.1:8080";
-    let parsed = url::Url::parse(raw).map_err(|_| ConfigError::new(key, Some(raw), accepted))?;
-    let ok = matches!(parsed.scheme(), "http" | "https")
-        && parsed.has_host()
-        && parsed.query().is_none()
-        && parsed.fragment().is_none();
-    if !ok {
-        return Err(ConfigError::new(key, Some(raw), accepted));
-    }
+    const ACCEPTED: &str =
+        "an http:// or https:// URL with a host and neither query nor fragment, like http://127.0.0.1:8080";
+    let refuse =
+        |why: &str| ConfigError::new(key, Some(raw), format!("{why}; accepted: {ACCEPTED}"));
+    let parsed = url::Url::parse(raw).map_err(|e| {
+        if raw.contains('@') {
+            // Possibly user and password: never echoed.
+            let accepted = format!("not a URL ({e}); accepted: {ACCEPTED}");
+            ConfigError::new(
+                key,
+                Some("(not shown: it may contain credentials)"),
+                accepted,
+            )
+        } else {
+            refuse(&format!("not a URL ({e})"))
+        }
+    })?;
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(ConfigError::new(
             key,
             Some("(contains credentials)"),
             "a URL without user or password; put the API key in FELDERA_API_KEY",
         ));
+    }
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(refuse(&format!("the scheme is {}", parsed.scheme())));
+    }
+    if !parsed.has_host() {
+        return Err(refuse("it has no host"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(refuse("it has a query or a fragment"));
     }
     Ok(raw.trim_end_matches('/').to_owned())
 }

@@ -62,6 +62,7 @@ use crate::crash::CrashInjector;
 use crate::feldera::{FelderaEndpoint, Reply};
 use crate::io::{exit, Command, Driver, Input, Level, Topic};
 use crate::outbox::Thresholds;
+use crate::progress::ProgressReport;
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind, TimerTable};
 use ctx::Ctx;
@@ -104,6 +105,10 @@ pub(crate) struct Run {
     pub(crate) backoff: Backoff,
     pub(crate) progress: ProgressDeadline,
     pub(crate) crash: CrashInjector,
+    /// The periodic progress line's counters (`crate::progress`).
+    pub(crate) report: ProgressReport,
+    /// The message of the last failure, for the reason of a no-progress exit.
+    pub(crate) last_failure: Option<String>,
     pub(crate) sessions: u32,
     /// The last batch number used by an ended session (the next session's batches follow).
     pub(crate) last_cut: BatchSeq,
@@ -114,6 +119,7 @@ impl Run {
     pub(crate) fn progressed(&mut self, now: Mono) {
         self.progress.on_progress(now);
         self.backoff.reset();
+        self.last_failure = None;
     }
 }
 
@@ -193,12 +199,37 @@ pub struct Pipeline {
     timers: TimerTable,
 }
 
-fn config_error(variable: &str, value: Option<&str>, accepted: impl Into<String>) -> ConfigError {
-    ConfigError {
-        variable: variable.to_owned(),
-        value: value.map(str::to_owned),
-        accepted: accepted.into(),
-    }
+/// A value the configuration accepted but a later check refuses: the variable as the user
+/// set it, its value (secrets masked) and what is accepted.
+fn config_error(config: &Config, variable: &str, accepted: impl Into<String>) -> ConfigError {
+    let value = match variable {
+        "TABLES" => match &config.tables {
+            TablesSpec::List(list) => Some(list.clone()),
+            TablesSpec::Single { .. } => None,
+        },
+        "PG_TABLE" | "FELDERA_TABLE" => match &config.tables {
+            TablesSpec::Single {
+                pg_table,
+                feldera_table,
+            } => {
+                if variable == "PG_TABLE" {
+                    Some(pg_table.clone())
+                } else {
+                    feldera_table.clone()
+                }
+            }
+            TablesSpec::List(_) => None,
+        },
+        "FELDERA_URL" => Some(config.feldera_url.clone()),
+        "FELDERA_PIPELINE" => Some(config.feldera_pipeline.clone()),
+        "FELDERA_API_KEY" => Some("(not shown)".to_owned()),
+        "PG_SLOT" => Some(config.slot.clone()),
+        _ => None,
+    };
+    let mut error = ConfigError::new(variable, value.as_deref(), accepted);
+    // Only reached for a value that was given: never "is required".
+    error.value.get_or_insert_with(|| "(as given)".to_owned());
+    error
 }
 
 impl Pipeline {
@@ -213,15 +244,21 @@ impl Pipeline {
                 feldera_table,
             } => parse_pair(pg_table, feldera_table.as_deref()).map(|r| vec![r]),
         }
-        .map_err(|e| config_error(e.variable, None, format!("{}; {}", e.problem, e.accepted)))?;
+        .map_err(|e| {
+            let accepted = format!("{}; accepted: {}", e.problem, e.accepted);
+            config_error(&config, e.variable, accepted)
+        })?;
         let endpoint = FelderaEndpoint::new(
             &config.feldera_url,
             &config.feldera_pipeline,
             config.feldera_api_key.as_ref().map(|k| k.expose()),
         )
-        .map_err(|e| config_error("FELDERA_URL", Some(&config.feldera_url), e.to_string()))?;
+        .map_err(|e| {
+            let accepted = format!("{}; accepted: {}", e.problem, e.accepted);
+            config_error(&config, e.variable, accepted)
+        })?;
         let state_path = crate::snapshot::state::state_path(&config.state_dir, &config.slot)
-            .map_err(|e| config_error("PG_SLOT", Some(&config.slot), e.to_string()))?;
+            .map_err(|e| config_error(&config, "PG_SLOT", e.to_string()))?;
         let thresholds = Thresholds {
             max_rows: config.batch_max_rows,
             max_bytes: config.batch_max_bytes,
@@ -232,6 +269,8 @@ impl Pipeline {
             backoff: Backoff::new(seed, Backoff::DEFAULT_BASE_MS, Backoff::DEFAULT_CAP_MS),
             progress: ProgressDeadline::new(now.mono, config.no_progress_timeout_secs),
             crash: CrashInjector::new(config.crash),
+            report: ProgressReport::new(now.mono, config.progress_interval_secs),
+            last_failure: None,
             sessions: 0,
             last_cut: 0,
         };
@@ -417,7 +456,18 @@ impl Pipeline {
     }
 
     /// Asks the policy what a failure means and carries it out.
-    fn fail(&mut self, failure: Failure) {
+    fn fail(&mut self, mut failure: Failure) {
+        if failure.kind == FailureKind::FelderaUnavailable {
+            // Say which Feldera could not be reached (scheme, host, port; never the key).
+            failure.message = format!(
+                "{} (Feldera at {})",
+                failure.message,
+                self.env.endpoint.origin()
+            );
+        }
+        if failure.kind != FailureKind::NoProgress {
+            self.run.last_failure = Some(failure.message.clone());
+        }
         let now = self.ctx.now.mono;
         let situation = Situation {
             stopping: matches!(self.phase, Phase::Stopping(_)),
@@ -439,7 +489,7 @@ impl Pipeline {
                 format!("stopped; the last session ended early: {}", failure.message),
             ),
             Reaction::Exit(exit::NO_PROGRESS) => {
-                self.exit(exit::NO_PROGRESS, no_progress_reason(&self.env))
+                self.exit(exit::NO_PROGRESS, no_progress_reason(&self.env, &self.run))
             }
             Reaction::Exit(code) => self.exit(code, failure.message),
         }
@@ -580,7 +630,7 @@ impl Pipeline {
                     if self.has_pending_work() && self.run.progress.expired(now) {
                         Next::Fail(Failure::new(
                             FailureKind::NoProgress,
-                            no_progress_reason(&self.env),
+                            no_progress_reason(&self.env, &self.run),
                         ))
                     } else {
                         Next::Stay
@@ -589,6 +639,13 @@ impl Pipeline {
                 TimerKind::Reconnect => {
                     if matches!(self.phase, Phase::BackingOff { until } if now >= until) {
                         self.start_session();
+                    }
+                    Next::Stay
+                }
+                TimerKind::Progress => {
+                    let flush = self.run.ack.flush();
+                    if let Some(line) = self.run.report.report(now, self.phase.name(), flush) {
+                        self.ctx.note(Level::Info, Topic::Progress, line);
                     }
                     Next::Stay
                 }
@@ -641,6 +698,9 @@ impl Pipeline {
         if pending {
             timers.set(TimerKind::NoProgress, self.run.progress.deadline());
         }
+        if let Some(at) = self.run.report.next_at() {
+            timers.set(TimerKind::Progress, at);
+        }
         self.timers = timers;
     }
 }
@@ -657,11 +717,18 @@ fn route_http(cx: &mut Cx<'_>, phase: &mut Phase, id: crate::io::HttpId, reply: 
     }
 }
 
-fn no_progress_reason(env: &Env) -> String {
-    format!(
+/// Why the run gives up: the deadline, and the last failure that held progress back (the
+/// only hint an operator gets when warnings are filtered out).
+fn no_progress_reason(env: &Env, run: &Run) -> String {
+    let mut reason = format!(
         "no durable progress for {} s (NO_PROGRESS_TIMEOUT_SECS); giving up so the slot's pinned WAL gets attention",
         env.config.no_progress_timeout_secs
-    )
+    );
+    if let Some(last) = &run.last_failure {
+        reason.push_str("; the last failure: ");
+        reason.push_str(last);
+    }
+    reason
 }
 
 impl Driver for Pipeline {

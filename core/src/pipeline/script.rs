@@ -162,6 +162,8 @@ impl Script {
             ("FELDERA_URL", "http://feldera:8080"),
             ("FELDERA_PIPELINE", "p"),
             ("SNAPSHOT_MODE", "never"),
+            // The progress line has traces of its own; elsewhere it would only interleave.
+            ("PROGRESS_INTERVAL_SECS", "0"),
         ];
         for (k, v) in config {
             pairs.retain(|(key, _)| key != k);

@@ -213,6 +213,12 @@ impl InFlight {
         self.rows
     }
 
+    /// How long this batch has waited for Feldera to complete it (`None`: it never waited,
+    /// as in the accepted mode).
+    pub(crate) fn completion_wait_us(&self, now: Mono) -> Option<u64> {
+        self.wait.map(|w| now.since(w.started()))
+    }
+
     fn post(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint, part: usize) {
         let body = self.bodies[part].take().unwrap_or_default();
         let http = ctx.http_id();

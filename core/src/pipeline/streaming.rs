@@ -253,6 +253,7 @@ impl Streaming {
     }
 
     fn on_keepalive(&mut self, cx: &mut Cx<'_>, keepalive: PrimaryKeepalive) -> Step {
+        cx.run.report.on_server_wal(keepalive.wal_end);
         let ack = &mut cx.run.ack;
         let idle = self.outbox.is_empty() && self.sink.is_idle();
         if idle && !ack.in_transaction() && ack.pending_commits() == 0 {
@@ -272,6 +273,7 @@ impl Streaming {
 
     fn on_xlog(&mut self, cx: &mut Cx<'_>, xlog: XLogData) -> Step {
         cx.run.ack.on_wal_data(xlog.wal_start);
+        cx.run.report.on_server_wal(xlog.wal_end);
         let message = match pgoutput::parse(&xlog.data) {
             Ok(message) => message,
             Err(e) => {
@@ -286,7 +288,10 @@ impl Streaming {
                 cx.run.ack.on_begin();
                 Ok(())
             }
-            Message::Commit(commit) => self.on_commit(cx, commit.end_lsn),
+            Message::Commit(commit) => {
+                cx.run.report.on_commit();
+                self.on_commit(cx, commit.end_lsn)
+            }
             Message::Relation(relation) => self.on_relation(cx, relation),
             Message::Insert(_) | Message::Update(_) | Message::Delete(_) => {
                 self.on_row(cx, &message)
@@ -446,6 +451,7 @@ impl Streaming {
         match written {
             Ok(lines) => {
                 self.outbox.finish_lines(mark, lines, cx.now());
+                cx.run.report.on_row();
                 self.maybe_flush(cx)
             }
             Err(e) => {
@@ -530,6 +536,9 @@ impl Streaming {
             return Ok(());
         };
         cx.run.progressed(cx.ctx.now.mono);
+        cx.run
+            .report
+            .on_batch_durable(batch.completion_wait_us(cx.now()));
         cx.ctx.note(
             Level::Debug,
             Topic::Batch,

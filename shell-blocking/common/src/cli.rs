@@ -112,11 +112,12 @@ pub struct Cli {
         default_value = default_of("FELDERA_COMPLETION_TIMEOUT_MS")
     )]
     pub feldera_completion_timeout_ms: Option<String>,
-    /// initial, never (stream only) or inconsistent (copy, then create the slot:
-    /// demonstrates loss)
+    /// initial (copy every table under the slot's snapshot, then stream), never (stream
+    /// only, copy nothing) or inconsistent (copy, then create the slot: demonstrates loss)
     #[arg(long, env = "SNAPSHOT_MODE", default_value = default_of("SNAPSHOT_MODE"))]
     pub snapshot_mode: Option<String>,
-    /// Directory of <slot>.state.json
+    /// Directory of <slot>.state.json, the snapshot's record (SNAPSHOT_MODE=never writes
+    /// none)
     #[arg(long, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
     pub state_dir: Option<String>,
     /// Flush a batch at this many rows
@@ -148,7 +149,16 @@ pub struct Cli {
         default_value = default_of("SHUTDOWN_CONFIRM_MS")
     )]
     pub shutdown_confirm_ms: Option<String>,
-    /// text or json; the level comes from RUST_LOG (default info)
+    /// Log a progress line (rows, transactions, batches, flushed position, lag, completion
+    /// waits) this often while something happens; 0 turns it off
+    #[arg(
+        long,
+        env = "PROGRESS_INTERVAL_SECS",
+        default_value = default_of("PROGRESS_INTERVAL_SECS")
+    )]
+    pub progress_interval_secs: Option<String>,
+    /// text or json; the level comes from RUST_LOG (default info). Why a non-zero exit
+    /// happened is printed on stderr whatever RUST_LOG says
     #[arg(long, env = "LOG_FORMAT", default_value = default_of("LOG_FORMAT"))]
     pub log_format: Option<String>,
     /// Test only: exit 70 at this crash point (before_send, after_send, after_complete,
@@ -188,6 +198,9 @@ fn parse_seed(raw: &str) -> Result<Seed, String> {
 pub struct Args {
     pub pairs: Vec<(String, String)>,
     pub seed: Option<u64>,
+    /// The variables given as flags (`TABLES` → `--tables`), so messages can name what
+    /// the user typed.
+    pub flags: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Args {
@@ -197,6 +210,7 @@ impl std::fmt::Debug for Args {
         f.debug_struct("Args")
             .field("keys", &keys)
             .field("seed", &self.seed)
+            .field("flags", &self.flags)
             .finish()
     }
 }
@@ -215,17 +229,22 @@ where
 {
     let matches = command(bin_name).try_get_matches_from(args)?;
     let cli = Cli::from_arg_matches(&matches)?;
+    let (pairs, flags) = pairs_of(&matches);
     Ok(Args {
-        pairs: pairs_of(&matches),
+        pairs,
         seed: cli.seed.and_then(|seed| seed.0),
+        flags,
     })
 }
 
 /// The configuration pairs of every option given by flag or environment, keyed by its
-/// environment variable's name (the key `Config::from_pairs` expects).
-fn pairs_of(matches: &ArgMatches) -> Vec<(String, String)> {
+/// environment variable's name (the key `Config::from_pairs` expects); and which of them
+/// were flags, with the flag's spelling.
+#[allow(clippy::type_complexity)]
+fn pairs_of(matches: &ArgMatches) -> (Vec<(String, String)>, Vec<(String, String)>) {
     let command = Cli::command();
     let mut pairs = Vec::new();
+    let mut flags = Vec::new();
     for arg in command.get_arguments() {
         let Some(variable) = arg.get_env().and_then(|v| v.to_str()) else {
             continue;
@@ -234,15 +253,48 @@ fn pairs_of(matches: &ArgMatches) -> Vec<(String, String)> {
             continue; // a shell option (SLOTLINE_SEED), not configuration
         }
         let id = arg.get_id().as_str();
+        let source = matches.value_source(id);
         let given = matches!(
-            matches.value_source(id),
+            source,
             Some(ValueSource::CommandLine | ValueSource::EnvVariable)
         );
         if let (true, Some(value)) = (given, matches.get_one::<String>(id)) {
             pairs.push((variable.to_owned(), value.clone()));
         }
+        if let (Some(ValueSource::CommandLine), Some(long)) = (source, arg.get_long()) {
+            flags.push((variable.to_owned(), format!("--{long}")));
+        }
     }
-    pairs
+    (pairs, flags)
+}
+
+/// `text` with every configuration variable the user gave as a flag spelled as that flag
+/// (`TABLES is invalid` → `--tables is invalid`). Only whole names are replaced: `PG_TABLE`
+/// never matches inside `FELDERA_TABLE`.
+pub fn spell_flags(text: &str, flags: &[(String, String)]) -> String {
+    let is_name_byte = |b: u8| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_';
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        if !is_name_byte(bytes[i]) {
+            let next = text[i..].chars().next().map_or(1, char::len_utf8);
+            out.push_str(&text[i..i + next]);
+            i += next;
+            continue;
+        }
+        let end = bytes[i..]
+            .iter()
+            .position(|b| !is_name_byte(*b))
+            .map_or(text.len(), |n| i + n);
+        let word = &text[i..end];
+        match flags.iter().find(|(variable, _)| variable == word) {
+            Some((_, flag)) => out.push_str(flag),
+            None => out.push_str(word),
+        }
+        i = end;
+    }
+    out
 }
 
 #[cfg(test)]

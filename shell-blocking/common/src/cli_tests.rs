@@ -154,8 +154,53 @@ fn debug_of_args_prints_keys_but_never_values() {
     let args = Args {
         pairs: vec![("PGPASSWORD".into(), "hunter2".into())],
         seed: None,
+        flags: vec![("PGPASSWORD".into(), "--pg-password".into())],
     };
     let shown = format!("{args:?}");
     assert!(shown.contains("PGPASSWORD"));
     assert!(!shown.contains("hunter2"));
+}
+
+#[test]
+fn options_given_as_flags_are_remembered_with_their_spelling() {
+    let args = parse(
+        "slotline",
+        ["slotline", "--tables", "users,users", "--pg-url=x"],
+    )
+    .expect("parses");
+    assert!(args
+        .flags
+        .contains(&("TABLES".to_owned(), "--tables".to_owned())));
+    assert!(args
+        .flags
+        .contains(&("PG_URL".to_owned(), "--pg-url".to_owned())));
+    assert!(
+        args.flags.iter().all(|(v, _)| v != "FELDERA_URL"),
+        "a default is not a flag the user gave: {:?}",
+        args.flags
+    );
+}
+
+#[test]
+fn messages_name_the_flag_the_user_typed_instead_of_its_variable() {
+    let flags = vec![
+        ("TABLES".to_owned(), "--tables".to_owned()),
+        ("PG_URL".to_owned(), "--pg-url".to_owned()),
+    ];
+    assert_eq!(
+        spell_flags(
+            r#"TABLES="users,users" is invalid: use either TABLES or PG_TABLE/FELDERA_TABLE"#,
+            &flags
+        ),
+        r#"--tables="users,users" is invalid: use either --tables or PG_TABLE/FELDERA_TABLE"#
+    );
+    assert_eq!(
+        spell_flags(
+            "sslmode in PG_URL=\"x\" is invalid; PG_URLS, XPG_URL, PGSSLMODE stay",
+            &flags
+        ),
+        "sslmode in --pg-url=\"x\" is invalid; PG_URLS, XPG_URL, PGSSLMODE stay"
+    );
+    assert_eq!(spell_flags("é TABLES ü", &flags), "é --tables ü");
+    assert_eq!(spell_flags("TABLES", &[]), "TABLES");
 }

@@ -161,8 +161,7 @@ pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRo
             });
         }
         Command::Exit { code, reason } => {
-            tracing::info!("exiting with code {code}: {reason}");
-            logging::flush();
+            logging::exit_reason(code, &reason);
             return Flow::Exit(code);
         }
     }

@@ -56,11 +56,12 @@ impl Default for RunOptions {
 /// hand over its chunk stops reading, and TCP pushes back on the server.
 pub const INPUT_QUEUE: usize = 256;
 
-/// Logs why a shell's own machinery could not start and gives the exit code for it.
+/// Says why a shell's own machinery could not start (whatever `RUST_LOG` says, see
+/// `logging::exit_reason`) and gives the exit code for it.
 pub fn cannot_start(what: &str, error: &std::io::Error) -> i32 {
-    tracing::error!("cannot start {what}: {error}");
-    logging::flush();
-    slotline_core::io::exit::FATAL
+    let code = slotline_core::io::exit::FATAL;
+    logging::exit_reason(code, &format!("cannot start {what}: {error}"));
+    code
 }
 
 /// Starts the SIGINT/SIGTERM listener when `options` ask for it; `on_first` delivers

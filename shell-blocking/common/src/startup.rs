@@ -34,7 +34,11 @@ where
         let _ = error.print();
         error.exit_code()
     })?;
+    // Configuration errors name variables; a variable the user gave as a flag is named
+    // as that flag.
+    let flags = args.flags;
     let usage = |message: String| {
+        let message = cli::spell_flags(&message, &flags);
         eprintln!("{bin_name}: {message} (see {bin_name} --help)");
         exit::USAGE
     };
@@ -48,7 +52,7 @@ where
             exit::FATAL
         })?,
     };
-    logging::init(config.log_format, filter);
+    logging::init(bin_name, config.log_format, filter);
     tracing::debug!("core seed {seed} (set SLOTLINE_SEED to repeat a run)");
     crate::passfile::apply(&mut config.pg);
     let clock = Clock::start();
