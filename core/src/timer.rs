@@ -28,10 +28,14 @@ pub enum TimerKind {
     ShutdownConfirm,
     /// The initial snapshot's progress line is due.
     SnapshotProgress,
+    /// Time to sample the slot's health (the monitor).
+    SlotMonitor,
+    /// An operator's command (`check`, `status`, `drop-slot`) gives up waiting.
+    OperationDeadline,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 9] = [
+    pub const ALL: [TimerKind; 11] = [
         TimerKind::StatusInterval,
         TimerKind::Linger,
         TimerKind::CompletionPoll,
@@ -41,6 +45,8 @@ impl TimerKind {
         TimerKind::NoProgress,
         TimerKind::ShutdownConfirm,
         TimerKind::SnapshotProgress,
+        TimerKind::SlotMonitor,
+        TimerKind::OperationDeadline,
     ];
 
     fn index(self) -> usize {

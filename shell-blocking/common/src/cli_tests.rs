@@ -154,8 +154,46 @@ fn debug_of_args_prints_keys_but_never_values() {
     let args = Args {
         pairs: vec![("PGPASSWORD".into(), "hunter2".into())],
         seed: None,
+        operation: None,
     };
     let shown = format!("{args:?}");
     assert!(shown.contains("PGPASSWORD"));
     assert!(!shown.contains("hunter2"));
+}
+
+#[test]
+fn subcommands_take_every_option_before_or_after_them() {
+    let args = parse(
+        "slotline",
+        [
+            "slotline",
+            "--pg-publication",
+            "p1",
+            "check",
+            "--json",
+            "--tables",
+            "users",
+        ],
+    )
+    .expect("parses");
+    assert_eq!(args.operation, Some(Operation::Check { json: true }));
+    assert!(args.pairs.contains(&("PG_PUBLICATION".into(), "p1".into())));
+    assert!(args.pairs.contains(&("TABLES".into(), "users".into())));
+    let args = parse("slotline", ["slotline", "drop-slot", "--yes"]).expect("parses");
+    assert_eq!(
+        args.operation,
+        Some(Operation::DropSlot {
+            yes: true,
+            json: false
+        })
+    );
+    let args = parse("slotline", ["slotline", "status"]).expect("parses");
+    assert_eq!(args.operation, Some(Operation::Status { json: false }));
+    let args = parse("slotline", ["slotline", "--metrics-addr", "127.0.0.1:9187"]).expect("run");
+    assert_eq!(args.operation, None);
+    assert!(args
+        .pairs
+        .contains(&("METRICS_ADDR".into(), "127.0.0.1:9187".into())));
+    let unknown = parse("slotline", ["slotline", "inspect"]).expect_err("unknown subcommand");
+    assert_eq!(unknown.exit_code(), 2);
 }
