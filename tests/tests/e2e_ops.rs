@@ -216,9 +216,11 @@ fn status_and_drop_slot(shell: Shell) {
         status["slot"]["retained_wal_bytes"].as_u64().is_some(),
         "{out}"
     );
-    assert_eq!(
-        status["slot"]["confirmed_flush_lsn"],
-        json!(env.slot_confirmed()),
+    // The slot moves with idle keepalives (other databases write WAL): only its shape.
+    assert!(
+        status["slot"]["confirmed_flush_lsn"]
+            .as_str()
+            .is_some_and(|l| l.contains('/')),
         "{out}"
     );
     assert_eq!(
@@ -406,6 +408,37 @@ fn readyz_is_503_until_streaming_and_reconnects_are_counted(shell: Shell) {
     assert!(ready.is_some(), "{}", connector.log_text());
 }
 
+/// 17+ creates a failover slot when asked; 15 and 16 refuse before creating anything.
+fn failover_slot_follows_the_server_version(shell: Shell) {
+    let env = Env::new("failover", SETUP, schema("INTEGER"));
+    let version: u32 = env
+        .sql("SHOW server_version_num")
+        .parse()
+        .expect("a number");
+    let extra = [("TABLES", "users,items"), ("PG_SLOT_FAILOVER", "true")];
+    let mut connector = env.start(shell, &extra);
+    if version >= 170_000 {
+        assert!(
+            connector.wait_log("streaming from slot", Duration::from_secs(60)),
+            "{}",
+            connector.log_text()
+        );
+        let failover = env.sql(&format!(
+            "SELECT failover FROM pg_replication_slots WHERE slot_name = '{}'",
+            env.slot_name()
+        ));
+        assert_eq!(failover, "t", "{}", connector.log_text());
+    } else {
+        assert_eq!(connector.wait_exit(Duration::from_secs(60)), Some(1));
+        let log = connector.log_text();
+        assert!(
+            log.contains("PG_SLOT_FAILOVER=true needs PostgreSQL 17 or newer"),
+            "{log}"
+        );
+        assert!(!env.slot_exists());
+    }
+}
+
 macro_rules! both_shells {
     ($($name:ident),* $(,)?) => {
         mod tokio_shell {
@@ -424,4 +457,5 @@ both_shells!(
     status_and_drop_slot,
     metrics_move_as_rows_flow,
     readyz_is_503_until_streaming_and_reconnects_are_counted,
+    failover_slot_follows_the_server_version,
 );

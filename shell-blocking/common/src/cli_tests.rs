@@ -20,10 +20,11 @@ fn help_blocks(help: &str) -> Vec<String> {
 }
 
 fn help_block(help: &str, variable: &str) -> String {
-    let marker = format!("[env: {variable}");
+    // `[env: NAME=...]`, or `[env: NAME]` for hidden values (PG_SLOT is not PG_SLOT_FAILOVER).
+    let markers = [format!("[env: {variable}="), format!("[env: {variable}]")];
     let mut found = help_blocks(help)
         .into_iter()
-        .filter(|block| block.contains(&marker));
+        .filter(|block| markers.iter().any(|m| block.contains(m)));
     let block = found
         .next()
         .unwrap_or_else(|| panic!("--help does not name {variable}:\n{help}"));
