@@ -377,3 +377,42 @@ fn operations_publish_no_status() {
     .unwrap();
     assert!(Driver::status(&s).is_none());
 }
+
+#[test]
+fn check_names_a_table_retraction_could_not_read_back() {
+    // lineitems has no primary key: TRUNCATE (published) could not read its keys back,
+    // and a snapshot could not check that it is empty.
+    let keyless = SCHEMA.replace(r#""primary_key":["sku"],"#, "");
+    let config = [
+        TABLES,
+        ("FELDERA_REQUIRE_PRIMARY_KEY", "false"),
+        ("SNAPSHOT_MODE", "initial"),
+    ];
+    let mut fresh = pg_with(ReplicaIdentity::Default, "60s");
+    fresh.slot_confirmed = None;
+    let mut s = Script::operation(
+        &config,
+        fresh,
+        &keyless,
+        None,
+        |_| {},
+        |config, now| {
+            Box::new(Check::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
+        },
+    );
+    let report = printed(&s.take_trace());
+    assert_eq!(s.exit().map(|e| e.0), Some(1), "{report}");
+    let failures: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(
+        failures
+            .iter()
+            .any(|l| l.starts_with("FAIL truncate public.items")),
+        "{report}"
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|l| l.starts_with("FAIL retract lineitems")),
+        "{report}"
+    );
+}
