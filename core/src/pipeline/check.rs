@@ -561,7 +561,8 @@ impl Driver for Check {
                 self.on_pipeline(Reply::Failed { error: &error });
             }
             Input::StateRead { contents } => self.on_state(contents),
-            Input::Tick => {}
+            // Interrupted: report what is known now.
+            Input::Shutdown => self.deadline = self.ctx.now.mono,
             _ => {}
         }
         let timed_out = self.ctx.now.mono >= self.deadline;

@@ -470,6 +470,8 @@ impl Driver for Inspect {
                 self.on_pipeline(Reply::Failed { error: &error });
             }
             Input::StateRead { contents } => self.on_state(contents),
+            // Interrupted: report what is known now.
+            Input::Shutdown => self.deadline = self.ctx.now.mono,
             _ => {}
         }
         self.finish_if_ready();
@@ -668,6 +670,19 @@ impl Driver for DropSlot {
             input if self.control.as_ref().is_some_and(|c| c.owns(&input)) => self.on_pg(input),
             Input::StateRemoved { result } if self.stage == DropStage::RemovingState => {
                 self.on_removed(result)
+            }
+            Input::Shutdown if self.stage != DropStage::RemovingState => {
+                let done = if self.stage == DropStage::DroppingSlot {
+                    "the slot may or may not have been dropped (run status)"
+                } else {
+                    "nothing was dropped"
+                };
+                self.report.push(Line::fail(
+                    "drop-slot",
+                    format!("interrupted: {done}; the state file was kept"),
+                    "run drop-slot --yes again",
+                ));
+                self.finish(exit::FATAL);
             }
             _ => {}
         }
