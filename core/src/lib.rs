@@ -132,6 +132,7 @@ pub mod feldera;
 pub mod fuzzing;
 pub mod io;
 pub mod lsn;
+pub mod ops;
 pub mod outbox;
 pub mod pgoutput;
 pub mod pipeline;

@@ -30,10 +30,14 @@ pub enum TimerKind {
     SnapshotProgress,
     /// The streaming progress line is due (`PROGRESS_INTERVAL_SECS`).
     Progress,
+    /// Time to sample the slot's health (the monitor).
+    SlotMonitor,
+    /// An operator's command (`check`, `status`, `drop-slot`) gives up waiting.
+    OperationDeadline,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 10] = [
+    pub const ALL: [TimerKind; 12] = [
         TimerKind::StatusInterval,
         TimerKind::Linger,
         TimerKind::CompletionPoll,
@@ -44,6 +48,8 @@ impl TimerKind {
         TimerKind::ShutdownConfirm,
         TimerKind::SnapshotProgress,
         TimerKind::Progress,
+        TimerKind::SlotMonitor,
+        TimerKind::OperationDeadline,
     ];
 
     fn index(self) -> usize {

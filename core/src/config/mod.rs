@@ -154,6 +154,15 @@ pub struct Config {
     pub progress_interval_secs: u64,
     pub log_format: LogFormat,
     pub crash: Option<CrashSpec>,
+    /// `METRICS_ADDR`: where the shell serves `/metrics`, `/healthz` and `/readyz`
+    /// (`host:port`; `None`: no metrics server).
+    pub metrics_addr: Option<String>,
+    /// `SLOT_WAL_WARN_BYTES`: warn when the slot retains more WAL than this.
+    pub slot_wal_warn_bytes: Option<u64>,
+    /// `SLOT_CHECK_INTERVAL_MS`: how often the slot is sampled while running (0: never).
+    pub slot_check_interval_ms: u64,
+    /// `PG_SLOT_FAILOVER`: create the slot as a failover slot (PostgreSQL 17+).
+    pub slot_failover: bool,
 }
 
 /// A configuration error: the variable, the value it had (secrets masked) and what is
@@ -266,6 +275,10 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("LOG_FORMAT", Some("text")),
     ("CRASH_AT", None),
     ("CRASH_AFTER_BATCHES", Some("1")),
+    ("METRICS_ADDR", None),
+    ("SLOT_WAL_WARN_BYTES", None),
+    ("SLOT_CHECK_INTERVAL_MS", Some("10000")),
+    ("PG_SLOT_FAILOVER", Some("false")),
 ];
 
 /// Variables whose values are never echoed in an error.
@@ -382,6 +395,16 @@ impl Config {
                 &[("text", LogFormat::Text), ("json", LogFormat::Json)],
             )?,
             crash: crash_spec(&pairs)?,
+            metrics_addr: pairs
+                .get("METRICS_ADDR")
+                .map(|raw| parse::socket_address("METRICS_ADDR", raw))
+                .transpose()?,
+            slot_wal_warn_bytes: match pairs.get("SLOT_WAL_WARN_BYTES") {
+                None => None,
+                Some(_) => Some(parse_u64_in(&pairs, "SLOT_WAL_WARN_BYTES", 1, u64::MAX)?),
+            },
+            slot_check_interval_ms: parse::interval_ms(&pairs, "SLOT_CHECK_INTERVAL_MS")?,
+            slot_failover: parse_bool(&pairs, "PG_SLOT_FAILOVER")?,
         })
     }
 }

@@ -123,3 +123,27 @@ pub(super) fn http_url(key: &str, raw: &str) -> Result<String, ConfigError> {
     }
     Ok(raw.trim_end_matches('/').to_owned())
 }
+
+/// A listening address `host:port` (`127.0.0.1:9187`, `[::]:9187`, `0.0.0.0:0`). Host
+/// names are not resolved here: the shell binds to what is given.
+pub(super) fn socket_address(key: &str, raw: &str) -> Result<String, ConfigError> {
+    let accepted = "an IP address and port to listen on, like 127.0.0.1:9187 or [::]:9187";
+    raw.parse::<std::net::SocketAddr>()
+        .map(|_| raw.to_owned())
+        .map_err(|_| ConfigError::new(key, Some(raw), accepted))
+}
+
+/// A sampling interval in milliseconds: 0 (off) or 100 to one hour.
+pub(super) fn interval_ms(pairs: &Pairs, key: &str) -> Result<u64, ConfigError> {
+    let raw = pairs.get_or_default(key);
+    raw.parse::<u64>()
+        .ok()
+        .filter(|v| *v == 0 || (100..=3_600_000).contains(v))
+        .ok_or_else(|| {
+            ConfigError::new(
+                key,
+                Some(raw),
+                "0 (off) or a whole number from 100 to 3600000",
+            )
+        })
+}

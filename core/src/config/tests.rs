@@ -593,3 +593,32 @@ fn a_malformed_pg_url_is_shown_with_its_password_masked() {
         assert!(message.starts_with("PG_URL="), "{message}");
     }
 }
+
+#[test]
+fn operations_settings_default_off_and_are_validated() {
+    let c = with(&[]).unwrap();
+    assert_eq!(c.metrics_addr, None);
+    assert_eq!(c.slot_wal_warn_bytes, None);
+    assert_eq!(c.slot_check_interval_ms, 10_000);
+    assert!(!c.slot_failover);
+    let c = with(&[
+        ("METRICS_ADDR", "127.0.0.1:9187"),
+        ("SLOT_WAL_WARN_BYTES", "1073741824"),
+        ("SLOT_CHECK_INTERVAL_MS", "0"),
+        ("PG_SLOT_FAILOVER", "true"),
+    ])
+    .unwrap();
+    assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:9187"));
+    assert_eq!(c.slot_wal_warn_bytes, Some(1 << 30));
+    assert_eq!(c.slot_check_interval_ms, 0);
+    assert!(c.slot_failover);
+    assert_eq!(
+        error(&[("METRICS_ADDR", "localhost")]),
+        "METRICS_ADDR=\"localhost\" is invalid: an IP address and port to listen on, like 127.0.0.1:9187 or [::]:9187"
+    );
+    assert!(
+        error(&[("SLOT_CHECK_INTERVAL_MS", "50")]).contains("0 (off) or a whole number from 100")
+    );
+    assert!(error(&[("SLOT_WAL_WARN_BYTES", "0")]).contains("SLOT_WAL_WARN_BYTES=\"0\""));
+    assert!(error(&[("PG_SLOT_FAILOVER", "maybe")]).contains("PG_SLOT_FAILOVER"));
+}

@@ -27,80 +27,81 @@ fn default_of(variable: &str) -> Option<&'static str> {
 pub struct Cli {
     /// PostgreSQL to connect to: postgres://user:pass@host:port/db?sslmode=... or a
     /// key=value conninfo string; when absent the PG* variables are used
-    #[arg(long, env = "PG_URL", hide_env_values = true)]
+    #[arg(long, global = true, env = "PG_URL", hide_env_values = true)]
     pub pg_url: Option<String>,
     /// PostgreSQL host (when PG_URL is absent; localhost if unset)
-    #[arg(long, env = "PGHOST")]
+    #[arg(long, global = true, env = "PGHOST")]
     pub pg_host: Option<String>,
     /// PostgreSQL port (when PG_URL is absent; 5432 if unset)
-    #[arg(long, env = "PGPORT")]
+    #[arg(long, global = true, env = "PGPORT")]
     pub pg_port: Option<String>,
     /// PostgreSQL user (when PG_URL is absent)
-    #[arg(long, env = "PGUSER")]
+    #[arg(long, global = true, env = "PGUSER")]
     pub pg_user: Option<String>,
     /// PostgreSQL password (when PG_URL is absent); never logged
-    #[arg(long, env = "PGPASSWORD", hide_env_values = true)]
+    #[arg(long, global = true, env = "PGPASSWORD", hide_env_values = true)]
     pub pg_password: Option<String>,
     /// PostgreSQL database (when PG_URL is absent; the user name if unset)
-    #[arg(long, env = "PGDATABASE")]
+    #[arg(long, global = true, env = "PGDATABASE")]
     pub pg_database: Option<String>,
     /// disable, allow, prefer, require, verify-ca or verify-full (when PG_URL is absent;
     /// prefer if unset, verify-full with PGSSLROOTCERT=system)
-    #[arg(long, env = "PGSSLMODE")]
+    #[arg(long, global = true, env = "PGSSLMODE")]
     pub pg_sslmode: Option<String>,
     /// CA certificates (PEM file) to verify the server with, or `system` for the
     /// platform's trusted roots (when PG_URL is absent)
-    #[arg(long, env = "PGSSLROOTCERT")]
+    #[arg(long, global = true, env = "PGSSLROOTCERT")]
     pub pg_sslrootcert: Option<String>,
     /// Client certificate (PEM file) for TLS client authentication (when PG_URL is absent)
-    #[arg(long, env = "PGSSLCERT")]
+    #[arg(long, global = true, env = "PGSSLCERT")]
     pub pg_sslcert: Option<String>,
     /// Private key (PEM file) of the client certificate (when PG_URL is absent)
-    #[arg(long, env = "PGSSLKEY")]
+    #[arg(long, global = true, env = "PGSSLKEY")]
     pub pg_sslkey: Option<String>,
     /// Seconds a connection (TCP connect and TLS handshake) may take; 0 waits for ever
     /// (when PG_URL is absent)
-    #[arg(long, env = "PGCONNECT_TIMEOUT")]
+    #[arg(long, global = true, env = "PGCONNECT_TIMEOUT")]
     pub pg_connect_timeout: Option<String>,
     /// Password file (~/.pgpass if unset), read when no password is given
-    #[arg(long, env = "PGPASSFILE")]
+    #[arg(long, global = true, env = "PGPASSFILE")]
     pub pg_passfile: Option<String>,
     /// Publication to stream (required)
-    #[arg(long, env = "PG_PUBLICATION")]
+    #[arg(long, global = true, env = "PG_PUBLICATION")]
     pub pg_publication: Option<String>,
     /// Logical replication slot, created if absent (slotline_<pipeline> if unset)
-    #[arg(long, env = "PG_SLOT")]
+    #[arg(long, global = true, env = "PG_SLOT")]
     pub pg_slot: Option<String>,
     /// Tables to stream: users,items or users:USERS,public.items:lineitems (required,
     /// or PG_TABLE)
-    #[arg(long, env = "TABLES")]
+    #[arg(long, global = true, env = "TABLES")]
     pub tables: Option<String>,
     /// A single PostgreSQL table to stream (instead of TABLES)
-    #[arg(long, env = "PG_TABLE")]
+    #[arg(long, global = true, env = "PG_TABLE")]
     pub pg_table: Option<String>,
     /// The Feldera table PG_TABLE goes to (the PostgreSQL name if unset)
-    #[arg(long, env = "FELDERA_TABLE")]
+    #[arg(long, global = true, env = "FELDERA_TABLE")]
     pub feldera_table: Option<String>,
     /// Feldera API base URL
-    #[arg(long, env = "FELDERA_URL", default_value = default_of("FELDERA_URL"))]
+    #[arg(long, global = true, env = "FELDERA_URL", default_value = default_of("FELDERA_URL"))]
     pub feldera_url: Option<String>,
     /// Feldera pipeline name (required)
-    #[arg(long, env = "FELDERA_PIPELINE")]
+    #[arg(long, global = true, env = "FELDERA_PIPELINE")]
     pub feldera_pipeline: Option<String>,
     /// Feldera API key, sent as Authorization: Bearer; never logged
-    #[arg(long, env = "FELDERA_API_KEY", hide_env_values = true)]
+    #[arg(long, global = true, env = "FELDERA_API_KEY", hide_env_values = true)]
     pub feldera_api_key: Option<String>,
     /// CA certificates (PEM file) that vouch for an https:// Feldera (instead of the
     /// built-in public roots)
-    #[arg(long, env = "FELDERA_CA_CERT")]
+    #[arg(long, global = true, env = "FELDERA_CA_CERT")]
     pub feldera_ca_cert: Option<String>,
     /// When a batch is durable: completed (Feldera processed it) or accepted (HTTP 200;
     /// unsafe, for demonstration)
-    #[arg(long, env = "FELDERA_ACK_MODE", default_value = default_of("FELDERA_ACK_MODE"))]
+    #[arg(long, global = true, env = "FELDERA_ACK_MODE", default_value = default_of("FELDERA_ACK_MODE"))]
     pub feldera_ack_mode: Option<String>,
     /// Refuse tables without a PRIMARY KEY in Feldera
     #[arg(
         long,
+        global = true,
         env = "FELDERA_REQUIRE_PRIMARY_KEY",
         default_value = default_of("FELDERA_REQUIRE_PRIMARY_KEY")
     )]
@@ -108,36 +109,38 @@ pub struct Cli {
     /// Give up on a completion wait after this long (waits over 5 s are logged)
     #[arg(
         long,
+        global = true,
         env = "FELDERA_COMPLETION_TIMEOUT_MS",
         default_value = default_of("FELDERA_COMPLETION_TIMEOUT_MS")
     )]
     pub feldera_completion_timeout_ms: Option<String>,
     /// initial (copy every table under the slot's snapshot, then stream), never (stream
     /// only, copy nothing) or inconsistent (copy, then create the slot: demonstrates loss)
-    #[arg(long, env = "SNAPSHOT_MODE", default_value = default_of("SNAPSHOT_MODE"))]
+    #[arg(long, global = true, env = "SNAPSHOT_MODE", default_value = default_of("SNAPSHOT_MODE"))]
     pub snapshot_mode: Option<String>,
     /// Directory of <slot>.state.json, the snapshot's record (SNAPSHOT_MODE=never writes
     /// none)
-    #[arg(long, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
+    #[arg(long, global = true, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
     pub state_dir: Option<String>,
     /// Flush a batch at this many rows
-    #[arg(long, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
+    #[arg(long, global = true, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
     pub batch_max_rows: Option<String>,
     /// Flush a batch at this many encoded bytes
-    #[arg(long, env = "BATCH_MAX_BYTES", default_value = default_of("BATCH_MAX_BYTES"))]
+    #[arg(long, global = true, env = "BATCH_MAX_BYTES", default_value = default_of("BATCH_MAX_BYTES"))]
     pub batch_max_bytes: Option<String>,
     /// Longest wait from the oldest buffered event; 0 = one request per transaction
-    #[arg(long, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
+    #[arg(long, global = true, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
     pub batch_linger_ms: Option<String>,
     /// Connections copying the initial snapshot in parallel (never more than the work)
-    #[arg(long, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
+    #[arg(long, global = true, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
     pub snapshot_workers: Option<String>,
     /// Keys read from Feldera per page when retracting (TRUNCATE, re-snapshot leftovers)
-    #[arg(long, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
+    #[arg(long, global = true, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
     pub retract_page_rows: Option<String>,
     /// Exit 69 after this long without durable progress
     #[arg(
         long,
+        global = true,
         env = "NO_PROGRESS_TIMEOUT_SECS",
         default_value = default_of("NO_PROGRESS_TIMEOUT_SECS")
     )]
@@ -145,6 +148,7 @@ pub struct Cli {
     /// A graceful stop waits this long for the slot to show the final position
     #[arg(
         long,
+        global = true,
         env = "SHUTDOWN_CONFIRM_MS",
         default_value = default_of("SHUTDOWN_CONFIRM_MS")
     )]
@@ -153,30 +157,88 @@ pub struct Cli {
     /// waits) this often while something happens; 0 turns it off
     #[arg(
         long,
+        global = true,
         env = "PROGRESS_INTERVAL_SECS",
         default_value = default_of("PROGRESS_INTERVAL_SECS")
     )]
     pub progress_interval_secs: Option<String>,
     /// text or json; the level comes from RUST_LOG (default info). Why a non-zero exit
     /// happened is printed on stderr whatever RUST_LOG says
-    #[arg(long, env = "LOG_FORMAT", default_value = default_of("LOG_FORMAT"))]
+    #[arg(long, global = true, env = "LOG_FORMAT", default_value = default_of("LOG_FORMAT"))]
     pub log_format: Option<String>,
     /// Test only: exit 70 at this crash point (before_send, after_send, after_complete,
     /// after_ack, snapshot_after_slot, snapshot_mid_copy, snapshot_before_complete,
     /// retract_after_query, retract_mid_delete)
-    #[arg(long, env = "CRASH_AT")]
+    #[arg(long, global = true, env = "CRASH_AT")]
     pub crash_at: Option<String>,
     /// Test only: crash the N-th time CRASH_AT is reached
     #[arg(
         long,
+        global = true,
         env = "CRASH_AFTER_BATCHES",
         default_value = default_of("CRASH_AFTER_BATCHES")
     )]
     pub crash_after_batches: Option<String>,
     /// Seed of the core's random choices (backoff jitter), for reproducible runs
     /// (drawn from the OS if unset)
-    #[arg(long, env = "SLOTLINE_SEED", value_parser = parse_seed)]
+    #[arg(long, global = true, env = "SLOTLINE_SEED", value_parser = parse_seed)]
     pub seed: Option<Seed>,
+    /// Serve Prometheus metrics at /metrics, and /healthz and /readyz, on this address
+    /// (host:port, like 127.0.0.1:9187); off if unset
+    #[arg(long, global = true, env = "METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Warn (log and metric) when the slot retains more WAL than this many bytes (besides
+    /// 80% of the server's max_slot_wal_keep_size)
+    #[arg(long, global = true, env = "SLOT_WAL_WARN_BYTES")]
+    pub slot_wal_warn_bytes: Option<String>,
+    /// How often the slot's health is sampled while running (0: never)
+    #[arg(
+        long,
+        global = true,
+        env = "SLOT_CHECK_INTERVAL_MS",
+        default_value = default_of("SLOT_CHECK_INTERVAL_MS")
+    )]
+    pub slot_check_interval_ms: Option<String>,
+    /// Create the slot as a failover slot, synchronized to standbys (PostgreSQL 17+)
+    #[arg(
+        long,
+        global = true,
+        env = "PG_SLOT_FAILOVER",
+        default_value = default_of("PG_SLOT_FAILOVER")
+    )]
+    pub pg_slot_failover: Option<String>,
+    #[command(subcommand)]
+    pub operation: Option<Operation>,
+}
+
+/// An operator's command instead of a run (same options; nothing is created by `check`
+/// and `status`).
+#[derive(Clone, Debug, PartialEq, Eq, clap::Subcommand)]
+pub enum Operation {
+    /// Check everything a start verifies without creating anything; exit 0 when the setup
+    /// would work, 1 when not (each problem on its own line, with how to fix it)
+    Check {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the slot (active, confirmed_flush_lsn, lag, retained WAL, wal_status,
+    /// safe_wal_size), the state file and Feldera's pipeline state
+    Status {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop the replication slot and the state file (refused without --yes, and while
+    /// the slot is active)
+    DropSlot {
+        /// Really drop them
+        #[arg(long)]
+        yes: bool,
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `SLOTLINE_SEED`; empty means unset, as for every configuration variable.
@@ -201,6 +263,8 @@ pub struct Args {
     /// The variables given as flags (`TABLES` → `--tables`), so messages can name what
     /// the user typed.
     pub flags: Vec<(String, String)>,
+    /// `check`, `status` or `drop-slot`; `None`: run.
+    pub operation: Option<Operation>,
 }
 
 impl std::fmt::Debug for Args {
@@ -211,6 +275,7 @@ impl std::fmt::Debug for Args {
             .field("keys", &keys)
             .field("seed", &self.seed)
             .field("flags", &self.flags)
+            .field("operation", &self.operation)
             .finish()
     }
 }
@@ -234,6 +299,7 @@ where
         pairs,
         seed: cli.seed.and_then(|seed| seed.0),
         flags,
+        operation: cli.operation,
     })
 }
 

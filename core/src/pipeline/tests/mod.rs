@@ -17,6 +17,7 @@ mod acks;
 mod batching;
 mod changes;
 mod feldera_answers;
+mod ops;
 mod progress;
 mod properties;
 mod sessions;
