@@ -32,6 +32,8 @@ pub struct Field {
     pub name: String,
     pub case_sensitive: bool,
     pub columntype: ColumnType,
+    /// The column carries a LATENESS annotation (`lateness` is a string, not null).
+    pub lateness: bool,
 }
 
 /// A column type as Feldera describes it.
@@ -162,9 +164,15 @@ impl Relation {
         }
     }
 
-    /// Ad-hoc queries reach a table with a primary key, or a materialized relation.
+    /// Ad-hoc queries reach a materialized relation, or a table with a primary key none of
+    /// whose columns has LATENESS (Feldera materializes such a table implicitly; a key
+    /// column with LATENESS keeps it unmaterialized).
     pub fn queryable(&self) -> bool {
-        self.primary_key.is_some() || self.materialized
+        let key_has_lateness = self
+            .primary_key
+            .as_ref()
+            .is_some_and(|key| key.iter().any(|&i| self.fields[i].lateness));
+        self.materialized || (self.primary_key.is_some() && !key_has_lateness)
     }
 }
 
@@ -246,6 +254,7 @@ fn parse_fields(raw: Option<&Json>, owner: &str) -> Result<Vec<Field>, String> {
                 .ok_or_else(|| format!("{owner}: field `{name}` has no `columntype`"))?;
             Ok(Field {
                 case_sensitive: bool_field(f, "case_sensitive"),
+                lateness: f.get("lateness").is_some_and(|l| !l.is_null()),
                 columntype: parse_type(ct, &format!("{owner}, field `{name}`"))?,
                 name,
             })
@@ -354,6 +363,23 @@ mod tests {
         assert_eq!(s.inputs[0].primary_key, Some(vec![0]));
         assert_eq!(s.inputs[1].primary_key, None);
         assert_eq!(s.inputs[1].fields[0].columntype.kind, TypeKind::Integer);
+    }
+
+    #[test]
+    fn a_keyed_table_is_queryable_unless_a_key_column_has_lateness() {
+        let table = |lateness: serde_json::Value, materialized: bool| {
+            Schema::parse(serde_json::json!({"inputs": [{"name": "t", "fields": [
+                {"name": "ts", "columntype": {"type": "TIMESTAMP", "nullable": false}, "lateness": lateness},
+                {"name": "v", "columntype": {"type": "INTEGER", "nullable": true}}],
+                "primary_key": ["ts"], "materialized": materialized}], "outputs": []}))
+            .expect("valid schema")
+            .inputs[0]
+                .queryable()
+        };
+        assert!(table(serde_json::Value::Null, false));
+        assert!(!table(serde_json::json!("INTERVAL '1' HOUR"), false));
+        assert!(table(serde_json::json!("INTERVAL '1' HOUR"), true));
+        assert!(schema().inputs[0].queryable() && schema().inputs[1].queryable());
     }
 
     #[test]
