@@ -19,6 +19,7 @@ mod changes;
 mod properties;
 mod sessions;
 mod snapshot;
+mod snapshot_properties;
 mod stopping;
 mod truncate;
 
