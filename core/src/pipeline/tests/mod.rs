@@ -20,6 +20,7 @@ mod properties;
 mod sessions;
 mod snapshot;
 mod snapshot_properties;
+mod snapshot_regressions;
 mod stopping;
 mod truncate;
 
