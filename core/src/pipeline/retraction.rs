@@ -322,6 +322,10 @@ impl Retraction {
         if !queue.is_empty() || !self.outbox.is_empty() || !self.sink.is_idle() {
             return Ok(Retracted::Waiting);
         }
+        // A page is finished: its keys were read, checked and the ones to go are durably
+        // deleted. That is progress even when nothing was deleted (every key kept), or a
+        // long check of a large table would trip the no-progress deadline.
+        cx.run.progressed(cx.now());
         if *full {
             let after = last.take();
             self.ask_page(cx, after);

@@ -34,6 +34,8 @@ pub struct Field {
     pub columntype: ColumnType,
     /// SQL text of the column's DEFAULT: what Feldera stores when a row omits the column.
     pub default: Option<String>,
+    /// The column carries a LATENESS annotation (`lateness` is a string, not null).
+    pub lateness: bool,
 }
 
 /// A column type as Feldera describes it.
@@ -164,9 +166,15 @@ impl Relation {
         }
     }
 
-    /// Ad-hoc queries reach a table with a primary key, or a materialized relation.
+    /// Ad-hoc queries reach a materialized relation, or a table with a primary key none of
+    /// whose columns has LATENESS (Feldera materializes such a table implicitly; a key
+    /// column with LATENESS keeps it unmaterialized).
     pub fn queryable(&self) -> bool {
-        self.primary_key.is_some() || self.materialized
+        let key_has_lateness = self
+            .primary_key
+            .as_ref()
+            .is_some_and(|key| key.iter().any(|&i| self.fields[i].lateness));
+        self.materialized || (self.primary_key.is_some() && !key_has_lateness)
     }
 }
 
@@ -255,6 +263,7 @@ fn parse_fields(raw: Option<&Json>, owner: &str) -> Result<Vec<Field>, String> {
                 case_sensitive: bool_field(f, "case_sensitive"),
                 columntype,
                 default: f.get("default").and_then(Json::as_str).map(str::to_string),
+                lateness: f.get("lateness").is_some_and(|l| !l.is_null()),
                 name,
             })
         })
@@ -382,6 +391,23 @@ mod tests {
         assert_eq!((address.kind, address.nullable), (TypeKind::Struct, false));
         assert_eq!(address.fields[0].columntype.kind, TypeKind::Char);
         assert_eq!(s.inputs[0].fields[1].default.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn a_keyed_table_is_queryable_unless_a_key_column_has_lateness() {
+        let table = |lateness: serde_json::Value, materialized: bool| {
+            Schema::parse(serde_json::json!({"inputs": [{"name": "t", "fields": [
+                {"name": "ts", "columntype": {"type": "TIMESTAMP", "nullable": false}, "lateness": lateness},
+                {"name": "v", "columntype": {"type": "INTEGER", "nullable": true}}],
+                "primary_key": ["ts"], "materialized": materialized}], "outputs": []}))
+            .expect("valid schema")
+            .inputs[0]
+                .queryable()
+        };
+        assert!(table(serde_json::Value::Null, false));
+        assert!(!table(serde_json::json!("INTERVAL '1' HOUR"), false));
+        assert!(table(serde_json::json!("INTERVAL '1' HOUR"), true));
+        assert!(schema().inputs[0].queryable() && schema().inputs[1].queryable());
     }
 
     #[test]

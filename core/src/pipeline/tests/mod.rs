@@ -22,6 +22,8 @@ mod progress;
 mod properties;
 mod sessions;
 mod snapshot;
+mod snapshot_properties;
+mod snapshot_regressions;
 mod stopping;
 mod truncate;
 
