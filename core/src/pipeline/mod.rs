@@ -41,6 +41,7 @@
 mod ctx;
 #[cfg(any(test, feature = "testing"))]
 mod fake_feldera;
+mod feldera_txn;
 mod pg;
 mod policy;
 mod retracting;

@@ -16,6 +16,7 @@ macro_rules! rule {
 mod acks;
 mod batching;
 mod changes;
+mod pipelining;
 mod properties;
 mod sessions;
 mod snapshot;
