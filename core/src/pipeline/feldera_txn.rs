@@ -65,11 +65,12 @@ struct Span {
 }
 
 impl Span {
+    /// `batch #3` or `batches #3..#5`.
     fn name(&self) -> String {
         if self.first == self.last {
-            format!("#{}", self.first)
+            format!("batch #{}", self.first)
         } else {
-            format!("#{}..#{}", self.first, self.last)
+            format!("batches #{}..#{}", self.first, self.last)
         }
     }
 }
@@ -186,7 +187,7 @@ impl FelderaTxn {
             Stage::Open(open) => {
                 let id = open.id.map_or("(adopted)".to_owned(), |id| id.to_string());
                 let span = open.span.map_or("no batch".to_owned(), |s| s.name());
-                format!("Feldera transaction {id} with batches {span}")
+                format!("Feldera transaction {id} with {span}")
             }
             _ => "no Feldera transaction".to_owned(),
         }
@@ -275,9 +276,9 @@ impl FelderaTxn {
             Level::Debug,
             Topic::Batch,
             format!(
-                "{} of Feldera transaction {} accepted; asking whether every table's records are in the circuit before committing",
-                span.name(),
-                id_text(id)
+                "Feldera transaction {}: {} accepted; asking whether every table's records are in the circuit before committing",
+                id_text(id),
+                span.name()
             ),
         );
         self.stage = Stage::Settling {
@@ -393,7 +394,7 @@ impl FelderaTxn {
                 Level::Warn,
                 format!(
                     "committing Feldera transaction {}: Feldera has no open transaction ({e}); someone else committed it, or Feldera restarted. \
-                     Its tokens decide whether batches {} are durable",
+                     Its tokens decide whether {} is durable",
                     id_text(id),
                     span.name()
                 ),
@@ -401,13 +402,13 @@ impl FelderaTxn {
             CommitOutcome::Transient(e) => {
                 return failed(
                     FailureKind::FelderaUnavailable,
-                    format!("commit_transaction failed: {e}; batches {} were not acknowledged", span.name()),
+                    format!("commit_transaction failed: {e}; {} not acknowledged", span.name()),
                 )
             }
             CommitOutcome::Fatal(e) => {
                 return failed(
                     FailureKind::FelderaRefused,
-                    format!("Feldera refused commit_transaction: {e}; batches {} were not acknowledged", span.name()),
+                    format!("Feldera refused commit_transaction: {e}; {} not acknowledged", span.name()),
                 )
             }
         }
@@ -452,7 +453,7 @@ impl FelderaTxn {
             TransactionTokenOutcome::Restarted(e) => {
                 return failed(
                     FailureKind::FelderaRestarted,
-                    format!("Feldera pipeline restarted inside transaction {}; it is lost and will be replayed: {e}", span.name()),
+                    format!("Feldera pipeline restarted while its transaction held {}; what it held is lost (or committed by Feldera's own recovery) and will be replayed: {e}", span.name()),
                 )
             }
             TransactionTokenOutcome::Transient(e) => {
@@ -464,7 +465,7 @@ impl FelderaTxn {
             TransactionTokenOutcome::Fatal(e) => {
                 return failed(
                     FailureKind::FelderaRefused,
-                    format!("completion status refused: {e}. Batches {} were not acknowledged", span.name()),
+                    format!("completion status refused: {e}. {} not acknowledged", span.name()),
                 )
             }
         };
@@ -505,7 +506,7 @@ impl FelderaTxn {
             Level::Debug,
             Topic::Batch,
             format!(
-                "Feldera transaction {}: batches {} ({} rows) are in the circuit; committing",
+                "Feldera transaction {}: {} ({} rows) in the circuit; committing",
                 id_text(id),
                 span.name(),
                 span.rows
@@ -555,7 +556,7 @@ impl FelderaTxn {
             return failed(
                 FailureKind::CompletionTimeout,
                 format!(
-                    "Feldera transaction of batches {} not committed after {} ms (FELDERA_COMPLETION_TIMEOUT_MS); not acknowledging, it will be replayed",
+                    "Feldera transaction of {} not committed after {} ms (FELDERA_COMPLETION_TIMEOUT_MS); not acknowledging, it will be replayed",
                     span.name(),
                     waited_us / 1000
                 ),
@@ -566,7 +567,7 @@ impl FelderaTxn {
             ctx.log(
                 Level::Warn,
                 format!(
-                    "Feldera transaction of batches {} ({} rows) still not committed after {waited_ms} ms; WAL stays pinned meanwhile",
+                    "Feldera transaction of {} ({} rows) still not committed after {waited_ms} ms; WAL stays pinned meanwhile",
                     span.name(),
                     span.rows
                 ),

@@ -733,9 +733,13 @@ impl Streaming {
         cx.ctx.note(
             Level::Debug,
             Topic::Batch,
-            format!(
-                "#{first}..#{last} durable: their Feldera transaction is committed ({rows} rows)"
-            ),
+            if first == last {
+                format!("#{first} durable: its Feldera transaction is committed ({rows} rows)")
+            } else {
+                format!(
+                    "#{first}..#{last} durable: their Feldera transaction is committed ({rows} rows)"
+                )
+            },
         );
         self.acknowledge(cx, first..=last)
     }
@@ -850,6 +854,20 @@ impl Streaming {
     /// buffered (a stop with Feldera transactions never sends rows ending inside a source
     /// transaction).
     pub(crate) fn drain_step(&mut self, cx: &mut Cx<'_>) -> Next {
+        if self.held && self.outbox.is_empty() && self.txn.as_ref().is_some_and(FelderaTxn::is_open)
+        {
+            // Everything before the TRUNCATE is in the open transaction: commit it.
+            cx.ctx.note(
+                Level::Debug,
+                Topic::Batch,
+                "the Feldera transaction closes: a TRUNCATE needs what came before it committed",
+            );
+            let now = cx.now();
+            if let Some(txn) = self.txn.as_mut() {
+                txn.close(cx.ctx, &cx.env.endpoint, now);
+            }
+            return Next::Stay;
+        }
         if !self.can_send() || self.outbox.is_empty() || self.stop_leaves_rest() {
             return Next::Stay;
         }

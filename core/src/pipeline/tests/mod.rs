@@ -21,6 +21,7 @@ mod properties;
 mod sessions;
 mod snapshot;
 mod stopping;
+mod transactions;
 mod truncate;
 
 pub(super) const SCHEMA: &str = r#"{"inputs":[
