@@ -767,11 +767,11 @@ fn a_transaction_makes_its_rows_visible_only_at_commit() {
 }
 
 #[test]
-fn committing_without_a_transaction_is_fatal() {
+fn committing_without_a_transaction_says_none_is_open() {
     let (_double, endpoint) = start();
     match classify_commit_transaction(execute(&endpoint.commit_transaction(TIMEOUT_MS)).reply()) {
-        CommitOutcome::Fatal(e) => assert_eq!(e.status, Some(409), "{e}"),
-        other => panic!("expected Fatal, got {other:?}"),
+        CommitOutcome::NoTransaction(e) => assert_eq!(e.status, Some(400), "{e}"),
+        other => panic!("expected NoTransaction, got {other:?}"),
     }
 }
 

@@ -451,17 +451,19 @@ fn changes_inside_a_transaction_become_visible_at_commit() {
         c.query("select count(*) from t").lines(),
         vec![json!({"count(*)": 0})]
     );
-    assert_eq!(c.completion(&token).json()["status"], "inprogress");
+    let held = c.completion(&token).json();
+    assert_eq!(held["status"], "inprogress");
+    assert!(held["step"].is_u64(), "in the circuit: {held}");
 
-    assert_eq!(c.post(&commit_path, "").status, 200);
+    let r = c.post(&commit_path, "");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), json!("Transaction commit initiated"));
     assert_eq!(rows_of(&double, "t").len(), 1);
     assert_eq!(rows_of(&double, "m").len(), 1);
     assert_eq!(c.completion(&token).json()["status"], "complete");
-    assert_eq!(
-        c.post(&commit_path, "").status,
-        409,
-        "nothing left to commit"
-    );
+    let r = c.post(&commit_path, "");
+    assert_eq!(r.status, 400, "nothing left to commit");
+    assert_eq!(r.json()["error_code"], "NoTransactionInProgress");
 }
 
 #[test]

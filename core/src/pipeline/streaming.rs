@@ -59,7 +59,8 @@ pub(crate) struct Streaming {
     tables: Vec<Table>,
     backlog: VecDeque<Event>,
     paused: bool,
-    /// `BATCH_LINGER_MS=0`: a commit was read and its rows wait to be cut.
+    /// A commit was read and its rows wait to be cut there (`BATCH_LINGER_MS=0`, or a
+    /// Feldera transaction waits for a batch that ends at a source commit).
     cut_at_commit: bool,
     slot_confirmed_at_start: Lsn,
     /// A keepalive found this session with nothing open, buffered or in flight: the stream
@@ -295,9 +296,16 @@ impl Streaming {
         }
         !self.can_send()
             && matches!(
-                self.outbox.due(cx.now(), self.cut_at_commit),
+                self.due(cx),
                 Some(CutReason::Rows | CutReason::Bytes | CutReason::Commit)
             )
+    }
+
+    /// Whether (and why) the outbox should be cut now.
+    fn due(&self, cx: &Cx<'_>) -> Option<CutReason> {
+        self.outbox.due(cx.now(), self.cut_at_commit).or_else(|| {
+            (self.cut_at_commit && !self.outbox.is_empty()).then_some(CutReason::Commit)
+        })
     }
 
     /// Handles backlogged stream events until the backlog is empty or must wait.
@@ -454,8 +462,41 @@ impl Streaming {
             self.send_status(cx)?;
         }
         let linger_zero = cx.env.config.batch_linger_ms == 0;
-        self.cut_at_commit |= linger_zero && !self.outbox.is_empty();
+        // A Feldera transaction (open, or about to open for a waiting batch) ends with a
+        // batch that ends at a source commit: cut here, or, when the last batch cut ended
+        // right before this commit, that one closes it.
+        let txn_waits =
+            self.waiting.is_some() || self.txn.as_ref().is_some_and(FelderaTxn::is_open);
+        if txn_waits && self.outbox.is_empty() {
+            self.close_at_commit(cx);
+        }
+        self.cut_at_commit |= (linger_zero || txn_waits) && !self.outbox.is_empty();
         self.maybe_flush(cx)
+    }
+
+    /// A commit read with nothing buffered: the last batch cut (waiting for its transaction
+    /// or already in it) ends at a source commit after all.
+    fn close_at_commit(&mut self, cx: &mut Cx<'_>) {
+        if let Some((batch, ends_inside)) = self.waiting.as_mut() {
+            if *ends_inside {
+                *ends_inside = false;
+                cx.ctx.note(
+                    Level::Debug,
+                    Topic::Batch,
+                    format!("#{} ends at a source commit after all", batch.seq),
+                );
+            }
+            return;
+        }
+        let now = cx.now();
+        if let Some(txn) = self.txn.as_mut().filter(|t| t.is_open()) {
+            cx.ctx.note(
+                Level::Debug,
+                Topic::Batch,
+                "the Feldera transaction closes: its last batch ended right before this source commit",
+            );
+            txn.close(cx.ctx, &cx.env.endpoint, now);
+        }
     }
 
     fn on_relation(&mut self, cx: &mut Cx<'_>, relation: pgoutput::Relation) -> Step {
@@ -555,7 +596,7 @@ impl Streaming {
         if !self.can_send() {
             return Ok(());
         }
-        match self.outbox.due(cx.now(), self.cut_at_commit) {
+        match self.due(cx) {
             Some(reason) => self.cut_and_send(cx, reason),
             None => Ok(()),
         }

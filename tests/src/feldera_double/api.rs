@@ -242,13 +242,13 @@ async fn completion_status(
         Ok(Completion::Complete { step }) => {
             Json(json!({"status": "complete", "step": step})).into_response()
         }
-        Ok(Completion::InProgress) => {
+        Ok(Completion::InProgress { step }) => {
             let status = if shared.inprogress_202 {
                 StatusCode::ACCEPTED
             } else {
                 StatusCode::OK
             };
-            (status, Json(json!({"status": "inprogress", "step": null}))).into_response()
+            (status, Json(json!({"status": "inprogress", "step": step}))).into_response()
         }
         Err(TokenError::Restarted) => api_error(
             StatusCode::GONE,
@@ -329,14 +329,14 @@ async fn start_transaction(
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(&pipeline);
     }
-    let started = shared.state().start_transaction();
+    let started = shared.state().start_transaction(Instant::now());
     match started {
         Ok(id) => Json(json!({"transaction_id": id})).into_response(),
-        Err(open) => api_error(
+        Err(_) => api_error(
             StatusCode::CONFLICT,
             "TransactionInProgress",
-            format!("transaction {open} is already in progress"),
-            json!({"transaction_id": open}),
+            "Cannot perform this operation while there is a transaction in progress",
+            json!(null),
         ),
     }
 }
@@ -350,12 +350,12 @@ async fn commit_transaction(
     }
     let committed = shared.state().commit_transaction(Instant::now());
     match committed {
-        Some(id) => Json(json!({"transaction_id": id})).into_response(),
+        Some(_) => Json(json!("Transaction commit initiated")).into_response(),
         None => api_error(
-            StatusCode::CONFLICT,
+            StatusCode::BAD_REQUEST,
             "NoTransactionInProgress",
-            "there is no transaction to commit",
-            json!({}),
+            "This operation requires an active transaction, but none is currently in progress",
+            json!(null),
         ),
     }
 }

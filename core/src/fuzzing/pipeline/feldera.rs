@@ -169,6 +169,8 @@ pub(super) struct FakeFeldera {
     /// Every durable body, one after the other.
     durable_text: String,
     pub(super) durable_batches: u32,
+    /// `commit_transaction` calls answered 200.
+    pub(super) commits: u32,
 }
 
 /// Which answer a class byte picks: half of all values give the good answer, an eighth
@@ -227,7 +229,11 @@ impl FakeFeldera {
                 PIPELINE_ANSWERS[index(class, PIPELINE_ANSWERS.len())]
             }
             Waiting::StartTransaction => START_ANSWERS[index(class, START_ANSWERS.len())],
-            Waiting::CommitTransaction => COMMIT_ANSWERS[index(class, COMMIT_ANSWERS.len())],
+            Waiting::CommitTransaction => {
+                let i = index(class, COMMIT_ANSWERS.len());
+                self.commits += u32::from(i == 0);
+                COMMIT_ANSWERS[i]
+            }
             Waiting::Ingress(table, body) => {
                 let i = index(class, INGRESS_ANSWERS.len());
                 if i < 2 {

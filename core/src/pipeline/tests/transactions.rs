@@ -305,3 +305,31 @@ fn a_truncate_inside_a_large_transaction_commits_what_came_before_it_first() {
         trace
     );
 }
+
+#[test]
+fn the_feldera_transaction_closes_at_the_source_commit_however_the_batches_were_cut() {
+    // Four rows in batches of two: the second batch is cut at the fourth row, before the
+    // commit is read; the commit, with nothing buffered, closes the transaction.
+    let mut s = large(&[]);
+    let mut feldera = Feldera::default();
+    insert_tx(&mut s, 701, 0x2100, &["1", "2", "3", "4"]);
+    feldera.drive(&mut s);
+    assert_eq!(s.confirmed, Lsn(0x2100));
+    let exact = s.take_trace();
+    // Three rows with a 50 ms linger: the commit cuts the last row at once, so the batch
+    // ends at the commit and the next transaction stays out of it.
+    let mut s = large(&[("BATCH_LINGER_MS", "50")]);
+    let mut feldera = Feldera::default();
+    insert_tx(&mut s, 701, 0x2100, &["1", "2", "3"]);
+    insert_tx(&mut s, 702, 0x2200, &["4"]);
+    feldera.drive(&mut s);
+    s.advance(50);
+    feldera.drive(&mut s);
+    assert_eq!(s.confirmed, Lsn(0x2200));
+    let lingering = s.take_trace();
+    assert!(lingering.contains("#2 cut (commit)"), "{lingering}");
+    rule!(
+        "A Feldera transaction closes at the first source commit: when the last batch was cut right before the commit, the commit closes the transaction; when rows are still buffered, the commit cuts them (whatever BATCH_LINGER_MS says) so the closing batch ends exactly there and the next source transaction is not split.",
+        format!("== 4 rows in batches of 2\n{exact}== 3 rows in batches of 2, linger 50 ms, then another transaction\n{lingering}")
+    );
+}
