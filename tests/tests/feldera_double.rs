@@ -448,7 +448,9 @@ fn changes_inside_a_transaction_become_visible_at_commit() {
         c.query("select count(*) from t").lines(),
         vec![json!({"count(*)": 0})]
     );
-    assert_eq!(c.completion(&token).json()["status"], "inprogress");
+    let held = c.completion(&token).json();
+    assert_eq!(held["status"], "inprogress");
+    assert!(held["step"].is_u64(), "in the circuit: {held}");
 
     let committed = c.post(&commit_path, "");
     assert_eq!(committed.status, 200);

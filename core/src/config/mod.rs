@@ -52,6 +52,18 @@ pub enum AckMode {
     Accepted,
 }
 
+/// Which batches go into a Feldera transaction (`FELDERA_TRANSACTIONS`), so that views
+/// see a source transaction whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FelderaTransactions {
+    /// Never: a source transaction larger than one batch becomes visible in pieces.
+    Off,
+    /// A source transaction that spans more than one batch.
+    Large,
+    /// Every batch.
+    All,
+}
+
 /// How the target is seeded before streaming.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SnapshotMode {
@@ -144,6 +156,10 @@ pub struct Config {
     pub batch_max_rows: u64,
     pub batch_max_bytes: u64,
     pub batch_linger_ms: u64,
+    /// `MAX_IN_FLIGHT_BATCHES`: batches sent and not yet durable at once.
+    pub max_in_flight_batches: usize,
+    /// `FELDERA_TRANSACTIONS`.
+    pub feldera_transactions: FelderaTransactions,
     /// `SNAPSHOT_WORKERS`: connections copying in parallel (never more than the work).
     pub snapshot_workers: usize,
     /// `RETRACT_PAGE_ROWS`: keys read from Feldera per page when retracting.
@@ -267,6 +283,8 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("BATCH_MAX_ROWS", Some("10000")),
     ("BATCH_MAX_BYTES", Some("4194304")),
     ("BATCH_LINGER_MS", Some("50")),
+    ("MAX_IN_FLIGHT_BATCHES", Some("4")),
+    ("FELDERA_TRANSACTIONS", Some("off")),
     ("SNAPSHOT_WORKERS", Some("4")),
     ("RETRACT_PAGE_ROWS", Some("10000")),
     ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),
@@ -379,6 +397,16 @@ impl Config {
             batch_max_rows: parse_u64_in(&pairs, "BATCH_MAX_ROWS", 1, 10_000_000)?,
             batch_max_bytes: parse_u64_in(&pairs, "BATCH_MAX_BYTES", 1024, 1 << 30)?,
             batch_linger_ms: parse_u64_in(&pairs, "BATCH_LINGER_MS", 0, 3_600_000)?,
+            max_in_flight_batches: parse_u64_in(&pairs, "MAX_IN_FLIGHT_BATCHES", 1, 64)? as usize,
+            feldera_transactions: parse_enum(
+                &pairs,
+                "FELDERA_TRANSACTIONS",
+                &[
+                    ("off", FelderaTransactions::Off),
+                    ("large", FelderaTransactions::Large),
+                    ("all", FelderaTransactions::All),
+                ],
+            )?,
             snapshot_workers: parse_u64_in(&pairs, "SNAPSHOT_WORKERS", 1, 64)? as usize,
             retract_page_rows: parse_u64_in(&pairs, "RETRACT_PAGE_ROWS", 1, 1_000_000)? as u32,
             no_progress_timeout_secs: parse_u64_in(

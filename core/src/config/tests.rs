@@ -39,6 +39,8 @@ fn defaults_follow_the_design_table() {
         (c.batch_max_rows, c.batch_max_bytes, c.batch_linger_ms),
         (10_000, 4_194_304, 50)
     );
+    assert_eq!(c.max_in_flight_batches, 4);
+    assert_eq!(c.feldera_transactions, FelderaTransactions::Off);
     assert_eq!(c.no_progress_timeout_secs, 300);
     assert_eq!(c.shutdown_confirm_ms, 5000);
     assert_eq!(c.log_format, LogFormat::Text);
@@ -219,6 +221,31 @@ fn snapshot_workers_and_retract_page_rows_default_and_bounds() {
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "0")]), @r#"RETRACT_PAGE_ROWS="0" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "1000001")]), @r#"RETRACT_PAGE_ROWS="1000001" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "10k")]), @r#"RETRACT_PAGE_ROWS="10k" is invalid: a whole number from 1 to 1000000"#);
+}
+
+#[test]
+fn in_flight_window_and_feldera_transactions_are_read_and_checked() {
+    let c = with(&[
+        ("MAX_IN_FLIGHT_BATCHES", "64"),
+        ("FELDERA_TRANSACTIONS", "Large"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (c.max_in_flight_batches, c.feldera_transactions),
+        (64, FelderaTransactions::Large)
+    );
+    let c = with(&[
+        ("MAX_IN_FLIGHT_BATCHES", "1"),
+        ("FELDERA_TRANSACTIONS", "all"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (c.max_in_flight_batches, c.feldera_transactions),
+        (1, FelderaTransactions::All)
+    );
+    insta::assert_snapshot!(error(&[("MAX_IN_FLIGHT_BATCHES", "0")]), @r#"MAX_IN_FLIGHT_BATCHES="0" is invalid: a whole number from 1 to 64"#);
+    insta::assert_snapshot!(error(&[("MAX_IN_FLIGHT_BATCHES", "65")]), @r#"MAX_IN_FLIGHT_BATCHES="65" is invalid: a whole number from 1 to 64"#);
+    insta::assert_snapshot!(error(&[("FELDERA_TRANSACTIONS", "yes")]), @r#"FELDERA_TRANSACTIONS="yes" is invalid: one of off, large, all"#);
 }
 
 #[test]

@@ -192,3 +192,103 @@ pub fn classify_commit_transaction(reply: Reply<'_>) -> CommitOutcome {
         )),
     }
 }
+
+/// What a completion answer says about a token ingested inside a Feldera transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransactionTokenOutcome {
+    /// In progress, and its records are not in the circuit yet (`"step": null`): they are
+    /// still in the table's input queue.
+    Queued,
+    /// In progress, with a step: its records are in the circuit, inside the transaction.
+    InCircuit,
+    Complete,
+    /// 410 `PipelineRestarted`.
+    Restarted(FelderaError),
+    Transient(FelderaError),
+    Fatal(FelderaError),
+}
+
+/// Classifies a `completion_status` answer for a token of a Feldera transaction: besides
+/// complete or not, whether the step is known (Feldera labels a token with a step once
+/// its records were taken from the input queue into the circuit).
+pub fn classify_transaction_token(reply: Reply<'_>) -> TransactionTokenOutcome {
+    use super::response::{classify_completion, CompletionOutcome};
+    let body = match reply {
+        Reply::Answered { body, .. } => body,
+        Reply::Failed { .. } => &[],
+    };
+    match classify_completion(reply) {
+        CompletionOutcome::Complete { .. } => TransactionTokenOutcome::Complete,
+        CompletionOutcome::InProgress => {
+            let step = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("step").and_then(Value::as_u64));
+            match step {
+                Some(_) => TransactionTokenOutcome::InCircuit,
+                None => TransactionTokenOutcome::Queued,
+            }
+        }
+        CompletionOutcome::Restarted(e) => TransactionTokenOutcome::Restarted(e),
+        CompletionOutcome::Transient(e) => TransactionTokenOutcome::Transient(e),
+        CompletionOutcome::Fatal(e) => TransactionTokenOutcome::Fatal(e),
+    }
+}
+
+#[cfg(test)]
+mod transaction_tests {
+    use super::*;
+
+    fn answered(status: u16, body: &str) -> Reply<'_> {
+        Reply::Answered {
+            status,
+            body: body.as_bytes(),
+        }
+    }
+
+    #[test]
+    fn commit_answers_say_started_or_no_transaction() {
+        assert_eq!(
+            classify_commit_transaction(answered(200, r#""Transaction commit initiated""#)),
+            CommitOutcome::CommitStarted
+        );
+        let none = r#"{"message":"This operation requires an active transaction, but none is currently in progress","error_code":"NoTransactionInProgress","details":null}"#;
+        assert!(matches!(
+            classify_commit_transaction(answered(400, none)),
+            CommitOutcome::NoTransaction(_)
+        ));
+        assert!(matches!(
+            classify_commit_transaction(answered(503, "")),
+            CommitOutcome::Transient(_)
+        ));
+    }
+
+    #[test]
+    fn a_transaction_token_is_queued_in_the_circuit_or_complete() {
+        assert_eq!(
+            classify_transaction_token(answered(200, r#"{"status":"inprogress","step":null}"#)),
+            TransactionTokenOutcome::Queued
+        );
+        assert_eq!(
+            classify_transaction_token(answered(200, r#"{"status":"inprogress"}"#)),
+            TransactionTokenOutcome::Queued
+        );
+        assert_eq!(
+            classify_transaction_token(answered(200, r#"{"status":"inprogress","step":7}"#)),
+            TransactionTokenOutcome::InCircuit
+        );
+        assert_eq!(
+            classify_transaction_token(answered(200, r#"{"status":"complete","step":7}"#)),
+            TransactionTokenOutcome::Complete
+        );
+        let restarted =
+            r#"{"message":"restarted","error_code":"PipelineRestarted","details":null}"#;
+        assert!(matches!(
+            classify_transaction_token(answered(410, restarted)),
+            TransactionTokenOutcome::Restarted(_)
+        ));
+        assert!(matches!(
+            classify_transaction_token(Reply::Failed { error: "reset" }),
+            TransactionTokenOutcome::Transient(_)
+        ));
+    }
+}

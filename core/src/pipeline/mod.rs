@@ -48,6 +48,7 @@ mod check;
 mod ctx;
 #[cfg(any(test, feature = "testing"))]
 mod fake_feldera;
+mod feldera_txn;
 mod inspect;
 mod meter;
 mod monitor;

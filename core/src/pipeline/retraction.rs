@@ -33,9 +33,6 @@ use crate::startup::catalog::Row;
 use crate::timer::TimerTable;
 use std::collections::VecDeque;
 
-/// How many delete batches may be in flight at once.
-const SINK_WINDOW: usize = 1;
-
 /// One table to retract.
 #[derive(Debug)]
 pub(crate) struct TableJob {
@@ -102,7 +99,7 @@ impl Retraction {
             page_rows: cx.env.config.retract_page_rows,
             step: Step::Done,
             outbox: Outbox::new(names.len(), cx.env.thresholds),
-            sink: Sink::new(SINK_WINDOW),
+            sink: Sink::new(cx.env.config.max_in_flight_batches),
             names,
             deleted: 0,
             kept: 0,

@@ -200,8 +200,8 @@ pub struct Script {
     frozen: bool,
     /// Replication bytes are delivered in chunks of this many bytes (0 = all at once).
     chunk: usize,
-    /// Table and body of ingress requests by token, and the tokens Feldera said are complete.
-    bodies_by_token: std::collections::BTreeMap<String, (String, String)>,
+    /// Acceptance order, table and body of ingress requests by token, until complete.
+    bodies_by_token: std::collections::BTreeMap<String, (u32, String, String)>,
     /// Feldera's tables as completed requests left them.
     pub feldera: super::fake_feldera::FakeFeldera,
     completed_bodies: Vec<String>,
@@ -574,11 +574,27 @@ impl Script {
             let table = rest.split('?').next().unwrap_or("").to_owned();
             if let Some(token) = body.split('"').nth(3) {
                 let text = String::from_utf8_lossy(&request.body).into_owned();
-                self.bodies_by_token.insert(token.to_owned(), (table, text));
+                let order = self.bodies_by_token.len() as u32 + self.completed_bodies.len() as u32;
+                self.bodies_by_token
+                    .insert(token.to_owned(), (order, table, text));
             }
         } else if body.contains("\"complete\"") {
-            if let Some(token) = request.url.split("token=").nth(1) {
-                if let Some((table, text)) = self.bodies_by_token.remove(token) {
+            // On one table a token complete means every earlier one is, as in Feldera.
+            let Some(token) = request.url.split("token=").nth(1) else {
+                return;
+            };
+            let Some((order, table, _)) = self.bodies_by_token.get(token).cloned() else {
+                return;
+            };
+            let mut covered: Vec<(u32, String)> = self
+                .bodies_by_token
+                .iter()
+                .filter(|(_, (o, t, _))| *t == table && *o <= order)
+                .map(|(k, (o, _, _))| (*o, k.clone()))
+                .collect();
+            covered.sort();
+            for (_, key) in covered {
+                if let Some((_, table, text)) = self.bodies_by_token.remove(&key) {
                     self.feldera.apply(&table, &text);
                     self.completed_bodies.push(text);
                 }
@@ -614,9 +630,49 @@ impl Script {
         self.answer(200, r#"{"status":"inprogress","step":null}"#);
     }
 
-    /// Accepts and completes every waiting request until none waits.
+    /// Completion: in progress, but the token's records are in the circuit (a step is
+    /// known), as inside a Feldera transaction before its commit finished.
+    pub fn in_circuit(&mut self) {
+        self.answer(200, r#"{"status":"inprogress","step":3}"#);
+    }
+
+    /// Moves the `index`-th waiting request (oldest first) to the front: the next answer
+    /// goes to it.
+    pub fn bring_forward(&mut self, index: usize) {
+        let request = self
+            .http
+            .remove(index)
+            .expect("that many requests wait for an answer");
+        self.http.push_front(request);
+    }
+
+    /// One line per waiting request, oldest first: its id, method and path.
+    pub fn waiting(&self) -> Vec<String> {
+        self.http
+            .iter()
+            .map(|(id, r)| {
+                let path = r
+                    .url
+                    .trim_start_matches("http://feldera:8080/v0/pipelines/p")
+                    .split('?')
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let token = r
+                    .url
+                    .split("token=")
+                    .nth(1)
+                    .map(|t| format!(" {t}"))
+                    .unwrap_or_default();
+                format!("{id} {} {path}{token}", r.method)
+            })
+            .collect()
+    }
+
+    /// Accepts and completes every waiting request until none waits (or the pipeline
+    /// exited: nobody answers it then).
     pub fn settle(&mut self) {
-        while self.step() {}
+        while self.exit.is_none() && self.step() {}
     }
 
     /// Answers the oldest waiting request as Feldera would (ingress accepted, completion
@@ -627,6 +683,10 @@ impl Script {
         };
         if request.url.contains("/ingress/") {
             self.accept();
+        } else if request.url.ends_with("/start_transaction") {
+            self.answer(200, r#"{"transaction_id":1}"#);
+        } else if request.url.ends_with("/commit_transaction") {
+            self.answer(200, r#""Transaction commit initiated""#);
         } else if request.url.contains("/query?") {
             let sql = query_sql(&request.url);
             let answer = self

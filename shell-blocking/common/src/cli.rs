@@ -131,6 +131,21 @@ pub struct Cli {
     /// Longest wait from the oldest buffered event; 0 = one request per transaction
     #[arg(long, global = true, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
     pub batch_linger_ms: Option<String>,
+    /// Batches sent to Feldera and not yet durable at once (1 to 64)
+    #[arg(
+        long,
+        env = "MAX_IN_FLIGHT_BATCHES",
+        default_value = default_of("MAX_IN_FLIGHT_BATCHES")
+    )]
+    pub max_in_flight_batches: Option<String>,
+    /// off, large (a source transaction spanning more than one batch becomes one Feldera
+    /// transaction) or all (every batch too): views never see part of it
+    #[arg(
+        long,
+        env = "FELDERA_TRANSACTIONS",
+        default_value = default_of("FELDERA_TRANSACTIONS")
+    )]
+    pub feldera_transactions: Option<String>,
     /// Connections copying the initial snapshot in parallel (never more than the work)
     #[arg(long, global = true, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
     pub snapshot_workers: Option<String>,

@@ -267,13 +267,13 @@ async fn completion_status(
         Ok(Completion::Complete { step }) => {
             Json(json!({"status": "complete", "step": step})).into_response()
         }
-        Ok(Completion::InProgress) => {
+        Ok(Completion::InProgress { step }) => {
             let status = if shared.inprogress_202 {
                 StatusCode::ACCEPTED
             } else {
                 StatusCode::OK
             };
-            (status, Json(json!({"status": "inprogress", "step": null}))).into_response()
+            (status, Json(json!({"status": "inprogress", "step": step}))).into_response()
         }
         Err(TokenError::Restarted) => api_error(
             StatusCode::GONE,
@@ -358,7 +358,7 @@ async fn start_transaction(
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(&pipeline);
     }
-    let started = shared.state().start_transaction();
+    let started = shared.state().start_transaction(Instant::now());
     match started {
         Ok(id) => Json(json!({"transaction_id": id})).into_response(),
         Err(_) => api_error(

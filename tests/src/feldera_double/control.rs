@@ -37,6 +37,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/control/proxy_timeout", post(proxy_timeout))
         .route("/control/completion_delay", post(completion_delay))
         .route("/control/release", post(release))
+        .route("/control/hold_commits", post(hold_commits))
         .route("/control/tables", get(tables))
         .route("/control/status", get(status))
         .route("/control/log", get(log).delete(clear_log))
@@ -264,6 +265,21 @@ async fn completion_delay(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
     };
     shared.set_completion_delay(delay);
     ok(json!({"delay_ms": req.delay_ms}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HoldCommits {
+    hold: bool,
+}
+
+async fn hold_commits(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let req: HoldCommits = match decode(&body) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    shared.set_hold_commits(req.hold);
+    ok(json!({"hold": req.hold}))
 }
 
 async fn release(State(shared): State<Arc<Shared>>) -> Response {

@@ -278,6 +278,12 @@ impl FelderaDouble {
         self.shared.set_completion_delay(delay);
     }
 
+    /// Transactions committed from now on wait for `release_completions` (`false`: they
+    /// follow the completion delay again).
+    pub fn hold_commits(&self, hold: bool) {
+        self.shared.set_hold_commits(hold);
+    }
+
     /// Processes every request accepted so far (ends a `Never` wait or a long delay).
     pub fn release_completions(&self) {
         self.shared.release_completions();

@@ -76,6 +76,8 @@ pub struct PipelineRun {
     pub reported_flush: Lsn,
     /// Bodies Feldera made durable.
     pub durable_batches: u32,
+    /// Feldera transactions committed (answered 200).
+    pub commits: u32,
     /// Times the pipeline paused reading (backpressure or a stop).
     pub pauses: u32,
     pub exit: Option<i32>,
@@ -99,6 +101,7 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
     }
     harness.run.streams = harness.pg.streams_started;
     harness.run.durable_batches = harness.feldera.durable_batches;
+    harness.run.commits = harness.feldera.commits;
     harness.run
 }
 

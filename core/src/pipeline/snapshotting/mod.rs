@@ -50,9 +50,6 @@ use crate::wire::PgError;
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 
-/// How many snapshot batches may be in flight at once.
-const SINK_WINDOW: usize = 1;
-
 /// What the Starting phase hands over once the slot (and its snapshot) exists.
 #[derive(Debug)]
 pub(crate) struct SnapshotStart {
@@ -216,7 +213,7 @@ impl Snapshotting {
             ranges_left: vec![0; routes],
             copied: vec![0; routes],
             outbox: Outbox::new(routes, cx.env.thresholds),
-            sink: Sink::new(SINK_WINDOW),
+            sink: Sink::new(cx.env.config.max_in_flight_batches),
             batch_rows: BTreeMap::new(),
             progress: Progress::new(cx.now(), names),
             row: CopyRow::new(),

@@ -18,6 +18,7 @@ mod batching;
 mod changes;
 mod feldera_answers;
 mod ops;
+mod pipelining;
 mod progress;
 mod properties;
 mod sessions;
@@ -25,6 +26,7 @@ mod snapshot;
 mod snapshot_properties;
 mod snapshot_regressions;
 mod stopping;
+mod transactions;
 mod truncate;
 
 pub(super) const SCHEMA: &str = r#"{"inputs":[
