@@ -84,8 +84,11 @@ struct Open {
     unaccepted: usize,
     /// The last batch has joined (it ends at a source commit).
     closing: bool,
-    /// Each table's newest token.
-    tokens: Vec<(Name, String)>,
+    /// Each table's newest token, with the batch it came from. Requests on one table are
+    /// sent one after the other, so the later batch holds the newer token; but batches are
+    /// accepted out of order (a batch with several tables is accepted when its last table
+    /// answers), so acceptance order does not say which token is newer.
+    tokens: Vec<(Name, BatchSeq, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,6 +237,7 @@ impl FelderaTxn {
         ctx: &mut Ctx,
         endpoint: &FelderaEndpoint,
         now: Mono,
+        seq: BatchSeq,
         tokens: Vec<(Name, String)>,
     ) {
         let Stage::Open(open) = &mut self.stage else {
@@ -241,9 +245,10 @@ impl FelderaTxn {
         };
         open.unaccepted = open.unaccepted.saturating_sub(1);
         for (table, token) in tokens {
-            match open.tokens.iter_mut().find(|(t, _)| *t == table) {
-                Some(entry) => entry.1 = token,
-                None => open.tokens.push((table, token)),
+            match open.tokens.iter_mut().find(|(t, _, _)| *t == table) {
+                Some(entry) if entry.1 < seq => (entry.1, entry.2) = (seq, token),
+                Some(_) => {}
+                None => open.tokens.push((table, seq, token)),
             }
         }
         self.maybe_settle(ctx, endpoint, now);
@@ -265,7 +270,7 @@ impl FelderaTxn {
         let id = open.id;
         let lanes = std::mem::take(&mut open.tokens)
             .into_iter()
-            .map(|(table, token)| TokenLane {
+            .map(|(table, _, token)| TokenLane {
                 table,
                 token,
                 ask: Ask::At(now),

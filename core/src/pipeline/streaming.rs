@@ -730,7 +730,7 @@ impl Streaming {
                     let tokens = self.sink.take_accepted(seq).map(|(_, t)| t);
                     let now = cx.now();
                     if let (Some(txn), Some(tokens)) = (self.txn.as_mut(), tokens) {
-                        txn.accepted(cx.ctx, &cx.env.endpoint, now, tokens);
+                        txn.accepted(cx.ctx, &cx.env.endpoint, now, seq, tokens);
                     }
                     return self.flush_more(cx);
                 }

@@ -333,3 +333,57 @@ fn the_feldera_transaction_closes_at_the_source_commit_however_the_batches_were_
         format!("== 4 rows in batches of 2\n{exact}== 3 rows in batches of 2, linger 50 ms, then another transaction\n{lingering}")
     );
 }
+
+#[test]
+fn the_newest_token_of_a_table_is_the_later_batch_s_even_when_it_is_accepted_first() {
+    // Batch #1 holds users 1 and items a; batch #2 users 2 (two rows per batch). users'
+    // second request goes out once its first is answered, and is answered before items':
+    // #2 is accepted before #1.
+    let mut s = large(&[]);
+    s.wal(
+        "tx: insert users 1; insert items a; insert users 2",
+        &[
+            begin(0x2100, 700),
+            relation(&items()),
+            insert(0x2010, 16384, &[Some("1"), None, None]),
+            insert(0x2020, 16390, &[Some("a"), Some("3")]),
+            insert(0x2030, 16384, &[Some("2"), None, None]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+    s.answer(200, r#"{"transaction_id":1}"#);
+    let users_first = s
+        .waiting()
+        .iter()
+        .position(|w| w.contains("/ingress/users"));
+    s.bring_forward(users_first.expect("users' first request waits"));
+    s.accept();
+    let users_second = s
+        .waiting()
+        .iter()
+        .position(|w| w.contains("/ingress/users"));
+    s.bring_forward(users_second.expect("users' second request waits"));
+    s.accept();
+    s.accept();
+    let asked: Vec<String> = s
+        .waiting()
+        .into_iter()
+        .filter(|w| w.contains("completion_status"))
+        .collect();
+    assert_eq!(asked.len(), 2, "one question per table: {asked:?}");
+    assert!(
+        asked.iter().any(|w| w.ends_with("t2")),
+        "users' newest token is batch #2's t2: {asked:?}"
+    );
+    assert!(!asked.iter().any(|w| w.ends_with("t1")), "{asked:?}");
+    let mut feldera = Feldera {
+        open: true,
+        started: 1,
+    };
+    feldera.drive(&mut s);
+    assert_eq!(s.confirmed, Lsn(0x2100));
+    rule!(
+        "Inside a Feldera transaction each table's newest token is the one of the latest batch on that table, not the one accepted last: a batch with two tables is accepted when its slower table answers, possibly after a later batch. Asking about an older token could commit and acknowledge before the later batch's rows are in.",
+        s.take_trace()
+    );
+}
