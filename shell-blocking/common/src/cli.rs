@@ -1,4 +1,4 @@
-//! The command line: every option of DESIGN.md §3 as a `--kebab-case` flag and its
+//! The command line: every option (README.md, "Options") as a `--kebab-case` flag and its
 //! environment variable, turned into the key/value pairs `Config::from_pairs` validates.
 //!
 //! Owns spelling (flag names, help text, which values `--help` hides). Never validates a
