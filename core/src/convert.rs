@@ -1,7 +1,8 @@
 //! What a row change means for Feldera: pgoutput Insert/Update/Delete → NDJSON events in
 //! `insert_delete` format, written straight into a route's request body.
 //!
-//! The rules (POSTGRES.md, DESIGN.md §1):
+//! The rules (docs/postgres.md, "pgoutput messages and their traps"; docs/contract.md,
+//! "At-least-once"):
 //! - insert → `insert` of the new row;
 //! - update that kept the key → `insert` of the new row (an upsert on a keyed table);
 //! - update that changed the key → `delete` of the old key, then `insert` of the new row.

@@ -283,7 +283,7 @@ pub enum Command {
     },
 }
 
-/// Exit codes (DESIGN.md §4).
+/// Exit codes (docs/contract.md, "Exit codes").
 pub mod exit {
     /// Graceful stop.
     pub const OK: i32 = 0;

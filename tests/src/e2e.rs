@@ -148,7 +148,8 @@ impl Env {
         self.pg.psql(&self.db, sql)
     }
 
-    /// The base configuration for this environment (stream-only, linger 0, short timeouts);
+    /// The base configuration for this environment (`SNAPSHOT_MODE=never`, a 20 ms linger, a
+    /// 5 s shutdown confirmation);
     /// `extra` overrides or adds variables.
     pub fn config(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut pairs: Vec<(String, String)> = [
@@ -468,7 +469,7 @@ impl Env {
     }
 }
 
-// Helpers for the acknowledgement and stop tests (issue 5).
+// Helpers for the acknowledgement and stop tests (e2e_acks.rs, e2e_stop.rs).
 impl Env {
     /// Rows carried by every ingress request the double accepted (200) since its log was
     /// last cleared: how many rows the connector delivered, replays included.
@@ -505,7 +506,7 @@ impl Env {
     }
 }
 
-// Helpers for the snapshot and TRUNCATE tests (issues 10 and 11).
+// Helpers for the snapshot and TRUNCATE tests (e2e_snapshot.rs, e2e_truncate.rs).
 impl Env {
     /// The state file this environment's connector writes: `<STATE_DIR>/<slot>.state.json`.
     pub fn state_path(&self) -> PathBuf {

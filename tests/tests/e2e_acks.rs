@@ -1,5 +1,6 @@
-//! End to end: what the connector tells PostgreSQL, and when (POSTGRES.md "Slot, positions,
-//! status updates"; DESIGN.md §1). Real PostgreSQL, the Feldera double, both shells.
+//! End to end: what the connector tells PostgreSQL, and when (docs/postgres.md, "Slots and
+//! positions" and "Status updates and keepalives"; docs/contract.md). Real PostgreSQL, the
+//! Feldera double, both shells.
 //!
 //! Every test sets `wal_sender_timeout` on its own database (the setting is per session
 //! since PostgreSQL 12; the connector reads it with `SHOW` on its replication connection),

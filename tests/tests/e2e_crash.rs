@@ -1,7 +1,7 @@
-//! End to end: the crash matrix (DESIGN.md §5). For every streaming crash point and for the
-//! 1st and 3rd batch, the process exits 70 at exactly that point, has acknowledged nothing
-//! it had no right to, and a restart without crash variables catches up so that Feldera's
-//! rows equal PostgreSQL's, value by value, each of weight 1.
+//! End to end: the crash matrix (docs/contract.md, "Crash points"). For every streaming
+//! crash point and for the 1st and 3rd batch, the process exits 70 at exactly that point,
+//! has acknowledged nothing it had no right to, and a restart without crash variables
+//! catches up so that Feldera's rows equal PostgreSQL's, value by value, each of weight 1.
 //!
 //! The slot is created before the workload is written, so the whole workload waits in the
 //! slot and the first run replays it: no timing decides what a batch holds. With

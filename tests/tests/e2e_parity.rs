@@ -1,4 +1,4 @@
-//! Issue 6 parity: one scripted scenario (a Feldera outage, a crash point, a graceful stop)
+//! Shell parity: one scripted scenario (a Feldera outage, a crash point, a graceful stop)
 //! through the real binaries of both shells gives the same sequence of decisions.
 //!
 //! The decisions are the core's own log lines (`RUST_LOG=slotline=debug`): sessions, batches

@@ -1,7 +1,7 @@
 //! End to end: stopping the connector. A graceful stop (SIGTERM) leaves the slot at the last
 //! commit's end, so a restart posts nothing again; a SIGKILL mid-workload loses nothing and
-//! redelivers what was not acknowledged (POSTGRES.md: "A final status update has no
-//! acknowledgement of its own..."; DESIGN.md §1, §4). Both shells.
+//! redelivers what was not acknowledged (docs/postgres.md, "Status updates and
+//! keepalives"; docs/contract.md, "Stopping and giving up" and "Exit codes"). Both shells.
 //!
 //! The tests of this file run one at a time: the graceful-stop target is read from
 //! `pg_current_wal_lsn()`, which WAL written by a parallel test in the shared cluster

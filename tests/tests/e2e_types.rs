@@ -1,11 +1,12 @@
-//! End to end, value by value: every PostgreSQL type of POSTGRES.md's mapping table reaches
+//! End to end, value by value: every PostgreSQL type of the value table (docs/postgres.md) reaches
 //! Feldera as the JSON the table promises, through inserts, updates (key-changing too),
 //! deletes and unchanged-TOAST updates, under REPLICA IDENTITY FULL (`typed`) and DEFAULT
 //! (`items`, routed as `public.items:lineitems`), on both shells.
 //!
 //! The database's own defaults are hostile (TimeZone Asia/Kolkata, DateStyle SQL/DMY,
 //! IntervalStyle sql_standard, extra_float_digits 0, bytea_output escape): the rows can
-//! only match if the connector pins its session settings as POSTGRES.md requires.
+//! only match if the connector pins its session settings (docs/postgres.md, "Session settings
+//! that change the bytes").
 //!
 //! The oracle is PostgreSQL's own `to_json` of each column, read in a session with the
 //! pinned settings, normalised per Feldera column type by `expected_value` below (the
@@ -189,7 +190,7 @@ fn pg_values(env: &Env, table: &str) -> Vec<Map<String, Value>> {
 }
 
 /// What Feldera must hold for a PostgreSQL value (given as `to_json` under the pinned
-/// settings), per the mapping table of POSTGRES.md.
+/// settings), per the value table of docs/postgres.md ("Values").
 fn expected_value(column: &str, pg: &Value) -> Value {
     if pg.is_null() {
         return Value::Null;

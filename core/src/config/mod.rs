@@ -1,5 +1,5 @@
-//! slotline's configuration: every option of DESIGN.md §3, parsed and validated from
-//! key/value pairs.
+//! slotline's configuration: every option (README.md, "Options"), parsed and validated
+//! from key/value pairs.
 //!
 //! The shells collect the pairs (flags and environment variables, with the variable names as
 //! keys) and hand them in; this module never reads the environment itself. Validation
@@ -78,7 +78,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// The named boundaries where a test may crash the process (DESIGN.md §5).
+/// The named boundaries where a test may crash the process (docs/contract.md, "Crash points").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CrashPoint {
     BeforeSend,
@@ -135,7 +135,7 @@ pub enum TablesSpec {
     },
 }
 
-/// Every option of DESIGN.md §3, validated.
+/// Every option (README.md, "Options"), validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub pg: PgConnConfig,

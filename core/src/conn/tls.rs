@@ -122,15 +122,6 @@ impl TlsPlan {
             (_, false) => TlsVerify::None,
         }
     }
-
-    /// Whether a refused certificate ends the connection for good, rather than leading
-    /// to a retry (`prefer`) or standing as one failed attempt.
-    pub fn is_strict(&self) -> bool {
-        matches!(
-            self.mode,
-            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
-        )
-    }
 }
 
 /// Signature algorithms whose hash is SHA-256 for `tls-server-end-point` (RFC 5929: MD5

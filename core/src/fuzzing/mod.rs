@@ -361,7 +361,8 @@ fn plans_for(relation: &Relation) -> Vec<ValuePlan> {
         .collect()
 }
 
-/// The Feldera column type POSTGRES.md's mapping table pairs with a PostgreSQL type.
+/// The Feldera column type the value table (docs/postgres.md, "Values") pairs with a
+/// PostgreSQL type.
 pub fn natural_target(type_oid: u32, nullable: bool) -> ColumnType {
     let sql = match type_oid {
         oid::BOOL => SqlType::Boolean,

@@ -45,7 +45,8 @@ pub struct Begin {
     pub xid: u32,
 }
 
-/// `C`: a transaction ends. Acknowledge `end_lsn`, not `commit_lsn` (POSTGRES.md).
+/// `C`: a transaction ends. Acknowledge `end_lsn`, not `commit_lsn` (docs/postgres.md,
+/// "Slots and positions").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Commit {
     /// Unused by protocol 1 (documented as 0); kept so nothing on the wire is dropped silently.

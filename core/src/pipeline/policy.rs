@@ -48,8 +48,6 @@ pub(crate) enum FailureKind {
     /// A change slotline cannot deliver faithfully (unsupported value, unrouted table,
     /// uncovered key).
     DataRefused,
-    /// A change slotline does not support yet.
-    Unsupported,
     /// After a retraction's deletes were durable, Feldera's count is not what it must be.
     Unverified,
     /// No durable progress within `NO_PROGRESS_TIMEOUT_SECS`.
@@ -118,7 +116,7 @@ use Reaction::{EndSession, Exit};
 /// The reaction to each kind of failure. Transient conditions end the session (nothing
 /// unacknowledged is lost: the slot replays it); conditions no retry can fix exit, leaving
 /// the slot where it is.
-pub(crate) const RULES: [Rule; 17] = [
+pub(crate) const RULES: [Rule; 16] = [
     rule(K::PgUnreachable, "pg-unreachable", EndSession),
     rule(K::PgRefused, "pg-refused", Exit(exit::FATAL)),
     rule(K::PgProtocol, "pg-protocol", Exit(exit::FATAL)),
@@ -136,7 +134,6 @@ pub(crate) const RULES: [Rule; 17] = [
     ),
     rule(K::CompletionTimeout, "completion-timeout", EndSession),
     rule(K::DataRefused, "data-refused", Exit(exit::FATAL)),
-    rule(K::Unsupported, "unsupported", Exit(exit::FATAL)),
     rule(K::Unverified, "retraction-unverified", Exit(exit::FATAL)),
     rule(K::NoProgress, "no-progress", Exit(exit::NO_PROGRESS)),
     rule(K::SlotLost, "slot-lost", Exit(exit::FATAL)),
@@ -217,7 +214,7 @@ pub(crate) fn decide(kind: FailureKind, situation: Situation) -> Decision {
 mod tests {
     use super::*;
 
-    const ALL_KINDS: [FailureKind; 17] = [
+    const ALL_KINDS: [FailureKind; 16] = [
         K::PgUnreachable,
         K::PgRefused,
         K::PgProtocol,
@@ -231,7 +228,6 @@ mod tests {
         K::FelderaUnreadable,
         K::CompletionTimeout,
         K::DataRefused,
-        K::Unsupported,
         K::Unverified,
         K::NoProgress,
         K::SlotLost,

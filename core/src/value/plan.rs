@@ -2,8 +2,8 @@
 //!
 //! This is the one place that decides which pairs are supported. Every type may go to
 //! VARCHAR (its text output as a string); the typed targets follow the table in
-//! POSTGRES.md; arrays recurse on their element type. Anything else is refused once, at
-//! contract time, naming both types and what the PostgreSQL type does accept.
+//! docs/postgres.md ("Values"); arrays recurse on their element type. Anything else is
+//! refused once, at contract time, naming both types and what the PostgreSQL type does accept.
 
 use super::array::MAX_DIMENSIONS;
 use super::datetime::Temporal;

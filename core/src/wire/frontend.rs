@@ -14,8 +14,8 @@ use crate::time::PgTime;
 use crate::Lsn;
 
 /// Session settings sent as startup parameters on every connection, because pgoutput and
-/// COPY render values with the session's output functions (POSTGRES.md, "Session settings
-/// that change the bytes"): the replication session and the snapshot sessions must agree.
+/// COPY render values with the session's output functions (docs/postgres.md, "Session
+/// settings that change the bytes"): the replication session and the snapshot sessions must agree.
 pub const PINNED_SESSION_SETTINGS: [(&str, &str); 6] = [
     ("DateStyle", "ISO"),
     ("TimeZone", "UTC"),

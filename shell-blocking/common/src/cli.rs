@@ -1,4 +1,4 @@
-//! The command line: every option of DESIGN.md §3 as a `--kebab-case` flag and its
+//! The command line: every option (README.md, "Options") as a `--kebab-case` flag and its
 //! environment variable, turned into the key/value pairs `Config::from_pairs` validates.
 //!
 //! Owns spelling (flag names, help text, which values `--help` hides). Never validates a
@@ -134,6 +134,7 @@ pub struct Cli {
     /// Batches sent to Feldera and not yet durable at once (1 to 64)
     #[arg(
         long,
+        global = true,
         env = "MAX_IN_FLIGHT_BATCHES",
         default_value = default_of("MAX_IN_FLIGHT_BATCHES")
     )]
@@ -142,6 +143,7 @@ pub struct Cli {
     /// transaction) or all (every batch too): views never see part of it
     #[arg(
         long,
+        global = true,
         env = "FELDERA_TRANSACTIONS",
         default_value = default_of("FELDERA_TRANSACTIONS")
     )]

@@ -70,6 +70,10 @@ fn every_variable_has_exactly_one_flag_and_no_flag_is_unknown() {
             long.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
             "--{long} is kebab-case"
         );
+        assert!(
+            arg.is_global_set(),
+            "--{long} is global, so it may come after a subcommand too"
+        );
     }
 }
 

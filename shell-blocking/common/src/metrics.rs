@@ -280,7 +280,7 @@ impl Collector for StatusMetrics {
         gauge(
             e,
             "slotline_batches_in_flight",
-            "Batches sent and not yet durable (the stream keeps at most one)",
+            "1 while at least one batch is sent and not yet durable, else 0",
             f64::from(u8::from(status.batch_in_flight.is_some())),
         )?;
         gauge(

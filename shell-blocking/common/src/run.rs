@@ -12,7 +12,7 @@
 //! opened and driven, how the loop waits for its next input, and how connections are let
 //! flush before the process exits. The loop itself is synchronous; the tokio runtime
 //! implements the wait with `block_on` on a current-thread runtime, so its connection tasks
-//! run while the loop waits, exactly as they did when the loop was an `async fn`.
+//! run while the loop waits (docs/architecture.md, "The shells").
 
 use crate::conns::ConnRouter;
 use crate::dispatch::{dispatch, feed, ConnHandle, ConnTable, Executor, Flow};

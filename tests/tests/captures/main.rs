@@ -1,4 +1,4 @@
-//! Real captures (issue 2): a workload that produces every pgoutput message kind and every
+//! Real captures: a workload that produces every pgoutput message kind and every
 //! mapped type, streamed from PostgreSQL through the core's own `Connection` over TCP and
 //! committed as raw bytes (`tests/fixtures/pg15-stream.bin`, SQL beside it).
 //!

@@ -1,5 +1,5 @@
-//! Table-driven tests of the mapping (one row per case of POSTGRES.md's table and its edges),
-//! plus properties over generated values.
+//! Table-driven tests of the mapping (one row per case of the value table in docs/postgres.md,
+//! "Values", and its edges), plus properties over generated values.
 
 mod properties;
 mod scalars;

@@ -93,7 +93,7 @@ fn build_connectors(profile: &str) -> Result<(), String> {
     }
 }
 
-/// The configuration every run shares: stream-only, one publication, the given routes.
+/// The configuration every run shares: `SNAPSHOT_MODE=never`, one publication, the given routes.
 pub fn connector_vars(
     pg_url: &str,
     feldera_url: &str,
@@ -107,7 +107,8 @@ pub fn connector_vars(
         ("TABLES", tables.to_owned()),
         ("FELDERA_URL", feldera_url.to_owned()),
         ("FELDERA_PIPELINE", "demo".to_owned()),
-        // The snapshot is a later issue: stream-only is the supported mode today.
+        // Both sides start empty, so streaming alone keeps them equal; a caller that starts
+        // from existing rows drops this to copy them first (docs/snapshot.md).
         ("SNAPSHOT_MODE", "never".to_owned()),
         ("STATE_DIR", state_dir.display().to_string()),
         ("RUST_LOG", "info".to_owned()),
