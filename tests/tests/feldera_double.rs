@@ -521,3 +521,63 @@ fn each_ingress_spelling_is_an_endpoint_and_past_100_feldera_answers_429() {
     );
     assert_eq!(r.status, 200, "a known spelling still works");
 }
+
+#[test]
+fn with_tls_the_same_api_is_served_over_https_only() {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("certificate");
+    let double = client::start_with(
+        slotline_tests::feldera_double::DoubleConfig::new(PIPELINE, client::schema())
+            .with_tls(cert.pem(), key.serialize_pem()),
+    );
+    let base = double.base_url();
+    assert_eq!(base, format!("https://{}", double.addr()));
+    let roots = [ureq::tls::Certificate::from_der(cert.der()).to_owned()];
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::new_with_certs(&roots))
+                .build(),
+        )
+        .build()
+        .new_agent();
+    let mut reply = agent
+        .get(&format!("{base}/v0/pipelines/{PIPELINE}"))
+        .call()
+        .expect("an answer over https");
+    assert_eq!(reply.status().as_u16(), 200);
+    let body: Value =
+        serde_json::from_str(&reply.body_mut().read_to_string().expect("body")).expect("JSON");
+    assert_eq!(body["deployment_status"], "Running");
+    assert_eq!(double.tls_handshake_failures(), 0);
+    // Plain HTTP on the same port is a failed handshake, not an answer.
+    let plain = agent
+        .get(&format!("http://{}/v0/pipelines/{PIPELINE}", double.addr()))
+        .config()
+        .timeout_global(Some(std::time::Duration::from_secs(5)))
+        .build()
+        .call();
+    assert!(plain.is_err(), "{plain:?}");
+    assert!(
+        slotline_tests::pg::wait_for(std::time::Duration::from_secs(5), || {
+            (double.tls_handshake_failures() == 1).then_some(())
+        })
+        .is_some(),
+        "{}",
+        double.tls_handshake_failures()
+    );
+}
+
+#[test]
+fn with_tls_an_unusable_identity_is_invalid_input() {
+    let config = slotline_tests::feldera_double::DoubleConfig::new(PIPELINE, client::schema())
+        .with_tls("not a certificate", "not a key");
+    let error = slotline_tests::feldera_double::FelderaDouble::start(config)
+        .expect_err("no certificate, no server");
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(error.to_string().contains("no PEM certificate"), "{error}");
+}

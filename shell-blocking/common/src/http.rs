@@ -5,11 +5,13 @@
 //! answer (`HttpDone`); only a failure to get an answer (refused, reset, timed out, body
 //! unreadable or over the limit) is `HttpFailed`. The executor never retries, never follows
 //! redirects (a 3xx is an answer too) and never reads what the body says: those are the
-//! core's decisions.
+//! core's decisions. A failure's text says what went wrong in the operator's terms (a
+//! refused certificate names `FELDERA_CA_CERT` or `FELDERA_URL`); it never holds a header.
 
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use rustls::pki_types::CertificateDer;
+use rustls::CertificateError;
 use slotline_core::feldera::{HttpRequest, Method};
 use slotline_core::io::{HttpId, Input};
 use std::io;
@@ -111,7 +113,7 @@ pub fn perform(agent: &Agent, id: HttpId, request: &HttpRequest) -> Input {
         Err(error) => {
             return Input::HttpFailed {
                 id,
-                error: error.to_string(),
+                error: describe(&error),
             }
         }
     };
@@ -131,6 +133,45 @@ pub fn perform(agent: &Agent, id: HttpId, request: &HttpRequest) -> Input {
             id,
             error: format!("status {status}, body unreadable: {error}"),
         },
+    }
+}
+
+/// The text of a failed request. A TLS failure is spelled out with its likely fix;
+/// anything else is ureq's own text (which names no header, so never the API key).
+pub fn describe(error: &ureq::Error) -> String {
+    let tls = match error {
+        ureq::Error::Rustls(e) => Some(e),
+        // A handshake failure reaches ureq as the I/O error rustls wraps it in.
+        ureq::Error::Io(e) => e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>()),
+        _ => None,
+    };
+    match tls {
+        Some(e) => describe_tls(e),
+        None => error.to_string(),
+    }
+}
+
+fn describe_tls(error: &rustls::Error) -> String {
+    let rustls::Error::InvalidCertificate(reason) = error else {
+        return format!(
+            "TLS handshake with Feldera failed: {error} (an https:// FELDERA_URL needs a \
+             server speaking TLS on that port)"
+        );
+    };
+    match reason {
+        CertificateError::UnknownIssuer => format!(
+            "Feldera's TLS certificate is not trusted: no trusted CA signed it ({error}); \
+             if a private CA signed it, set FELDERA_CA_CERT to a PEM file holding that CA"
+        ),
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            format!(
+                "Feldera's TLS certificate does not name the host of FELDERA_URL ({error}); \
+                 connect by a name the certificate holds"
+            )
+        }
+        _ => format!("Feldera's TLS certificate was refused ({error})"),
     }
 }
 

@@ -161,3 +161,52 @@ fn the_pool_runs_requests_concurrently_and_delivers_each_result_once() {
     );
     assert!(received.recv_timeout(Duration::from_millis(100)).is_err());
 }
+
+fn wrapped(error: rustls::Error) -> ureq::Error {
+    ureq::Error::Io(io::Error::new(io::ErrorKind::InvalidData, error))
+}
+
+#[test]
+fn an_unknown_issuer_names_feldera_ca_cert_as_the_fix() {
+    let text = describe(&wrapped(rustls::Error::InvalidCertificate(
+        CertificateError::UnknownIssuer,
+    )));
+    assert_eq!(
+        text,
+        "Feldera's TLS certificate is not trusted: no trusted CA signed it (invalid peer \
+         certificate: UnknownIssuer); if a private CA signed it, set FELDERA_CA_CERT to a PEM \
+         file holding that CA"
+    );
+}
+
+#[test]
+fn a_name_mismatch_names_the_host_of_feldera_url() {
+    let text = describe(&ureq::Error::Rustls(rustls::Error::InvalidCertificate(
+        CertificateError::NotValidForName,
+    )));
+    assert!(
+        text.starts_with("Feldera's TLS certificate does not name the host of FELDERA_URL"),
+        "{text}"
+    );
+    assert!(!text.contains("FELDERA_CA_CERT"), "{text}");
+}
+
+#[test]
+fn other_tls_failures_say_tls_and_other_errors_keep_ureqs_text() {
+    let expired = describe(&wrapped(rustls::Error::InvalidCertificate(
+        CertificateError::Expired,
+    )));
+    assert!(
+        expired.starts_with(
+            "Feldera's TLS certificate was refused (invalid peer certificate: Expired"
+        ),
+        "{expired}"
+    );
+    let handshake = describe(&wrapped(rustls::Error::HandshakeNotComplete));
+    assert!(
+        handshake.starts_with("TLS handshake with Feldera failed: "),
+        "{handshake}"
+    );
+    let plain = ureq::Error::Io(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"));
+    assert_eq!(describe(&plain), plain.to_string());
+}

@@ -15,8 +15,8 @@
 //! `convert` (typed values and their JSON forms), `row`/`ingress` (events and bodies),
 //! `query_parse`/`query` (the ad-hoc SQL subset), `table` (keyed upsert and multiset
 //! semantics), `state` (incarnation, completion queue, transactions, restart), `token`,
-//! `faults`, `log`, `api` (`/v0`), `control` (`/control`), `shared`, `server`. This file
-//! is the public handle only.
+//! `faults`, `log`, `api` (`/v0`), `control` (`/control`), `shared`, `server` (with its
+//! optional HTTPS listener). This file is the public handle only.
 
 mod api;
 mod control;
@@ -75,6 +75,26 @@ pub struct DoubleConfig {
     /// Answer `inprogress` with 202 (as Feldera's OpenAPI document says) instead of 200
     /// (what its code does): clients must accept both.
     pub inprogress_202: bool,
+    /// Serve HTTPS with this certificate instead of plain HTTP.
+    pub tls: Option<TlsIdentity>,
+}
+
+/// The server's identity for HTTPS: PEM text, as files hold it.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    /// The server's certificate first, then any intermediates.
+    pub cert_chain_pem: String,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsIdentity")
+            .field("cert_chain_pem", &self.cert_chain_pem)
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
 }
 
 impl DoubleConfig {
@@ -87,6 +107,7 @@ impl DoubleConfig {
             completion_delay: CompletionDelay::Fixed(Duration::ZERO),
             proxy_timeout: DEFAULT_PROXY_TIMEOUT,
             inprogress_202: false,
+            tls: None,
         }
     }
 
@@ -107,6 +128,21 @@ impl DoubleConfig {
 
     pub fn with_inprogress_202(mut self, yes: bool) -> DoubleConfig {
         self.inprogress_202 = yes;
+        self
+    }
+
+    /// Serves the same API over HTTPS (TLS 1.2 or 1.3) presenting `cert_chain_pem` (leaf
+    /// first) with `key_pem`; `base_url` then starts with `https://`. Unusable PEM makes
+    /// `start` fail with `InvalidInput`.
+    pub fn with_tls(
+        mut self,
+        cert_chain_pem: impl Into<String>,
+        key_pem: impl Into<String>,
+    ) -> DoubleConfig {
+        self.tls = Some(TlsIdentity {
+            cert_chain_pem: cert_chain_pem.into(),
+            key_pem: key_pem.into(),
+        });
         self
     }
 }
@@ -162,14 +198,18 @@ impl TableSnapshot {
 pub struct FelderaDouble {
     shared: Arc<Shared>,
     server: Server,
+    https: bool,
 }
 
 impl FelderaDouble {
     /// Parses the schema, binds 127.0.0.1 and starts serving on a background runtime.
-    /// A schema error is `InvalidInput` with a message naming what was wrong.
+    /// A schema error or an unusable TLS identity is `InvalidInput` with a message naming
+    /// what was wrong.
     pub fn start(config: DoubleConfig) -> io::Result<FelderaDouble> {
         let schema = Schema::parse(config.schema)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let tls = config.tls.as_ref().map(server::tls_config).transpose()?;
+        let https = tls.is_some();
         let shared = Arc::new(Shared::new(
             config.pipeline,
             Arc::new(schema),
@@ -177,17 +217,28 @@ impl FelderaDouble {
             config.proxy_timeout,
             config.inprogress_202,
         ));
-        let server = Server::spawn(shared.clone(), config.port)?;
-        Ok(FelderaDouble { shared, server })
+        let server = Server::spawn(shared.clone(), config.port, tls)?;
+        Ok(FelderaDouble {
+            shared,
+            server,
+            https,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.server.addr()
     }
 
-    /// `http://127.0.0.1:PORT`, no trailing slash.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS), no trailing slash.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr())
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr())
+    }
+
+    /// TLS handshakes that failed since the start (with TLS only): e.g. clients that
+    /// refused the certificate.
+    pub fn tls_handshake_failures(&self) -> u64 {
+        self.server.tls_handshake_failures()
     }
 
     pub fn pipeline_name(&self) -> &str {
