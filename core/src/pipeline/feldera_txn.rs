@@ -184,6 +184,21 @@ impl FelderaTxn {
         }
     }
 
+    /// Batches of the transaction accepted by Feldera and held here until the commit (the
+    /// others are still in the sink), for status.
+    pub(crate) fn batches_held(&self) -> u64 {
+        let count = |s: &Span| s.last - s.first + 1;
+        match &self.stage {
+            Stage::Idle | Stage::Starting { .. } => 0,
+            Stage::Open(open) => open
+                .span
+                .map_or(0, |s| count(&s).saturating_sub(open.unaccepted as u64)),
+            Stage::Settling { span, .. }
+            | Stage::Committing { span, .. }
+            | Stage::Awaiting { span, .. } => count(span),
+        }
+    }
+
     /// The open transaction's id and batches, for the stop's warning.
     pub(crate) fn describe(&self) -> String {
         match &self.stage {

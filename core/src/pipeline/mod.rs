@@ -101,7 +101,10 @@ pub struct Status {
     pub flush: crate::Lsn,
     pub received: crate::Lsn,
     pub buffered_rows: u64,
+    /// The oldest batch sent and not yet durable.
     pub batch_in_flight: Option<u64>,
+    /// How many batches are sent (or cut) and not yet durable.
+    pub batches_in_flight: u64,
     /// Batches that became durable (stream, snapshot and retraction batches).
     pub batches_durable: u64,
     /// What reached Feldera (`meter`).
@@ -380,10 +383,18 @@ impl Pipeline {
             Phase::Stopping(s) => Some(s.streaming()),
             _ => None,
         };
-        let (buffered_rows, batch_in_flight) = match (&self.phase, streaming) {
-            (Phase::Snapshotting(s), _) => (s.buffered_rows(), s.batch_in_flight()),
-            (_, Some(s)) => (s.buffered_rows(), s.batch_in_flight()),
-            _ => (0, None),
+        let (buffered_rows, batch_in_flight, batches_in_flight) = match (&self.phase, streaming) {
+            (Phase::Snapshotting(s), _) => (
+                s.buffered_rows(),
+                s.batch_in_flight(),
+                s.batches_in_flight(),
+            ),
+            (_, Some(s)) => (
+                s.buffered_rows(),
+                s.batch_in_flight(),
+                s.batches_in_flight(),
+            ),
+            _ => (0, None, 0),
         };
         let (slot, slot_wal_warning) = self.monitor.as_ref().map_or((None, false), |m| m.sample());
         let progress_deadline = self.run.progress.deadline();
@@ -400,6 +411,7 @@ impl Pipeline {
             received: self.run.ack.received(),
             buffered_rows,
             batch_in_flight,
+            batches_in_flight,
             batches_durable: self.run.batches_durable,
             sent: self.meter.counts().clone(),
             backoff_attempt: self.run.backoff.attempt(),

@@ -148,6 +148,11 @@ impl Sink {
     }
 
     /// The oldest batch in flight.
+    /// Batches sent and not yet durable (or taken out by a Feldera transaction).
+    pub(crate) fn len(&self) -> usize {
+        self.batches.len()
+    }
+
     pub(crate) fn oldest(&self) -> Option<&InFlight> {
         self.batches.front()
     }

@@ -152,6 +152,13 @@ impl Streaming {
         self.outbox.rows()
     }
 
+    /// Batches cut and not yet durable: in the sink's window, held by a Feldera
+    /// transaction until its commit, or waiting for a transaction to start.
+    pub(crate) fn batches_in_flight(&self) -> u64 {
+        let held = self.txn.as_ref().map_or(0, FelderaTxn::batches_held);
+        self.sink.len() as u64 + held + u64::from(self.waiting.is_some())
+    }
+
     pub(crate) fn batch_in_flight(&self) -> Option<BatchSeq> {
         let txn = self.txn.as_ref().and_then(FelderaTxn::first_batch);
         let waiting = self.waiting.as_ref().map(|(b, _)| b.seq);

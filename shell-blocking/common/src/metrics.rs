@@ -280,8 +280,8 @@ impl Collector for StatusMetrics {
         gauge(
             e,
             "slotline_batches_in_flight",
-            "1 while at least one batch is sent and not yet durable, else 0",
-            f64::from(u8::from(status.batch_in_flight.is_some())),
+            "Batches sent to Feldera (or cut for it) and not yet durable (at most MAX_IN_FLIGHT_BATCHES in the window)",
+            status.batches_in_flight as f64,
         )?;
         gauge(
             e,
@@ -378,6 +378,7 @@ mod tests {
             received: slotline_core::Lsn(1),
             buffered_rows: 0,
             batch_in_flight: None,
+            batches_in_flight: 0,
             batches_durable: 0,
             sent: Default::default(),
             backoff_attempt: 0,
@@ -434,6 +435,7 @@ mod tests {
             received: slotline_core::Lsn(0x300),
             buffered_rows: 5,
             batch_in_flight: Some(4),
+            batches_in_flight: 3,
             batches_durable: 7,
             sent: slotline_core::pipeline::Counts {
                 rows_sent: 11,
@@ -453,7 +455,7 @@ mod tests {
         assert_eq!(sample("slotline_rows_sent_total", &text), Some(11.0));
         assert_eq!(sample("slotline_batches_durable_total", &text), Some(7.0));
         assert_eq!(sample("slotline_reconnects_total", &text), Some(2.0));
-        assert_eq!(sample("slotline_batches_in_flight", &text), Some(1.0));
+        assert_eq!(sample("slotline_batches_in_flight", &text), Some(3.0));
         assert_eq!(
             sample("slotline_phase{phase=\"streaming\"}", &text),
             Some(1.0)

@@ -251,6 +251,10 @@ impl Snapshotting {
         self.outbox.rows()
     }
 
+    pub(crate) fn batches_in_flight(&self) -> u64 {
+        self.sink.len() as u64
+    }
+
     pub(crate) fn batch_in_flight(&self) -> Option<BatchSeq> {
         self.sink.oldest().map(|b| b.seq)
     }
