@@ -73,6 +73,11 @@ pub struct DoubleConfig {
     /// Answer `inprogress` with 202 (as Feldera's OpenAPI document says) instead of 200
     /// (what its code does): clients must accept both.
     pub inprogress_202: bool,
+    /// A benchmark sink: ingress bodies are accepted (a token, completed after the delay)
+    /// but never parsed nor applied, so tables stay empty; the request log still counts
+    /// each body's non-blank lines as its rows. Measures a client without the double's own
+    /// cost of parsing and applying every row.
+    pub discard: bool,
 }
 
 impl DoubleConfig {
@@ -85,6 +90,7 @@ impl DoubleConfig {
             completion_delay: CompletionDelay::Fixed(Duration::ZERO),
             proxy_timeout: DEFAULT_PROXY_TIMEOUT,
             inprogress_202: false,
+            discard: false,
         }
     }
 
@@ -105,6 +111,11 @@ impl DoubleConfig {
 
     pub fn with_inprogress_202(mut self, yes: bool) -> DoubleConfig {
         self.inprogress_202 = yes;
+        self
+    }
+
+    pub fn with_discard(mut self, yes: bool) -> DoubleConfig {
+        self.discard = yes;
         self
     }
 }
@@ -168,13 +179,15 @@ impl FelderaDouble {
     pub fn start(config: DoubleConfig) -> io::Result<FelderaDouble> {
         let schema = Schema::parse(config.schema)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             config.pipeline,
             Arc::new(schema),
             config.completion_delay,
             config.proxy_timeout,
             config.inprogress_202,
-        ));
+        );
+        shared.discard = config.discard;
+        let shared = Arc::new(shared);
         let server = Server::spawn(shared.clone(), config.port)?;
         Ok(FelderaDouble { shared, server })
     }
@@ -304,5 +317,59 @@ impl FelderaDouble {
 
     pub fn clear_requests(&self) {
         self.shared.log().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn keyed_schema() -> Json {
+        json!({"inputs": [{"name": "t", "case_sensitive": false, "primary_key": ["id"],
+            "materialized": false, "properties": {}, "fields": [
+                {"name": "id", "case_sensitive": false,
+                 "columntype": {"type": "BIGINT", "nullable": false}}]}],
+            "outputs": []})
+    }
+
+    fn json_of(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Json {
+        let text = response
+            .expect("a 200 answer")
+            .body_mut()
+            .read_to_string()
+            .expect("a text body");
+        serde_json::from_str(&text).expect("a JSON body")
+    }
+
+    #[test]
+    fn a_discarding_double_completes_requests_logs_their_rows_and_applies_nothing() {
+        let double =
+            FelderaDouble::start(DoubleConfig::new("p", keyed_schema()).with_discard(true))
+                .expect("the double starts");
+        let base = format!("{}/v0/pipelines/p", double.base_url());
+        // The second event would be a ParseErrors 400 if the body were parsed.
+        let body = "{\"insert\": {\"id\": 1}}\n\n{\"insert\": {\"id\": \"x\"}}\n";
+        let answer = json_of(
+            ureq::post(format!(
+                "{base}/ingress/t?format=json&update_format=insert_delete"
+            ))
+            .send(body),
+        );
+        let token = answer["token"].as_str().expect("a token");
+        let status = json_of(
+            ureq::get(format!("{base}/completion_status"))
+                .query("token", token)
+                .call(),
+        );
+        assert_eq!(status["status"], "complete");
+        assert_eq!(double.table("t").expect("table t").rows, Vec::new());
+        let ingress: Vec<Option<u64>> = double
+            .requests()
+            .iter()
+            .filter(|r| r.endpoint == "ingress")
+            .map(|r| r.rows)
+            .collect();
+        assert_eq!(ingress, vec![Some(2)]);
     }
 }
