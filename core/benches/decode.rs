@@ -139,14 +139,10 @@ fn setup(columns: &[Column]) -> (Relation, ColumnMapping, Vec<u8>) {
         name: Name::unquoted("t"),
         fields: columns
             .iter()
-            .map(|c| Field {
-                name: Name::unquoted(c.name),
-                columntype: c.target.clone(),
-            })
+            .map(|c| Field::new(Name::unquoted(c.name), c.target.clone()))
             .collect(),
         primary_key: Some(vec![Name::unquoted("id")]),
         materialized: false,
-        key_has_lateness: false,
     };
     let mapping = plan_mapping(&relation, &table, MappingOptions::default())
         .unwrap_or_else(|e| panic!("{e}"));

@@ -76,6 +76,9 @@ pub enum Input {
     },
     /// The answer to `Command::WriteState`: the new contents are durable, or why not.
     StateWritten { result: Result<(), String> },
+    /// The answer to `Command::RemoveState`: whether a file was there to remove, or why it
+    /// could not be removed.
+    StateRemoved { result: Result<bool, String> },
 }
 
 /// Where a PostgreSQL server listens.
@@ -174,16 +177,19 @@ pub enum Topic {
     Snapshot,
     /// Retraction of keys Feldera holds (TRUNCATE, re-snapshot leftovers).
     Retract,
+    /// The periodic progress line (`PROGRESS_INTERVAL_SECS`).
+    Progress,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 6] = [
+    pub const ALL: [Topic; 7] = [
         Topic::General,
         Topic::Ack,
         Topic::Policy,
         Topic::Batch,
         Topic::Snapshot,
         Topic::Retract,
+        Topic::Progress,
     ];
 
     /// The short word traces and log targets use.
@@ -195,6 +201,7 @@ impl Topic {
             Topic::Batch => "batch",
             Topic::Snapshot => "snapshot",
             Topic::Retract => "retract",
+            Topic::Progress => "progress",
         }
     }
 }
@@ -259,6 +266,16 @@ pub enum Command {
         path: String,
         contents: Bytes,
     },
+    /// Remove the state file at `path` (absent is not an error: report `false`) and report
+    /// `StateRemoved`.
+    RemoveState {
+        path: String,
+    },
+    /// Write `text` to standard output as it is: the report an operator's command
+    /// (`slotline check`, `status`, `drop-slot`) asked for.
+    Print {
+        text: String,
+    },
     /// Exit the process now with this code, without any further I/O.
     Exit {
         code: i32,
@@ -289,4 +306,9 @@ pub trait Driver {
     fn poll_command(&mut self) -> Option<Command>;
     /// When to wake the core with `Input::Tick` if nothing else happens first.
     fn poll_timeout(&self) -> Option<Deadline>;
+    /// What the core publishes for metrics and health checks (`None`: nothing, as for the
+    /// operator's one-shot commands).
+    fn status(&self) -> Option<crate::pipeline::Status> {
+        None
+    }
 }

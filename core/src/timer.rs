@@ -28,10 +28,16 @@ pub enum TimerKind {
     ShutdownConfirm,
     /// The initial snapshot's progress line is due.
     SnapshotProgress,
+    /// The streaming progress line is due (`PROGRESS_INTERVAL_SECS`).
+    Progress,
+    /// Time to sample the slot's health (the monitor).
+    SlotMonitor,
+    /// An operator's command (`check`, `status`, `drop-slot`) gives up waiting.
+    OperationDeadline,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 9] = [
+    pub const ALL: [TimerKind; 12] = [
         TimerKind::StatusInterval,
         TimerKind::Linger,
         TimerKind::CompletionPoll,
@@ -41,6 +47,9 @@ impl TimerKind {
         TimerKind::NoProgress,
         TimerKind::ShutdownConfirm,
         TimerKind::SnapshotProgress,
+        TimerKind::Progress,
+        TimerKind::SlotMonitor,
+        TimerKind::OperationDeadline,
     ];
 
     fn index(self) -> usize {

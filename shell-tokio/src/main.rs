@@ -1,16 +1,13 @@
 //! `slotline`: slotline on a tokio runtime. See the `slotline` library for the runtime and
 //! `slotline_shell` for what it shares with `slotline-blocking`.
 
-use slotline_shell::{logging, startup, RunOptions};
+use slotline_shell::{logging, startup};
 
 fn main() {
     let code = match startup::start(env!("CARGO_BIN_NAME"), std::env::args_os()) {
         Ok(started) => {
-            let options = RunOptions {
-                tls: started.tls,
-                ..RunOptions::default()
-            };
-            slotline::run(started.pipeline, started.clock, options)
+            let options = started.options();
+            slotline::run(started.machine, started.clock, options)
         }
         Err(code) => code,
     };

@@ -504,3 +504,155 @@ impl Env {
         }
     }
 }
+
+// Helpers for the snapshot and TRUNCATE tests (issues 10 and 11).
+impl Env {
+    /// The state file this environment's connector writes: `<STATE_DIR>/<slot>.state.json`.
+    pub fn state_path(&self) -> PathBuf {
+        self.state_dir
+            .join(format!("{}.state.json", self.slot_name()))
+    }
+
+    /// The state file's bytes, or `None` when it does not exist.
+    pub fn state_bytes(&self) -> Option<Vec<u8>> {
+        match std::fs::read(self.state_path()) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => panic!("cannot read {}: {e}", self.state_path().display()),
+        }
+    }
+
+    /// The state file as JSON, or `None` when it does not exist (panics when it does not
+    /// parse: the connector writes whole files only).
+    pub fn state(&self) -> Option<Value> {
+        self.state_bytes().map(|bytes| {
+            serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                panic!(
+                    "the state file {} is not JSON ({e}): {}",
+                    self.state_path().display(),
+                    String::from_utf8_lossy(&bytes)
+                )
+            })
+        })
+    }
+
+    /// The state file's `phase` (`pending` or `complete`), or `None` when there is no file.
+    pub fn state_phase(&self) -> Option<String> {
+        self.state()
+            .map(|state| state["phase"].as_str().unwrap_or_default().to_owned())
+    }
+
+    /// Waits until the connector wrote `complete` into the state file and caught up with
+    /// every commit so far.
+    pub fn wait_snapshot_complete_and_caught_up(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let complete = wait_for(timeout, || {
+            (self.state_phase().as_deref() == Some("complete")).then_some(())
+        });
+        complete.is_some()
+            && self.wait_caught_up(deadline.saturating_duration_since(Instant::now()))
+    }
+
+    /// The server's `system_identifier` (`pg_control_system()`), as text.
+    pub fn system_identifier(&self) -> String {
+        self.sql("SELECT system_identifier FROM pg_control_system()")
+    }
+
+    /// The number of rows of `table` in the double (processed state), or 0 when it holds none.
+    pub fn feldera_count(&self, table: &str) -> usize {
+        self.feldera.table(table).map_or(0, |t| t.rows.len())
+    }
+}
+
+impl Connector {
+    /// The process's peak resident set size so far in KiB (`VmHWM` of `/proc/<pid>/status`),
+    /// or `None` once it has exited.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+}
+
+/// A background writer: commits one transaction after another through `psql` until stopped.
+/// `next(n)` gives the SQL of the n-th transaction (from 0); each runs as one `psql -c`, so
+/// as one transaction when it holds several statements.
+pub struct Writer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    committed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("committed", &self.committed())
+            .finish()
+    }
+}
+
+impl Writer {
+    /// Starts writing into `db` of `pg`; a pause of `pause` separates transactions.
+    pub fn start(
+        pg: &'static PgCluster,
+        db: &str,
+        pause: Duration,
+        mut next: impl FnMut(u64) -> String + Send + 'static,
+    ) -> Writer {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
+        let committed = Arc::new(AtomicU64::new(0));
+        let db = db.to_owned();
+        let thread = {
+            let (stop, committed) = (stop.clone(), committed.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let n = committed.load(Ordering::Relaxed);
+                    pg.psql(&db, &next(n));
+                    committed.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(pause);
+                }
+            })
+        };
+        Writer {
+            stop,
+            committed,
+            thread: Some(thread),
+        }
+    }
+
+    /// Transactions committed so far.
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Relaxed)
+    }
+
+    /// Waits until at least `count` transactions are committed (in all, since the start).
+    pub fn wait_committed(&self, count: u64, timeout: Duration) -> bool {
+        wait_for(timeout, || (self.committed() >= count).then_some(())).is_some()
+    }
+
+    /// Stops after the transaction in progress; returns how many were committed. A panic of
+    /// the writer's thread (a failed statement) is raised here.
+    pub fn stop(mut self) -> u64 {
+        self.halt();
+        self.committed()
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() && !std::thread::panicking() {
+                panic!("the background writer failed (see its psql error above)");
+            }
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}

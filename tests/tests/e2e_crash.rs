@@ -5,9 +5,11 @@
 //!
 //! The slot is created before the workload is written, so the whole workload waits in the
 //! slot and the first run replays it: no timing decides what a batch holds. With
-//! `BATCH_LINGER_MS=0` and one table, batch k carries exactly transaction k (the stream
-//! stops reading at the next commit while a batch is in flight), which makes the counts of
-//! ingress requests and the bounds on the slot's position exact.
+//! `BATCH_LINGER_MS=0`, one table and one batch in flight (`MAX_IN_FLIGHT_BATCHES=1`), batch
+//! k carries exactly transaction k (the stream stops reading at the next commit while a
+//! batch is in flight), which makes the counts of ingress requests and the bounds on the
+//! slot's position exact. Crashes with several batches in flight are decision traces
+//! (`core/src/pipeline/tests/pipelining.rs`).
 
 use serde_json::json;
 use slotline_tests::e2e::{Env, Shell};
@@ -59,6 +61,7 @@ fn crash_then_restart_catches_up(shell: Shell, point: &str, after: usize) {
         &[
             ("TABLES", "users"),
             ("BATCH_LINGER_MS", "0"),
+            ("MAX_IN_FLIGHT_BATCHES", "1"),
             ("CRASH_AT", point),
             ("CRASH_AFTER_BATCHES", &after_text),
         ],

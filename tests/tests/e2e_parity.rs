@@ -4,7 +4,8 @@
 //! The decisions are the core's own log lines (`RUST_LOG=slotline=debug`): sessions, batches
 //! cut and made durable, flush positions, session ends and exits. Timing is removed, and so is
 //! what differs between two databases on one cluster by construction: LSN values become
-//! symbols in order of first appearance, and slot names a placeholder. Idle keepalive
+//! symbols in order of first appearance, and slot names and the double's address
+//! placeholders. Idle keepalive
 //! acknowledgements are left out: when a keepalive arrives is the server's timing.
 
 use serde_json::json;
@@ -27,9 +28,12 @@ const SETUP: &str = "CREATE TABLE users (id bigint PRIMARY KEY, name text); CREA
 /// Runs the scenario with `shell` and returns its normalised decisions.
 fn scenario(shell: Shell) -> Vec<String> {
     let env = Env::new("parity", SETUP, schema());
+    // One batch in flight: with more, when a batch is cut relative to another's completion
+    // is I/O timing, not a decision.
     let base = [
         ("TABLES", "users"),
         ("BATCH_LINGER_MS", "0"),
+        ("MAX_IN_FLIGHT_BATCHES", "1"),
         ("SLOTLINE_SEED", "7"),
         ("RUST_LOG", "slotline=debug"),
     ];
@@ -73,10 +77,10 @@ fn scenario(shell: Shell) -> Vec<String> {
         second.log_text()
     );
     log.push_str(&second.log_text());
-    normalise(&log, &env.slot_name())
+    normalise(&log, &env.slot_name(), &env.feldera.base_url())
 }
 
-fn normalise(log: &str, slot: &str) -> Vec<String> {
+fn normalise(log: &str, slot: &str, feldera: &str) -> Vec<String> {
     let mut symbols: BTreeMap<String, String> = BTreeMap::new();
     let mut lines = Vec::new();
     for line in log.lines() {
@@ -102,7 +106,9 @@ fn normalise(log: &str, slot: &str) -> Vec<String> {
         if !keep || message.contains("idle keepalive") {
             continue;
         }
-        let mut out = message.replace(slot, "<slot>");
+        let mut out = message
+            .replace(slot, "<slot>")
+            .replace(feldera, "<feldera>");
         // Reconnect delays come from the seeded RNG and are the same; LSNs are not.
         let words: Vec<String> = out.split(' ').map(str::to_owned).collect();
         for word in words {

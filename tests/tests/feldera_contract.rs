@@ -335,7 +335,9 @@ fn a_quoted_table_is_addressed_by_the_builders_url_and_matched_exactly() {
         &Name::unquoted("TaBle"),
         &[json!({"insert": {"Id": 8}})],
     ) {
-        IngressOutcome::Fatal(e) => assert_error(&e, Some(404), Some("UnknownInputStream")),
+        IngressOutcome::Fatal(e) => {
+            assert_error(&e, Some(404), Some("ConfigError.UnknownInputStream"))
+        }
         other => panic!("expected Fatal, got {other:?}"),
     }
     assert_eq!(table_rows(&double, "TaBle").len(), 1);
@@ -371,7 +373,7 @@ fn one_bad_line_is_fatal_with_a_parse_error_summary_and_the_good_lines_are_inges
         }
         other => panic!("expected Fatal, got {other:?}"),
     }
-    // FELDERA.md: the valid lines of the same request are still ingested.
+    // Feldera: the valid lines of the same request are still ingested.
     assert_eq!(ids(&double), vec![1, 3]);
 }
 
@@ -384,7 +386,7 @@ fn an_unknown_table_is_fatal_404_and_ingests_nothing() {
         &[json!({"insert": {"id": 1}})],
     ) {
         IngressOutcome::Fatal(e) => {
-            assert_error(&e, Some(404), Some("UnknownInputStream"));
+            assert_error(&e, Some(404), Some("ConfigError.UnknownInputStream"));
             assert!(e.message.contains("nope"), "{e}");
         }
         other => panic!("expected Fatal, got {other:?}"),
@@ -757,7 +759,7 @@ fn a_transaction_makes_its_rows_visible_only_at_commit() {
 
     let committed =
         classify_commit_transaction(execute(&endpoint.commit_transaction(TIMEOUT_MS)).reply());
-    assert_eq!(committed, CommitOutcome::Committed);
+    assert_eq!(committed, CommitOutcome::CommitStarted);
     assert_eq!(ids(&double), vec![1]);
     assert!(matches!(
         completion(&endpoint, &token),
@@ -767,11 +769,14 @@ fn a_transaction_makes_its_rows_visible_only_at_commit() {
 }
 
 #[test]
-fn committing_without_a_transaction_is_fatal() {
+fn committing_without_a_transaction_is_400_no_transaction() {
     let (_double, endpoint) = start();
     match classify_commit_transaction(execute(&endpoint.commit_transaction(TIMEOUT_MS)).reply()) {
-        CommitOutcome::Fatal(e) => assert_eq!(e.status, Some(409), "{e}"),
-        other => panic!("expected Fatal, got {other:?}"),
+        CommitOutcome::NoTransaction(e) => {
+            assert_eq!(e.status, Some(400), "{e}");
+            assert_eq!(e.error_code.as_deref(), Some("NoTransactionInProgress"));
+        }
+        other => panic!("expected NoTransaction, got {other:?}"),
     }
 }
 

@@ -339,3 +339,90 @@ fn inprogress_can_be_answered_with_202_as_the_openapi_document_says() {
     double.release_completions();
     assert_eq!(c.completion(&token).status, 200);
 }
+
+#[test]
+fn each_phase_answers_every_pipeline_endpoint_as_feldera_does_and_the_pipeline_get_still_answers() {
+    let double = start();
+    let c = Client::new(&double);
+    let token = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    let start_path = format!("/v0/pipelines/{PIPELINE}/start_transaction");
+    let commit_path = format!("/v0/pipelines/{PIPELINE}/commit_transaction");
+    for (phase, status, code, runtime) in [
+        ("initializing", 503, "Initializing", "Initializing"),
+        ("standby", 503, "Initializing", "Standby"),
+        ("awaiting_approval", 503, "Initializing", "AwaitingApproval"),
+        ("suspended", 503, "Suspended", "Suspended"),
+        ("terminating", 410, "Terminating", "Stopping"),
+        (
+            "initialization_error",
+            500,
+            "InitializationError",
+            "Unavailable",
+        ),
+        ("failed", 500, "StepError", "Unavailable"),
+    ] {
+        let r = c.post("/control/phase", &json!({"phase": phase}).to_string());
+        assert_eq!(r.status, 200, "{}", r.text);
+        let answers = [
+            c.ingress("t", r#"{"insert": {"id": 2}}"#),
+            c.completion(&token),
+            c.query("select * from t"),
+            c.post(&start_path, ""),
+            c.post(&commit_path, ""),
+        ];
+        for r in answers {
+            assert_eq!(
+                (r.status, r.error_code()),
+                (status, code.to_string()),
+                "{phase}: {}",
+                r.text
+            );
+        }
+        let pipeline = c.get(&format!("/v0/pipelines/{PIPELINE}"));
+        assert_eq!(pipeline.status, 200, "{phase}");
+        assert_eq!(
+            pipeline.json()["deployment_runtime_status"],
+            runtime,
+            "{phase}"
+        );
+    }
+    let r = c.post(
+        "/control/phase",
+        r#"{"phase": "failed", "error_code": "ControllerPanic"}"#,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(c.completion(&token).error_code(), "ControllerPanic");
+    assert_eq!(
+        c.post("/control/phase", r#"{"phase": "asleep"}"#).status,
+        400
+    );
+    c.post("/control/phase", r#"{"phase": "running"}"#);
+    assert_eq!(c.completion(&token).json()["status"], "complete");
+    assert_eq!(
+        ids(&double),
+        vec![1],
+        "nothing was ingested while not running"
+    );
+}
+
+#[test]
+fn removed_endpoints_make_their_tokens_answer_410_unknown_endpoint() {
+    let double = start();
+    let c = Client::new(&double);
+    let old = c.ingest_ok("t", r#"{"insert": {"id": 1}}"#);
+    assert_eq!(c.post("/control/remove_endpoints", "").status, 200);
+    let r = c.completion(&old);
+    assert_eq!(
+        (r.status, r.error_code()),
+        (410, "UnknownEndpointInCompletionToken".to_string()),
+        "{}",
+        r.text
+    );
+    let new = c.ingest_ok("t", r#"{"insert": {"id": 2}}"#);
+    assert_eq!(c.completion(&new).json()["status"], "complete");
+    assert_eq!(
+        ids(&double),
+        vec![1, 2],
+        "what the removed endpoint accepted is still processed"
+    );
+}

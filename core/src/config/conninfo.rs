@@ -151,36 +151,20 @@ impl PgConnConfig {
                 }
             }
         }
-        let from_url = |key: &str| url_keys.iter().flatten().any(|k| k == key);
+        // Settings other than the password are not secret: their values are shown, named
+        // where the user wrote them (`port in PG_URL`, `PGPORT`).
         let name = |key: &str| setting_name(url_keys.as_deref(), key);
-        // A value inside PG_URL is not echoed (the URL may hold a password).
-        let shown = |raw: &str, key: &str| {
-            if from_url(key) {
-                format!("({key} in PG_URL)")
-            } else {
-                raw.to_owned()
-            }
-        };
         let port = match parts.port.as_deref() {
             None => 5432,
             Some(raw) => raw.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                let variable = if from_url("port") { "PG_URL" } else { "PGPORT" };
-                ConfigError::new(
-                    variable,
-                    Some(&shown(raw, "port")),
-                    "a TCP port from 1 to 65535",
-                )
+                ConfigError::new(&name("port"), Some(raw), "a TCP port from 1 to 65535")
             })?,
         };
         let user = parts.user.ok_or_else(|| {
             ConfigError::new(
-                if pairs.get("PG_URL").is_some() {
-                    "PG_URL"
-                } else {
-                    "PGUSER"
-                },
+                &missing_setting_name(url_keys.as_deref(), "user"),
                 None,
-                "a user name (in PG_URL, or PGUSER)",
+                "the PostgreSQL user to connect as",
             )
         })?;
         let sslrootcert = parts.sslrootcert.map(|raw| match raw.as_str() {
@@ -348,21 +332,113 @@ fn check_tls_files(
     }
 }
 
-fn url_error(accepted: &str) -> ConfigError {
-    ConfigError::new(
-        "PG_URL",
-        Some("(not shown: it may contain a password)"),
-        accepted,
-    )
+fn url_error(raw: &str, accepted: &str) -> ConfigError {
+    ConfigError::masked("PG_URL", &masked(raw), accepted)
+}
+
+/// `PG_URL` as a message may show it: the password of a URL's user info and the value of
+/// every `password` parameter replaced by `***`. A conninfo string that cannot be scanned
+/// (an unclosed quote) is not shown at all.
+pub(crate) fn masked(raw: &str) -> String {
+    const HIDDEN: &str = "(not shown: it may contain a password)";
+    let lower = raw.to_ascii_lowercase();
+    if !(lower.starts_with("postgres://") || lower.starts_with("postgresql://")) {
+        return masked_conninfo(raw).unwrap_or_else(|| HIDDEN.to_owned());
+    }
+    let (head, query) = match raw.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (raw, None),
+    };
+    let Some((scheme, rest)) = head.split_once("://") else {
+        return HIDDEN.to_owned();
+    };
+    // Everything between the first `:` of the user info and the last `@` is the password
+    // (a password may hold a raw `/` or `@`): hide all of it.
+    let rest = match rest.rfind('@') {
+        Some(at) => match rest[..at].find(':') {
+            Some(colon) => format!("{}:***{}", &rest[..colon], &rest[at..]),
+            None => rest.to_owned(),
+        },
+        None => rest.to_owned(),
+    };
+    let mut shown = format!("{scheme}://{rest}");
+    if let Some(query) = query {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        shown.push('?');
+        shown.push_str(&pairs.join("&"));
+    }
+    shown
+}
+
+/// A `key=value` conninfo string with the value of `password` replaced by `***`; `None`
+/// when it cannot be scanned.
+fn masked_conninfo(raw: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    loop {
+        while let Some(c) = chars.next_if(|c| c.is_whitespace()) {
+            out.push(c);
+        }
+        if chars.peek().is_none() {
+            return Some(out);
+        }
+        let key: String =
+            std::iter::from_fn(|| chars.next_if(|c| *c != '=' && !c.is_whitespace())).collect();
+        out.push_str(&key);
+        while let Some(c) = chars.next_if(|c| c.is_whitespace()) {
+            out.push(c);
+        }
+        if chars.next_if_eq(&'=').is_none() {
+            // Not `key=value`: whatever follows may be a password; show nothing more.
+            return (chars.peek().is_none()).then_some(out);
+        }
+        out.push('=');
+        while let Some(c) = chars.next_if(|c| c.is_whitespace()) {
+            out.push(c);
+        }
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            value.push('\'');
+            loop {
+                match chars.next()? {
+                    '\\' => {
+                        value.push('\\');
+                        value.push(chars.next()?);
+                    }
+                    '\'' => break,
+                    c => value.push(c),
+                }
+            }
+            value.push('\'');
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+                value.push(c);
+                if c == '\\' {
+                    value.push(chars.next()?);
+                }
+            }
+        }
+        if key == "password" {
+            out.push_str("***");
+        } else {
+            out.push_str(&value);
+        }
+    }
 }
 
 fn from_url_form(raw: &str) -> Result<Parts, ConfigError> {
     const SHAPE: &str =
         "postgres://user[:password]@host[:port]/database[?sslmode=...] with one host";
-    let url = url::Url::parse(raw).map_err(|_| url_error(SHAPE))?;
+    let url = url::Url::parse(raw).map_err(|_| url_error(raw, SHAPE))?;
     let decode = |s: &str| {
         percent_decode(s)
-            .ok_or_else(|| url_error("percent-encoding in PG_URL must decode to UTF-8"))
+            .ok_or_else(|| url_error(raw, "percent-encoding in PG_URL must decode to UTF-8"))
     };
     let host = match url.host_str().filter(|h| !h.is_empty()) {
         // A socket directory is written percent-encoded: postgres://u@%2Frun%2Fpg/db.
@@ -378,7 +454,7 @@ fn from_url_form(raw: &str) -> Result<Parts, ConfigError> {
         ..Parts::default()
     };
     if raw.contains(',') && parts.host.as_deref().is_some_and(|h| h.contains(',')) {
-        return Err(url_error(SHAPE));
+        return Err(url_error(raw, SHAPE));
     }
     for (key, value) in url.query_pairs() {
         set_part(&mut parts, &key, value.into_owned())?;
@@ -444,23 +520,23 @@ fn from_conninfo(raw: &str) -> Result<Parts, ConfigError> {
             std::iter::from_fn(|| chars.next_if(|c| *c != '=' && !c.is_whitespace())).collect();
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         if chars.next() != Some('=') || key.is_empty() {
-            return Err(url_error(SHAPE));
+            return Err(url_error(raw, SHAPE));
         }
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
         let mut value = String::new();
         if chars.next_if_eq(&'\'').is_some() {
             loop {
                 match chars.next() {
-                    Some('\\') => value.push(chars.next().ok_or_else(|| url_error(SHAPE))?),
+                    Some('\\') => value.push(chars.next().ok_or_else(|| url_error(raw, SHAPE))?),
                     Some('\'') => break,
                     Some(c) => value.push(c),
-                    None => return Err(url_error("a quoted value in PG_URL is not closed")),
+                    None => return Err(url_error(raw, "a quoted value in PG_URL is not closed")),
                 }
             }
         } else {
             while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
                 value.push(if c == '\\' {
-                    chars.next().ok_or_else(|| url_error(SHAPE))?
+                    chars.next().ok_or_else(|| url_error(raw, SHAPE))?
                 } else {
                     c
                 });

@@ -52,6 +52,18 @@ pub enum AckMode {
     Accepted,
 }
 
+/// Which batches go into a Feldera transaction (`FELDERA_TRANSACTIONS`), so that views
+/// see a source transaction whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FelderaTransactions {
+    /// Never: a source transaction larger than one batch becomes visible in pieces.
+    Off,
+    /// A source transaction that spans more than one batch.
+    Large,
+    /// Every batch.
+    All,
+}
+
 /// How the target is seeded before streaming.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SnapshotMode {
@@ -144,31 +156,79 @@ pub struct Config {
     pub batch_max_rows: u64,
     pub batch_max_bytes: u64,
     pub batch_linger_ms: u64,
+    /// `MAX_IN_FLIGHT_BATCHES`: batches sent and not yet durable at once.
+    pub max_in_flight_batches: usize,
+    /// `FELDERA_TRANSACTIONS`.
+    pub feldera_transactions: FelderaTransactions,
     /// `SNAPSHOT_WORKERS`: connections copying in parallel (never more than the work).
     pub snapshot_workers: usize,
     /// `RETRACT_PAGE_ROWS`: keys read from Feldera per page when retracting.
     pub retract_page_rows: u32,
     pub no_progress_timeout_secs: u64,
     pub shutdown_confirm_ms: u64,
+    /// `PROGRESS_INTERVAL_SECS`: how often the progress line may be logged (0: never).
+    pub progress_interval_secs: u64,
     pub log_format: LogFormat,
     pub crash: Option<CrashSpec>,
+    /// `METRICS_ADDR`: where the shell serves `/metrics`, `/healthz` and `/readyz`
+    /// (`host:port`; `None`: no metrics server).
+    pub metrics_addr: Option<String>,
+    /// `SLOT_WAL_WARN_BYTES`: warn when the slot retains more WAL than this.
+    pub slot_wal_warn_bytes: Option<u64>,
+    /// `SLOT_CHECK_INTERVAL_MS`: how often the slot is sampled while running (0: never).
+    pub slot_check_interval_ms: u64,
+    /// `PG_SLOT_FAILOVER`: create the slot as a failover slot (PostgreSQL 17+).
+    pub slot_failover: bool,
 }
 
 /// A configuration error: the variable, the value it had (secrets masked) and what is
 /// accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
+    /// The variable as the user wrote it (`TABLES`, `sslmode in PG_URL`); the shells
+    /// replace variable names by the flags the user gave instead.
     pub variable: String,
+    /// The value, `None` when the variable is missing or unknown. A secret's value is never
+    /// kept: it reads `(not shown)`.
     pub value: Option<String>,
     pub accepted: String,
+    /// `variable` is not an option at all.
+    pub unknown: bool,
 }
 
 impl ConfigError {
+    /// An invalid value (`value` is `Some`) or a missing variable (`None`). The value of a
+    /// secret variable is replaced by `(not shown)`, unless the caller already describes
+    /// it without its contents (a text in parentheses, like `(port in PG_URL)`).
     pub(crate) fn new(variable: &str, value: Option<&str>, accepted: impl Into<String>) -> Self {
+        let value = value.map(|v| {
+            if is_secret(variable) && !v.starts_with('(') {
+                "(not shown)".to_owned()
+            } else {
+                v.to_owned()
+            }
+        });
         ConfigError {
             variable: variable.to_owned(),
-            value: value.map(str::to_owned),
+            value,
             accepted: accepted.into(),
+            unknown: false,
+        }
+    }
+
+    /// An invalid value of a secret variable, already masked by the caller (a `PG_URL`
+    /// with its password replaced by `***`).
+    pub(crate) fn masked(variable: &str, masked_value: &str, accepted: impl Into<String>) -> Self {
+        ConfigError {
+            value: Some(masked_value.to_owned()),
+            ..ConfigError::new(variable, None, accepted)
+        }
+    }
+
+    fn unknown(variable: &str, accepted: impl Into<String>) -> Self {
+        ConfigError {
+            unknown: true,
+            ..ConfigError::new(variable, None, accepted)
         }
     }
 }
@@ -181,6 +241,9 @@ impl fmt::Display for ConfigError {
                 "{}={value:?} is invalid: {}",
                 self.variable, self.accepted
             ),
+            None if self.unknown => {
+                write!(f, "{} is not an option: {}", self.variable, self.accepted)
+            }
             None => write!(f, "{} is required: {}", self.variable, self.accepted),
         }
     }
@@ -220,13 +283,20 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("BATCH_MAX_ROWS", Some("10000")),
     ("BATCH_MAX_BYTES", Some("4194304")),
     ("BATCH_LINGER_MS", Some("50")),
+    ("MAX_IN_FLIGHT_BATCHES", Some("4")),
+    ("FELDERA_TRANSACTIONS", Some("off")),
     ("SNAPSHOT_WORKERS", Some("4")),
     ("RETRACT_PAGE_ROWS", Some("10000")),
     ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),
     ("SHUTDOWN_CONFIRM_MS", Some("5000")),
+    ("PROGRESS_INTERVAL_SECS", Some("30")),
     ("LOG_FORMAT", Some("text")),
     ("CRASH_AT", None),
     ("CRASH_AFTER_BATCHES", Some("1")),
+    ("METRICS_ADDR", None),
+    ("SLOT_WAL_WARN_BYTES", None),
+    ("SLOT_CHECK_INTERVAL_MS", Some("10000")),
+    ("PG_SLOT_FAILOVER", Some("false")),
 ];
 
 /// Variables whose values are never echoed in an error.
@@ -274,10 +344,9 @@ impl Config {
             let key = key.into();
             if !VARIABLES.iter().any(|(k, _)| *k == key) {
                 let known: Vec<&str> = VARIABLES.iter().map(|(k, _)| *k).collect();
-                return Err(ConfigError::new(
+                return Err(ConfigError::unknown(
                     &key,
-                    None,
-                    format!("unknown option; known: {}", known.join(", ")),
+                    format!("known options: {}", known.join(", ")),
                 ));
             }
             map.insert(key, value.into());
@@ -328,6 +397,16 @@ impl Config {
             batch_max_rows: parse_u64_in(&pairs, "BATCH_MAX_ROWS", 1, 10_000_000)?,
             batch_max_bytes: parse_u64_in(&pairs, "BATCH_MAX_BYTES", 1024, 1 << 30)?,
             batch_linger_ms: parse_u64_in(&pairs, "BATCH_LINGER_MS", 0, 3_600_000)?,
+            max_in_flight_batches: parse_u64_in(&pairs, "MAX_IN_FLIGHT_BATCHES", 1, 64)? as usize,
+            feldera_transactions: parse_enum(
+                &pairs,
+                "FELDERA_TRANSACTIONS",
+                &[
+                    ("off", FelderaTransactions::Off),
+                    ("large", FelderaTransactions::Large),
+                    ("all", FelderaTransactions::All),
+                ],
+            )?,
             snapshot_workers: parse_u64_in(&pairs, "SNAPSHOT_WORKERS", 1, 64)? as usize,
             retract_page_rows: parse_u64_in(&pairs, "RETRACT_PAGE_ROWS", 1, 1_000_000)? as u32,
             no_progress_timeout_secs: parse_u64_in(
@@ -337,12 +416,23 @@ impl Config {
                 31_536_000,
             )?,
             shutdown_confirm_ms: parse_u64_in(&pairs, "SHUTDOWN_CONFIRM_MS", 0, 600_000)?,
+            progress_interval_secs: parse_u64_in(&pairs, "PROGRESS_INTERVAL_SECS", 0, 86_400)?,
             log_format: parse_enum(
                 &pairs,
                 "LOG_FORMAT",
                 &[("text", LogFormat::Text), ("json", LogFormat::Json)],
             )?,
             crash: crash_spec(&pairs)?,
+            metrics_addr: pairs
+                .get("METRICS_ADDR")
+                .map(|raw| parse::socket_address("METRICS_ADDR", raw))
+                .transpose()?,
+            slot_wal_warn_bytes: match pairs.get("SLOT_WAL_WARN_BYTES") {
+                None => None,
+                Some(_) => Some(parse_u64_in(&pairs, "SLOT_WAL_WARN_BYTES", 1, u64::MAX)?),
+            },
+            slot_check_interval_ms: parse::interval_ms(&pairs, "SLOT_CHECK_INTERVAL_MS")?,
+            slot_failover: parse_bool(&pairs, "PG_SLOT_FAILOVER")?,
         })
     }
 }

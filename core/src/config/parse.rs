@@ -88,15 +88,23 @@ pub(super) fn default_slot_name(pipeline: &str) -> String {
 
 /// An `http://` or `https://` base URL, returned without a trailing slash.
 pub(super) fn http_url(key: &str, raw: &str) -> Result<String, ConfigError> {
-    let accepted = "an http:// or https:// URL with a host, like http://127.0.0.1:8080";
-    let parsed = url::Url::parse(raw).map_err(|_| ConfigError::new(key, Some(raw), accepted))?;
-    let ok = matches!(parsed.scheme(), "http" | "https")
-        && parsed.has_host()
-        && parsed.query().is_none()
-        && parsed.fragment().is_none();
-    if !ok {
-        return Err(ConfigError::new(key, Some(raw), accepted));
-    }
+    const ACCEPTED: &str =
+        "an http:// or https:// URL with a host and neither query nor fragment, like http://127.0.0.1:8080";
+    let refuse =
+        |why: &str| ConfigError::new(key, Some(raw), format!("{why}; accepted: {ACCEPTED}"));
+    let parsed = url::Url::parse(raw).map_err(|e| {
+        if raw.contains('@') {
+            // Possibly user and password: never echoed.
+            let accepted = format!("not a URL ({e}); accepted: {ACCEPTED}");
+            ConfigError::new(
+                key,
+                Some("(not shown: it may contain credentials)"),
+                accepted,
+            )
+        } else {
+            refuse(&format!("not a URL ({e})"))
+        }
+    })?;
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(ConfigError::new(
             key,
@@ -104,5 +112,38 @@ pub(super) fn http_url(key: &str, raw: &str) -> Result<String, ConfigError> {
             "a URL without user or password; put the API key in FELDERA_API_KEY",
         ));
     }
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(refuse(&format!("the scheme is {}", parsed.scheme())));
+    }
+    if !parsed.has_host() {
+        return Err(refuse("it has no host"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(refuse("it has a query or a fragment"));
+    }
     Ok(raw.trim_end_matches('/').to_owned())
+}
+
+/// A listening address `host:port` (`127.0.0.1:9187`, `[::]:9187`, `0.0.0.0:0`). Host
+/// names are not resolved here: the shell binds to what is given.
+pub(super) fn socket_address(key: &str, raw: &str) -> Result<String, ConfigError> {
+    let accepted = "an IP address and port to listen on, like 127.0.0.1:9187 or [::]:9187";
+    raw.parse::<std::net::SocketAddr>()
+        .map(|_| raw.to_owned())
+        .map_err(|_| ConfigError::new(key, Some(raw), accepted))
+}
+
+/// A sampling interval in milliseconds: 0 (off) or 100 to one hour.
+pub(super) fn interval_ms(pairs: &Pairs, key: &str) -> Result<u64, ConfigError> {
+    let raw = pairs.get_or_default(key);
+    raw.parse::<u64>()
+        .ok()
+        .filter(|v| *v == 0 || (100..=3_600_000).contains(v))
+        .ok_or_else(|| {
+            ConfigError::new(
+                key,
+                Some(raw),
+                "0 (off) or a whole number from 100 to 3600000",
+            )
+        })
 }

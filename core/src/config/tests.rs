@@ -39,6 +39,8 @@ fn defaults_follow_the_design_table() {
         (c.batch_max_rows, c.batch_max_bytes, c.batch_linger_ms),
         (10_000, 4_194_304, 50)
     );
+    assert_eq!(c.max_in_flight_batches, 4);
+    assert_eq!(c.feldera_transactions, FelderaTransactions::Off);
     assert_eq!(c.no_progress_timeout_secs, 300);
     assert_eq!(c.shutdown_confirm_ms, 5000);
     assert_eq!(c.log_format, LogFormat::Text);
@@ -146,7 +148,7 @@ fn errors_name_variable_value_and_what_is_accepted() {
     insta::assert_snapshot!(error(&[("SNAPSHOT_MODE", "full")]), @r#"SNAPSHOT_MODE="full" is invalid: one of initial, never, inconsistent"#);
     insta::assert_snapshot!(error(&[("FELDERA_REQUIRE_PRIMARY_KEY", "maybe")]), @r#"FELDERA_REQUIRE_PRIMARY_KEY="maybe" is invalid: true or false (also 1/0, yes/no, on/off)"#);
     insta::assert_snapshot!(error(&[("PG_SLOT", "My-Slot")]), @r#"PG_SLOT="My-Slot" is invalid: 1 to 63 characters from a-z, 0-9 and _ (PostgreSQL's rule for replication slot names)"#);
-    insta::assert_snapshot!(error(&[("FELDERA_URL", "ftp://x")]), @r#"FELDERA_URL="ftp://x" is invalid: an http:// or https:// URL with a host, like http://127.0.0.1:8080"#);
+    insta::assert_snapshot!(error(&[("FELDERA_URL", "ftp://x")]), @r#"FELDERA_URL="ftp://x" is invalid: the scheme is ftp; accepted: an http:// or https:// URL with a host and neither query nor fragment, like http://127.0.0.1:8080"#);
     insta::assert_snapshot!(error(&[("CRASH_AT", "midway")]), @r#"CRASH_AT="midway" is invalid: one of before_send, after_send, after_complete, after_ack, snapshot_after_slot, snapshot_mid_copy, snapshot_before_complete, retract_after_query, retract_mid_delete"#);
     insta::assert_snapshot!(error(&[("LOG_FORMAT", "xml")]), @r#"LOG_FORMAT="xml" is invalid: one of text, json"#);
 }
@@ -219,6 +221,31 @@ fn snapshot_workers_and_retract_page_rows_default_and_bounds() {
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "0")]), @r#"RETRACT_PAGE_ROWS="0" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "1000001")]), @r#"RETRACT_PAGE_ROWS="1000001" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "10k")]), @r#"RETRACT_PAGE_ROWS="10k" is invalid: a whole number from 1 to 1000000"#);
+}
+
+#[test]
+fn in_flight_window_and_feldera_transactions_are_read_and_checked() {
+    let c = with(&[
+        ("MAX_IN_FLIGHT_BATCHES", "64"),
+        ("FELDERA_TRANSACTIONS", "Large"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (c.max_in_flight_batches, c.feldera_transactions),
+        (64, FelderaTransactions::Large)
+    );
+    let c = with(&[
+        ("MAX_IN_FLIGHT_BATCHES", "1"),
+        ("FELDERA_TRANSACTIONS", "all"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (c.max_in_flight_batches, c.feldera_transactions),
+        (1, FelderaTransactions::All)
+    );
+    insta::assert_snapshot!(error(&[("MAX_IN_FLIGHT_BATCHES", "0")]), @r#"MAX_IN_FLIGHT_BATCHES="0" is invalid: a whole number from 1 to 64"#);
+    insta::assert_snapshot!(error(&[("MAX_IN_FLIGHT_BATCHES", "65")]), @r#"MAX_IN_FLIGHT_BATCHES="65" is invalid: a whole number from 1 to 64"#);
+    insta::assert_snapshot!(error(&[("FELDERA_TRANSACTIONS", "yes")]), @r#"FELDERA_TRANSACTIONS="yes" is invalid: one of off, large, all"#);
 }
 
 #[test]
@@ -420,4 +447,205 @@ fn the_password_file_fills_in_only_a_missing_password() {
 fn feldera_ca_cert_is_taken_as_given() {
     let c = with(&[("FELDERA_CA_CERT", "/etc/feldera-ca.pem")]).unwrap();
     assert_eq!(c.feldera_ca_cert.as_deref(), Some("/etc/feldera-ca.pem"));
+}
+
+/// The message a start with `extra` is refused with, whether the configuration or the
+/// pipeline built from it refuses it.
+fn refusal(extra: &[(&'static str, &'static str)]) -> String {
+    let config = match with(extra) {
+        Ok(config) => config,
+        Err(e) => return e.to_string(),
+    };
+    let now = crate::time::Now::default();
+    match crate::pipeline::Pipeline::new(config, 1, now) {
+        Ok(_) => panic!("{extra:?} was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_malformed_tables_value_is_invalid_naming_it_never_required() {
+    insta::assert_snapshot!(refusal(&[("TABLES", "users,users")]), @r#"TABLES="users,users" is invalid: PostgreSQL table public.users is routed twice; accepted: each PostgreSQL table and each Feldera table in one route at most"#);
+    let comma = refusal(&[("TABLES", ",")]);
+    assert!(
+        comma.starts_with(r#"TABLES="," is invalid: item 1 of `,` is empty; accepted: "#),
+        "{comma}"
+    );
+    let dotted = refusal(&[("TABLES", "a.b.c")]);
+    assert!(
+        dotted.starts_with(r#"TABLES="a.b.c" is invalid: item 1 `a.b.c`: more than one `.`"#),
+        "{dotted}"
+    );
+    for message in [&comma, &dotted] {
+        assert!(!message.contains("required"), "{message}");
+    }
+}
+
+#[test]
+fn a_malformed_pg_table_or_feldera_table_names_the_one_set() {
+    let pg_table = |extra: &[(&'static str, &'static str)]| {
+        let mut pairs: Vec<(&str, &str)> =
+            base().into_iter().filter(|(k, _)| *k != "TABLES").collect();
+        pairs.extend_from_slice(extra);
+        let config = Config::from_pairs(pairs).expect("valid configuration");
+        crate::pipeline::Pipeline::new(config, 1, crate::time::Now::default())
+            .expect_err("refused")
+            .to_string()
+    };
+    let message = pg_table(&[("PG_TABLE", "a.b.c")]);
+    assert!(
+        message.starts_with(r#"PG_TABLE="a.b.c" is invalid: `a.b.c`: more than one `.`"#),
+        "{message}"
+    );
+    let message = pg_table(&[("PG_TABLE", "users"), ("FELDERA_TABLE", "a.b")]);
+    assert!(
+        message.starts_with(r#"FELDERA_TABLE="a.b" is invalid: `a.b`: "#),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_bad_api_key_is_named_but_never_shown() {
+    let message = refusal(&[("FELDERA_API_KEY", "two words")]);
+    insta::assert_snapshot!(message, @r#"FELDERA_API_KEY="(not shown)" is invalid: the API key is empty or contains spaces or control characters; accepted: a Feldera API key (printable characters, no spaces), or leave it unset"#);
+}
+
+#[test]
+fn secret_values_are_masked_in_every_configuration_error() {
+    for variable in ["PGPASSWORD", "FELDERA_API_KEY", "PG_URL"] {
+        let e = ConfigError::new(variable, Some("hunter2"), "anything");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert!(e.to_string().starts_with(variable), "{e}");
+    }
+    let described = ConfigError::new(
+        "PG_URL",
+        Some("(not shown: it may contain a password)"),
+        "x",
+    );
+    assert_eq!(
+        described.value.as_deref(),
+        Some("(not shown: it may contain a password)")
+    );
+}
+
+#[test]
+fn a_feldera_url_with_credentials_names_the_variable_without_echoing_them() {
+    let message = refusal(&[("FELDERA_URL", "http://admin:hunter2@feldera:8080")]);
+    assert!(!message.contains("hunter2"), "{message}");
+    insta::assert_snapshot!(message, @r#"FELDERA_URL="(contains credentials)" is invalid: a URL without user or password; put the API key in FELDERA_API_KEY"#);
+}
+
+#[test]
+fn an_unknown_option_is_not_an_option_rather_than_required() {
+    let mut pairs = base();
+    pairs.push(("SNAPSHOT_MOD", "never"));
+    let message = Config::from_pairs(pairs).unwrap_err().to_string();
+    assert!(
+        message.starts_with("SNAPSHOT_MOD is not an option: known options: PG_URL, "),
+        "{message}"
+    );
+    assert!(message.contains("SNAPSHOT_MODE"), "{message}");
+}
+
+#[test]
+fn settings_inside_pg_url_are_named_as_such_with_their_value_but_no_password() {
+    let port = error(&[("PG_URL", "postgres://u:hunter2@db:0/app")]);
+    insta::assert_snapshot!(port, @r#"port in PG_URL="0" is invalid: a TCP port from 1 to 65535"#);
+    let port = error(&[("PG_URL", "host=db port=http user=u password=hunter2")]);
+    insta::assert_snapshot!(port, @r#"port in PG_URL="http" is invalid: a TCP port from 1 to 65535"#);
+    let port = error(&[("PG_URL", ""), ("PGUSER", "u"), ("PGPORT", "99999")]);
+    insta::assert_snapshot!(port, @r#"PGPORT="99999" is invalid: a TCP port from 1 to 65535"#);
+    let timeout = error(&[("PG_URL", "postgres://u@db/app?connect_timeout=soon")]);
+    assert!(
+        timeout.starts_with(r#"connect_timeout in PG_URL="soon" is invalid"#),
+        "{timeout}"
+    );
+}
+
+#[test]
+fn a_missing_user_names_where_it_can_be_given() {
+    let message = error(&[("PG_URL", "postgres://db.example/app")]);
+    insta::assert_snapshot!(message, @"user (in PG_URL, or PGUSER) is required: the PostgreSQL user to connect as");
+    let pairs = base().into_iter().filter(|(k, _)| *k != "PG_URL");
+    let message = Config::from_pairs(pairs).unwrap_err().to_string();
+    insta::assert_snapshot!(message, @"PGUSER is required: the PostgreSQL user to connect as");
+}
+
+#[test]
+fn progress_interval_defaults_to_30_s_and_zero_turns_it_off() {
+    assert_eq!(with(&[]).unwrap().progress_interval_secs, 30);
+    assert_eq!(
+        with(&[("PROGRESS_INTERVAL_SECS", "0")])
+            .unwrap()
+            .progress_interval_secs,
+        0
+    );
+    insta::assert_snapshot!(error(&[("PROGRESS_INTERVAL_SECS", "often")]), @r#"PROGRESS_INTERVAL_SECS="often" is invalid: a whole number from 0 to 86400"#);
+}
+
+#[test]
+fn feldera_url_errors_say_what_is_wrong_with_it() {
+    let query = error(&[("FELDERA_URL", "http://feldera:8080/?x=1")]);
+    assert!(query.starts_with(r#"FELDERA_URL="http://feldera:8080/?x=1" is invalid: it has a query or a fragment; accepted: "#), "{query}");
+    let relative = error(&[("FELDERA_URL", "feldera:8080")]);
+    assert!(relative.contains("the scheme is feldera"), "{relative}");
+    let broken = error(&[("FELDERA_URL", "http://u:hunter2@[::1")]);
+    assert!(!broken.contains("hunter2"), "{broken}");
+    assert!(broken.starts_with("FELDERA_URL=\"(not shown"), "{broken}");
+}
+
+#[test]
+fn a_malformed_pg_url_is_shown_with_its_password_masked() {
+    let shown = |url: &'static str| error(&[("PG_URL", url)]);
+    insta::assert_snapshot!(shown("postgres://u:hunter2@db:99999/app"), @r#"PG_URL="postgres://u:***@db:99999/app" is invalid: postgres://user[:password]@host[:port]/database[?sslmode=...] with one host"#);
+    let conninfo = shown("host=db password='hun ter2' port");
+    assert_eq!(
+        conninfo,
+        r#"PG_URL="host=db password=*** port" is invalid: a postgres:// URL or key=value pairs like `host=db port=5432 user=u dbname=d`"#
+    );
+    for (raw, secret) in [
+        ("postgres://u:pa/ss@db:99999/app", "pa/ss"),
+        ("postgres://u:p@ss@db:99999/app", "p@ss"),
+        (
+            "postgresql://u@db:99999/app?password=hunter2&sslmode=x",
+            "hunter2",
+        ),
+        ("host=db password=hunter2 port", "hunter2"),
+        ("host=db password='hunter2", "hunter2"),
+        ("password = hunter2 host", "hunter2"),
+        (r"password=hun\ ter2 x", "ter2"),
+    ] {
+        let message = error(&[("PG_URL", raw)]);
+        assert!(!message.contains(secret), "{raw}: {message}");
+        assert!(message.starts_with("PG_URL="), "{message}");
+    }
+}
+
+#[test]
+fn operations_settings_default_off_and_are_validated() {
+    let c = with(&[]).unwrap();
+    assert_eq!(c.metrics_addr, None);
+    assert_eq!(c.slot_wal_warn_bytes, None);
+    assert_eq!(c.slot_check_interval_ms, 10_000);
+    assert!(!c.slot_failover);
+    let c = with(&[
+        ("METRICS_ADDR", "127.0.0.1:9187"),
+        ("SLOT_WAL_WARN_BYTES", "1073741824"),
+        ("SLOT_CHECK_INTERVAL_MS", "0"),
+        ("PG_SLOT_FAILOVER", "true"),
+    ])
+    .unwrap();
+    assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:9187"));
+    assert_eq!(c.slot_wal_warn_bytes, Some(1 << 30));
+    assert_eq!(c.slot_check_interval_ms, 0);
+    assert!(c.slot_failover);
+    assert_eq!(
+        error(&[("METRICS_ADDR", "localhost")]),
+        "METRICS_ADDR=\"localhost\" is invalid: an IP address and port to listen on, like 127.0.0.1:9187 or [::]:9187"
+    );
+    assert!(
+        error(&[("SLOT_CHECK_INTERVAL_MS", "50")]).contains("0 (off) or a whole number from 100")
+    );
+    assert!(error(&[("SLOT_WAL_WARN_BYTES", "0")]).contains("SLOT_WAL_WARN_BYTES=\"0\""));
+    assert!(error(&[("PG_SLOT_FAILOVER", "maybe")]).contains("PG_SLOT_FAILOVER"));
 }

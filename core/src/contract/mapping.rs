@@ -8,9 +8,10 @@
 
 use super::routes::PgTable;
 use super::schema::Table;
+use super::types::SqlType;
 use super::types::{ColumnType, Field, Name};
-use crate::pgoutput::{Relation, ReplicaIdentity};
-use crate::value::{self, Unsupported, ValuePlan};
+use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
+use crate::value::{self, oid, Unsupported, ValuePlan};
 use std::fmt;
 
 /// Policy knobs from the configuration.
@@ -43,7 +44,8 @@ pub struct FieldMapping {
     /// `name` as a JSON string literal, quotes included: written as is by the encoder.
     pub json_key: String,
     pub nullable: bool,
-    /// `None`: PostgreSQL has no such column; the field is omitted and Feldera stores NULL.
+    /// `None`: PostgreSQL has no such column; the field is omitted and Feldera stores its
+    /// DEFAULT, or NULL when it has none.
     pub source: Option<PgSource>,
 }
 
@@ -134,8 +136,13 @@ pub struct ColumnMapping {
     pub fields: Vec<FieldMapping>,
     /// Feldera's primary key in key order; `None` when the table has none.
     pub key: Option<Vec<KeyField>>,
-    /// Nullable Feldera fields PostgreSQL lacks (Feldera stores NULL).
+    /// Nullable Feldera fields without a DEFAULT that PostgreSQL lacks (Feldera stores NULL).
     pub absent_nullable: Vec<Name>,
+    /// Feldera fields with a DEFAULT that PostgreSQL lacks, with the DEFAULT's SQL text:
+    /// Feldera gives every ingested row that value.
+    pub absent_defaulted: Vec<(Name, String)>,
+    /// What Feldera does with some of the mapped columns' values that PostgreSQL would not.
+    pub cautions: Vec<FieldCaution>,
     /// PostgreSQL columns Feldera lacks, in relation order (never sent).
     pub skipped_columns: Vec<String>,
     pub key_coverage: KeyCoverage,
@@ -153,6 +160,22 @@ impl ColumnMapping {
                 self.skipped_columns.join(", ")
             ));
         }
+        if !self.absent_defaulted.is_empty() {
+            let fields: Vec<String> = self
+                .absent_defaulted
+                .iter()
+                .map(|(name, default)| format!("{name} (DEFAULT {default})"))
+                .collect();
+            warnings.push(format!(
+                "{} -> {}: Feldera column(s) {} have no PostgreSQL column and take their DEFAULT",
+                self.source,
+                self.table,
+                fields.join(", ")
+            ));
+        }
+        for caution in &self.cautions {
+            warnings.push(format!("{} -> {}: {caution}", self.source, self.table));
+        }
         if !self.absent_nullable.is_empty() {
             warnings.push(format!(
                 "{} -> {}: Feldera column(s) {} have no PostgreSQL column and stay NULL",
@@ -168,6 +191,50 @@ impl ColumnMapping {
             ));
         }
         warnings
+    }
+}
+
+/// Something Feldera does with a mapped column's values that PostgreSQL would not; said once
+/// per column, when the mapping is made, never per value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldCaution {
+    /// The Feldera column declares a length PostgreSQL's column may exceed. Feldera does not
+    /// enforce declared lengths on input: a longer value is stored as it is, and slotline
+    /// sends it unchanged.
+    UncheckedLength {
+        field: Name,
+        column: String,
+        pg_type: String,
+        target: ColumnType,
+    },
+    /// A nullable VARIANT fed from json/jsonb: a document that is the JSON `null` reaches
+    /// Feldera as SQL NULL, because Feldera's JSON input reads `null` in a nullable column as
+    /// NULL and has no other spelling for a VARIANT null there.
+    JsonNullIsSqlNull { field: Name, column: String },
+}
+
+impl fmt::Display for FieldCaution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldCaution::UncheckedLength {
+                field,
+                column,
+                pg_type,
+                target,
+            } => write!(
+                f,
+                "Feldera column {field} is {target} but PostgreSQL column {column} ({pg_type}) may \
+                 hold longer values; Feldera does not enforce declared lengths on input, so longer \
+                 values are sent and stored unchanged"
+            ),
+            FieldCaution::JsonNullIsSqlNull { field, column } => write!(
+                f,
+                "Feldera column {field} is a nullable VARIANT: a value of PostgreSQL column {column} that \
+                 is the JSON document null arrives as SQL NULL (Feldera reads null in a nullable column \
+                 as NULL and has no other spelling for a VARIANT null); declare the column VARIANT \
+                 NOT NULL to keep it a VARIANT null (PostgreSQL NULLs are then refused)"
+            ),
+        }
     }
 }
 
@@ -202,8 +269,9 @@ impl fmt::Display for MappingProblem {
             ),
             MappingProblem::MissingNotNull { field, columntype } => write!(
                 f,
-                "Feldera column {field} ({columntype}) has no PostgreSQL column; accepted: a PostgreSQL \
-                 column of that name, or a nullable Feldera column"
+                "Feldera column {field} ({columntype}) has no PostgreSQL column and no DEFAULT; \
+                 accepted: a PostgreSQL column of that name, a DEFAULT on the Feldera column, or a \
+                 nullable Feldera column"
             ),
             MappingProblem::MissingKey { field } => write!(
                 f,
@@ -260,11 +328,21 @@ pub fn plan_mapping(
     let matched = match_columns(relation, table, &mut problems);
     let mut fields = Vec::with_capacity(table.fields.len());
     let mut absent_nullable = Vec::new();
+    let mut absent_defaulted = Vec::new();
+    let mut cautions = Vec::new();
     for (field, column) in table.fields.iter().zip(&matched) {
         let source = match source_of(relation, table, field, *column) {
-            Ok(Some(source)) => Some(source),
+            Ok(Some(source)) => {
+                if let Some(col) = relation.columns.get(source.column) {
+                    cautions.extend(cautions_for(col, field));
+                }
+                Some(source)
+            }
             Ok(None) => {
-                absent_nullable.push(field.name.clone());
+                match &field.default {
+                    Some(default) => absent_defaulted.push((field.name.clone(), default.clone())),
+                    None => absent_nullable.push(field.name.clone()),
+                }
                 None
             }
             Err(problem) => {
@@ -304,12 +382,62 @@ pub fn plan_mapping(
         fields,
         key,
         absent_nullable,
+        absent_defaulted,
+        cautions,
         skipped_columns,
     })
 }
 
-/// The source of one field; `Ok(None)` when PostgreSQL lacks the column and the field may
-/// simply stay NULL.
+/// The cautions one mapped column earns (see [`FieldCaution`]).
+fn cautions_for(column: &RelationColumn, field: &Field) -> Vec<FieldCaution> {
+    let mut cautions = Vec::new();
+    let mut target = &field.columntype;
+    while target.sql == SqlType::Array {
+        match target.component.as_deref() {
+            Some(component) => target = component,
+            None => break,
+        }
+    }
+    let declared = match target.sql {
+        SqlType::Char | SqlType::Varchar | SqlType::Binary | SqlType::Varbinary => {
+            target.precision.filter(|n| *n >= 0)
+        }
+        _ => None,
+    };
+    if let Some(limit) = declared {
+        if pg_max_length(column).is_none_or(|max| max > limit) {
+            cautions.push(FieldCaution::UncheckedLength {
+                field: field.name.clone(),
+                column: column.name.clone(),
+                pg_type: oid::name(column.type_oid).into_owned(),
+                target: field.columntype.clone(),
+            });
+        }
+    }
+    let json = matches!(column.type_oid, oid::JSON | oid::JSONB);
+    if json && field.columntype.sql == SqlType::Variant && field.columntype.nullable {
+        cautions.push(FieldCaution::JsonNullIsSqlNull {
+            field: field.name.clone(),
+            column: column.name.clone(),
+        });
+    }
+    cautions
+}
+
+/// The most characters a PostgreSQL `varchar(n)`/`char(n)` column (or an array of them)
+/// holds: its type modifier less the 4-byte header; `None` when unlimited.
+fn pg_max_length(column: &RelationColumn) -> Option<i64> {
+    let element = oid::array_element(column.type_oid).unwrap_or(column.type_oid);
+    match element {
+        oid::VARCHAR | oid::BPCHAR if column.type_modifier >= 4 => {
+            Some(i64::from(column.type_modifier) - 4)
+        }
+        _ => None,
+    }
+}
+
+/// The source of one field; `Ok(None)` when PostgreSQL lacks the column and Feldera may fill
+/// it (with its DEFAULT, or NULL).
 // Called once per field when a Relation arrives, never per row: the error's size is moot.
 #[allow(clippy::result_large_err)]
 fn source_of(
@@ -328,7 +456,7 @@ fn source_of(
             Err(MappingProblem::MissingKey {
                 field: field.name.clone(),
             })
-        } else if field.columntype.nullable {
+        } else if field.columntype.nullable || field.default.is_some() {
             Ok(None)
         } else {
             Err(MappingProblem::MissingNotNull {

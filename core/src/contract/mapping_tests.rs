@@ -27,10 +27,7 @@ fn relation(identity: ReplicaIdentity, columns: &[(&str, u32, bool)]) -> Relatio
 }
 
 fn field(name: Name, sql: SqlType, nullable: bool) -> Field {
-    Field {
-        name,
-        columntype: ColumnType::new(sql, nullable),
-    }
+    Field::new(name, ColumnType::new(sql, nullable))
 }
 
 fn table(fields: Vec<Field>, key: Option<&[&str]>) -> Table {
@@ -39,7 +36,6 @@ fn table(fields: Vec<Field>, key: Option<&[&str]>) -> Table {
         primary_key: key.map(|k| k.iter().map(|n| Name::unquoted(n)).collect()),
         fields,
         materialized: false,
-        key_has_lateness: false,
     }
 }
 
@@ -198,10 +194,12 @@ fn not_null_feldera_columns_missing_in_postgres_are_refused_all_at_once() {
     );
     let rel = relation(ReplicaIdentity::Default, &[("name", TEXT, false)]);
     let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
-    assert_snapshot!(err, @"cannot map PostgreSQL table public.users to Feldera table users:
-  - Feldera column id (BIGINT NOT NULL) has no PostgreSQL column; accepted: a PostgreSQL column of that name, or a nullable Feldera column
-  - Feldera column email (VARCHAR NOT NULL) has no PostgreSQL column; accepted: a PostgreSQL column of that name, or a nullable Feldera column
-  - the Feldera table has no PRIMARY KEY, so replayed changes would be counted twice; accepted: a PRIMARY KEY in the Feldera program, or FELDERA_REQUIRE_PRIMARY_KEY=false");
+    assert_snapshot!(err, @"
+    cannot map PostgreSQL table public.users to Feldera table users:
+      - Feldera column id (BIGINT NOT NULL) has no PostgreSQL column and no DEFAULT; accepted: a PostgreSQL column of that name, a DEFAULT on the Feldera column, or a nullable Feldera column
+      - Feldera column email (VARCHAR NOT NULL) has no PostgreSQL column and no DEFAULT; accepted: a PostgreSQL column of that name, a DEFAULT on the Feldera column, or a nullable Feldera column
+      - the Feldera table has no PRIMARY KEY, so replayed changes would be counted twice; accepted: a PRIMARY KEY in the Feldera program, or FELDERA_REQUIRE_PRIMARY_KEY=false
+    ");
 }
 
 #[test]
@@ -368,4 +366,124 @@ fn a_postgres_table_without_key_under_default_identity_misses_every_key_column()
             missing: vec![Name::unquoted("id")]
         }
     );
+}
+
+fn with_default(mut f: Field, default: &str) -> Field {
+    f.default = Some(default.to_owned());
+    f
+}
+
+#[test]
+fn feldera_columns_with_a_default_need_no_postgres_column_and_take_the_default() {
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            with_default(field(Name::unquoted("score"), SqlType::Integer, false), "0"),
+            with_default(
+                field(Name::unquoted("tag"), SqlType::Varchar, true),
+                "'none'",
+            ),
+            field(Name::unquoted("note"), SqlType::Varchar, true),
+        ],
+        Some(&["id"]),
+    );
+    let rel = relation(ReplicaIdentity::Default, &[("id", INT8, true)]);
+    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    assert_eq!(columns_of(&mapping), vec![Some(0), None, None, None]);
+    assert_snapshot!(mapping.warnings().join("\n"), @"
+    public.users -> users: Feldera column(s) score (DEFAULT 0), tag (DEFAULT 'none') have no PostgreSQL column and take their DEFAULT
+    public.users -> users: Feldera column(s) note have no PostgreSQL column and stay NULL
+    ");
+}
+
+#[test]
+fn a_not_null_column_without_default_names_the_default_as_a_remedy() {
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::unquoted("score"), SqlType::Integer, false),
+        ],
+        Some(&["id"]),
+    );
+    let rel = relation(ReplicaIdentity::Default, &[("id", INT8, true)]);
+    let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
+    assert_snapshot!(err, @"
+    cannot map PostgreSQL table public.users to Feldera table users:
+      - Feldera column score (INTEGER NOT NULL) has no PostgreSQL column and no DEFAULT; accepted: a PostgreSQL column of that name, a DEFAULT on the Feldera column, or a nullable Feldera column
+    ");
+}
+
+fn typed_relation(columns: &[(&str, u32, i32)]) -> Relation {
+    let mut rel = relation(
+        ReplicaIdentity::Default,
+        &columns
+            .iter()
+            .map(|(n, t, _)| (*n, *t, *n == "id"))
+            .collect::<Vec<_>>(),
+    );
+    for (col, (_, _, typmod)) in rel.columns.iter_mut().zip(columns) {
+        col.type_modifier = *typmod;
+    }
+    rel
+}
+
+#[test]
+fn declared_lengths_postgres_may_exceed_are_warned_once_per_column() {
+    let varchar = |n| ColumnType::new(SqlType::Varchar, true).with_precision(n);
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            Field::new(Name::unquoted("short"), varchar(10)),
+            Field::new(Name::unquoted("fits"), varchar(10)),
+            Field::new(Name::unquoted("free"), varchar(-1)),
+            Field::new(
+                Name::unquoted("code"),
+                ColumnType::new(SqlType::Char, true).with_precision(2),
+            ),
+            Field::new(
+                Name::unquoted("blob"),
+                ColumnType::new(SqlType::Varbinary, true).with_precision(16),
+            ),
+            Field::new(
+                Name::unquoted("tags"),
+                ColumnType::array_of(varchar(3), true),
+            ),
+        ],
+        Some(&["id"]),
+    );
+    let rel = typed_relation(&[
+        ("id", INT8, -1),
+        ("short", TEXT, -1),
+        ("fits", oid::VARCHAR, 8 + 4),
+        ("free", TEXT, -1),
+        ("code", oid::BPCHAR, 3 + 4),
+        ("blob", oid::BYTEA, -1),
+        ("tags", 1015, 3 + 4),
+    ]);
+    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    assert_snapshot!(mapping.warnings().join("\n"), @"
+    public.users -> users: Feldera column short is VARCHAR(10) but PostgreSQL column short (text) may hold longer values; Feldera does not enforce declared lengths on input, so longer values are sent and stored unchanged
+    public.users -> users: Feldera column code is CHAR(2) but PostgreSQL column code (bpchar) may hold longer values; Feldera does not enforce declared lengths on input, so longer values are sent and stored unchanged
+    public.users -> users: Feldera column blob is VARBINARY(16) but PostgreSQL column blob (bytea) may hold longer values; Feldera does not enforce declared lengths on input, so longer values are sent and stored unchanged
+    ");
+}
+
+#[test]
+fn a_nullable_variant_fed_from_jsonb_warns_that_json_null_becomes_sql_null() {
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::unquoted("doc"), SqlType::Variant, true),
+            field(Name::unquoted("strict"), SqlType::Variant, false),
+        ],
+        Some(&["id"]),
+    );
+    let rel = typed_relation(&[
+        ("id", INT8, -1),
+        ("doc", oid::JSONB, -1),
+        ("strict", oid::JSON, -1),
+    ]);
+    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    assert_eq!(mapping.cautions.len(), 1);
+    assert_snapshot!(mapping.warnings().join("\n"), @"public.users -> users: Feldera column doc is a nullable VARIANT: a value of PostgreSQL column doc that is the JSON document null arrives as SQL NULL (Feldera reads null in a nullable column as NULL and has no other spelling for a VARIANT null); declare the column VARIANT NOT NULL to keep it a VARIANT null (PostgreSQL NULLs are then refused)");
 }

@@ -12,8 +12,8 @@ pub mod schema;
 pub mod types;
 
 pub use mapping::{
-    key_coverage, plan_mapping, ColumnMapping, FieldMapping, KeyCoverage, KeyField, MappingError,
-    MappingOptions, MappingProblem, PgSource,
+    key_coverage, plan_mapping, ColumnMapping, FieldCaution, FieldMapping, KeyCoverage, KeyField,
+    MappingError, MappingOptions, MappingProblem, PgSource,
 };
 pub use names::{
     find_field, normalise_row, percent_encode_component, DuplicateColumn, NormalisedRow,

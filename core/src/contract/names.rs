@@ -70,6 +70,21 @@ pub fn find_field(fields: &[Field], key: &str) -> Option<usize> {
     })
 }
 
+/// Two columns of one table whose names differ only in case (`id` and `"ID"`). Feldera's
+/// JSON input finds a row's columns through a map keyed by each column name's lowercase form,
+/// so the later column shadows the earlier one: rows for such a table are mis-assigned or
+/// refused. slotline refuses to route to it.
+pub fn json_key_collision(fields: &[Field]) -> Option<(&Name, &Name)> {
+    fields.iter().enumerate().find_map(|(i, a)| {
+        let folded = a.name.name.to_lowercase();
+        fields
+            .get(i + 1..)?
+            .iter()
+            .find(|b| b.name.name.to_lowercase() == folded)
+            .map(|b| (&a.name, &b.name))
+    })
+}
+
 /// A query row's values in the schema's field order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NormalisedRow {
@@ -144,10 +159,7 @@ mod tests {
     use serde_json::json;
 
     fn field(name: Name) -> Field {
-        Field {
-            name,
-            columntype: ColumnType::new(SqlType::BigInt, false),
-        }
+        Field::new(name, ColumnType::new(SqlType::BigInt, false))
     }
 
     fn object(value: Value) -> Map<String, Value> {
@@ -194,6 +206,22 @@ mod tests {
         let fields = [field(Name::unquoted("a")), field(Name::unquoted("b"))];
         let row = normalise_row(&fields, object(json!({"b": null}))).unwrap();
         assert_eq!(row.values, vec![None, Some(Value::Null)]);
+    }
+
+    #[test]
+    fn columns_differing_only_in_case_collide_in_feldera_json_input() {
+        let fields = [
+            field(Name::unquoted("id")),
+            field(Name::unquoted("name")),
+            field(Name::quoted("ID")),
+        ];
+        let (a, b) = json_key_collision(&fields).unwrap();
+        assert_eq!(
+            (a.to_string(), b.to_string()),
+            ("id".into(), "\"ID\"".into())
+        );
+        let distinct = [field(Name::unquoted("id")), field(Name::quoted("Id2"))];
+        assert_eq!(json_key_collision(&distinct), None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! quoted names keep case, `""` escapes a quote). Feldera names follow `names`. Never reads
 //! the environment: the config module hands the strings in.
 
+use super::names::json_key_collision;
 use super::schema::{Schema, Side, Table};
 use super::types::Name;
 use std::fmt;
@@ -310,6 +311,19 @@ pub fn resolve(routes: &[Route], schema: &Schema) -> Result<Vec<ResolvedRoute>, 
 fn resolve_one<'s>(route: &Route, schema: &'s Schema) -> Result<&'s Table, RouteError> {
     let wanted = &route.destination;
     if let Some(table) = schema.inputs.iter().find(|t| t.name.same_as(wanted)) {
+        if let Some((a, b)) = json_key_collision(&table.fields) {
+            return Err(RouteError {
+                variable: "TABLES/FELDERA_TABLE",
+                problem: format!(
+                    "Feldera table {wanted} has columns {a} and {b}, whose names differ only in \
+                     case: Feldera's JSON input finds a row's columns by their lowercase names, so \
+                     it would give one column's values to the other or refuse the rows"
+                ),
+                accepted: "a destination table whose column names differ in more than case \
+                           (rename one of them in the Feldera program)"
+                    .to_owned(),
+            });
+        }
         return Ok(table);
     }
     let tables: Vec<String> = schema.inputs.iter().map(|t| t.name.to_string()).collect();

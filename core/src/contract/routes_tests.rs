@@ -179,6 +179,17 @@ fn an_unreadable_destination_reports_why() {
     assert!(err.problem.starts_with("Feldera table t cannot be used: Feldera schema at `inputs[0].fields[0].columntype.type`: unknown column type `GEOMETRY`"), "{}", err.problem);
 }
 
+#[test]
+fn a_table_with_columns_differing_only_in_case_is_refused_at_start() {
+    let body = r#"{"inputs":[{"name":"t","case_sensitive":false,"primary_key":["id"],"fields":[
+        {"name":"id","case_sensitive":false,"columntype":{"type":"BIGINT","nullable":false}},
+        {"name":"ID","case_sensitive":true,"columntype":{"type":"BIGINT","nullable":true}}]}],
+        "outputs":[]}"#;
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    let err = resolve(&parse_tables("t").unwrap(), &schema).unwrap_err();
+    assert_snapshot!(err, @r#"TABLES/FELDERA_TABLE: Feldera table t has columns id and "ID", whose names differ only in case: Feldera's JSON input finds a row's columns by their lowercase names, so it would give one column's values to the other or refuse the rows; accepted: a destination table whose column names differ in more than case (rename one of them in the Feldera program)"#);
+}
+
 proptest::proptest! {
     /// Whatever the names, printing a route the way errors print it and parsing it back gives
     /// the same route: quoting and `""` escapes are consistent both ways.

@@ -24,16 +24,22 @@ pub struct Table {
     /// The PRIMARY KEY columns, spelled as in `fields`; `None` when the table has none.
     pub primary_key: Option<Vec<Name>>,
     pub materialized: bool,
-    /// Some key column carries a LATENESS annotation (its field has `lateness`).
-    pub key_has_lateness: bool,
 }
 
 impl Table {
-    /// Whether Feldera answers ad-hoc queries on this relation: one declared
-    /// `materialized`, or a table with a primary key none of whose columns has LATENESS
-    /// (Feldera materializes those implicitly).
+    /// Whether Feldera answers ad-hoc queries on this relation: one declared `materialized`,
+    /// or a table with a primary key none of whose key columns has a LATENESS (the compiler
+    /// keeps such tables queryable without the attribute; see docs/feldera.md).
     pub fn queryable(&self) -> bool {
-        self.materialized || (self.primary_key.is_some() && !self.key_has_lateness)
+        self.materialized
+            || self.primary_key.as_ref().is_some_and(|key| {
+                key.iter().all(|name| {
+                    self.fields
+                        .iter()
+                        .find(|f| f.name == *name)
+                        .is_some_and(|f| f.lateness.is_none())
+                })
+            })
     }
 }
 
@@ -123,10 +129,12 @@ struct RawProgramInfo {
     schema: RawSchema,
 }
 
+/// Relations stay JSON until each is read on its own: one relation slotline cannot read
+/// must not hide the others.
 #[derive(Deserialize)]
 struct RawSchema {
-    inputs: Vec<RawRelation>,
-    outputs: Vec<RawRelation>,
+    inputs: Vec<Value>,
+    outputs: Vec<Value>,
 }
 
 #[derive(Deserialize)]
@@ -141,15 +149,47 @@ struct RawRelation {
     materialized: bool,
 }
 
+/// A column or a struct member. The compiler writes columns as `{name, case_sensitive,
+/// columntype: {...}}` and struct members inline: the type's keys beside `name`, no
+/// `case_sensitive`, and a member that is itself a struct as `fields: {fields: [...],
+/// nullable}`. Both are read here (docs/feldera.md, "Schema").
 #[derive(Deserialize)]
 struct RawField {
     name: String,
     #[serde(default)]
     case_sensitive: bool,
-    columntype: RawColumnType,
-    /// The LATENESS expression, when the column has one.
     #[serde(default)]
-    lateness: Option<Value>,
+    columntype: Option<RawColumnType>,
+    /// The SQL text of the column's DEFAULT, when it has one.
+    #[serde(default)]
+    default: Option<String>,
+    #[serde(default)]
+    lateness: Option<String>,
+    #[serde(rename = "type", default)]
+    type_name: Option<String>,
+    #[serde(default)]
+    nullable: Option<bool>,
+    #[serde(default)]
+    precision: Option<i64>,
+    #[serde(default)]
+    scale: Option<i64>,
+    #[serde(default)]
+    component: Option<Box<RawColumnType>>,
+    #[serde(default)]
+    fields: Option<RawMembers>,
+    #[serde(default)]
+    key: Option<Box<RawColumnType>>,
+    #[serde(default)]
+    value: Option<Box<RawColumnType>>,
+}
+
+/// `fields` of an inline member: its members, or (for a member that is a struct) the
+/// struct's whole column type.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawMembers {
+    List(Vec<RawField>),
+    Struct(Box<RawColumnType>),
 }
 
 #[derive(Deserialize)]
@@ -169,6 +209,31 @@ struct RawColumnType {
     key: Option<Box<RawColumnType>>,
     #[serde(default)]
     value: Option<Box<RawColumnType>>,
+}
+
+impl RawField {
+    /// The member's column type, whichever form it was written in.
+    fn into_column_type(self) -> RawColumnType {
+        if let Some(columntype) = self.columntype {
+            return columntype;
+        }
+        let fields = match self.fields {
+            Some(RawMembers::Struct(columntype)) => return *columntype,
+            Some(RawMembers::List(fields)) => Some(fields),
+            None => None,
+        };
+        RawColumnType {
+            type_name: self.type_name,
+            // Feldera reads an inline member without `nullable` as NOT NULL.
+            nullable: self.nullable.unwrap_or(false),
+            precision: self.precision,
+            scale: self.scale,
+            component: self.component,
+            fields,
+            key: self.key,
+            value: self.value,
+        }
+    }
 }
 
 /// Parses Feldera's `GET /v0/pipelines/{name}` answer.
@@ -216,16 +281,16 @@ pub fn parse_program_schema(body: &[u8]) -> Result<Schema, SchemaError> {
     convert_schema("", raw)
 }
 
+/// What is accepted where a schema has the wrong shape.
+const SHAPE: &str = "the shape Feldera writes: relations with name, case_sensitive, fields \
+     [{name, case_sensitive, columntype {type, nullable, ...}}] (struct members inline: \
+     {name, type, nullable, ...}), primary_key, materialized";
+
 fn from_value_at<'a, T: Deserialize<'a>>(prefix: &str, value: &'a Value) -> Result<T, SchemaError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let inner = e.path().to_string();
         let path = join_path(prefix, if inner == "." { "" } else { &inner });
-        SchemaError::invalid(
-            &path,
-            e.inner().to_string(),
-            "the shape Feldera writes: relations with name, case_sensitive, fields \
-             [{name, case_sensitive, columntype {type, nullable, ...}}], primary_key, materialized",
-        )
+        SchemaError::invalid(&path, e.inner().to_string(), SHAPE)
     })
 }
 
@@ -264,13 +329,12 @@ fn convert_schema(path: &str, raw: RawSchema) -> Result<Schema, SchemaError> {
         (Side::Input, raw.inputs, "inputs"),
         (Side::Output, raw.outputs, "outputs"),
     ] {
-        for (i, relation) in relations.into_iter().enumerate() {
+        for (i, value) in relations.into_iter().enumerate() {
             let at = join_path(path, &format!("{label}[{i}]"));
-            let name = Name {
-                name: relation.name.clone(),
-                case_sensitive: relation.case_sensitive,
-            };
-            match convert_relation(&at, relation) {
+            let name = relation_name(&at, &value)?;
+            let read = from_value_at::<RawRelation>(&at, &value)
+                .and_then(|relation| convert_relation(&at, relation));
+            match read {
                 Ok(table) if side == Side::Input => schema.inputs.push(table),
                 Ok(table) => schema.outputs.push(table),
                 Err(error) => schema
@@ -282,25 +346,36 @@ fn convert_schema(path: &str, raw: RawSchema) -> Result<Schema, SchemaError> {
     Ok(schema)
 }
 
+/// The name of a relation slotline may fail to read, so that the failure can be reported
+/// when (and only when) a route targets it. A relation without a name is structural
+/// garbage and fails the whole schema.
+fn relation_name(path: &str, value: &Value) -> Result<Name, SchemaError> {
+    let name = value.get("name").and_then(Value::as_str).ok_or_else(|| {
+        SchemaError::invalid(
+            &join_path(path, "name"),
+            format!(
+                "a relation's `name` is {}",
+                json_kind(value.get("name").unwrap_or(&Value::Null))
+            ),
+            SHAPE,
+        )
+    })?;
+    let case_sensitive = value
+        .get("case_sensitive")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(Name {
+        name: name.to_owned(),
+        case_sensitive,
+    })
+}
+
 fn convert_relation(path: &str, raw: RawRelation) -> Result<Table, SchemaError> {
-    let late: Vec<String> = raw
-        .fields
-        .iter()
-        .filter(|f| f.lateness.as_ref().is_some_and(|l| !l.is_null()))
-        .map(|f| f.name.clone())
-        .collect();
     let fields = convert_fields(&format!("{path}.fields"), raw.fields)?;
     let primary_key = match raw.primary_key {
         None => None,
         Some(keys) => Some(resolve_key(&format!("{path}.primary_key"), &keys, &fields)?),
     };
-    let key_has_lateness = primary_key.as_ref().is_some_and(|key| {
-        key.iter().any(|k| {
-            fields
-                .iter()
-                .any(|f| f.name == *k && late.contains(&f.name.name))
-        })
-    });
     Ok(Table {
         name: Name {
             name: raw.name,
@@ -309,7 +384,6 @@ fn convert_relation(path: &str, raw: RawRelation) -> Result<Table, SchemaError> 
         fields,
         primary_key,
         materialized: raw.materialized,
-        key_has_lateness,
     })
 }
 
@@ -318,7 +392,7 @@ fn convert_fields(path: &str, raw: Vec<RawField>) -> Result<Vec<Field>, SchemaEr
     for (i, field) in raw.into_iter().enumerate() {
         let at = format!("{path}[{i}]");
         let name = Name {
-            name: field.name,
+            name: field.name.clone(),
             case_sensitive: field.case_sensitive,
         };
         if let Some(earlier) = fields.iter().find(|f| f.name.same_as(&name)) {
@@ -328,8 +402,20 @@ fn convert_fields(path: &str, raw: Vec<RawField>) -> Result<Vec<Field>, SchemaEr
                 "distinct column names",
             ));
         }
-        let columntype = convert_type(&format!("{at}.columntype"), field.columntype)?;
-        fields.push(Field { name, columntype });
+        let at = if field.columntype.is_some() {
+            format!("{at}.columntype")
+        } else {
+            at
+        };
+        let default = field.default.clone();
+        let lateness = field.lateness.clone();
+        let columntype = convert_type(&at, field.into_column_type())?;
+        fields.push(Field {
+            name,
+            columntype,
+            default,
+            lateness,
+        });
     }
     Ok(fields)
 }

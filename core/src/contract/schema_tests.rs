@@ -2,7 +2,7 @@ use super::*;
 use crate::contract::{ColumnType, Name, SqlType};
 use insta::assert_snapshot;
 
-/// FELDERA.md's relation example, verbatim.
+/// A relation in the shape the pipeline GET answer carries.
 const RELATION_T: &str = r#"{"name":"t","case_sensitive":false,
  "fields":[{"name":"id","case_sensitive":false,"columntype":{"type":"BIGINT","nullable":false}},
            {"name":"amount","case_sensitive":false,"columntype":{"type":"DECIMAL","nullable":true,"precision":10,"scale":2}},
@@ -205,11 +205,12 @@ fn duplicate_column_names_are_refused() {
 
 #[test]
 fn wrong_json_shapes_name_the_path() {
-    let err = schema_error(
-        r#"{"inputs":[{"name":"t","fields":[{"name":"a","columntype":{"type":"INTEGER"}}]}],"outputs":[]}"#,
-    );
-    let SchemaError::Invalid { path, problem, .. } = &err else {
-        panic!("expected Invalid, got {err:?}");
+    let schema = parse_program_schema(
+        br#"{"inputs":[{"name":"t","fields":[{"name":"a","columntype":{"type":"INTEGER"}}]}],"outputs":[]}"#,
+    )
+    .unwrap();
+    let SchemaError::Invalid { path, problem, .. } = &schema.unreadable[0].error else {
+        panic!("expected Invalid, got {schema:?}");
     };
     assert_eq!(path, "inputs[0].fields[0].columntype");
     assert!(problem.contains("missing field `nullable`"), "{problem}");
@@ -249,4 +250,130 @@ fn deeply_nested_garbage_is_an_error_not_a_crash() {
     }
     let body = single_input(&[column("a", &nested)]);
     assert!(parse_program_schema(body.as_bytes()).is_err());
+}
+
+/// One line per relation: name, key and each column's type, NOT NULL and DEFAULT, struct
+/// members nested in braces; unreadable relations with their error.
+fn describe(schema: &Schema) -> String {
+    fn ty(t: &ColumnType) -> String {
+        let inner = match t.sql {
+            SqlType::Struct => {
+                let members: Vec<String> = t
+                    .fields
+                    .iter()
+                    .map(|f| format!("{} {}", f.name, ty(&f.columntype)))
+                    .collect();
+                format!("{{{}}}", members.join(", "))
+            }
+            SqlType::Array => format!("{} ARRAY", t.component.as_deref().map_or("?".into(), ty)),
+            SqlType::Map => format!(
+                "MAP<{}, {}>",
+                t.key.as_deref().map_or("?".into(), ty),
+                t.value.as_deref().map_or("?".into(), ty)
+            ),
+            _ => ColumnType {
+                nullable: true,
+                ..t.clone()
+            }
+            .to_string(),
+        };
+        if t.nullable {
+            inner
+        } else {
+            format!("{inner} NOT NULL")
+        }
+    }
+    let mut out = Vec::new();
+    for (side, tables) in [("input", &schema.inputs), ("output", &schema.outputs)] {
+        for t in tables {
+            let fields: Vec<String> = t
+                .fields
+                .iter()
+                .map(|f| match &f.default {
+                    Some(d) => format!("{} {} DEFAULT {d}", f.name, ty(&f.columntype)),
+                    None => format!("{} {}", f.name, ty(&f.columntype)),
+                })
+                .collect();
+            let key = t.primary_key.as_ref().map_or("-".into(), |k| {
+                k.iter().map(Name::to_string).collect::<Vec<_>>().join(",")
+            });
+            out.push(format!(
+                "{side} {} key={key} materialized={}: {}",
+                t.name,
+                t.materialized,
+                fields.join("; ")
+            ));
+        }
+    }
+    for u in &schema.unreadable {
+        out.push(format!("unreadable {:?} {}: {}", u.side, u.name, u.error));
+    }
+    out.join("\n")
+}
+
+fn corpus(name: &str) -> Schema {
+    let path = format!(
+        "{}/src/contract/testdata/schemas/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let body = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    parse_program_schema(&body).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn the_compilers_own_schema_test_output_parses_with_defaults() {
+    assert_snapshot!(describe(&corpus("compiler_test_schema.json")));
+}
+
+#[test]
+fn struct_members_written_inline_parse_as_fields() {
+    assert_snapshot!(describe(&corpus("nested_map_of_rows.json")));
+}
+
+#[test]
+fn a_struct_member_of_an_unmodelled_type_makes_only_its_relation_unreadable() {
+    assert_snapshot!(describe(&corpus("struct_member_forms.json")));
+}
+
+#[test]
+fn every_mapped_type_parses_in_the_compilers_shape() {
+    assert_snapshot!(describe(&corpus("every_mapped_type.json")));
+}
+
+#[test]
+fn a_struct_written_only_with_columntype_members_still_parses() {
+    let body = single_input(&[column(
+        "s",
+        r#"{"nullable":true,"fields":[{"name":"a","case_sensitive":false,"columntype":{"type":"INTEGER","nullable":false}}]}"#,
+    )]);
+    let schema = parse_program_schema(body.as_bytes()).unwrap();
+    assert_eq!(
+        describe(&schema),
+        "input t key=- materialized=false: s {a INTEGER NOT NULL}"
+    );
+}
+
+#[test]
+fn a_keyed_table_is_queryable_unless_a_key_column_has_lateness() {
+    let table = |lateness: &str, materialized: bool| {
+        let body = format!(
+            r#"{{"inputs":[{{"name":"t","primary_key":["ts"],"materialized":{materialized},"fields":[
+            {{"name":"ts","columntype":{{"type":"TIMESTAMP","nullable":false}}{lateness}}}]}}],"outputs":[]}}"#
+        );
+        parse_program_schema(body.as_bytes())
+            .unwrap()
+            .inputs
+            .remove(0)
+    };
+    let late = r#","lateness":"INTERVAL '1' HOUR""#;
+    assert!(table("", false).queryable());
+    assert_eq!(
+        table(late, false).fields[0].lateness.as_deref(),
+        Some("INTERVAL '1' HOUR")
+    );
+    assert!(
+        !table(late, false).queryable(),
+        "registered as a non-materialized input"
+    );
+    assert!(table(late, true).queryable());
 }

@@ -212,6 +212,23 @@ impl fmt::Display for ColumnType {
 pub struct Field {
     pub name: Name,
     pub columntype: ColumnType,
+    /// The SQL text of the column's DEFAULT (`'1.0E0'`, `'x'`), as the compiler writes it.
+    /// Feldera gives a column missing from an ingested row this value, not NULL.
+    pub default: Option<String>,
+    /// The SQL text of the column's LATENESS, when it has one.
+    pub lateness: Option<String>,
+}
+
+impl Field {
+    /// A field without a DEFAULT or LATENESS.
+    pub fn new(name: Name, columntype: ColumnType) -> Field {
+        Field {
+            name,
+            columntype,
+            default: None,
+            lateness: None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! Fuzz harness: arbitrary bytes into every Feldera answer parser. The only property is
 //! totality: no input may panic (or allocate without bound).
 
-use super::query::{classify_commit_transaction, classify_query, classify_start_transaction};
+use super::query::{
+    classify_commit_transaction, classify_query, classify_start_transaction,
+    classify_transaction_token,
+};
 use super::response::{
     classify_completion, classify_ingress, classify_pipeline, error_from, Reply,
 };
@@ -22,17 +25,15 @@ pub fn fuzz_feldera_responses(data: &[u8]) {
         let _ = classify_pipeline(reply);
         let _ = classify_start_transaction(reply);
         let _ = classify_commit_transaction(reply);
+        let _ = classify_transaction_token(reply);
         let _ = error_from(status, data).to_string();
         if let super::query::QueryOutcome::Rows(rows) = classify_query(reply) {
             let fields = [
-                Field {
-                    name: Name::unquoted("id"),
-                    columntype: ColumnType::new(SqlType::BigInt, false),
-                },
-                Field {
-                    name: Name::quoted("Id"),
-                    columntype: ColumnType::new(SqlType::BigInt, true),
-                },
+                Field::new(
+                    Name::unquoted("id"),
+                    ColumnType::new(SqlType::BigInt, false),
+                ),
+                Field::new(Name::quoted("Id"), ColumnType::new(SqlType::BigInt, true)),
             ];
             for row in rows {
                 let _ = normalise_row(&fields, row);

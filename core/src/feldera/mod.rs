@@ -10,8 +10,9 @@ pub mod request;
 pub mod response;
 
 pub use query::{
-    classify_commit_transaction, classify_query, classify_start_transaction, CommitOutcome,
-    QueryOutcome, StartTransactionOutcome,
+    classify_commit_transaction, classify_query, classify_start_transaction,
+    classify_transaction_token, CommitOutcome, QueryOutcome, StartTransactionOutcome,
+    TransactionTokenOutcome,
 };
 pub use request::{EndpointError, FelderaEndpoint, HttpRequest, Method};
 pub use response::{

@@ -6,7 +6,7 @@
 //! proves anything is the caller's decision (it never does by itself).
 
 use super::response::{
-    body_prefix, failure, is_success, truncate, Failure, FelderaError, Reply, MESSAGE_CHARS,
+    body_prefix, failure, is_success, truncate, FelderaError, Reply, MESSAGE_CHARS,
 };
 use serde_json::{Map, Value};
 
@@ -34,9 +34,9 @@ pub fn classify_query(reply: Reply<'_>) -> QueryOutcome {
         Reply::Answered { status, body } => (status, body),
     };
     if !is_success(status) {
-        return match failure(status, body) {
-            Failure::Transient(e) => QueryOutcome::Transient(e),
-            Failure::Fatal(e) => QueryOutcome::Fatal(e),
+        return match failure(status, body).transient_or_fatal() {
+            Ok(e) => QueryOutcome::Transient(e),
+            Err(e) => QueryOutcome::Fatal(e),
         };
     }
     let mut rows = match parse_rows(body) {
@@ -50,6 +50,7 @@ pub fn classify_query(reply: Reply<'_>) -> QueryOutcome {
             message,
             error_code: None,
             parse_errors: None,
+            hint: None,
         });
     }
     QueryOutcome::Rows(rows)
@@ -133,9 +134,9 @@ pub fn classify_start_transaction(reply: Reply<'_>) -> StartTransactionOutcome {
         return StartTransactionOutcome::AlreadyOpen(super::response::error_from(status, body));
     }
     if !is_success(status) {
-        return match failure(status, body) {
-            Failure::Transient(e) => StartTransactionOutcome::Transient(e),
-            Failure::Fatal(e) => StartTransactionOutcome::Fatal(e),
+        return match failure(status, body).transient_or_fatal() {
+            Ok(e) => StartTransactionOutcome::Transient(e),
+            Err(e) => StartTransactionOutcome::Fatal(e),
         };
     }
     let id = serde_json::from_slice::<Value>(body)
@@ -154,18 +155,140 @@ pub fn classify_start_transaction(reply: Reply<'_>) -> StartTransactionOutcome {
 /// Answer to `POST .../commit_transaction`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CommitOutcome {
-    Committed,
+    /// 200 with a JSON string: Feldera *started* committing. The transaction's inputs
+    /// become visible in a later step; whether they are processed is known only from the
+    /// completion tokens of the requests sent inside it.
+    CommitStarted,
+    /// 400 `NoTransactionInProgress`: nothing to commit (no transaction was started, or an
+    /// earlier commit already went through, e.g. one whose answer was lost).
+    NoTransaction(FelderaError),
     Transient(FelderaError),
     Fatal(FelderaError),
 }
 
 pub fn classify_commit_transaction(reply: Reply<'_>) -> CommitOutcome {
-    match reply {
-        Reply::Failed { error } => CommitOutcome::Transient(FelderaError::transport(error)),
-        Reply::Answered { status, .. } if is_success(status) => CommitOutcome::Committed,
-        Reply::Answered { status, body } => match failure(status, body) {
-            Failure::Transient(e) => CommitOutcome::Transient(e),
-            Failure::Fatal(e) => CommitOutcome::Fatal(e),
-        },
+    let (status, body) = match reply {
+        Reply::Failed { error } => return CommitOutcome::Transient(FelderaError::transport(error)),
+        Reply::Answered { status, body } => (status, body),
+    };
+    if !is_success(status) {
+        let error = match failure(status, body).transient_or_fatal() {
+            Ok(e) => return CommitOutcome::Transient(e),
+            Err(e) => e,
+        };
+        return if status == 400 && error.error_code.as_deref() == Some("NoTransactionInProgress") {
+            CommitOutcome::NoTransaction(error)
+        } else {
+            CommitOutcome::Fatal(error)
+        };
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::String(_)) => CommitOutcome::CommitStarted,
+        _ => CommitOutcome::Fatal(FelderaError::unexpected(
+            status,
+            "commit_transaction succeeded without the JSON string Feldera answers \
+             (\"Transaction commit initiated\")",
+            body,
+        )),
+    }
+}
+
+/// What a completion answer says about a token ingested inside a Feldera transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransactionTokenOutcome {
+    /// In progress, and its records are not in the circuit yet (`"step": null`): they are
+    /// still in the table's input queue.
+    Queued,
+    /// In progress, with a step: its records are in the circuit, inside the transaction.
+    InCircuit,
+    Complete,
+    /// 410 `PipelineRestarted`.
+    Restarted(FelderaError),
+    Transient(FelderaError),
+    Fatal(FelderaError),
+}
+
+/// Classifies a `completion_status` answer for a token of a Feldera transaction: besides
+/// complete or not, whether the step is known (Feldera labels a token with a step once
+/// its records were taken from the input queue into the circuit).
+pub fn classify_transaction_token(reply: Reply<'_>) -> TransactionTokenOutcome {
+    use super::response::{classify_completion, CompletionOutcome};
+    let body = match reply {
+        Reply::Answered { body, .. } => body,
+        Reply::Failed { .. } => &[],
+    };
+    match classify_completion(reply) {
+        CompletionOutcome::Complete { .. } => TransactionTokenOutcome::Complete,
+        CompletionOutcome::InProgress => {
+            let step = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("step").and_then(Value::as_u64));
+            match step {
+                Some(_) => TransactionTokenOutcome::InCircuit,
+                None => TransactionTokenOutcome::Queued,
+            }
+        }
+        CompletionOutcome::Restarted(e) => TransactionTokenOutcome::Restarted(e),
+        CompletionOutcome::Transient(e) => TransactionTokenOutcome::Transient(e),
+        CompletionOutcome::Fatal(e) => TransactionTokenOutcome::Fatal(e),
+    }
+}
+
+#[cfg(test)]
+mod transaction_tests {
+    use super::*;
+
+    fn answered(status: u16, body: &str) -> Reply<'_> {
+        Reply::Answered {
+            status,
+            body: body.as_bytes(),
+        }
+    }
+
+    #[test]
+    fn commit_answers_say_started_or_no_transaction() {
+        assert_eq!(
+            classify_commit_transaction(answered(200, r#""Transaction commit initiated""#)),
+            CommitOutcome::CommitStarted
+        );
+        let none = r#"{"message":"This operation requires an active transaction, but none is currently in progress","error_code":"NoTransactionInProgress","details":null}"#;
+        assert!(matches!(
+            classify_commit_transaction(answered(400, none)),
+            CommitOutcome::NoTransaction(_)
+        ));
+        assert!(matches!(
+            classify_commit_transaction(answered(503, "")),
+            CommitOutcome::Transient(_)
+        ));
+    }
+
+    #[test]
+    fn a_transaction_token_is_queued_in_the_circuit_or_complete() {
+        assert_eq!(
+            classify_transaction_token(answered(200, r#"{"status":"inprogress","step":null}"#)),
+            TransactionTokenOutcome::Queued
+        );
+        assert_eq!(
+            classify_transaction_token(answered(200, r#"{"status":"inprogress"}"#)),
+            TransactionTokenOutcome::Queued
+        );
+        assert_eq!(
+            classify_transaction_token(answered(200, r#"{"status":"inprogress","step":7}"#)),
+            TransactionTokenOutcome::InCircuit
+        );
+        assert_eq!(
+            classify_transaction_token(answered(200, r#"{"status":"complete","step":7}"#)),
+            TransactionTokenOutcome::Complete
+        );
+        let restarted =
+            r#"{"message":"restarted","error_code":"PipelineRestarted","details":null}"#;
+        assert!(matches!(
+            classify_transaction_token(answered(410, restarted)),
+            TransactionTokenOutcome::Restarted(_)
+        ));
+        assert!(matches!(
+            classify_transaction_token(Reply::Failed { error: "reset" }),
+            TransactionTokenOutcome::Transient(_)
+        ));
     }
 }

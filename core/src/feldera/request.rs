@@ -164,6 +164,26 @@ impl FelderaEndpoint {
         &self.base_url
     }
 
+    /// Where requests go, for messages about an unreachable Feldera: scheme, host and port
+    /// (the scheme's default port spelled out), never a path, user or key.
+    pub fn origin(&self) -> String {
+        let (scheme, rest) = self.base_url.split_once("://").unwrap_or(("http", ""));
+        let authority = rest.split('/').next().unwrap_or_default();
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let has_port = host_port.rsplit_once(':').is_some_and(|(host, port)| {
+            !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && (!host.starts_with('[') || host.ends_with(']'))
+        });
+        let scheme = scheme.to_ascii_lowercase();
+        if has_port {
+            format!("{scheme}://{host_port}")
+        } else {
+            let port = if scheme == "https" { 443 } else { 80 };
+            format!("{scheme}://{host_port}:{port}")
+        }
+    }
+
     pub fn pipeline(&self) -> &str {
         &self.pipeline
     }

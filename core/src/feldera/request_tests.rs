@@ -141,3 +141,25 @@ fn bad_base_urls_pipelines_and_keys_are_refused_saying_what_is_accepted() {
     assert_eq!(key.variable, "FELDERA_API_KEY");
     assert!(!key.to_string().contains("Evil"));
 }
+
+#[test]
+fn origin_names_scheme_host_and_port_never_the_path_or_credentials() {
+    let origin = |url: &str| {
+        FelderaEndpoint::new(url, "p", Some("secret-key"))
+            .unwrap()
+            .origin()
+    };
+    assert_eq!(origin("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+    assert_eq!(
+        origin("https://feldera.example/api/"),
+        "https://feldera.example:443"
+    );
+    assert_eq!(
+        origin("HTTP://feldera.example/x"),
+        "http://feldera.example:80"
+    );
+    assert_eq!(origin("http://[::1]:9"), "http://[::1]:9");
+    assert_eq!(origin("http://[::1]/"), "http://[::1]:80");
+    assert_eq!(origin("http://user:pw@h:1/"), "http://h:1");
+    assert!(!origin("http://h:1").contains("secret-key"));
+}

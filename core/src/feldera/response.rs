@@ -6,8 +6,19 @@
 //! is quoted by a bounded prefix. Never retries and never decides what a failure means for
 //! acknowledgements: that is the pipeline's job.
 //!
-//! Statuses 408, 502, 503 and 504 and transport failures are transient; every other non-2xx
-//! status is fatal unless an endpoint says otherwise (410 `PipelineRestarted` on completion).
+//! The rules, the same for every endpoint (docs/feldera.md lists each answer):
+//! - no answer, 408, 502, 503 and 504 are transient: the pipeline is starting, in standby,
+//!   awaiting approval, paused past the manager's proxy timeout, suspended or not deployed,
+//!   and may come back; the error carries a hint saying which, and what an operator can do;
+//! - 410 is never fatal: `Terminating` (the pipeline is shutting down, on every endpoint)
+//!   is transient, and on completion polls `PipelineRestarted` and
+//!   `UnknownEndpointInCompletionToken` mean the token no longer names anything Feldera
+//!   can check ([`CompletionOutcome::Restarted`]). Nothing was acknowledged, so ending the
+//!   session and replaying from the slot is always safe;
+//! - 500 is fatal with what the operator must do (a failed pipeline stays failed until it
+//!   is restarted), except the manager's `PipelineInteractionInvalidResponse`, a lost
+//!   answer (transient);
+//! - every other non-2xx status is fatal.
 
 use crate::contract::schema::{parse_pipeline, PipelineInfo, SchemaError};
 use serde_json::Value;
@@ -52,6 +63,9 @@ pub struct FelderaError {
     pub message: String,
     pub error_code: Option<String>,
     pub parse_errors: Option<ParseErrorSummary>,
+    /// What the answer means for the pipeline and what an operator can do, when slotline
+    /// knows (`None` for answers that speak for themselves).
+    pub hint: Option<&'static str>,
 }
 
 impl FelderaError {
@@ -61,6 +75,7 @@ impl FelderaError {
             message: format!("no answer from Feldera: {}", truncate(error, MESSAGE_CHARS)),
             error_code: None,
             parse_errors: None,
+            hint: None,
         }
     }
 
@@ -70,6 +85,7 @@ impl FelderaError {
             message: format!("{what}; body starts: {}", body_prefix(body)),
             error_code: None,
             parse_errors: None,
+            hint: None,
         }
     }
 }
@@ -89,6 +105,9 @@ impl fmt::Display for FelderaError {
                 write!(f, ", first: {}", summary.first.join("; "))?;
             }
             f.write_str(")")?;
+        }
+        if let Some(hint) = self.hint {
+            write!(f, " ({hint})")?;
         }
         Ok(())
     }
@@ -140,12 +159,63 @@ pub fn error_from(status: u16, body: &[u8]) -> FelderaError {
         Some("ParseErrors") => object.get("details").map(summarise_parse_errors),
         _ => None,
     };
+    let hint = hint_for(status, error_code.as_deref());
     FelderaError {
         status: Some(status),
         message,
         error_code,
         parse_errors,
+        hint,
     }
+}
+
+/// What an error answer means beyond its message: the pipeline state behind it and what an
+/// operator can do. Answers whose message already says it (`PipelineUnavailable`,
+/// `PipelineRestarted`) get none. Codes are Feldera's (the pipeline's `PipelineError`/`ControllerError`
+/// and the manager's `RunnerError`); see docs/feldera.md.
+fn hint_for(status: u16, error_code: Option<&str>) -> Option<&'static str> {
+    let hint = match (status, error_code?) {
+        (503, "Initializing") => {
+            "the pipeline is starting, replaying or in standby; slotline retries with backoff"
+        }
+        (503, "AwaitingApproval") => {
+            "the pipeline waits for an operator to approve bootstrapping its changed program \
+             (approve it in Feldera); slotline retries with backoff meanwhile"
+        }
+        (503, "Suspended") => {
+            "the pipeline was suspended; an operator must start it again, slotline retries \
+             with backoff until NO_PROGRESS_TIMEOUT_SECS"
+        }
+        (503, "PipelineInteractionNotDeployed") => {
+            "the pipeline is not running (stopped, suspended or still provisioning); start it, \
+             slotline retries with backoff until NO_PROGRESS_TIMEOUT_SECS"
+        }
+        (503, "PipelineInteractionUnreachable") => {
+            "the pipeline did not answer the manager in time (busy, or paused: a paused \
+             pipeline takes no input until resumed); slotline retries with backoff"
+        }
+        (410, "Terminating") => {
+            "the pipeline is shutting down; nothing was acknowledged, slotline reconnects and \
+             replays from the slot"
+        }
+        (410, "UnknownEndpointInCompletionToken") => {
+            "the input endpoint of the token was removed; nothing was acknowledged, slotline \
+             reconnects and replays from the slot"
+        }
+        (500, "InitializationError") => {
+            "the pipeline failed to initialize; fix its program or configuration and start it \
+             again, then restart slotline"
+        }
+        (500, "PipelineInteractionInvalidResponse") => {
+            "the manager lost the pipeline's answer; slotline retries with backoff"
+        }
+        (500, _) => {
+            "the pipeline failed (its deployment_error in GET /v0/pipelines/<name> says why); \
+             an operator must restart it, then restart slotline"
+        }
+        _ => return None,
+    };
+    Some(hint)
 }
 
 fn summarise_parse_errors(details: &Value) -> ParseErrorSummary {
@@ -174,18 +244,41 @@ fn summarise_parse_errors(details: &Value) -> ParseErrorSummary {
     ParseErrorSummary { num_errors, first }
 }
 
-/// The common split of a failed reply into retryable and not.
+/// The common split of a failed reply, the same for every endpoint.
 pub(super) enum Failure {
     Transient(FelderaError),
+    /// 410 `PipelineRestarted` or `UnknownEndpointInCompletionToken`: a completion token
+    /// names an incarnation or endpoint that is gone. Other endpoints treat it as transient.
+    TokenGone(FelderaError),
     Fatal(FelderaError),
 }
 
 pub(super) fn failure(status: u16, body: &[u8]) -> Failure {
     let error = error_from(status, body);
-    if is_transient_status(status) {
-        Failure::Transient(error)
-    } else {
-        Failure::Fatal(error)
+    let code = error.error_code.as_deref();
+    match status {
+        410 if matches!(
+            code,
+            Some("PipelineRestarted" | "UnknownEndpointInCompletionToken")
+        ) =>
+        {
+            Failure::TokenGone(error)
+        }
+        410 => Failure::Transient(error),
+        500 if code == Some("PipelineInteractionInvalidResponse") => Failure::Transient(error),
+        _ if is_transient_status(status) => Failure::Transient(error),
+        _ => Failure::Fatal(error),
+    }
+}
+
+impl Failure {
+    /// For endpoints without a token: a gone token context is one more reason to end the
+    /// session.
+    pub(super) fn transient_or_fatal(self) -> Result<FelderaError, FelderaError> {
+        match self {
+            Failure::Transient(e) | Failure::TokenGone(e) => Ok(e),
+            Failure::Fatal(e) => Err(e),
+        }
     }
 }
 
@@ -194,11 +287,12 @@ pub(super) fn failure(status: u16, body: &[u8]) -> Failure {
 pub enum IngressOutcome {
     /// Parsed and buffered (not yet processed): wait for the token's completion.
     Accepted { token: String },
-    /// No answer or a retryable status. The data may or may not have been ingested
-    /// (Feldera's proxy gives 503 after 30 s even when the pipeline took it): resend.
+    /// No answer, a retryable status or 410 `Terminating`. The data may or may not have
+    /// been ingested (Feldera's proxy gives 503 after 30 s even when the pipeline took it):
+    /// end the session and resend.
     Transient(FelderaError),
     /// 400 `ParseErrors` (the valid lines were still ingested), 404 unknown table or
-    /// pipeline, 410 `Terminating`, 429 too many endpoints, authentication, and bodies
+    /// pipeline, 429 too many endpoints, 500 failed pipeline, authentication, and bodies
     /// slotline cannot read.
     Fatal(FelderaError),
 }
@@ -211,9 +305,9 @@ pub fn classify_ingress(reply: Reply<'_>) -> IngressOutcome {
         Reply::Answered { status, body } => (status, body),
     };
     if !is_success(status) {
-        return match failure(status, body) {
-            Failure::Transient(e) => IngressOutcome::Transient(e),
-            Failure::Fatal(e) => IngressOutcome::Fatal(e),
+        return match failure(status, body).transient_or_fatal() {
+            Ok(e) => IngressOutcome::Transient(e),
+            Err(e) => IngressOutcome::Fatal(e),
         };
     }
     let token = serde_json::from_slice::<Value>(body)
@@ -240,8 +334,9 @@ pub enum CompletionOutcome {
         step: Option<u64>,
     },
     InProgress,
-    /// 410 `PipelineRestarted`: the token is from an earlier run; what it covered may be
-    /// lost. Do not acknowledge; reconnect and replay.
+    /// 410 `PipelineRestarted` (the token is from an earlier run) or
+    /// `UnknownEndpointInCompletionToken` (its input endpoint was removed): what it covered
+    /// may be lost. Do not acknowledge; reconnect and replay.
     Restarted(FelderaError),
     Transient(FelderaError),
     Fatal(FelderaError),
@@ -256,11 +351,7 @@ pub fn classify_completion(reply: Reply<'_>) -> CompletionOutcome {
     };
     if !is_success(status) {
         return match failure(status, body) {
-            Failure::Fatal(e)
-                if status == 410 && e.error_code.as_deref() == Some("PipelineRestarted") =>
-            {
-                CompletionOutcome::Restarted(e)
-            }
+            Failure::TokenGone(e) => CompletionOutcome::Restarted(e),
             Failure::Transient(e) => CompletionOutcome::Transient(e),
             Failure::Fatal(e) => CompletionOutcome::Fatal(e),
         };
@@ -308,9 +399,9 @@ pub fn classify_pipeline(reply: Reply<'_>) -> PipelineOutcome {
         Reply::Answered { status, body } => (status, body),
     };
     if !is_success(status) {
-        return match failure(status, body) {
-            Failure::Transient(e) => PipelineOutcome::Transient(e),
-            Failure::Fatal(e) => PipelineOutcome::Fatal(e),
+        return match failure(status, body).transient_or_fatal() {
+            Ok(e) => PipelineOutcome::Transient(e),
+            Err(e) => PipelineOutcome::Fatal(e),
         };
     }
     match parse_pipeline(body) {

@@ -59,7 +59,7 @@ fn ingress_answers_classify_by_status_and_body() {
         (
             410,
             error_body("Terminating", "pipeline terminating"),
-            "fatal Terminating",
+            "transient Terminating",
         ),
         (
             429,
@@ -67,6 +67,26 @@ fn ingress_answers_classify_by_status_and_body() {
             "fatal ApiConnectionLimit",
         ),
         (500, error_body("Internal", "boom"), "fatal Internal"),
+        (
+            500,
+            error_body("InitializationError", "failed to initialize"),
+            "fatal InitializationError",
+        ),
+        (
+            500,
+            error_body("PipelineInteractionInvalidResponse", "body lost"),
+            "transient PipelineInteractionInvalidResponse",
+        ),
+        (
+            503,
+            error_body("Suspended", "suspended"),
+            "transient Suspended",
+        ),
+        (
+            503,
+            error_body("AwaitingApproval", "waiting for approval"),
+            "transient AwaitingApproval",
+        ),
         (502, "<html>Bad Gateway</html>".into(), "transient -"),
         (
             503,
@@ -221,7 +241,20 @@ fn completion_answers_classify_by_status_and_body() {
             error_body("PipelineRestarted", "token from a previous run"),
             "restarted",
         ),
-        (410, error_body("Terminating", "terminating"), "fatal"),
+        (410, error_body("Terminating", "terminating"), "transient"),
+        (
+            410,
+            error_body("UnknownEndpointInCompletionToken", "endpoint 3 removed"),
+            "restarted",
+        ),
+        (410, error_body("SomethingGone", "gone"), "transient"),
+        (503, error_body("Initializing", "starting"), "transient"),
+        (503, error_body("Suspended", "suspended"), "transient"),
+        (
+            500,
+            error_body("InitializationError", "failed to initialize"),
+            "fatal",
+        ),
         (
             503,
             error_body("PipelineUnavailable", "unavailable"),
@@ -373,10 +406,6 @@ fn transaction_answers_classify() {
         classify_start_transaction(answered(503, "")),
         StartTransactionOutcome::Transient(_)
     ));
-    assert_eq!(
-        classify_commit_transaction(answered(200, "")),
-        CommitOutcome::Committed
-    );
     assert!(matches!(
         classify_commit_transaction(answered(400, &error_body("NoTransaction", "none open"))),
         CommitOutcome::Fatal(_)
@@ -384,6 +413,77 @@ fn transaction_answers_classify() {
     assert!(matches!(
         classify_commit_transaction(Reply::Failed { error: "reset" }),
         CommitOutcome::Transient(_)
+    ));
+}
+
+#[test]
+fn commit_transaction_only_starts_a_commit_and_no_transaction_is_400() {
+    assert_eq!(
+        classify_commit_transaction(answered(200, r#""Transaction commit initiated""#)),
+        CommitOutcome::CommitStarted
+    );
+    assert!(matches!(
+        classify_commit_transaction(answered(200, r#"{"transaction_id": 1}"#)),
+        CommitOutcome::Fatal(_)
+    ));
+    let none = error_body(
+        "NoTransactionInProgress",
+        "This operation requires an active transaction, but none is currently in progress",
+    );
+    let CommitOutcome::NoTransaction(error) = classify_commit_transaction(answered(400, &none))
+    else {
+        panic!("400 NoTransactionInProgress means there was nothing to commit");
+    };
+    assert_eq!(error.status, Some(400));
+    assert!(matches!(
+        classify_commit_transaction(answered(409, &error_body("TransactionInProgress", "busy"))),
+        CommitOutcome::Fatal(_)
+    ));
+    assert!(matches!(
+        classify_commit_transaction(answered(410, &error_body("Terminating", "bye"))),
+        CommitOutcome::Transient(_)
+    ));
+}
+
+#[test]
+fn pipeline_states_behind_503_and_500_carry_what_the_operator_can_do() {
+    let cases = [
+        (503, "Initializing", "Operation failed because the pipeline has not finished initializing."),
+        (503, "AwaitingApproval", "Operation failed: the pipeline is waiting for approval to bootstrap modified components."),
+        (503, "Suspended", "Operation failed because the pipeline has been suspended."),
+        (503, "PipelineInteractionNotDeployed", "Unable to interact with pipeline because the deployment status (stopped) indicates it is not (yet) fully provisioned"),
+        (410, "Terminating", "Operation failed because the pipeline is shutting down."),
+        (500, "InitializationError", "Operation failed because the pipeline failed to initialize. Error details: boom."),
+        (500, "StepError", "step failed"),
+    ];
+    let shown: Vec<String> = cases
+        .iter()
+        .map(|(status, code, message)| {
+            let outcome = match classify_ingress(answered(*status, &error_body(code, message))) {
+                IngressOutcome::Transient(e) => format!("transient: {e}"),
+                IngressOutcome::Fatal(e) => format!("fatal: {e}"),
+                IngressOutcome::Accepted { .. } => "accepted".into(),
+            };
+            outcome
+        })
+        .collect();
+    assert_snapshot!(shown.join("\n"));
+}
+
+#[test]
+fn gone_tokens_end_the_session_on_every_endpoint() {
+    let gone = error_body("UnknownEndpointInCompletionToken", "endpoint 7 removed");
+    assert!(matches!(
+        classify_ingress(answered(410, &gone)),
+        IngressOutcome::Transient(_)
+    ));
+    assert!(matches!(
+        classify_query(answered(410, &error_body("Terminating", "bye"))),
+        QueryOutcome::Transient(_)
+    ));
+    assert!(matches!(
+        classify_pipeline(answered(410, &error_body("Terminating", "bye"))),
+        PipelineOutcome::Transient(_)
     ));
 }
 

@@ -37,10 +37,21 @@
 //! What outlives a phase lives here: the configuration (`Env`) and the run's progress
 //! (`Run`: the ack tracker, backoff, no-progress deadline, crash injector). Failures go
 //! through one table (`policy`), which decides whether a session ends or the process exits.
+//! Beside the phases run the slot monitor (`monitor`: samples the slot while one exists,
+//! fails the run when it is invalidated) and the meter (`meter`: counts what reaches
+//! Feldera); `status()` publishes both with the phase's own figures.
+//!
+//! The operator's one-shot commands are machines of their own over the same parts
+//! (`check`: the startup conversation as a survey; `inspect`: `status` and `drop-slot`).
 
+mod check;
 mod ctx;
 #[cfg(any(test, feature = "testing"))]
 mod fake_feldera;
+mod feldera_txn;
+mod inspect;
+mod meter;
+mod monitor;
 mod pg;
 mod policy;
 mod retracting;
@@ -62,9 +73,15 @@ use crate::crash::CrashInjector;
 use crate::feldera::{FelderaEndpoint, Reply};
 use crate::io::{exit, Command, Driver, Input, Level, Topic};
 use crate::outbox::Thresholds;
+use crate::progress::ProgressReport;
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind, TimerTable};
+pub use check::Check;
 use ctx::Ctx;
+pub use inspect::{DropSlot, Inspect};
+use meter::Meter;
+pub use meter::{Counts, WaitHistogram, WAIT_BUCKETS_US};
+use monitor::Monitor;
 use policy::{Failure, FailureKind, Reaction, Situation};
 use retracting::Retracting;
 use retraction::TableJob;
@@ -76,7 +93,8 @@ use streaming::Streaming;
 /// A snapshot of the pipeline for logs, metrics and health checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
-    /// The phase's name: starting, streaming, stopping, backing off, exited.
+    /// The phase's name: starting, snapshotting, streaming, retracting, stopping, backing
+    /// off, exited.
     pub phase: &'static str,
     pub sessions: u32,
     pub streaming: bool,
@@ -84,6 +102,48 @@ pub struct Status {
     pub received: crate::Lsn,
     pub buffered_rows: u64,
     pub batch_in_flight: Option<u64>,
+    /// Batches that became durable (stream, snapshot and retraction batches).
+    pub batches_durable: u64,
+    /// What reached Feldera (`meter`).
+    pub sent: Counts,
+    /// Reconnection attempts since the last durable progress (0: not backing off).
+    pub backoff_attempt: u32,
+    /// When backing off: when the next session starts.
+    pub reconnect_at: Option<Mono>,
+    /// The latest sample of the slot and the server's WAL (`None`: not sampled yet, or
+    /// `SLOT_CHECK_INTERVAL_MS=0`).
+    pub slot: Option<crate::ops::slot::SlotHealth>,
+    /// The retained WAL passed a limit (see `ops::slot::wal_warning`).
+    pub slot_wal_warning: bool,
+    /// The last durable progress (or the last moment nothing was pending).
+    pub last_progress: Mono,
+    /// When the no-progress deadline ends the run if work is still pending then.
+    pub progress_deadline: Mono,
+    /// Something waits to become durable (the no-progress deadline runs).
+    pub pending_work: bool,
+}
+
+impl Status {
+    /// Bytes from the durable position to the server's current WAL (as last sampled).
+    pub fn lag_bytes(&self) -> Option<u64> {
+        let current = self.slot.as_ref()?.current_wal;
+        (!self.flush.is_zero()).then(|| current.saturating_distance_from(self.flush))
+    }
+
+    /// Ready to serve: streaming, and durable progress within the no-progress deadline.
+    /// `Err` says why not.
+    pub fn readiness(&self, now: Mono) -> Result<(), String> {
+        if !self.streaming {
+            return Err(format!("not streaming (phase {})", self.phase));
+        }
+        if self.pending_work && now >= self.progress_deadline {
+            return Err(format!(
+                "no durable progress for {} s",
+                now.since(self.last_progress) / 1_000_000
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What never changes during a run: the configuration and what was derived from it.
@@ -97,6 +157,47 @@ pub(crate) struct Env {
     pub(crate) state_path: String,
 }
 
+impl Env {
+    /// What the configuration alone derives (routes, Feldera endpoint, state file path),
+    /// or what it refuses.
+    pub(crate) fn new(config: Config) -> Result<Env, ConfigError> {
+        let routes = match &config.tables {
+            TablesSpec::List(list) => parse_tables(list),
+            TablesSpec::Single {
+                pg_table,
+                feldera_table,
+            } => parse_pair(pg_table, feldera_table.as_deref()).map(|r| vec![r]),
+        }
+        .map_err(|e| {
+            let accepted = format!("{}; accepted: {}", e.problem, e.accepted);
+            config_error(&config, e.variable, accepted)
+        })?;
+        let endpoint = FelderaEndpoint::new(
+            &config.feldera_url,
+            &config.feldera_pipeline,
+            config.feldera_api_key.as_ref().map(|k| k.expose()),
+        )
+        .map_err(|e| {
+            let accepted = format!("{}; accepted: {}", e.problem, e.accepted);
+            config_error(&config, e.variable, accepted)
+        })?;
+        let state_path = crate::snapshot::state::state_path(&config.state_dir, &config.slot)
+            .map_err(|e| config_error(&config, "PG_SLOT", e.to_string()))?;
+        let thresholds = Thresholds {
+            max_rows: config.batch_max_rows,
+            max_bytes: config.batch_max_bytes,
+            linger_us: config.batch_linger_ms * 1000,
+        };
+        Ok(Env {
+            routes,
+            endpoint,
+            thresholds,
+            state_path,
+            config,
+        })
+    }
+}
+
 /// What outlives sessions: positions, retry state and counters.
 #[derive(Debug)]
 pub(crate) struct Run {
@@ -104,16 +205,28 @@ pub(crate) struct Run {
     pub(crate) backoff: Backoff,
     pub(crate) progress: ProgressDeadline,
     pub(crate) crash: CrashInjector,
+    /// The periodic progress line's counters (`crate::progress`).
+    pub(crate) report: ProgressReport,
+    /// The message of the last failure, for the reason of a no-progress exit.
+    pub(crate) last_failure: Option<String>,
     pub(crate) sessions: u32,
     /// The last batch number used by an ended session (the next session's batches follow).
     pub(crate) last_cut: BatchSeq,
+    /// Batches that became durable (each calls `progressed` once).
+    pub(crate) batches_durable: u64,
+    /// A session of this run found the slot usable (or created it): if a later session
+    /// finds it invalidated, it was lost while this process ran.
+    pub(crate) slot_seen_valid: bool,
 }
 
 impl Run {
-    /// Durable progress: the no-progress deadline moves and the backoff starts over.
+    /// Durable progress (a batch became durable): the no-progress deadline moves and the
+    /// backoff starts over.
     pub(crate) fn progressed(&mut self, now: Mono) {
         self.progress.on_progress(now);
         self.backoff.reset();
+        self.last_failure = None;
+        self.batches_durable += 1;
     }
 }
 
@@ -191,14 +304,41 @@ pub struct Pipeline {
     run: Run,
     phase: Phase,
     timers: TimerTable,
+    monitor: Option<Monitor>,
+    meter: Meter,
 }
 
-fn config_error(variable: &str, value: Option<&str>, accepted: impl Into<String>) -> ConfigError {
-    ConfigError {
-        variable: variable.to_owned(),
-        value: value.map(str::to_owned),
-        accepted: accepted.into(),
-    }
+/// A value the configuration accepted but a later check refuses: the variable as the user
+/// set it, its value (secrets masked) and what is accepted.
+fn config_error(config: &Config, variable: &str, accepted: impl Into<String>) -> ConfigError {
+    let value = match variable {
+        "TABLES" => match &config.tables {
+            TablesSpec::List(list) => Some(list.clone()),
+            TablesSpec::Single { .. } => None,
+        },
+        "PG_TABLE" | "FELDERA_TABLE" => match &config.tables {
+            TablesSpec::Single {
+                pg_table,
+                feldera_table,
+            } => {
+                if variable == "PG_TABLE" {
+                    Some(pg_table.clone())
+                } else {
+                    feldera_table.clone()
+                }
+            }
+            TablesSpec::List(_) => None,
+        },
+        "FELDERA_URL" => Some(config.feldera_url.clone()),
+        "FELDERA_PIPELINE" => Some(config.feldera_pipeline.clone()),
+        "FELDERA_API_KEY" => Some("(not shown)".to_owned()),
+        "PG_SLOT" => Some(config.slot.clone()),
+        _ => None,
+    };
+    let mut error = ConfigError::new(variable, value.as_deref(), accepted);
+    // Only reached for a value that was given: never "is required".
+    error.value.get_or_insert_with(|| "(as given)".to_owned());
+    error
 }
 
 impl Pipeline {
@@ -206,47 +346,28 @@ impl Pipeline {
     /// the configuration alone can refuse is refused here, before any command: the shells
     /// exit 2. `seed` drives every random choice (backoff jitter); `now` is the shell's clock.
     pub fn new(config: Config, seed: u64, now: Now) -> Result<Pipeline, ConfigError> {
-        let routes = match &config.tables {
-            TablesSpec::List(list) => parse_tables(list),
-            TablesSpec::Single {
-                pg_table,
-                feldera_table,
-            } => parse_pair(pg_table, feldera_table.as_deref()).map(|r| vec![r]),
-        }
-        .map_err(|e| config_error(e.variable, None, format!("{}; {}", e.problem, e.accepted)))?;
-        let endpoint = FelderaEndpoint::new(
-            &config.feldera_url,
-            &config.feldera_pipeline,
-            config.feldera_api_key.as_ref().map(|k| k.expose()),
-        )
-        .map_err(|e| config_error("FELDERA_URL", Some(&config.feldera_url), e.to_string()))?;
-        let state_path = crate::snapshot::state::state_path(&config.state_dir, &config.slot)
-            .map_err(|e| config_error("PG_SLOT", Some(&config.slot), e.to_string()))?;
-        let thresholds = Thresholds {
-            max_rows: config.batch_max_rows,
-            max_bytes: config.batch_max_bytes,
-            linger_us: config.batch_linger_ms * 1000,
-        };
+        let env = Env::new(config)?;
+        let config = &env.config;
         let run = Run {
             ack: AckTracker::new(crate::Lsn::ZERO),
             backoff: Backoff::new(seed, Backoff::DEFAULT_BASE_MS, Backoff::DEFAULT_CAP_MS),
             progress: ProgressDeadline::new(now.mono, config.no_progress_timeout_secs),
             crash: CrashInjector::new(config.crash),
+            report: ProgressReport::new(now.mono, config.progress_interval_secs),
+            last_failure: None,
             sessions: 0,
             last_cut: 0,
+            batches_durable: 0,
+            slot_seen_valid: false,
         };
         let mut pipeline = Pipeline {
             ctx: Ctx::new(now),
-            env: Env {
-                routes,
-                endpoint,
-                thresholds,
-                state_path,
-                config,
-            },
+            env,
             run,
             phase: Phase::Exited,
             timers: TimerTable::default(),
+            monitor: None,
+            meter: Meter::default(),
         };
         pipeline.begin();
         Ok(pipeline)
@@ -264,6 +385,13 @@ impl Pipeline {
             (_, Some(s)) => (s.buffered_rows(), s.batch_in_flight()),
             _ => (0, None),
         };
+        let (slot, slot_wal_warning) = self.monitor.as_ref().map_or((None, false), |m| m.sample());
+        let progress_deadline = self.run.progress.deadline();
+        let timeout_us = self
+            .env
+            .config
+            .no_progress_timeout_secs
+            .saturating_mul(1_000_000);
         Status {
             phase: self.phase.name(),
             sessions: self.run.sessions,
@@ -272,6 +400,18 @@ impl Pipeline {
             received: self.run.ack.received(),
             buffered_rows,
             batch_in_flight,
+            batches_durable: self.run.batches_durable,
+            sent: self.meter.counts().clone(),
+            backoff_attempt: self.run.backoff.attempt(),
+            reconnect_at: match self.phase {
+                Phase::BackingOff { until } => Some(until),
+                _ => None,
+            },
+            slot: slot.cloned(),
+            slot_wal_warning,
+            last_progress: Mono(progress_deadline.0.saturating_sub(timeout_us)),
+            progress_deadline,
+            pending_work: self.has_pending_work(),
         }
     }
 
@@ -332,6 +472,7 @@ impl Pipeline {
                     Phase::Snapshotting(snapshotting) => snapshotting.into_repl(),
                     _ => unreachable!("only Starting and Snapshotting open the stream"),
                 };
+                self.watch_slot();
                 let (mut cx, _) = self.cx();
                 let (streaming, next) = Streaming::start(&mut cx, repl, *start);
                 self.phase = Phase::Streaming(Box::new(streaming));
@@ -342,6 +483,7 @@ impl Pipeline {
                 else {
                     unreachable!("only Starting begins a snapshot");
                 };
+                self.watch_slot();
                 let (mut cx, _) = self.cx();
                 let (snapshotting, next) =
                     Snapshotting::begin(&mut cx, starting.into_repl(), *start);
@@ -417,7 +559,18 @@ impl Pipeline {
     }
 
     /// Asks the policy what a failure means and carries it out.
-    fn fail(&mut self, failure: Failure) {
+    fn fail(&mut self, mut failure: Failure) {
+        if failure.kind == FailureKind::FelderaUnavailable {
+            // Say which Feldera could not be reached (scheme, host, port; never the key).
+            failure.message = format!(
+                "{} (Feldera at {})",
+                failure.message,
+                self.env.endpoint.origin()
+            );
+        }
+        if failure.kind != FailureKind::NoProgress {
+            self.run.last_failure = Some(failure.message.clone());
+        }
         let now = self.ctx.now.mono;
         let situation = Situation {
             stopping: matches!(self.phase, Phase::Stopping(_)),
@@ -439,7 +592,7 @@ impl Pipeline {
                 format!("stopped; the last session ended early: {}", failure.message),
             ),
             Reaction::Exit(exit::NO_PROGRESS) => {
-                self.exit(exit::NO_PROGRESS, no_progress_reason(&self.env))
+                self.exit(exit::NO_PROGRESS, no_progress_reason(&self.env, &self.run))
             }
             Reaction::Exit(code) => self.exit(code, failure.message),
         }
@@ -452,8 +605,20 @@ impl Pipeline {
         self.run.ack.reset_session(self.run.last_cut);
     }
 
+    /// A slot exists for this session from now on: sample it (once per session).
+    fn watch_slot(&mut self) {
+        self.run.slot_seen_valid = true;
+        if self.monitor.is_none() {
+            let (mut cx, _) = self.cx();
+            self.monitor = Monitor::start(&mut cx);
+        }
+    }
+
     /// Closes the current phase's connections, remembering the last batch number it used.
     fn close_phase(&mut self) {
+        if let Some(monitor) = self.monitor.take() {
+            monitor.close(&mut self.ctx);
+        }
         let last_cut = match std::mem::replace(&mut self.phase, Phase::Exited) {
             Phase::Starting(s) => {
                 s.close(&mut self.ctx);
@@ -499,7 +664,45 @@ impl Pipeline {
 
     // ---- routing inputs to the phase that owns them ----
 
+    /// An input for the slot monitor's connection: `None` when it is not one.
+    fn dispatch_monitor(&mut self, input: &Input) -> Option<Next> {
+        let conn = match input {
+            Input::PgConnected { conn }
+            | Input::PgTlsReady { conn, .. }
+            | Input::PgBytes { conn, .. }
+            | Input::PgClosed { conn, .. } => *conn,
+            _ => return None,
+        };
+        let monitor = self.monitor.as_mut().filter(|m| m.owns(conn))?;
+        let cx = &mut Cx {
+            ctx: &mut self.ctx,
+            env: &self.env,
+            run: &mut self.run,
+        };
+        Some(match input {
+            Input::PgConnected { .. } => {
+                monitor.on_connected(cx);
+                Next::Stay
+            }
+            Input::PgTlsReady {
+                server_certificate, ..
+            } => {
+                monitor.on_tls_ready(cx, server_certificate.as_deref());
+                Next::Stay
+            }
+            Input::PgBytes { bytes, .. } => monitor.on_bytes(cx, bytes),
+            Input::PgClosed { error, .. } => {
+                monitor.on_closed(cx, error.clone());
+                Next::Stay
+            }
+            _ => Next::Stay,
+        })
+    }
+
     fn dispatch(&mut self, input: Input) -> Next {
+        if let Some(next) = self.dispatch_monitor(&input) {
+            return next;
+        }
         let (mut cx, phase) = self.cx();
         let cx = &mut cx;
         match input {
@@ -565,6 +768,8 @@ impl Pipeline {
                 Phase::Snapshotting(s) => s.on_state_written(cx, result),
                 _ => Next::Stay,
             },
+            // The pipeline never removes the state file.
+            Input::StateRemoved { .. } => Next::Stay,
         }
     }
 
@@ -580,7 +785,7 @@ impl Pipeline {
                     if self.has_pending_work() && self.run.progress.expired(now) {
                         Next::Fail(Failure::new(
                             FailureKind::NoProgress,
-                            no_progress_reason(&self.env),
+                            no_progress_reason(&self.env, &self.run),
                         ))
                     } else {
                         Next::Stay
@@ -589,6 +794,24 @@ impl Pipeline {
                 TimerKind::Reconnect => {
                     if matches!(self.phase, Phase::BackingOff { until } if now >= until) {
                         self.start_session();
+                    }
+                    Next::Stay
+                }
+                TimerKind::Progress => {
+                    let flush = self.run.ack.flush();
+                    if let Some(line) = self.run.report.report(now, self.phase.name(), flush) {
+                        self.ctx.note(Level::Info, Topic::Progress, line);
+                    }
+                    Next::Stay
+                }
+                TimerKind::SlotMonitor => {
+                    if let Some(monitor) = self.monitor.as_mut() {
+                        let cx = &mut Cx {
+                            ctx: &mut self.ctx,
+                            env: &self.env,
+                            run: &mut self.run,
+                        };
+                        monitor.on_timer(cx);
                     }
                     Next::Stay
                 }
@@ -638,8 +861,14 @@ impl Pipeline {
             Phase::BackingOff { until } => timers.set(TimerKind::Reconnect, *until),
             Phase::Starting(_) | Phase::Exited => {}
         }
+        if let Some(monitor) = &self.monitor {
+            monitor.arm(&mut timers);
+        }
         if pending {
             timers.set(TimerKind::NoProgress, self.run.progress.deadline());
+        }
+        if let Some(at) = self.run.report.next_at() {
+            timers.set(TimerKind::Progress, at);
         }
         self.timers = timers;
     }
@@ -657,11 +886,18 @@ fn route_http(cx: &mut Cx<'_>, phase: &mut Phase, id: crate::io::HttpId, reply: 
     }
 }
 
-fn no_progress_reason(env: &Env) -> String {
-    format!(
+/// Why the run gives up: the deadline, and the last failure that held progress back (the
+/// only hint an operator gets when warnings are filtered out).
+fn no_progress_reason(env: &Env, run: &Run) -> String {
+    let mut reason = format!(
         "no durable progress for {} s (NO_PROGRESS_TIMEOUT_SECS); giving up so the slot's pinned WAL gets attention",
         env.config.no_progress_timeout_secs
-    )
+    );
+    if let Some(last) = &run.last_failure {
+        reason.push_str("; the last failure: ");
+        reason.push_str(last);
+    }
+    reason
 }
 
 impl Driver for Pipeline {
@@ -678,6 +914,7 @@ impl Driver for Pipeline {
             mono: self.ctx.now.mono.max(now.mono),
             wall: now.wall,
         };
+        self.meter.on_input(&input, self.ctx.now.mono);
         let next = self.dispatch(input);
         self.apply(next);
         if !self.ctx.exited() {
@@ -686,7 +923,10 @@ impl Driver for Pipeline {
     }
 
     fn poll_command(&mut self) -> Option<Command> {
-        self.ctx.pop()
+        let command = self.ctx.pop()?;
+        let snapshot = matches!(self.phase, Phase::Snapshotting(_));
+        self.meter.on_command(&command, snapshot);
+        Some(command)
     }
 
     fn poll_timeout(&self) -> Option<Deadline> {
@@ -694,6 +934,10 @@ impl Driver for Pipeline {
             return None;
         }
         self.timers.next()
+    }
+
+    fn status(&self) -> Option<Status> {
+        Some(Pipeline::status(self))
     }
 }
 

@@ -310,6 +310,11 @@ impl PgLink {
         }
     }
 
+    /// Whether the connection runs over TLS.
+    pub(crate) fn is_encrypted(&self) -> bool {
+        self.conn.is_encrypted()
+    }
+
     pub(crate) fn parameter(&self, name: &str) -> Option<&str> {
         self.conn.parameters().get(name).map(String::as_str)
     }

@@ -54,6 +54,9 @@ pub(crate) enum FailureKind {
     Unverified,
     /// No durable progress within `NO_PROGRESS_TIMEOUT_SECS`.
     NoProgress,
+    /// The slot was invalidated while this process ran (its WAL is gone): re-snapshot,
+    /// never silently recreate it.
+    SlotLost,
 }
 
 /// Something that went wrong: its kind and the operator's message (free of secrets).
@@ -115,7 +118,7 @@ use Reaction::{EndSession, Exit};
 /// The reaction to each kind of failure. Transient conditions end the session (nothing
 /// unacknowledged is lost: the slot replays it); conditions no retry can fix exit, leaving
 /// the slot where it is.
-pub(crate) const RULES: [Rule; 16] = [
+pub(crate) const RULES: [Rule; 17] = [
     rule(K::PgUnreachable, "pg-unreachable", EndSession),
     rule(K::PgRefused, "pg-refused", Exit(exit::FATAL)),
     rule(K::PgProtocol, "pg-protocol", Exit(exit::FATAL)),
@@ -136,6 +139,7 @@ pub(crate) const RULES: [Rule; 16] = [
     rule(K::Unsupported, "unsupported", Exit(exit::FATAL)),
     rule(K::Unverified, "retraction-unverified", Exit(exit::FATAL)),
     rule(K::NoProgress, "no-progress", Exit(exit::NO_PROGRESS)),
+    rule(K::SlotLost, "slot-lost", Exit(exit::FATAL)),
 ];
 
 /// What the pipeline is doing when the failure happens.
@@ -213,7 +217,7 @@ pub(crate) fn decide(kind: FailureKind, situation: Situation) -> Decision {
 mod tests {
     use super::*;
 
-    const ALL_KINDS: [FailureKind; 16] = [
+    const ALL_KINDS: [FailureKind; 17] = [
         K::PgUnreachable,
         K::PgRefused,
         K::PgProtocol,
@@ -230,6 +234,7 @@ mod tests {
         K::Unsupported,
         K::Unverified,
         K::NoProgress,
+        K::SlotLost,
     ];
 
     #[test]
@@ -269,6 +274,7 @@ mod tests {
             K::FelderaRefused,
             K::DataRefused,
             K::Unverified,
+            K::SlotLost,
         ] {
             assert_eq!(decide(kind, calm).reaction, Exit(1), "{kind:?}");
         }
@@ -287,6 +293,11 @@ mod tests {
             ("stop-requested", Exit(0))
         );
         assert_eq!(decide(K::DataRefused, stopping).reaction, Exit(1));
+        assert_eq!(
+            decide(K::SlotLost, stopping).reaction,
+            Exit(1),
+            "a lost slot is reported even during a stop"
+        );
     }
 
     #[test]

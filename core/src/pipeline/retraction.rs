@@ -33,9 +33,6 @@ use crate::startup::catalog::Row;
 use crate::timer::TimerTable;
 use std::collections::VecDeque;
 
-/// How many delete batches may be in flight at once.
-const SINK_WINDOW: usize = 1;
-
 /// One table to retract.
 #[derive(Debug)]
 pub(crate) struct TableJob {
@@ -102,7 +99,7 @@ impl Retraction {
             page_rows: cx.env.config.retract_page_rows,
             step: Step::Done,
             outbox: Outbox::new(names.len(), cx.env.thresholds),
-            sink: Sink::new(SINK_WINDOW),
+            sink: Sink::new(cx.env.config.max_in_flight_batches),
             names,
             deleted: 0,
             kept: 0,
@@ -322,6 +319,10 @@ impl Retraction {
         if !queue.is_empty() || !self.outbox.is_empty() || !self.sink.is_idle() {
             return Ok(Retracted::Waiting);
         }
+        // A page is finished: its keys were read, checked and the ones to go are durably
+        // deleted. That is progress even when nothing was deleted (every key kept), or a
+        // long check of a large table would trip the no-progress deadline.
+        cx.run.progressed(cx.now());
         if *full {
             let after = last.take();
             self.ask_page(cx, after);

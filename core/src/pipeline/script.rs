@@ -105,10 +105,81 @@ pub struct FakePg {
     pub system_id: String,
 }
 
+/// An operator's command (`check`, `status`, `drop-slot`) driven by the same harness.
+pub trait Operation: Driver + std::fmt::Debug {}
+
+impl<T: Driver + std::fmt::Debug> Operation for T {}
+
+/// What the harness drives: the pipeline, or an operator's command.
+#[derive(Debug)]
+enum Machine {
+    Pipeline(Box<Pipeline>),
+    Operation(Box<dyn Operation>),
+}
+
+impl Machine {
+    fn driver(&mut self) -> &mut dyn Driver {
+        match self {
+            Machine::Pipeline(p) => &mut **p,
+            Machine::Operation(o) => &mut **o,
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Deadline> {
+        match self {
+            Machine::Pipeline(p) => p.poll_timeout(),
+            Machine::Operation(o) => o.poll_timeout(),
+        }
+    }
+
+    fn replication_conn(&self) -> Option<ConnId> {
+        match self {
+            Machine::Pipeline(p) => p.replication_conn(),
+            Machine::Operation(_) => None,
+        }
+    }
+}
+
+/// How the fake server answers the slot-health question (the monitor's, `status`'s and
+/// `check`'s).
+#[derive(Clone, Debug)]
+pub struct FakeSlotHealth {
+    pub current_wal: Lsn,
+    pub restart_lsn: Lsn,
+    pub wal_status: String,
+    /// `max_slot_wal_keep_size` in MB (`-1`: unlimited).
+    pub keep_mb: i64,
+    pub invalidation_reason: Option<String>,
+    pub active_pid: Option<u32>,
+}
+
+impl Default for FakeSlotHealth {
+    fn default() -> Self {
+        FakeSlotHealth {
+            current_wal: Lsn(0x1_0000_0000),
+            restart_lsn: Lsn(0xFFFF_0000),
+            wal_status: "reserved".into(),
+            keep_mb: -1,
+            invalidation_reason: None,
+            active_pid: None,
+        }
+    }
+}
+
 /// The harness. See the module docs.
 #[derive(Debug)]
 pub struct Script {
-    pipeline: Pipeline,
+    pipeline: Machine,
+    /// `server_version` as the fake server reports it.
+    server_version: String,
+    /// The slot's health as the fake server reports it.
+    pub slot_health: FakeSlotHealth,
+    /// The fake server's answer to `check`'s settings question (wal_level, slots, senders,
+    /// role), and to its SELECT privilege question (`t`/`f` for every table).
+    pub settings: [String; 8],
+    pub select_granted: bool,
+    /// The publication exists (else its questions find nothing).
+    pub publication_exists: bool,
     now: Now,
     trace: Vec<String>,
     pg: FakePg,
@@ -129,8 +200,8 @@ pub struct Script {
     frozen: bool,
     /// Replication bytes are delivered in chunks of this many bytes (0 = all at once).
     chunk: usize,
-    /// Table and body of ingress requests by token, and the tokens Feldera said are complete.
-    bodies_by_token: std::collections::BTreeMap<String, (String, String)>,
+    /// Acceptance order, table and body of ingress requests by token, until complete.
+    bodies_by_token: std::collections::BTreeMap<String, (u32, String, String)>,
     /// Feldera's tables as completed requests left them.
     pub feldera: super::fake_feldera::FakeFeldera,
     completed_bodies: Vec<String>,
@@ -156,12 +227,49 @@ impl Script {
         schema: &str,
         state_file: Option<Vec<u8>>,
     ) -> Script {
+        let mut script = Script::assemble(config, pg, schema, state_file, |config, now| {
+            let pipeline = Pipeline::new(config, 7, now).expect("scripted pipeline starts");
+            Machine::Pipeline(Box::new(pipeline))
+        });
+        script.drain();
+        script
+    }
+
+    /// An operator's command built by `make` from the configuration, against the same
+    /// fake servers; `tweak` sets them up before the command's first request is answered.
+    pub fn operation(
+        config: &[(&str, &str)],
+        pg: FakePg,
+        schema: &str,
+        state_file: Option<Vec<u8>>,
+        tweak: impl FnOnce(&mut Script),
+        make: impl FnOnce(Config, Now) -> Box<dyn Operation>,
+    ) -> Script {
+        let mut script = Script::assemble(config, pg, schema, state_file, |config, now| {
+            Machine::Operation(make(config, now))
+        });
+        tweak(&mut script);
+        script.drain();
+        script
+    }
+
+    fn assemble(
+        config: &[(&str, &str)],
+        pg: FakePg,
+        schema: &str,
+        state_file: Option<Vec<u8>>,
+        make: impl FnOnce(Config, Now) -> Machine,
+    ) -> Script {
         let mut pairs = vec![
             ("PG_URL", "postgres://slotline@db:5432/app?sslmode=disable"),
             ("PG_PUBLICATION", "pub"),
             ("FELDERA_URL", "http://feldera:8080"),
             ("FELDERA_PIPELINE", "p"),
             ("SNAPSHOT_MODE", "never"),
+            // The progress line has traces of its own; elsewhere it would only interleave.
+            ("PROGRESS_INTERVAL_SECS", "0"),
+            // Traces show the slot monitor only where they turn it on.
+            ("SLOT_CHECK_INTERVAL_MS", "0"),
         ];
         for (k, v) in config {
             pairs.retain(|(key, _)| key != k);
@@ -172,10 +280,14 @@ impl Script {
             mono: Mono(0),
             wall: PgTime(800_000_000_000_000),
         };
-        let pipeline = Pipeline::new(config, 7, now).expect("scripted pipeline starts");
         let confirmed = pg.slot_confirmed.unwrap_or(Lsn::ZERO);
-        let mut script = Script {
-            pipeline,
+        Script {
+            pipeline: make(config, now),
+            server_version: "15.8".into(),
+            slot_health: FakeSlotHealth::default(),
+            settings: default_settings(),
+            select_granted: true,
+            publication_exists: true,
             now,
             trace: Vec::new(),
             pg,
@@ -195,9 +307,26 @@ impl Script {
             completed_bodies: Vec::new(),
             wal_end: Lsn::ZERO,
             replies: VecDeque::new(),
-        };
-        script.drain();
-        script
+        }
+    }
+
+    /// The fake server reports this `server_version` on connections opened from now on.
+    pub fn set_server_version(&mut self, version: &str) {
+        self.server_version = version.to_owned();
+    }
+
+    /// Feldera reports the pipeline in this deployment status (`Running` by default).
+    pub fn set_deployment_status(&mut self, status: &str) {
+        self.schema = self.schema.replacen(
+            "\"deployment_status\":\"Running\"",
+            &format!("\"deployment_status\":\"{status}\""),
+            1,
+        );
+    }
+
+    /// Feldera answers the pipeline request with this status and body instead.
+    pub fn set_pipeline_answer(&mut self, body: &str) {
+        self.schema = body.to_owned();
     }
 
     /// Runs startup to streaming and forgets its trace: most traces start there.
@@ -216,7 +345,10 @@ impl Script {
     /// replication connection's id and the current time.
     pub fn into_parts(self) -> (Pipeline, ConnId, Now) {
         let repl = self.repl.expect("replication connection");
-        (self.pipeline, repl, self.now)
+        let Machine::Pipeline(pipeline) = self.pipeline else {
+            panic!("the harness drives an operation, not the pipeline");
+        };
+        (*pipeline, repl, self.now)
     }
 
     pub fn exit(&self) -> Option<&(i32, String)> {
@@ -224,7 +356,10 @@ impl Script {
     }
 
     pub fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
+        match &self.pipeline {
+            Machine::Pipeline(pipeline) => pipeline,
+            Machine::Operation(_) => panic!("the harness drives an operation, not the pipeline"),
+        }
     }
 
     /// The trace so far, one line per event, and clears it.
@@ -250,22 +385,24 @@ impl Script {
 
     /// Hands one input to the pipeline, keeping the drive contract.
     fn handle(&mut self, input: Input) {
-        assert!(
-            self.pipeline.ctx.drained(),
-            "an input arrived before the previous input's commands were drained"
-        );
-        assert!(
-            self.now.mono >= self.pipeline.ctx.now.mono,
-            "the harness moved time backwards"
-        );
-        self.pipeline.handle(self.now, input);
+        if let Machine::Pipeline(pipeline) = &self.pipeline {
+            assert!(
+                pipeline.ctx.drained(),
+                "an input arrived before the previous input's commands were drained"
+            );
+            assert!(
+                self.now.mono >= pipeline.ctx.now.mono,
+                "the harness moved time backwards"
+            );
+        }
+        self.pipeline.driver().handle(self.now, input);
     }
 
     /// Executes every command; the fake servers' answers are fed after the commands are
     /// drained, until neither commands nor answers are left.
     fn drain(&mut self) {
         loop {
-            while let Some(command) = self.pipeline.poll_command() {
+            while let Some(command) = self.pipeline.driver().poll_command() {
                 self.execute(command);
             }
             match self.replies.pop_front() {
@@ -336,6 +473,17 @@ impl Script {
                 self.state_file = Some(contents.to_vec());
                 self.replies
                     .push_back(Input::StateWritten { result: Ok(()) });
+            }
+            Command::RemoveState { path } => {
+                let found = self.state_file.take().is_some();
+                self.note(format!("{at} -> remove state file {path} (found {found})"));
+                self.replies
+                    .push_back(Input::StateRemoved { result: Ok(found) });
+            }
+            Command::Print { text } => {
+                for line in text.lines() {
+                    self.note(format!("         print {line}"));
+                }
             }
             Command::Exit { code, reason } => {
                 self.note(format!("{at} exit {code}: {reason}"));
@@ -426,11 +574,27 @@ impl Script {
             let table = rest.split('?').next().unwrap_or("").to_owned();
             if let Some(token) = body.split('"').nth(3) {
                 let text = String::from_utf8_lossy(&request.body).into_owned();
-                self.bodies_by_token.insert(token.to_owned(), (table, text));
+                let order = self.bodies_by_token.len() as u32 + self.completed_bodies.len() as u32;
+                self.bodies_by_token
+                    .insert(token.to_owned(), (order, table, text));
             }
         } else if body.contains("\"complete\"") {
-            if let Some(token) = request.url.split("token=").nth(1) {
-                if let Some((table, text)) = self.bodies_by_token.remove(token) {
+            // On one table a token complete means every earlier one is, as in Feldera.
+            let Some(token) = request.url.split("token=").nth(1) else {
+                return;
+            };
+            let Some((order, table, _)) = self.bodies_by_token.get(token).cloned() else {
+                return;
+            };
+            let mut covered: Vec<(u32, String)> = self
+                .bodies_by_token
+                .iter()
+                .filter(|(_, (o, t, _))| *t == table && *o <= order)
+                .map(|(k, (o, _, _))| (*o, k.clone()))
+                .collect();
+            covered.sort();
+            for (_, key) in covered {
+                if let Some((_, table, text)) = self.bodies_by_token.remove(&key) {
                     self.feldera.apply(&table, &text);
                     self.completed_bodies.push(text);
                 }
@@ -466,9 +630,49 @@ impl Script {
         self.answer(200, r#"{"status":"inprogress","step":null}"#);
     }
 
-    /// Accepts and completes every waiting request until none waits.
+    /// Completion: in progress, but the token's records are in the circuit (a step is
+    /// known), as inside a Feldera transaction before its commit finished.
+    pub fn in_circuit(&mut self) {
+        self.answer(200, r#"{"status":"inprogress","step":3}"#);
+    }
+
+    /// Moves the `index`-th waiting request (oldest first) to the front: the next answer
+    /// goes to it.
+    pub fn bring_forward(&mut self, index: usize) {
+        let request = self
+            .http
+            .remove(index)
+            .expect("that many requests wait for an answer");
+        self.http.push_front(request);
+    }
+
+    /// One line per waiting request, oldest first: its id, method and path.
+    pub fn waiting(&self) -> Vec<String> {
+        self.http
+            .iter()
+            .map(|(id, r)| {
+                let path = r
+                    .url
+                    .trim_start_matches("http://feldera:8080/v0/pipelines/p")
+                    .split('?')
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let token = r
+                    .url
+                    .split("token=")
+                    .nth(1)
+                    .map(|t| format!(" {t}"))
+                    .unwrap_or_default();
+                format!("{id} {} {path}{token}", r.method)
+            })
+            .collect()
+    }
+
+    /// Accepts and completes every waiting request until none waits (or the pipeline
+    /// exited: nobody answers it then).
     pub fn settle(&mut self) {
-        while self.step() {}
+        while self.exit.is_none() && self.step() {}
     }
 
     /// Answers the oldest waiting request as Feldera would (ingress accepted, completion
@@ -479,6 +683,10 @@ impl Script {
         };
         if request.url.contains("/ingress/") {
             self.accept();
+        } else if request.url.ends_with("/start_transaction") {
+            self.answer(200, r#"{"transaction_id":1}"#);
+        } else if request.url.ends_with("/commit_transaction") {
+            self.answer(200, r#""Transaction commit initiated""#);
         } else if request.url.contains("/query?") {
             let sql = query_sql(&request.url);
             let answer = self
@@ -692,6 +900,7 @@ impl Script {
                 self.note(format!("{at} -> {conn} startup {params}"));
                 let mut answer = vec![BackendMessage::Authentication(Authentication::Ok)];
                 for (name, value) in [
+                    ("server_version", self.server_version.as_str()),
                     ("DateStyle", "ISO, MDY"),
                     ("TimeZone", "UTC"),
                     ("IntervalStyle", "postgres"),
@@ -743,6 +952,8 @@ impl Script {
             vec![row(&[&self.pg.system_id, "1", "0/1000000", "app"])]
         } else if sql == "SHOW wal_sender_timeout" {
             vec![row(&[&self.pg.wal_sender_timeout])]
+        } else if !self.publication_exists && sql.contains("pg_publication") {
+            Vec::new()
         } else if sql.contains("FROM pg_catalog.pg_publication WHERE") {
             let truncate = if self.pg.truncate_published { "t" } else { "f" };
             vec![row(&["pub", "f", "t", "t", "t", truncate])]
@@ -754,6 +965,20 @@ impl Script {
                 .collect()
         } else if sql.contains("pg_attribute") {
             self.relation_rows(sql)
+        } else if sql.contains("pg_last_wal_receive_lsn") {
+            vec![self.health_row()]
+        } else if sql.contains("FROM pg_catalog.pg_roles r") {
+            vec![self.settings.iter().map(|v| Some(v.clone())).collect()]
+        } else if sql.contains("has_table_privilege") {
+            let granted = if self.select_granted { "t" } else { "f" };
+            self.pg
+                .tables
+                .iter()
+                .map(|t| row(&["public", &t.relation.name, granted]))
+                .collect()
+        } else if sql.starts_with("SELECT pg_catalog.pg_drop_replication_slot(") {
+            self.pg.slot_confirmed = None;
+            vec![row(&[""])]
         } else if sql.contains("pg_replication_slots") {
             // The control connection of a graceful stop sees what status updates confirmed.
             let other = self.others.contains(&conn);
@@ -762,10 +987,12 @@ impl Script {
             } else {
                 self.pg.slot_confirmed
             };
-            let active_pid = (!other && self.pg.slot_busy_answers > 0).then(|| {
-                self.pg.slot_busy_answers -= 1;
-                "4242".to_owned()
-            });
+            let active_pid = (!other && self.pg.slot_busy_answers > 0)
+                .then(|| {
+                    self.pg.slot_busy_answers -= 1;
+                    "4242".to_owned()
+                })
+                .or_else(|| self.slot_health.active_pid.map(|p| p.to_string()));
             match confirmed {
                 Some(lsn) => vec![vec![
                     Some("slotline_p".into()),
@@ -774,7 +1001,7 @@ impl Script {
                     Some("app".into()),
                     active_pid,
                     Some(lsn.to_string()),
-                    Some("reserved".into()),
+                    Some(self.slot_health.wal_status.clone()),
                 ]],
                 None => Vec::new(),
             }
@@ -974,6 +1201,41 @@ impl Script {
         None
     }
 
+    /// The slot-health row (`ops::slot::slot_health_query`'s twelve columns).
+    fn health_row(&self) -> Vec<Option<String>> {
+        let h = &self.slot_health;
+        let mut row = vec![Some(h.current_wal.to_string()), Some(h.keep_mb.to_string())];
+        match self.pg.slot_confirmed {
+            None => row.extend(std::iter::repeat_n(None, 10)),
+            Some(_) => {
+                let confirmed = self
+                    .confirmed
+                    .max(self.pg.slot_confirmed.unwrap_or(Lsn::ZERO));
+                let safe = (h.keep_mb >= 0).then(|| {
+                    let keep = (h.keep_mb as u64) << 20;
+                    let retained = h.current_wal.saturating_distance_from(h.restart_lsn);
+                    (keep as i64 - retained as i64).to_string()
+                });
+                let version =
+                    crate::ops::slot::parse_server_version(&self.server_version).unwrap_or(150_000);
+                let since = |v: u32, value: Option<String>| if version >= v { value } else { None };
+                row.extend([
+                    Some("slotline_p".into()),
+                    Some(if h.active_pid.is_some() { "t" } else { "f" }.into()),
+                    h.active_pid.map(|p| p.to_string()),
+                    Some(confirmed.to_string()),
+                    Some(h.restart_lsn.to_string()),
+                    Some(h.wal_status.clone()),
+                    safe,
+                    since(160_000, Some("f".into())),
+                    since(170_000, h.invalidation_reason.clone()),
+                    since(170_000, Some("f".into())),
+                ]);
+            }
+        }
+        row
+    }
+
     fn relation_rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
         let Some(table) = self
             .pg
@@ -1041,6 +1303,12 @@ fn fake_feldera_for(schema: &str) -> super::fake_feldera::FakeFeldera {
     feldera
 }
 
+/// A server ready for slotline: wal_level logical, room for slots and senders, a role
+/// with REPLICATION.
+fn default_settings() -> [String; 8] {
+    ["logical", "10", "1", "10", "1", "slotline", "t", "f"].map(str::to_owned)
+}
+
 fn row(values: &[&str]) -> Vec<Option<String>> {
     values.iter().map(|v| Some((*v).to_owned())).collect()
 }
@@ -1051,6 +1319,9 @@ fn summarize_sql(sql: &str) -> String {
         ("pg_publication_tables", "<published tables>"),
         ("pg_catalog.pg_publication WHERE", "<publication>"),
         ("pg_attribute", "<table columns>"),
+        ("pg_last_wal_receive_lsn", "<slot health>"),
+        ("FROM pg_catalog.pg_roles r", "<server settings>"),
+        ("has_table_privilege", "<select privileges>"),
         ("pg_replication_slots", "<slot>"),
     ];
     known

@@ -1,16 +1,31 @@
-//! Batches on their way into Feldera. The sink holds up to `window` batches in flight, in the
-//! order they were sent; each posts its routes' bodies in route order, then polls each token
-//! until Feldera says `complete`.
+//! Batches on their way into Feldera (see `docs/pipelining.md`). The sink holds up to
+//! `window` batches in flight, in the order they were sent, and talks to Feldera per table:
+//! one lane per ingress endpoint.
+//!
+//! - **Posting.** A lane has at most one ingress request unanswered: Feldera appends a
+//!   request's records to the table's input queue as they arrive, so two requests on one
+//!   table at once could interleave. The next batch's body for a table goes out when the
+//!   previous one was answered; lanes of different tables post at the same time.
+//! - **Completion.** On one endpoint a completion token counts the records ingested so far,
+//!   and Feldera marks tokens complete in that order: a later token complete means every
+//!   earlier one on the same table is. So a lane asks about its newest token first (one
+//!   answer can complete several batches); when that one is still in progress it asks about
+//!   the oldest, then the next, until one is in progress. Questions are paced by what
+//!   Feldera did recently (`completion::PollPacer`).
 //!
 //! HTTP 200 from ingress only means "accepted into the input buffer"; a batch becomes
 //! durable when every token is complete (or, in the unsafe accepted mode, on the last 200,
 //! which the phase decides). Every failure is handed back as a [`Failure`] for the policy:
 //! nothing here decides whether a session ends.
+//!
+//! Answers that complete several batches at once are reported one at a time: the first as
+//! the answer's outcome, the others through [`Sink::take_ready`] (and, for phases that do
+//! not ask, through the next `CompletionPoll` timer, armed for the instant they arrived).
 
 use super::ctx::Ctx;
 use super::policy::{Failure, FailureKind};
 use crate::ack::BatchSeq;
-use crate::completion::{CompletionWait, WaitVerdict};
+use crate::completion::{estimate_us, CompletionWait, PollPacer, PollRound};
 use crate::contract::Name;
 use crate::feldera::{
     classify_completion, classify_ingress, CompletionOutcome, FelderaEndpoint, IngressOutcome,
@@ -27,19 +42,6 @@ use std::collections::VecDeque;
 pub(crate) const INGRESS_TIMEOUT_MS: u64 = 35_000;
 pub(crate) const POLL_TIMEOUT_MS: u64 = 10_000;
 
-#[derive(Debug)]
-enum Step {
-    Posting {
-        part: usize,
-        http: HttpId,
-    },
-    /// `http` is `None` while waiting for the next poll time.
-    Polling {
-        part: usize,
-        http: Option<HttpId>,
-    },
-}
-
 /// What an answer or a timer meant for a batch.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum SinkOutcome {
@@ -52,24 +54,84 @@ pub(crate) enum SinkOutcome {
     Failed(Failure),
 }
 
-/// The batches in flight, oldest first.
+#[derive(Debug)]
+enum PartState {
+    /// Its lane's previous request is not answered yet.
+    Queued,
+    Posting(HttpId),
+    Accepted {
+        token: String,
+        at: Mono,
+    },
+    Complete,
+}
+
+/// One table's share of a batch.
+#[derive(Debug)]
+struct Part {
+    lane: usize,
+    body: Option<Bytes>,
+    state: PartState,
+}
+
+/// What a lane is doing about completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Poll {
+    /// Nothing to ask (or not yet awaited).
+    Idle,
+    /// Ask again at this instant.
+    At(Mono),
+    /// A question about batch `seq`'s token is out: the lane's newest (`walk` is `None`),
+    /// or, walking from the oldest, one of the tokens up to batch `walk`.
+    Asking {
+        http: HttpId,
+        seq: BatchSeq,
+        walk: Option<BatchSeq>,
+    },
+}
+
+/// One ingress endpoint: its request order and its completion questions.
+#[derive(Debug)]
+struct Lane {
+    table: Name,
+    /// The table's URL segment: two routes to one table share its lane.
+    segment: String,
+    /// The lane's ingress request waiting for an answer, and its batch.
+    posting: Option<(HttpId, BatchSeq)>,
+    poll: Poll,
+    round: PollRound,
+    /// The last answer "in progress": about which batch's token, and when. An earlier
+    /// token in progress means every later one on the lane was too.
+    in_progress: Option<(BatchSeq, Mono)>,
+}
+
+/// The batches in flight, oldest first. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Sink {
     window: usize,
     batches: VecDeque<InFlight>,
+    lanes: Vec<Lane>,
+    pacer: PollPacer,
+    /// Outcomes decided but not reported yet, and since when they wait.
+    ready: VecDeque<(BatchSeq, SinkOutcome)>,
+    ready_since: Option<Mono>,
 }
 
 impl Sink {
     pub(crate) fn new(window: usize) -> Sink {
         debug_assert!(window > 0);
         Sink {
-            window,
+            window: window.max(1),
             batches: VecDeque::new(),
+            lanes: Vec::new(),
+            pacer: PollPacer::default(),
+            ready: VecDeque::new(),
+            ready_since: None,
         }
     }
 
     pub(crate) fn is_idle(&self) -> bool {
-        self.batches.is_empty()
+        self.batches.is_empty() && self.ready.is_empty()
     }
 
     /// Whether another batch may be sent now.
@@ -79,7 +141,10 @@ impl Sink {
 
     /// Whether a batch in flight waits for the request `id`.
     pub(crate) fn owns(&self, id: HttpId) -> bool {
-        self.batches.iter().any(|b| b.owns(id))
+        self.lanes.iter().any(|l| {
+            l.posting.is_some_and(|(http, _)| http == id)
+                || matches!(l.poll, Poll::Asking { http, .. } if http == id)
+        })
     }
 
     /// The oldest batch in flight.
@@ -87,6 +152,7 @@ impl Sink {
         self.batches.front()
     }
 
+    /// Starts sending `batch`; `tables[route]` is each route's Feldera table.
     pub(crate) fn send(
         &mut self,
         ctx: &mut Ctx,
@@ -95,12 +161,72 @@ impl Sink {
         batch: Batch,
     ) {
         debug_assert!(self.has_room());
-        let in_flight = InFlight::start(ctx, endpoint, tables, batch);
-        self.batches.push_back(in_flight);
+        let rows = batch.rows();
+        let parts = batch
+            .parts
+            .into_iter()
+            .map(|p| Part {
+                lane: self.lane_of(&tables[p.route]),
+                body: Some(Bytes::from(p.body)),
+                state: PartState::Queued,
+            })
+            .collect();
+        self.batches.push_back(InFlight {
+            seq: batch.seq,
+            rows,
+            parts,
+            wait: None,
+            accepted: false,
+            waited_us: None,
+        });
+        self.post_queued(ctx, endpoint);
     }
 
-    /// Hands an answer to the batch waiting for it: `None` when no batch owns the request
-    /// (it belongs to an ended session).
+    fn lane_of(&mut self, table: &Name) -> usize {
+        let segment = table.url_segment();
+        if let Some(index) = self.lanes.iter().position(|l| l.segment == segment) {
+            return index;
+        }
+        self.lanes.push(Lane {
+            table: table.clone(),
+            segment,
+            posting: None,
+            poll: Poll::Idle,
+            round: PollRound::default(),
+            in_progress: None,
+        });
+        self.lanes.len() - 1
+    }
+
+    /// Every lane without a request out posts its oldest queued body.
+    fn post_queued(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint) {
+        for lane in 0..self.lanes.len() {
+            if self.lanes[lane].posting.is_some() {
+                continue;
+            }
+            let found = self.batches.iter_mut().find_map(|b| {
+                let seq = b.seq;
+                b.parts
+                    .iter_mut()
+                    .find(|p| p.lane == lane && matches!(p.state, PartState::Queued))
+                    .map(|p| (seq, p))
+            });
+            let Some((seq, part)) = found else {
+                continue;
+            };
+            let http = ctx.http_id();
+            let body = part.body.take().unwrap_or_default();
+            part.state = PartState::Posting(http);
+            ctx.push(Command::Http {
+                id: http,
+                request: endpoint.ingress(&self.lanes[lane].table, body, INGRESS_TIMEOUT_MS),
+            });
+            self.lanes[lane].posting = Some((http, seq));
+        }
+    }
+
+    /// Hands an answer to the lane waiting for it: `None` when no lane owns the request (it
+    /// belongs to an ended session). The outcome is the first decided (see the module docs).
     pub(crate) fn on_reply(
         &mut self,
         ctx: &mut Ctx,
@@ -109,27 +235,294 @@ impl Sink {
         id: HttpId,
         reply: Reply<'_>,
     ) -> Option<(BatchSeq, SinkOutcome)> {
-        let batch = self.batches.iter_mut().find(|b| b.owns(id))?;
-        Some((batch.seq, batch.on_reply(ctx, endpoint, now, reply)))
+        let lane = self.lanes.iter().position(|l| {
+            l.posting.is_some_and(|(http, _)| http == id)
+                || matches!(l.poll, Poll::Asking { http, .. } if http == id)
+        })?;
+        let seq = match (self.lanes[lane].posting, self.lanes[lane].poll) {
+            (Some((http, seq)), _) if http == id => {
+                self.lanes[lane].posting = None;
+                if self.on_ingress(now, lane, seq, id, reply) {
+                    self.post_queued(ctx, endpoint);
+                }
+                seq
+            }
+            (_, Poll::Asking { seq, walk, .. }) => {
+                self.on_poll_answer(ctx, endpoint, now, lane, seq, walk, reply);
+                seq
+            }
+            _ => return None,
+        };
+        Some(self.take_ready().unwrap_or((seq, SinkOutcome::Pending)))
     }
 
-    /// Timers fired: the first batch with something to say says it.
+    /// An ingress answer for `seq`'s part on `lane`; false when it failed (nothing more
+    /// should be posted).
+    fn on_ingress(
+        &mut self,
+        now: Mono,
+        lane: usize,
+        seq: BatchSeq,
+        id: HttpId,
+        reply: Reply<'_>,
+    ) -> bool {
+        let table = self.lanes[lane].table.clone();
+        let Some(batch) = self.batches.iter_mut().find(|b| b.seq == seq) else {
+            return true;
+        };
+        let Some(part) = batch
+            .parts
+            .iter_mut()
+            .find(|p| matches!(p.state, PartState::Posting(http) if http == id))
+        else {
+            return true;
+        };
+        let outcome = match classify_ingress(reply) {
+            IngressOutcome::Accepted { token } => {
+                part.state = PartState::Accepted { token, at: now };
+                let all = batch
+                    .parts
+                    .iter()
+                    .all(|p| matches!(p.state, PartState::Accepted { .. }));
+                if !all || batch.accepted {
+                    return true;
+                }
+                batch.accepted = true;
+                SinkOutcome::Accepted
+            }
+            IngressOutcome::Transient(e) => failed(
+                FailureKind::FelderaUnavailable,
+                format!("ingress into {table} failed: {e}"),
+            ),
+            IngressOutcome::Fatal(e) => failed(
+                FailureKind::FelderaRefused,
+                format!(
+                    "Feldera refused rows for table {table}: {e}. The batch was not acknowledged"
+                ),
+            ),
+        };
+        let ok = !matches!(outcome, SinkOutcome::Failed(_));
+        self.push_ready(now, seq, outcome);
+        ok
+    }
+
+    /// A completion answer about `seq`'s token on `lane`.
+    #[allow(clippy::too_many_arguments)]
+    fn on_poll_answer(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        now: Mono,
+        lane: usize,
+        seq: BatchSeq,
+        walk: Option<BatchSeq>,
+        reply: Reply<'_>,
+    ) {
+        self.lanes[lane].poll = Poll::Idle;
+        match classify_completion(reply) {
+            CompletionOutcome::Complete { .. } => {
+                if let Some(at) = self.accepted_at(lane, seq) {
+                    let in_progress = self.lanes[lane]
+                        .in_progress
+                        .filter(|(asked, _)| *asked <= seq)
+                        .map(|(_, t)| t);
+                    self.pacer.observe(estimate_us(at, in_progress, now));
+                }
+                self.complete_through(now, lane, seq);
+                let Some((oldest, _)) = self.awaited(lane).first().copied() else {
+                    self.lanes[lane].round = self.pacer.round();
+                    return;
+                };
+                match walk {
+                    // Walking from the oldest: the next one may be complete too.
+                    Some(limit) if oldest <= limit => {
+                        self.ask(ctx, endpoint, lane, oldest, walk);
+                    }
+                    // Newer tokens arrived after the round began: a new round for them.
+                    _ => {
+                        self.lanes[lane].round = self.pacer.round();
+                        let at = self.accepted_at(lane, oldest).unwrap_or(now);
+                        let due = at.plus_us(self.pacer.first_poll_us()).max(now);
+                        self.schedule(ctx, endpoint, now, lane, due);
+                    }
+                }
+            }
+            CompletionOutcome::InProgress => {
+                self.lanes[lane].in_progress = Some((seq, now));
+                let oldest = self.awaited(lane).first().map(|(s, _)| *s);
+                match oldest {
+                    Some(oldest) if walk.is_none() && oldest != seq => {
+                        self.ask(ctx, endpoint, lane, oldest, Some(seq));
+                    }
+                    Some(_) => {
+                        let gap = self.lanes[lane].round.next_gap_us();
+                        self.lanes[lane].poll = Poll::At(now.plus_us(gap));
+                    }
+                    None => {}
+                }
+            }
+            CompletionOutcome::Restarted(e) => self.push_ready(
+                now,
+                seq,
+                failed(
+                    FailureKind::FelderaRestarted,
+                    format!("Feldera no longer vouches for what it accepted (the pipeline restarted or the endpoint is gone); it will be replayed: {e}"),
+                ),
+            ),
+            CompletionOutcome::Transient(e) => self.push_ready(
+                now,
+                seq,
+                failed(
+                    FailureKind::FelderaUnavailable,
+                    format!("completion status failed: {e}"),
+                ),
+            ),
+            CompletionOutcome::Fatal(e) => self.push_ready(
+                now,
+                seq,
+                failed(
+                    FailureKind::FelderaRefused,
+                    format!("completion status refused: {e}. The batch was not acknowledged"),
+                ),
+            ),
+        }
+    }
+
+    /// The awaited, incomplete parts of `lane`: (batch, token), oldest first.
+    fn awaited(&self, lane: usize) -> Vec<(BatchSeq, &str)> {
+        self.batches
+            .iter()
+            .filter(|b| b.wait.is_some())
+            .flat_map(|b| {
+                b.parts.iter().filter_map(move |p| match &p.state {
+                    PartState::Accepted { token, .. } if p.lane == lane => {
+                        Some((b.seq, token.as_str()))
+                    }
+                    _ => None,
+                })
+            })
+            .collect()
+    }
+
+    fn accepted_at(&self, lane: usize, seq: BatchSeq) -> Option<Mono> {
+        let batch = self.batches.iter().find(|b| b.seq == seq)?;
+        batch.parts.iter().find_map(|p| match p.state {
+            PartState::Accepted { at, .. } if p.lane == lane => Some(at),
+            _ => None,
+        })
+    }
+
+    /// Feldera said `seq`'s token on `lane` is complete: so is every earlier awaited one on
+    /// the lane. Batches with every part complete are ready, oldest first.
+    fn complete_through(&mut self, now: Mono, lane: usize, seq: BatchSeq) {
+        let mut done = Vec::new();
+        for batch in self.batches.iter_mut().filter(|b| b.wait.is_some()) {
+            if batch.seq > seq {
+                continue;
+            }
+            for part in batch.parts.iter_mut().filter(|p| p.lane == lane) {
+                if matches!(part.state, PartState::Accepted { .. }) {
+                    part.state = PartState::Complete;
+                }
+            }
+            let complete = batch
+                .parts
+                .iter()
+                .all(|p| matches!(p.state, PartState::Complete));
+            if complete {
+                if let Some(wait) = batch.wait.take() {
+                    batch.waited_us = Some(now.since(wait.started()));
+                    done.push(batch.seq);
+                }
+            }
+        }
+        for seq in done {
+            self.push_ready(now, seq, SinkOutcome::Complete);
+        }
+    }
+
+    fn ask(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        lane: usize,
+        seq: BatchSeq,
+        walk: Option<BatchSeq>,
+    ) {
+        let token = self
+            .awaited(lane)
+            .into_iter()
+            .find(|(s, _)| *s == seq)
+            .map(|(_, t)| t.to_owned());
+        let Some(token) = token else {
+            self.lanes[lane].poll = Poll::Idle;
+            return;
+        };
+        let http = ctx.http_id();
+        ctx.push(Command::Http {
+            id: http,
+            request: endpoint.completion_status(&token, POLL_TIMEOUT_MS),
+        });
+        self.lanes[lane].poll = Poll::Asking { http, seq, walk };
+    }
+
+    /// Asks the lane's newest awaited token at `due` (now if it is due).
+    fn schedule(
+        &mut self,
+        ctx: &mut Ctx,
+        endpoint: &FelderaEndpoint,
+        now: Mono,
+        lane: usize,
+        due: Mono,
+    ) {
+        if due > now {
+            self.lanes[lane].poll = Poll::At(due);
+            return;
+        }
+        match self.awaited(lane).last().map(|(s, _)| *s) {
+            Some(newest) => self.ask(ctx, endpoint, lane, newest, None),
+            None => self.lanes[lane].poll = Poll::Idle,
+        }
+    }
+
+    /// Timers fired: an outcome decided earlier, then due questions, timeouts and the slow
+    /// log. Returns the first outcome decided.
     pub(crate) fn on_timer(
         &mut self,
         ctx: &mut Ctx,
         endpoint: &FelderaEndpoint,
         now: Mono,
     ) -> Option<(BatchSeq, SinkOutcome)> {
-        for batch in &mut self.batches {
-            let outcome = batch.on_timer(ctx, endpoint, now);
-            if outcome != SinkOutcome::Pending {
-                return Some((batch.seq, outcome));
+        if let Some(ready) = self.take_ready() {
+            return Some(ready);
+        }
+        for lane in 0..self.lanes.len() {
+            if matches!(self.lanes[lane].poll, Poll::At(at) if now >= at) {
+                self.schedule(ctx, endpoint, now, lane, now);
             }
         }
-        None
+        let mut timed_out = None;
+        for batch in &mut self.batches {
+            let Some(wait) = batch.wait.as_mut() else {
+                continue;
+            };
+            if let Some(waited_us) = wait.timed_out(now) {
+                timed_out = Some((batch.seq, batch.timed_out(waited_us)));
+                break;
+            }
+            if wait.take_slow_log(now) {
+                let waited_ms = now.since(wait.started()) / 1000;
+                ctx.log(Level::Warn, format!("batch #{} ({} rows) still not complete after {waited_ms} ms; WAL stays pinned meanwhile", batch.seq, batch.rows));
+            }
+        }
+        if let Some((seq, failure)) = timed_out {
+            self.push_ready(now, seq, failure);
+        }
+        self.take_ready()
     }
 
-    /// Batch `seq` was accepted: wait for its completion (polling at once).
+    /// Batch `seq` was accepted: wait for its completion. Its lanes ask as the pacer says
+    /// (at once while nothing is learned).
     pub(crate) fn await_completion(
         &mut self,
         ctx: &mut Ctx,
@@ -138,175 +531,109 @@ impl Sink {
         now: Mono,
         timeout_ms: u64,
     ) {
-        if let Some(batch) = self.batches.iter_mut().find(|b| b.seq == seq) {
-            batch.await_completion(ctx, endpoint, now, timeout_ms);
+        let Some(batch) = self.batches.iter_mut().find(|b| b.seq == seq) else {
+            return;
+        };
+        batch.wait = Some(CompletionWait::new(now, timeout_ms));
+        let mut lanes: Vec<usize> = batch.parts.iter().map(|p| p.lane).collect();
+        lanes.dedup();
+        let due = now.plus_us(self.pacer.first_poll_us());
+        for lane in lanes {
+            if self.lanes[lane].poll == Poll::Idle {
+                self.lanes[lane].round = self.pacer.round();
+                self.schedule(ctx, endpoint, now, lane, due);
+            }
         }
     }
 
-    /// Batch `seq` is durable: it leaves the sink.
+    /// An outcome decided but not reported yet (several batches completed by one answer).
+    pub(crate) fn take_ready(&mut self) -> Option<(BatchSeq, SinkOutcome)> {
+        let ready = self.ready.pop_front();
+        if self.ready.is_empty() {
+            self.ready_since = None;
+        }
+        ready
+    }
+
+    fn push_ready(&mut self, now: Mono, seq: BatchSeq, outcome: SinkOutcome) {
+        self.ready_since.get_or_insert(now);
+        self.ready.push_back((seq, outcome));
+    }
+
+    /// Batch `seq` is durable (or leaves for another reason): it leaves the sink.
     pub(crate) fn take(&mut self, seq: BatchSeq) -> Option<InFlight> {
         let index = self.batches.iter().position(|b| b.seq == seq)?;
         self.batches.remove(index)
     }
 
+    /// Batch `seq` leaves the sink once accepted, with each part's table and token (a
+    /// Feldera transaction waits for its tokens itself).
+    pub(crate) fn take_accepted(
+        &mut self,
+        seq: BatchSeq,
+    ) -> Option<(InFlight, Vec<(Name, String)>)> {
+        let batch = self.take(seq)?;
+        let tokens = batch
+            .parts
+            .iter()
+            .filter_map(|p| match &p.state {
+                PartState::Accepted { token, .. } => {
+                    Some((self.lanes[p.lane].table.clone(), token.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        Some((batch, tokens))
+    }
+
     /// Arms the timers the batches need.
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
-        for batch in &self.batches {
-            for (at, kind) in batch.deadlines().into_iter().flatten() {
-                if timers.get(kind).is_none_or(|t| at < t) {
-                    timers.set(kind, at);
-                }
+        let mut earliest = |kind: TimerKind, at: Mono| {
+            if timers.get(kind).is_none_or(|t| at < t) {
+                timers.set(kind, at);
+            }
+        };
+        if let Some(since) = self.ready_since {
+            earliest(TimerKind::CompletionPoll, since);
+        }
+        for lane in &self.lanes {
+            if let Poll::At(at) = lane.poll {
+                earliest(TimerKind::CompletionPoll, at);
+            }
+        }
+        for wait in self.batches.iter().filter_map(|b| b.wait.as_ref()) {
+            earliest(TimerKind::CompletionTimeout, wait.timeout_at());
+            if let Some(at) = wait.slow_log_at() {
+                earliest(TimerKind::SlowCompletionLog, at);
             }
         }
     }
 }
 
+/// A batch in flight.
 #[derive(Debug)]
 pub(crate) struct InFlight {
     pub(crate) seq: BatchSeq,
     rows: u64,
-    tables: Vec<Name>,
-    bodies: Vec<Option<Bytes>>,
-    tokens: Vec<String>,
-    step: Step,
+    parts: Vec<Part>,
+    /// Set while its completion is awaited.
     wait: Option<CompletionWait>,
-    next_poll_at: Option<Mono>,
+    /// `Accepted` was reported.
+    accepted: bool,
+    /// How long its completion took, once complete.
+    waited_us: Option<u64>,
 }
 
 impl InFlight {
-    /// Starts posting `batch`; `tables[route]` is each route's Feldera table.
-    pub(crate) fn start(
-        ctx: &mut Ctx,
-        endpoint: &FelderaEndpoint,
-        tables: &[Name],
-        batch: Batch,
-    ) -> InFlight {
-        let rows = batch.rows();
-        let part_tables = batch
-            .parts
-            .iter()
-            .map(|p| tables[p.route].clone())
-            .collect();
-        let bodies = batch
-            .parts
-            .into_iter()
-            .map(|p| Some(Bytes::from(p.body)))
-            .collect();
-        let mut in_flight = InFlight {
-            seq: batch.seq,
-            rows,
-            tables: part_tables,
-            bodies,
-            tokens: Vec::new(),
-            step: Step::Polling {
-                part: 0,
-                http: None,
-            },
-            wait: None,
-            next_poll_at: None,
-        };
-        in_flight.post(ctx, endpoint, 0);
-        in_flight
-    }
-
     pub(crate) fn rows(&self) -> u64 {
         self.rows
     }
 
-    fn post(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint, part: usize) {
-        let body = self.bodies[part].take().unwrap_or_default();
-        let http = ctx.http_id();
-        ctx.push(Command::Http {
-            id: http,
-            request: endpoint.ingress(&self.tables[part], body, INGRESS_TIMEOUT_MS),
-        });
-        self.step = Step::Posting { part, http };
-    }
-
-    fn poll(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint, part: usize) {
-        let http = ctx.http_id();
-        ctx.push(Command::Http {
-            id: http,
-            request: endpoint.completion_status(&self.tokens[part], POLL_TIMEOUT_MS),
-        });
-        self.step = Step::Polling {
-            part,
-            http: Some(http),
-        };
-        self.next_poll_at = None;
-    }
-
-    /// Whether `id` is the request this batch waits for.
-    pub(crate) fn owns(&self, id: HttpId) -> bool {
-        matches!(self.step, Step::Posting { http, .. } | Step::Polling { http: Some(http), .. } if http == id)
-    }
-
-    /// Every part was accepted: start waiting for completion (polling at once).
-    pub(crate) fn await_completion(
-        &mut self,
-        ctx: &mut Ctx,
-        endpoint: &FelderaEndpoint,
-        now: Mono,
-        timeout_ms: u64,
-    ) {
-        self.wait = Some(CompletionWait::new(now, timeout_ms));
-        self.poll(ctx, endpoint, 0);
-    }
-
-    pub(crate) fn on_reply(
-        &mut self,
-        ctx: &mut Ctx,
-        endpoint: &FelderaEndpoint,
-        now: Mono,
-        reply: Reply<'_>,
-    ) -> SinkOutcome {
-        match self.step {
-            Step::Posting { part, .. } => match classify_ingress(reply) {
-                IngressOutcome::Accepted { token } => {
-                    self.tokens.push(token);
-                    if part + 1 < self.tables.len() {
-                        self.post(ctx, endpoint, part + 1);
-                        SinkOutcome::Pending
-                    } else {
-                        self.step = Step::Polling { part: 0, http: None };
-                        SinkOutcome::Accepted
-                    }
-                }
-                IngressOutcome::Transient(e) => failed(FailureKind::FelderaUnavailable, format!("ingress into {} failed: {e}", self.tables[part])),
-                IngressOutcome::Fatal(e) => failed(FailureKind::FelderaRefused, format!("Feldera refused rows for table {}: {e}. The batch was not acknowledged", self.tables[part])),
-            },
-            Step::Polling { part, .. } => match classify_completion(reply) {
-                CompletionOutcome::Complete { .. } if part + 1 < self.tokens.len() => {
-                    self.poll(ctx, endpoint, part + 1);
-                    SinkOutcome::Pending
-                }
-                CompletionOutcome::Complete { .. } => SinkOutcome::Complete,
-                CompletionOutcome::InProgress => self.schedule_poll(now, part),
-                CompletionOutcome::Restarted(e) => failed(
-                    FailureKind::FelderaRestarted,
-                    format!("Feldera pipeline restarted; what it accepted may be lost and will be replayed: {e}"),
-                ),
-                CompletionOutcome::Transient(e) => failed(FailureKind::FelderaUnavailable, format!("completion status failed: {e}")),
-                CompletionOutcome::Fatal(e) => failed(FailureKind::FelderaRefused, format!("completion status refused: {e}. The batch was not acknowledged")),
-            },
-        }
-    }
-
-    fn schedule_poll(&mut self, now: Mono, part: usize) -> SinkOutcome {
-        let Some(wait) = self.wait.as_mut() else {
-            return failed(
-                FailureKind::FelderaUnreadable,
-                "Feldera answered a completion poll that was never sent",
-            );
-        };
-        match wait.in_progress(now) {
-            WaitVerdict::PollAt(at) => {
-                self.step = Step::Polling { part, http: None };
-                self.next_poll_at = Some(at);
-                SinkOutcome::Pending
-            }
-            WaitVerdict::TimedOut { waited_us } => self.timed_out(waited_us),
-        }
+    /// How long this batch waited for Feldera to complete it (`None`: it never waited,
+    /// as in the accepted mode).
+    pub(crate) fn completion_wait_us(&self, now: Mono) -> Option<u64> {
+        self.waited_us
+            .or_else(|| self.wait.as_ref().map(|w| now.since(w.started())))
     }
 
     fn timed_out(&self, waited_us: u64) -> SinkOutcome {
@@ -315,44 +642,6 @@ impl InFlight {
             self.seq,
             waited_us / 1000
         ))
-    }
-
-    /// A timer fired: poll again, log a slow wait once, or give up.
-    pub(crate) fn on_timer(
-        &mut self,
-        ctx: &mut Ctx,
-        endpoint: &FelderaEndpoint,
-        now: Mono,
-    ) -> SinkOutcome {
-        let Some(wait) = self.wait.as_mut() else {
-            return SinkOutcome::Pending;
-        };
-        if now >= wait.timeout_at() {
-            let waited_us = now.since(wait.started());
-            return self.timed_out(waited_us);
-        }
-        if wait.take_slow_log(now) {
-            let waited_ms = now.since(wait.started()) / 1000;
-            ctx.log(Level::Warn, format!("batch #{} ({} rows) still not complete after {waited_ms} ms; WAL stays pinned meanwhile", self.seq, self.rows));
-        }
-        if let (Step::Polling { part, http: None }, Some(at)) = (&self.step, self.next_poll_at) {
-            if now >= at {
-                let part = *part;
-                self.poll(ctx, endpoint, part);
-            }
-        }
-        SinkOutcome::Pending
-    }
-
-    /// The instants this batch needs a timer for.
-    fn deadlines(&self) -> [Option<(Mono, TimerKind)>; 3] {
-        let wait = self.wait.as_ref();
-        [
-            self.next_poll_at.map(|at| (at, TimerKind::CompletionPoll)),
-            wait.map(|w| (w.timeout_at(), TimerKind::CompletionTimeout)),
-            wait.and_then(CompletionWait::slow_log_at)
-                .map(|at| (at, TimerKind::SlowCompletionLog)),
-        ]
     }
 }
 

@@ -13,10 +13,8 @@ use super::snapshotting::SnapshotStart;
 use super::startup::{Answer, Ready, Startup, StartupError};
 use super::{Cx, Next};
 use crate::conn::Event;
-use crate::contract::mapping::{plan_mapping, MappingOptions};
 use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
-use crate::retract::{plan_keys, plan_leftovers};
 use crate::snapshot::plan::{plan_startup, Action, Configured, Leftovers, StateRead};
 use crate::snapshot::state::{
     rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, FORMAT_VERSION,
@@ -96,7 +94,8 @@ impl Starting {
             &config.pg.database,
             cx.env.routes.clone(),
             config.require_primary_key,
-        );
+        )
+        .with_failover(config.slot_failover);
         let schema_request = cx.ctx.http_id();
         cx.ctx.push(Command::Http {
             id: schema_request,
@@ -324,6 +323,9 @@ impl Starting {
             return Ok(());
         };
         let config = &cx.env.config;
+        if let Some(failure) = lost_while_running(cx, self.startup.slot()) {
+            return Err(failure);
+        }
         let routes: Vec<StateRoute> = cx.env.routes.iter().map(StateRoute::of).collect();
         let configured = Configured {
             mode: config.snapshot_mode,
@@ -399,35 +401,49 @@ impl Starting {
     /// empty) refuses before it creates anything when a table's keys cannot be read and
     /// compared exactly.
     fn check_retractable(&self, cx: &Cx<'_>, leftovers: Leftovers) -> Result<(), Failure> {
-        let options = MappingOptions {
-            require_primary_key: cx.env.config.require_primary_key,
-        };
-        let refuse = |e: &dyn std::fmt::Display| {
-            Failure::new(FailureKind::SetupRefused, format!("refusing to start: {e}"))
-        };
-        for (relation, table) in self.startup.relations().iter().zip(self.startup.tables()) {
-            match leftovers {
-                Leftovers::IfTargetNotEmpty => {
-                    plan_keys(table).map_err(|e| {
-                        refuse(&format!(
-                            "the initial copy must first check that Feldera table {} is empty: {e}",
-                            table.name
-                        ))
-                    })?;
-                }
-                Leftovers::Retract => {
-                    let mapping = plan_mapping(relation, table, options).map_err(|e| refuse(&e))?;
-                    plan_leftovers(table, &mapping, relation).map_err(|e| refuse(&e))?;
-                }
-            }
+        let problems = super::startup::retraction_problems(
+            self.startup.relations(),
+            self.startup.tables(),
+            leftovers,
+            cx.env.config.require_primary_key,
+        );
+        match problems.into_iter().next() {
+            None => Ok(()),
+            Some((_, problem)) => Err(Failure::new(
+                FailureKind::SetupRefused,
+                format!("refusing to start: {problem}"),
+            )),
         }
-        Ok(())
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
         self.repl.closed(cx.ctx, error, "replication connection")
     }
+}
 
+/// A slot an earlier session of this run used, found invalidated now: it was lost while
+/// slotline ran (PostgreSQL ends the walsender of a slot it invalidates, so this is how a
+/// loss while streaming is usually seen). Never recreated silently: the run exits with the
+/// action to take; a fresh start's plan decides about a slot that was lost before it.
+fn lost_while_running(
+    cx: &Cx<'_>,
+    slot: Option<&crate::startup::catalog::SlotInfo>,
+) -> Option<Failure> {
+    let slot = slot.filter(|s| s.wal_status.as_deref() == Some("lost"))?;
+    if !cx.run.slot_seen_valid {
+        return None;
+    }
+    Some(Failure::new(
+        FailureKind::SlotLost,
+        format!(
+            "replication slot {} was invalidated while slotline ran (wal_status = lost): {}",
+            slot.name,
+            crate::ops::slot::lost_action(&slot.name)
+        ),
+    ))
+}
+
+impl Starting {
     pub(crate) fn on_pg_tls_ready(
         &mut self,
         cx: &mut Cx<'_>,

@@ -8,11 +8,16 @@
 //! Every check happens before anything is created, so a refused start leaves nothing
 //! behind. This module asks questions and records answers; the verdicts come from
 //! `startup::checks`.
+//!
+//! A survey (`slotline check`) runs the same conversation up to the slot, but a refusal
+//! does not end it: each verdict becomes a report line (`Line`) and the next question is
+//! asked, so every problem is found in one run and nothing is ever created.
 
 use super::ctx::Ctx;
 use super::pg::PgLink;
 use crate::contract::routes::Route;
 use crate::contract::schema::{Schema, Table};
+use crate::ops::report::Line;
 use crate::pgoutput::Relation;
 use crate::startup::catalog::{self, CatalogError, QualifiedName, Row, SlotInfo};
 use crate::startup::checks::{self, StartupRefusal};
@@ -74,6 +79,51 @@ pub(crate) enum StartupError {
     Busy(String),
 }
 
+impl StartupError {
+    /// The operator's words, whatever the kind.
+    pub(crate) fn into_message(self) -> String {
+        match self {
+            StartupError::Refused(m) | StartupError::Server(m) | StartupError::Busy(m) => m,
+        }
+    }
+}
+
+/// The tables whose leftovers a snapshot could not retract (or whose emptiness it could not
+/// check) exactly, with why: `relations` and `tables` are aligned, as `Startup` keeps them.
+pub(crate) fn retraction_problems(
+    relations: &[Relation],
+    tables: &[Table],
+    leftovers: crate::snapshot::plan::Leftovers,
+    require_primary_key: bool,
+) -> Vec<(String, String)> {
+    use crate::contract::mapping::{plan_mapping, MappingOptions};
+    use crate::snapshot::plan::Leftovers;
+    let options = MappingOptions {
+        require_primary_key,
+    };
+    let mut problems = Vec::new();
+    for (relation, table) in relations.iter().zip(tables) {
+        let problem = match leftovers {
+            Leftovers::IfTargetNotEmpty => crate::retract::plan_keys(table).err().map(|e| {
+                format!(
+                    "the initial copy must first check that Feldera table {} is empty: {e}",
+                    table.name
+                )
+            }),
+            Leftovers::Retract => match plan_mapping(relation, table, options) {
+                Err(e) => Some(e.to_string()),
+                Ok(mapping) => crate::retract::plan_leftovers(table, &mapping, relation)
+                    .err()
+                    .map(|e| e.to_string()),
+            },
+        };
+        if let Some(problem) = problem {
+            problems.push((table.name.to_string(), problem));
+        }
+    }
+    problems
+}
+
 impl From<StartupRefusal> for StartupError {
     fn from(refusal: StartupRefusal) -> Self {
         StartupError::Refused(refusal.to_string())
@@ -104,6 +154,16 @@ pub(crate) struct Startup {
     created_at: Option<Lsn>,
     system_id: String,
     truncate_published: bool,
+    /// `PG_SLOT_FAILOVER`: create the slot as a failover slot (17+).
+    failover: bool,
+    /// `server_version_num` of the server, as its startup parameters report it.
+    server_version: Option<u32>,
+    /// A survey's findings (`None`: a start, where refusals end the conversation).
+    survey: Option<Vec<Line>>,
+    /// Survey: Feldera's schema cannot be had; the mappings are not checked.
+    schema_unavailable: bool,
+    /// Survey: the publication exists (else the routes are not compared with it).
+    publication_found: bool,
 }
 
 /// Values come to the startup as text; invalid UTF-8 in a catalog answer is refused.
@@ -148,6 +208,47 @@ impl Startup {
             created_at: None,
             system_id: String::new(),
             truncate_published: false,
+            failover: false,
+            server_version: None,
+            survey: None,
+            schema_unavailable: false,
+            publication_found: false,
+        }
+    }
+
+    /// Creates the slot as a failover slot (`PG_SLOT_FAILOVER=true`; refused before 17).
+    pub(crate) fn with_failover(mut self, failover: bool) -> Startup {
+        self.failover = failover;
+        self
+    }
+
+    /// A survey: refusals become findings and the conversation goes on to the slot.
+    pub(crate) fn surveying(mut self) -> Startup {
+        self.survey = Some(Vec::new());
+        self
+    }
+
+    /// The survey's findings so far (emptied).
+    pub(crate) fn take_findings(&mut self) -> Vec<Line> {
+        self.survey.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The server's `server_version_num` (once the connection is ready).
+    pub(crate) fn server_version(&self) -> Option<u32> {
+        self.server_version
+    }
+
+    fn found(&mut self, line: Line) {
+        if let Some(findings) = self.survey.as_mut() {
+            findings.push(line);
+        }
+    }
+
+    /// Survey: a warning is a finding; a start logs it.
+    fn warned(&mut self, ctx: &mut Ctx, item: &str, warning: String) {
+        match self.survey.as_mut() {
+            Some(findings) => findings.push(Line::warn(item, warning)),
+            None => ctx.log(crate::io::Level::Warn, warning),
         }
     }
 
@@ -183,12 +284,35 @@ impl Startup {
         link: &mut PgLink,
     ) -> Result<(), StartupError> {
         let reported = |name: &str| link.parameter(name).unwrap_or("").to_owned();
-        checks::pinned_settings(
-            &reported("DateStyle"),
-            &reported("TimeZone"),
-            &reported("IntervalStyle"),
-            &reported("client_encoding"),
-        )?;
+        let version = reported("server_version");
+        self.server_version = crate::ops::slot::parse_server_version(&version);
+        let verdicts = [
+            (
+                "server",
+                checks::server_version(&version, self.failover).map(|()| {
+                    format!("PostgreSQL {version}")
+                }),
+                "upgrade to PostgreSQL 15 or newer (PG_SLOT_FAILOVER=true needs 17)",
+            ),
+            (
+                "session settings",
+                checks::pinned_settings(
+                    &reported("DateStyle"),
+                    &reported("TimeZone"),
+                    &reported("IntervalStyle"),
+                    &reported("client_encoding"),
+                )
+                .map(|()| "DateStyle ISO, TimeZone UTC, IntervalStyle postgres, UTF8".to_owned()),
+                "remove whatever overrides the session settings slotline sends (ALTER ROLE/DATABASE ... SET, PGOPTIONS)",
+            ),
+        ];
+        for (item, verdict, fix) in verdicts {
+            match (verdict, self.survey.is_some()) {
+                (Ok(found), _) => self.found(Line::ok(item, found)),
+                (Err(refusal), true) => self.found(Line::fail(item, refusal.0, fix)),
+                (Err(refusal), false) => return Err(refusal.into()),
+            }
+        }
         self.ask(ctx, link, catalog::IDENTIFY_SYSTEM.to_owned())
     }
 
@@ -205,6 +329,21 @@ impl Startup {
 
     pub(crate) fn on_query_error(&mut self, message: String) {
         self.query_error = Some(message);
+    }
+
+    /// Survey: Feldera's schema cannot be had (its own finding says why); the conversation
+    /// goes on without the mappings.
+    pub(crate) fn without_schema(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+    ) -> Result<(), StartupError> {
+        self.schema_unavailable = true;
+        if self.step == Step::AwaitSchema {
+            self.step = Step::Slot;
+            self.ask(ctx, link, catalog::slot_query(&self.slot).ok_or_else(nul)?)?;
+        }
+        Ok(())
     }
 
     /// Feldera's schema arrived.
@@ -224,11 +363,85 @@ impl Startup {
     }
 
     /// The current question was answered (ReadyForQuery): read the answer, ask the next.
+    /// A survey notes a refusal and asks the next question anyway.
     pub(crate) fn on_query_done(
         &mut self,
         ctx: &mut Ctx,
         link: &mut PgLink,
     ) -> Result<Answer, StartupError> {
+        let step = self.step;
+        match self.answer(ctx, link) {
+            Err(error) if self.survey.is_some() => self.survey_past(ctx, link, step, error),
+            answer => answer,
+        }
+    }
+
+    /// Survey: `error` refused the answer to `step`; note it and ask what comes next.
+    fn survey_past(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+        step: Step,
+        error: StartupError,
+    ) -> Result<Answer, StartupError> {
+        let message = error.into_message();
+        let publication = self.publication.clone();
+        let (item, fix) = match step {
+            Step::Identify | Step::WalSenderTimeout => (
+                "replication connection".to_owned(),
+                "connect as a role with REPLICATION to a server with wal_level = logical".to_owned(),
+            ),
+            Step::Publication => (
+                "publication".to_owned(),
+                format!("CREATE PUBLICATION {publication} FOR TABLE <the tables in TABLES>"),
+            ),
+            Step::PublishedTables => (
+                "tables".to_owned(),
+                format!(
+                    "make TABLES and the publication agree (ALTER PUBLICATION {publication} ADD TABLE / DROP TABLE ..., or change TABLES)"
+                ),
+            ),
+            Step::Relation(i) => (
+                self.routes
+                    .get(i)
+                    .map_or("table".to_owned(), |r| format!("table {}", r.source)),
+                "create the table, or fix its name in TABLES".to_owned(),
+            ),
+            _ => (
+                "slot".to_owned(),
+                "drop the slot (slotline drop-slot --yes) or choose another PG_SLOT".to_owned(),
+            ),
+        };
+        self.found(Line::fail(item, message, fix));
+        let next = match step {
+            Step::Identify => ("SHOW wal_sender_timeout".to_owned(), Step::WalSenderTimeout),
+            Step::WalSenderTimeout => (
+                catalog::publication_query(&self.publication).ok_or_else(nul)?,
+                Step::Publication,
+            ),
+            Step::Publication => (
+                catalog::published_tables_query(&self.publication).ok_or_else(nul)?,
+                Step::PublishedTables,
+            ),
+            Step::PublishedTables => {
+                self.ask_relation(ctx, link, 0)?;
+                return Ok(Answer::Asked);
+            }
+            Step::Relation(index) => {
+                self.ask_relation(ctx, link, index + 1)?;
+                return Ok(Answer::Asked);
+            }
+            _ => {
+                self.step = Step::SlotRead;
+                return Ok(Answer::SlotRead);
+            }
+        };
+        self.step = next.1;
+        self.ask(ctx, link, next.0)?;
+        Ok(Answer::Asked)
+    }
+
+    fn answer(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<Answer, StartupError> {
         if let Some(error) = self.query_error.take() {
             return Err(StartupError::Server(format!(
                 "{} failed: {error}",
@@ -274,8 +487,14 @@ impl Startup {
             }
             Step::Publication => {
                 let publication = catalog::parse_publication(&rows)?;
-                for warning in checks::publication(&self.publication, publication.as_ref())? {
-                    ctx.log(crate::io::Level::Warn, warning);
+                let warnings = checks::publication(&self.publication, publication.as_ref())?;
+                self.publication_found = true;
+                self.found(Line::ok(
+                    "publication",
+                    format!("{} exists", self.publication),
+                ));
+                for warning in warnings {
+                    self.warned(ctx, "publication", warning);
                 }
                 self.truncate_published = publication.is_some_and(|p| p.truncates);
                 self.step = Step::PublishedTables;
@@ -288,7 +507,17 @@ impl Startup {
             }
             Step::PublishedTables => {
                 let published = catalog::parse_published_tables(&rows)?;
-                checks::routes_match_publication(&self.publication, &self.routes, &published)?;
+                if self.survey.is_none() || self.publication_found {
+                    checks::routes_match_publication(&self.publication, &self.routes, &published)?;
+                    self.found(Line::ok(
+                        "tables",
+                        format!(
+                            "publication {} and TABLES list the same {} table(s)",
+                            self.publication,
+                            published.len()
+                        ),
+                    ));
+                }
                 self.ask_relation(ctx, link, 0)?;
                 Ok(Answer::Asked)
             }
@@ -302,8 +531,31 @@ impl Startup {
                 if let Some(slot) = &self.slot_info {
                     checks::existing_slot(slot, &self.database)?;
                     if let Some(busy) = checks::slot_in_use(slot) {
-                        return Err(StartupError::Busy(busy));
+                        if self.survey.is_none() {
+                            return Err(StartupError::Busy(busy));
+                        }
+                        self.found(Line::warn(
+                            "slot",
+                            format!("{busy}; a start waits until it is free"),
+                        ));
                     }
+                }
+                let found = match &self.slot_info {
+                    None => format!("{} does not exist yet: a start creates it", self.slot),
+                    Some(slot) => format!(
+                        "{} exists, confirmed_flush_lsn {}, wal_status {}",
+                        self.slot,
+                        slot.confirmed_flush
+                            .map_or_else(|| "none".to_owned(), |l| l.to_string()),
+                        slot.wal_status.as_deref().unwrap_or("none")
+                    ),
+                };
+                if self
+                    .slot_info
+                    .as_ref()
+                    .is_none_or(|s| s.active_pid.is_none())
+                {
+                    self.found(Line::ok("slot", found));
                 }
                 self.step = Step::SlotRead;
                 Ok(Answer::SlotRead)
@@ -349,16 +601,22 @@ impl Startup {
             };
             return self.ask(ctx, link, catalog::relation_query(&name).ok_or_else(nul)?);
         }
-        if self.schema.is_none() {
+        if self.schema.is_none() && !self.schema_unavailable {
             self.step = Step::AwaitSchema;
             return Ok(());
         }
-        self.plan_mappings(ctx)?;
+        if !self.schema_unavailable {
+            self.plan_mappings(ctx)?;
+        }
         self.step = Step::Slot;
         self.ask(ctx, link, catalog::slot_query(&self.slot).ok_or_else(nul)?)
     }
 
     fn plan_mappings(&mut self, ctx: &mut Ctx) -> Result<(), StartupError> {
+        if self.survey.is_some() {
+            self.survey_mappings();
+            return Ok(());
+        }
         let schema = self
             .schema
             .as_ref()
@@ -384,6 +642,76 @@ impl Startup {
         }
         self.tables = planned.tables;
         Ok(())
+    }
+
+    /// Survey: each table mapped on its own, so each problem is its own finding; only the
+    /// tables that map stay in `relations` and `tables` (aligned).
+    fn survey_mappings(&mut self) {
+        let Some(schema) = self.schema.clone() else {
+            return;
+        };
+        let relations = std::mem::take(&mut self.relations);
+        let mut findings = Vec::new();
+        for relation in relations {
+            let Some(route) = self
+                .routes
+                .iter()
+                .find(|r| r.source.is(&relation.namespace, &relation.name))
+                .cloned()
+            else {
+                continue;
+            };
+            let item = format!("table {}", route.source);
+            let planned = checks::plan_routes(
+                std::slice::from_ref(&route),
+                std::slice::from_ref(&relation),
+                &schema,
+                self.require_primary_key,
+            );
+            let planned = match planned {
+                Ok(planned) => planned,
+                Err(refusal) => {
+                    findings.push(Line::fail(
+                        item.clone(),
+                        refusal.0,
+                        "make the PostgreSQL table, its REPLICA IDENTITY and the Feldera table agree as the message says",
+                    ));
+                    continue;
+                }
+            };
+            let (Some(mapping), Some(table)) = (planned.mappings.first(), planned.tables.first())
+            else {
+                continue;
+            };
+            findings.push(Line::ok(
+                item.clone(),
+                format!(
+                    "{} -> {}: {} column(s) map; {}",
+                    mapping.source,
+                    mapping.table,
+                    mapping.fields.len(),
+                    mapping.key_coverage
+                ),
+            ));
+            findings.extend(planned.warnings.iter().map(|w| Line::warn(item.clone(), w)));
+            if self.truncate_published {
+                if let Err(e) = crate::retract::plan_keys(table) {
+                    findings.push(Line::fail(
+                        format!("truncate {}", route.source),
+                        format!("the publication publishes TRUNCATE, which retracts by reading keys back: {e}"),
+                        format!(
+                            "give Feldera table {} a primary key, or stop publishing TRUNCATE: ALTER PUBLICATION {} SET (publish = 'insert, update, delete')",
+                            table.name, self.publication
+                        ),
+                    ));
+                }
+            }
+            self.relations.push(relation);
+            self.tables.push(table.clone());
+        }
+        for line in findings {
+            self.found(line);
+        }
     }
 
     /// `START_REPLICATION` from the slot's position.
@@ -417,7 +745,8 @@ impl Startup {
         export: bool,
     ) -> Result<(), StartupError> {
         self.step = Step::CreateSlot;
-        let command = catalog::create_slot_command(&self.slot, export).ok_or_else(nul)?;
+        let command =
+            catalog::create_slot_command_with(&self.slot, export, self.failover).ok_or_else(nul)?;
         self.ask(ctx, link, command)
     }
 

@@ -3,16 +3,27 @@
 //! PostgreSQL once durable. The ordered steps of a batch are where the streaming crash
 //! points sit (`before_send`, `after_send`, `after_complete`, `after_ack`).
 //!
-//! Backpressure: events wait in a backlog (and reading is paused) while the sink is full and
-//! the outbox is already due (rows, bytes, or a commit with `BATCH_LINGER_MS=0`), so memory
-//! stays bounded by the thresholds whatever the transaction size. While draining (graceful
-//! stop) nothing more is read.
+//! Backpressure: events wait in a backlog (and reading is paused) while no batch can be sent
+//! (the sink's window of `MAX_IN_FLIGHT_BATCHES` is full, or a Feldera transaction is being
+//! started or committed) and the outbox is already due (rows, bytes, or a commit with
+//! `BATCH_LINGER_MS=0`), so memory stays bounded by the window times the thresholds whatever
+//! the transaction size. While draining (graceful stop) nothing more is read.
+//!
+//! With `FELDERA_TRANSACTIONS`, a batch that ends inside a source transaction (with `all`,
+//! every batch; and the first batch of every session, so that a transaction an earlier run
+//! left open is adopted) goes into a Feldera transaction, which the batch ending at a source
+//! commit closes (`feldera_txn`). A transaction starts only once every earlier batch is
+//! durable. A graceful stop inside a source transaction sends nothing that ends inside it and
+//! leaves an open Feldera transaction open: the next start continues it. A TRUNCATE commits
+//! the open one first: the retraction reads Feldera's keys, which only committed data shows.
+//! See `docs/pipelining.md`.
 //!
 //! Owns the replication connection, the relation cache, the outbox and the sink for one
 //! session. The positions live in the run's ack tracker, which alone decides how far the
 //! flush position may move; this phase reports it.
 
 use super::ctx::Ctx;
+use super::feldera_txn::{FelderaTxn, TxnStep};
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
 use super::retraction::TableJob;
@@ -20,7 +31,7 @@ use super::sink::{Sink, SinkOutcome};
 use super::starting::StreamStart;
 use super::{Cx, Next};
 use crate::ack::{AckTracker, Advance, BatchSeq};
-use crate::config::{AckMode, CrashPoint};
+use crate::config::{AckMode, CrashPoint, FelderaTransactions};
 use crate::conn::Event;
 use crate::contract::mapping::{plan_mapping, ColumnMapping, MappingOptions};
 use crate::contract::schema::Table;
@@ -28,7 +39,7 @@ use crate::contract::Name;
 use crate::convert::Converter;
 use crate::feldera::Reply;
 use crate::io::{ConnFailure, HttpId, Level, Topic};
-use crate::outbox::{CutReason, Outbox};
+use crate::outbox::{Batch, CutReason, Outbox};
 use crate::pgoutput::{self, Message, RelationCache, RelationChange, Truncate};
 use crate::retract::plan_keys;
 use crate::status::StatusSchedule;
@@ -36,9 +47,6 @@ use crate::timer::{TimerKind, TimerTable};
 use crate::wire::{PrimaryKeepalive, StatusUpdate, XLogData};
 use crate::Lsn;
 use std::collections::{BTreeMap, VecDeque};
-
-/// How many batches may be in flight at once.
-const SINK_WINDOW: usize = 1;
 
 #[derive(Debug)]
 pub(crate) struct Streaming {
@@ -51,7 +59,8 @@ pub(crate) struct Streaming {
     tables: Vec<Table>,
     backlog: VecDeque<Event>,
     paused: bool,
-    /// `BATCH_LINGER_MS=0`: a commit was read and its rows wait to be cut.
+    /// A commit was read and its rows wait to be cut there (`BATCH_LINGER_MS=0`, or a
+    /// Feldera transaction waits for a batch that ends at a source commit).
     cut_at_commit: bool,
     slot_confirmed_at_start: Lsn,
     /// A keepalive found this session with nothing open, buffered or in flight: the stream
@@ -65,6 +74,17 @@ pub(crate) struct Streaming {
     draining: bool,
     /// A retraction (TRUNCATE) runs: the stream waits where it is.
     held: bool,
+    /// The Feldera transaction (`None` with `FELDERA_TRANSACTIONS=off`).
+    txn: Option<FelderaTxn>,
+    /// A batch cut but not sent: it waits for a Feldera transaction to start (and for every
+    /// earlier batch to be durable first). Whether it ends inside a source transaction.
+    waiting: Option<(Batch, bool)>,
+    /// No batch of this session has been cut yet.
+    first_batch: bool,
+    /// A Begin was read and its Commit not yet.
+    in_source_tx: bool,
+    /// The stop's note that it leaves a Feldera transaction open was written.
+    left_open_noted: bool,
 }
 
 type Step = Result<(), Next>;
@@ -106,9 +126,19 @@ impl Streaming {
             caught_up: false,
             reported: None,
             outbox: Outbox::after(cx.env.routes.len(), cx.env.thresholds, cx.run.last_cut),
-            sink: Sink::new(SINK_WINDOW),
+            sink: Sink::new(cx.env.config.max_in_flight_batches),
             draining: false,
             held: false,
+            txn: (cx.env.config.feldera_transactions != FelderaTransactions::Off).then(|| {
+                FelderaTxn::new(
+                    cx.env.config.ack_mode == AckMode::Accepted,
+                    cx.env.config.completion_timeout_ms,
+                )
+            }),
+            waiting: None,
+            first_batch: true,
+            in_source_tx: false,
+            left_open_noted: false,
         };
         let next = next_of(streaming.pump(cx));
         (streaming, next)
@@ -123,7 +153,12 @@ impl Streaming {
     }
 
     pub(crate) fn batch_in_flight(&self) -> Option<BatchSeq> {
-        self.sink.oldest().map(|b| b.seq)
+        let txn = self.txn.as_ref().and_then(FelderaTxn::first_batch);
+        let waiting = self.waiting.as_ref().map(|(b, _)| b.seq);
+        [self.sink.oldest().map(|b| b.seq), txn, waiting]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     pub(crate) fn slot_confirmed_at_start(&self) -> Lsn {
@@ -139,7 +174,7 @@ impl Streaming {
     /// session that may be about to replay is not.
     pub(crate) fn has_pending_work(&self, ack: &AckTracker) -> bool {
         !self.caught_up
-            || !self.sink.is_idle()
+            || !self.quiet()
             || !self.outbox.is_empty()
             || ack.in_transaction()
             || ack.pending_commits() > 0
@@ -147,12 +182,30 @@ impl Streaming {
 
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
         timers.set(TimerKind::StatusInterval, self.status.next_at());
-        if self.sink.has_room() {
+        if self.can_send() {
             if let Some(at) = self.outbox.linger_deadline() {
                 timers.set(TimerKind::Linger, at);
             }
         }
         self.sink.arm(timers);
+        if let Some(txn) = &self.txn {
+            txn.arm(timers);
+        }
+    }
+
+    /// Nothing in flight: no batch in the sink, waiting, or in a Feldera transaction.
+    fn quiet(&self) -> bool {
+        self.sink.is_idle()
+            && self.waiting.is_none()
+            && self.txn.as_ref().is_none_or(FelderaTxn::is_idle)
+    }
+
+    /// Whether a batch may be cut and sent now: the window has room, no batch waits for a
+    /// Feldera transaction, and none is being started or committed.
+    fn can_send(&self) -> bool {
+        self.sink.has_room()
+            && self.waiting.is_none()
+            && self.txn.as_ref().is_none_or(FelderaTxn::accepts_batches)
     }
 
     /// Closes the replication connection; returns the last batch number used.
@@ -166,7 +219,8 @@ impl Streaming {
     pub(crate) fn on_pg_bytes(&mut self, cx: &mut Cx<'_>, bytes: &[u8]) -> Next {
         let events = self.repl.on_bytes(cx.ctx, bytes);
         self.backlog.extend(events);
-        next_of(self.pump(cx))
+        let step = self.pump(cx);
+        self.after(cx, step)
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
@@ -175,10 +229,34 @@ impl Streaming {
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
         let now = cx.now();
-        match self.sink.on_reply(cx.ctx, &cx.env.endpoint, now, id, reply) {
-            Some((seq, outcome)) => next_of(self.on_sink_outcome(cx, seq, outcome)),
-            None => Next::Stay,
+        if let Some(txn) = self.txn.as_mut().filter(|t| t.owns(id)) {
+            let step = txn.on_http(cx.ctx, &cx.env.endpoint, now, id, reply);
+            let step = self.on_txn_step(cx, step);
+            return self.after(cx, step);
         }
+        let step = match self.sink.on_reply(cx.ctx, &cx.env.endpoint, now, id, reply) {
+            Some((seq, outcome)) => self
+                .on_sink_outcome(cx, seq, outcome)
+                .and_then(|()| self.drain_ready(cx)),
+            None => Ok(()),
+        };
+        self.after(cx, step)
+    }
+
+    /// Outcomes one answer decided beyond the first.
+    fn drain_ready(&mut self, cx: &mut Cx<'_>) -> Step {
+        while let Some((seq, outcome)) = self.sink.take_ready() {
+            self.on_sink_outcome(cx, seq, outcome)?;
+        }
+        Ok(())
+    }
+
+    /// The end of handling an input: a stop's note about a transaction it leaves open.
+    fn after(&mut self, cx: &mut Cx<'_>, step: Step) -> Next {
+        if step.is_ok() {
+            self.note_left_open(cx.ctx);
+        }
+        next_of(step)
     }
 
     pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>, kind: TimerKind) -> Next {
@@ -189,29 +267,45 @@ impl Streaming {
             | TimerKind::CompletionTimeout
             | TimerKind::SlowCompletionLog => {
                 let now = cx.now();
-                match self.sink.on_timer(cx.ctx, &cx.env.endpoint, now) {
-                    Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
+                let sink = match self.sink.on_timer(cx.ctx, &cx.env.endpoint, now) {
+                    Some((seq, outcome)) => self
+                        .on_sink_outcome(cx, seq, outcome)
+                        .and_then(|()| self.drain_ready(cx)),
                     None => Ok(()),
-                }
+                };
+                sink.and_then(|()| match self.txn.as_mut() {
+                    Some(txn) => {
+                        let step = txn.on_timer(cx.ctx, &cx.env.endpoint, now);
+                        self.on_txn_step(cx, step)
+                    }
+                    None => Ok(()),
+                })
             }
             _ => Ok(()),
         };
-        next_of(step)
+        self.after(cx, step)
     }
 
     // ---- reading the stream ----
 
-    /// Whether stream events must wait: the sink is full and the outbox is already due by
-    /// size or by a commit boundary, or a graceful stop stopped reading.
+    /// Whether stream events must wait: no batch can be sent and the outbox is already due
+    /// by size or by a commit boundary, or a graceful stop stopped reading.
     fn blocked(&self, cx: &Cx<'_>) -> bool {
         if self.draining || self.held {
             return true;
         }
-        !self.sink.has_room()
+        !self.can_send()
             && matches!(
-                self.outbox.due(cx.now(), self.cut_at_commit),
+                self.due(cx),
                 Some(CutReason::Rows | CutReason::Bytes | CutReason::Commit)
             )
+    }
+
+    /// Whether (and why) the outbox should be cut now.
+    fn due(&self, cx: &Cx<'_>) -> Option<CutReason> {
+        self.outbox.due(cx.now(), self.cut_at_commit).or_else(|| {
+            (self.cut_at_commit && !self.outbox.is_empty()).then_some(CutReason::Commit)
+        })
     }
 
     /// Handles backlogged stream events until the backlog is empty or must wait.
@@ -253,8 +347,9 @@ impl Streaming {
     }
 
     fn on_keepalive(&mut self, cx: &mut Cx<'_>, keepalive: PrimaryKeepalive) -> Step {
+        cx.run.report.on_server_wal(keepalive.wal_end);
+        let idle = self.outbox.is_empty() && self.quiet();
         let ack = &mut cx.run.ack;
-        let idle = self.outbox.is_empty() && self.sink.is_idle();
         if idle && !ack.in_transaction() && ack.pending_commits() == 0 {
             self.caught_up = true;
         }
@@ -272,6 +367,7 @@ impl Streaming {
 
     fn on_xlog(&mut self, cx: &mut Cx<'_>, xlog: XLogData) -> Step {
         cx.run.ack.on_wal_data(xlog.wal_start);
+        cx.run.report.on_server_wal(xlog.wal_end);
         let message = match pgoutput::parse(&xlog.data) {
             Ok(message) => message,
             Err(e) => {
@@ -284,9 +380,13 @@ impl Streaming {
         match message {
             Message::Begin(_) => {
                 cx.run.ack.on_begin();
+                self.in_source_tx = true;
                 Ok(())
             }
-            Message::Commit(commit) => self.on_commit(cx, commit.end_lsn),
+            Message::Commit(commit) => {
+                cx.run.report.on_commit();
+                self.on_commit(cx, commit.end_lsn)
+            }
             Message::Relation(relation) => self.on_relation(cx, relation),
             Message::Insert(_) | Message::Update(_) | Message::Delete(_) => {
                 self.on_row(cx, &message)
@@ -359,6 +459,7 @@ impl Streaming {
     }
 
     fn on_commit(&mut self, cx: &mut Cx<'_>, end_lsn: Lsn) -> Step {
+        self.in_source_tx = false;
         let before = cx.run.ack.flush();
         if let Some(advance) = cx.run.ack.on_commit(end_lsn, self.outbox.seq_for_commit()) {
             cx.run.progress.on_progress(cx.ctx.now.mono);
@@ -366,8 +467,41 @@ impl Streaming {
             self.send_status(cx)?;
         }
         let linger_zero = cx.env.config.batch_linger_ms == 0;
-        self.cut_at_commit |= linger_zero && !self.outbox.is_empty();
+        // A Feldera transaction (open, or about to open for a waiting batch) ends with a
+        // batch that ends at a source commit: cut here, or, when the last batch cut ended
+        // right before this commit, that one closes it.
+        let txn_waits =
+            self.waiting.is_some() || self.txn.as_ref().is_some_and(FelderaTxn::is_open);
+        if txn_waits && self.outbox.is_empty() {
+            self.close_at_commit(cx);
+        }
+        self.cut_at_commit |= (linger_zero || txn_waits) && !self.outbox.is_empty();
         self.maybe_flush(cx)
+    }
+
+    /// A commit read with nothing buffered: the last batch cut (waiting for its transaction
+    /// or already in it) ends at a source commit after all.
+    fn close_at_commit(&mut self, cx: &mut Cx<'_>) {
+        if let Some((batch, ends_inside)) = self.waiting.as_mut() {
+            if *ends_inside {
+                *ends_inside = false;
+                cx.ctx.note(
+                    Level::Debug,
+                    Topic::Batch,
+                    format!("#{} ends at a source commit after all", batch.seq),
+                );
+            }
+            return;
+        }
+        let now = cx.now();
+        if let Some(txn) = self.txn.as_mut().filter(|t| t.is_open()) {
+            cx.ctx.note(
+                Level::Debug,
+                Topic::Batch,
+                "the Feldera transaction closes: its last batch ended right before this source commit",
+            );
+            txn.close(cx.ctx, &cx.env.endpoint, now);
+        }
     }
 
     fn on_relation(&mut self, cx: &mut Cx<'_>, relation: pgoutput::Relation) -> Step {
@@ -446,6 +580,7 @@ impl Streaming {
         match written {
             Ok(lines) => {
                 self.outbox.finish_lines(mark, lines, cx.now());
+                cx.run.report.on_row();
                 self.maybe_flush(cx)
             }
             Err(e) => {
@@ -460,12 +595,14 @@ impl Streaming {
 
     // ---- batches ----
 
-    /// Cuts and sends a batch when one is due and the sink has room.
+    /// Cuts and sends a batch when one is due and one can be sent; a batch waiting for a
+    /// Feldera transaction starts it once every earlier batch is durable.
     fn maybe_flush(&mut self, cx: &mut Cx<'_>) -> Step {
-        if !self.sink.has_room() {
+        self.start_waiting(cx);
+        if !self.can_send() {
             return Ok(());
         }
-        match self.outbox.due(cx.now(), self.cut_at_commit) {
+        match self.due(cx) {
             Some(reason) => self.cut_and_send(cx, reason),
             None => Ok(()),
         }
@@ -490,9 +627,95 @@ impl Streaming {
         if cx.crash_at(CrashPoint::BeforeSend) {
             return Err(Next::Crash(CrashPoint::BeforeSend));
         }
+        self.dispatch(cx, batch);
+        Ok(())
+    }
+
+    /// Sends a cut batch: plainly, into the open Feldera transaction, or, when it needs one,
+    /// after a transaction starts.
+    fn dispatch(&mut self, cx: &mut Cx<'_>, batch: Batch) {
+        let ends_inside = self.in_source_tx;
+        let first = std::mem::replace(&mut self.first_batch, false);
+        let Some(txn) = self.txn.as_ref() else {
+            self.send(cx, batch);
+            return;
+        };
+        if txn.is_open() {
+            return self.send_in_txn(cx, batch, ends_inside);
+        }
+        let all = cx.env.config.feldera_transactions == FelderaTransactions::All;
+        let why = if all {
+            "FELDERA_TRANSACTIONS=all"
+        } else if first {
+            "the session's first batch (a transaction an earlier run left open is adopted)"
+        } else if ends_inside && !self.held {
+            "it ends inside a source transaction"
+        } else {
+            return self.send(cx, batch);
+        };
+        cx.ctx.note(
+            Level::Debug,
+            Topic::Batch,
+            format!("#{} waits for a Feldera transaction: {why}", batch.seq),
+        );
+        self.waiting = Some((batch, ends_inside));
+        self.start_waiting(cx);
+    }
+
+    fn send(&mut self, cx: &mut Cx<'_>, batch: Batch) {
         let tables: Vec<Name> = self.tables.iter().map(|t| t.name.clone()).collect();
         self.sink.send(cx.ctx, &cx.env.endpoint, &tables, batch);
-        Ok(())
+    }
+
+    /// Sends a batch into the open Feldera transaction; one that ends at a source commit
+    /// (or any, while a TRUNCATE holds the stream) closes it.
+    fn send_in_txn(&mut self, cx: &mut Cx<'_>, batch: Batch, ends_inside: bool) {
+        let (seq, rows) = (batch.seq, batch.rows());
+        let Some(txn) = self.txn.as_mut() else {
+            return self.send(cx, batch);
+        };
+        txn.join(seq, rows);
+        self.send(cx, batch);
+        if !ends_inside || self.held {
+            let why = if ends_inside {
+                "a TRUNCATE needs what came before it committed"
+            } else {
+                "it ends at a source commit"
+            };
+            cx.ctx.note(
+                Level::Debug,
+                Topic::Batch,
+                format!("#{seq} closes the Feldera transaction: {why}"),
+            );
+            let now = cx.now();
+            if let Some(txn) = self.txn.as_mut() {
+                txn.close(cx.ctx, &cx.env.endpoint, now);
+            }
+        }
+    }
+
+    /// A batch waits for a Feldera transaction: start one once nothing else is in flight.
+    fn start_waiting(&mut self, cx: &mut Cx<'_>) {
+        let Some(txn) = self.txn.as_mut() else {
+            return;
+        };
+        if self.waiting.is_some() && txn.is_idle() && self.sink.is_idle() {
+            txn.begin(cx.ctx, &cx.env.endpoint);
+        }
+    }
+
+    fn on_txn_step(&mut self, cx: &mut Cx<'_>, step: TxnStep) -> Step {
+        match step {
+            TxnStep::Pending => Ok(()),
+            TxnStep::Opened => {
+                if let Some((batch, ends_inside)) = self.waiting.take() {
+                    self.send_in_txn(cx, batch, ends_inside);
+                }
+                self.flush_more(cx)
+            }
+            TxnStep::Durable { first, last, rows } => self.txn_durable(cx, first, last, rows),
+            TxnStep::Failed(failure) => Err(Next::Fail(failure)),
+        }
     }
 
     fn on_sink_outcome(&mut self, cx: &mut Cx<'_>, seq: BatchSeq, outcome: SinkOutcome) -> Step {
@@ -501,6 +724,15 @@ impl Streaming {
             SinkOutcome::Accepted => {
                 if cx.crash_at(CrashPoint::AfterSend) {
                     return Err(Next::Crash(CrashPoint::AfterSend));
+                }
+                if self.txn.as_ref().is_some_and(|t| t.holds(seq)) {
+                    // Its tokens complete only after the commit: it leaves the window.
+                    let tokens = self.sink.take_accepted(seq).map(|(_, t)| t);
+                    let now = cx.now();
+                    if let (Some(txn), Some(tokens)) = (self.txn.as_mut(), tokens) {
+                        txn.accepted(cx.ctx, &cx.env.endpoint, now, tokens);
+                    }
+                    return self.flush_more(cx);
                 }
                 if cx.env.config.ack_mode == AckMode::Accepted {
                     if cx.crash_at(CrashPoint::AfterComplete) {
@@ -530,20 +762,62 @@ impl Streaming {
             return Ok(());
         };
         cx.run.progressed(cx.ctx.now.mono);
+        cx.run
+            .report
+            .on_batch_durable(batch.completion_wait_us(cx.now()));
         cx.ctx.note(
             Level::Debug,
             Topic::Batch,
             format!("#{} durable ({} rows)", batch.seq, batch.rows()),
         );
+        self.acknowledge(cx, seq..=seq)
+    }
+
+    /// The Feldera transaction of batches `first..=last` is committed: all of them are
+    /// durable at once.
+    fn txn_durable(&mut self, cx: &mut Cx<'_>, first: BatchSeq, last: BatchSeq, rows: u64) -> Step {
+        if cx.crash_at(CrashPoint::AfterComplete) {
+            return Err(Next::Crash(CrashPoint::AfterComplete));
+        }
+        cx.run.progressed(cx.ctx.now.mono);
+        cx.ctx.note(
+            Level::Debug,
+            Topic::Batch,
+            if first == last {
+                format!("#{first} durable: its Feldera transaction is committed ({rows} rows)")
+            } else {
+                format!(
+                    "#{first}..#{last} durable: their Feldera transaction is committed ({rows} rows)"
+                )
+            },
+        );
+        self.acknowledge(cx, first..=last)
+    }
+
+    fn acknowledge(
+        &mut self,
+        cx: &mut Cx<'_>,
+        batches: std::ops::RangeInclusive<BatchSeq>,
+    ) -> Step {
         let before = cx.run.ack.flush();
-        if let Some(advance) = cx.run.ack.on_batch_durable(batch.seq) {
+        let mut advanced = None;
+        for seq in batches {
+            advanced = cx.run.ack.on_batch_durable(seq).or(advanced);
+        }
+        if let Some(advance) = advanced {
             note_advance(cx, before, advance);
             self.send_status(cx)?;
             if cx.crash_at(CrashPoint::AfterAck) {
                 return Err(Next::Crash(CrashPoint::AfterAck));
             }
         }
+        self.flush_more(cx)
+    }
+
+    /// Room appeared: send what is due and read on (not while draining or held).
+    fn flush_more(&mut self, cx: &mut Cx<'_>) -> Step {
         if self.draining || self.held {
+            self.start_waiting(cx);
             return Ok(());
         }
         self.maybe_flush(cx)?;
@@ -579,17 +853,75 @@ impl Streaming {
     pub(crate) fn start_draining(&mut self, ctx: &mut Ctx) {
         self.draining = true;
         self.repl.pause_read(ctx);
+        self.note_left_open(ctx);
     }
 
-    /// Nothing in flight and nothing buffered.
+    /// Nothing more will become durable in this session: nothing in flight and nothing
+    /// buffered, or (a stop with Feldera transactions) what is left ends inside a source
+    /// transaction and stays unsent, an open Feldera transaction left open.
     pub(crate) fn drained(&self) -> bool {
-        self.sink.is_idle() && self.outbox.is_empty()
+        if self.quiet() && self.outbox.is_empty() {
+            return true;
+        }
+        self.stop_leaves_rest()
     }
 
-    /// While draining (a stop, or before a retraction) with the sink idle: sends what is
-    /// buffered.
+    /// A stop with Feldera transactions, nothing in flight, and the rest ending inside a
+    /// source transaction: an open transaction stays open (views never see part of the
+    /// source transaction), and unsent rows stay unsent; the next start replays them.
+    fn stop_leaves_rest(&self) -> bool {
+        let Some(txn) = self.txn.as_ref().filter(|_| self.draining) else {
+            return false;
+        };
+        self.sink.is_idle()
+            && self.waiting.is_none()
+            && (txn.is_open() || (txn.is_idle() && self.in_source_tx))
+    }
+
+    fn note_left_open(&mut self, ctx: &mut Ctx) {
+        if self.left_open_noted || !self.stop_leaves_rest() {
+            return;
+        }
+        self.left_open_noted = true;
+        match self.txn.as_ref().filter(|t| t.is_open()) {
+            Some(txn) => ctx.log(
+                Level::Warn,
+                format!(
+                    "stopping inside a source transaction: {} stays open, unacknowledged; the next start continues it and commits it \
+                     once the source transaction is complete (to give it up instead, POST .../commit_transaction: views then see part of it until slotline replays it)",
+                    txn.describe()
+                ),
+            ),
+            None => ctx.note(
+                Level::Debug,
+                Topic::Batch,
+                "stopping inside a source transaction: its buffered rows are not sent; the next start replays them",
+            ),
+        }
+    }
+
+    /// While draining (a stop, or before a retraction) with room for a batch: sends what is
+    /// buffered (a stop with Feldera transactions never sends rows ending inside a source
+    /// transaction).
     pub(crate) fn drain_step(&mut self, cx: &mut Cx<'_>) -> Next {
-        if !self.sink.is_idle() || self.outbox.is_empty() {
+        if self.held && self.outbox.is_empty() && self.txn.as_ref().is_some_and(FelderaTxn::is_open)
+        {
+            // Everything before the TRUNCATE is in the open transaction: commit it.
+            cx.ctx.note(
+                Level::Debug,
+                Topic::Batch,
+                "the Feldera transaction closes: a TRUNCATE needs what came before it committed",
+            );
+            let now = cx.now();
+            if let Some(txn) = self.txn.as_mut() {
+                txn.close(cx.ctx, &cx.env.endpoint, now);
+            }
+            return Next::Stay;
+        }
+        if !self.can_send() || self.outbox.is_empty() || self.stop_leaves_rest() {
+            return Next::Stay;
+        }
+        if self.draining && self.txn.is_some() && self.in_source_tx {
             return Next::Stay;
         }
         next_of(self.cut_and_send(cx, CutReason::Drain))

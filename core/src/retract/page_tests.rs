@@ -13,13 +13,9 @@ fn table(fields: Vec<(&str, ColumnType)>) -> Table {
         primary_key: Some(fields.iter().map(|(n, _)| Name::unquoted(n)).collect()),
         fields: fields
             .into_iter()
-            .map(|(name, columntype)| Field {
-                name: Name::unquoted(name),
-                columntype,
-            })
+            .map(|(name, columntype)| Field::new(Name::unquoted(name), columntype))
             .collect(),
         materialized: false,
-        key_has_lateness: false,
     }
 }
 

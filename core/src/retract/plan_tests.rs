@@ -12,14 +12,10 @@ fn table(fields: &[(&str, ColumnType)], key: &[&str]) -> Table {
         name: Name::unquoted("t"),
         fields: fields
             .iter()
-            .map(|(name, columntype)| Field {
-                name: Name::unquoted(name),
-                columntype: columntype.clone(),
-            })
+            .map(|(name, columntype)| Field::new(Name::unquoted(name), columntype.clone()))
             .collect(),
         primary_key: Some(key.iter().map(|k| Name::unquoted(k)).collect()),
         materialized: false,
-        key_has_lateness: false,
     }
 }
 

@@ -12,10 +12,9 @@ fn table(name: Name, fields: Vec<(Name, ColumnType)>, key: &[usize]) -> Table {
         primary_key: Some(key.iter().map(|i| fields[*i].0.clone()).collect()),
         fields: fields
             .into_iter()
-            .map(|(name, columntype)| Field { name, columntype })
+            .map(|(name, columntype)| Field::new(name, columntype))
             .collect(),
         materialized: false,
-        key_has_lateness: false,
     }
 }
 

@@ -302,9 +302,16 @@ pub fn parse_slot(rows: &[Row<'_>]) -> Result<Option<SlotInfo>, CatalogError> {
 /// `CREATE_REPLICATION_SLOT` for a pgoutput slot. `export` chooses `SNAPSHOT 'export'`;
 /// otherwise `SNAPSHOT 'nothing'` is always spelled out so no xmin is pinned.
 pub fn create_slot_command(slot: &str, export: bool) -> Option<String> {
+    create_slot_command_with(slot, export, false)
+}
+
+/// `create_slot_command`, optionally as a failover slot (`FAILOVER true`, PostgreSQL 17+:
+/// synchronized to standbys that have `sync_replication_slots` on).
+pub fn create_slot_command_with(slot: &str, export: bool, failover: bool) -> Option<String> {
     let snapshot = if export { "export" } else { "nothing" };
+    let failover = if failover { ", FAILOVER true" } else { "" };
     Some(format!(
-        "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT '{snapshot}')",
+        "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT '{snapshot}'{failover})",
         quote_ident(slot)?
     ))
 }

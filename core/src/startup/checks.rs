@@ -46,6 +46,32 @@ pub fn pinned_settings(
     ))
 }
 
+/// The server must be 15 or newer (the `CREATE_REPLICATION_SLOT` option list slotline
+/// speaks), and 17 or newer for a failover slot. A server that reports no version (only
+/// test doubles do) is not refused.
+pub fn server_version(reported: &str, failover: bool) -> Result<(), StartupRefusal> {
+    use crate::ops::slot::{parse_server_version, FAILOVER_SERVER_VERSION, MIN_SERVER_VERSION};
+    if reported.is_empty() {
+        return Ok(());
+    }
+    let Some(version) = parse_server_version(reported) else {
+        return refuse(format!(
+            "cannot read the server's version {reported:?}; slotline needs PostgreSQL 15 or newer"
+        ));
+    };
+    if version < MIN_SERVER_VERSION {
+        return refuse(format!(
+            "PostgreSQL {reported} is not supported: slotline needs PostgreSQL 15 or newer"
+        ));
+    }
+    if failover && version < FAILOVER_SERVER_VERSION {
+        return refuse(format!(
+            "PG_SLOT_FAILOVER=true needs PostgreSQL 17 or newer (failover slots); the server is {reported}"
+        ));
+    }
+    Ok(())
+}
+
 /// The publication must exist; what it does not publish is a warning.
 pub fn publication(name: &str, found: Option<&Publication>) -> Result<Vec<String>, StartupRefusal> {
     let Some(publication) = found else {

@@ -194,3 +194,24 @@ fn existing_slots_must_be_ours_and_a_busy_one_is_reported() {
     // Whether a lost slot is replaced or refused is the startup plan's decision.
     assert!(existing_slot(&slot("pgoutput", "app", None, "lost"), "app").is_ok());
 }
+
+#[test]
+fn server_versions_before_15_are_refused_naming_the_version_and_failover_needs_17() {
+    assert_eq!(
+        server_version("15.8 (Debian 15.8-0+deb12u1)", false),
+        Ok(())
+    );
+    assert_eq!(server_version("18.4", true), Ok(()));
+    assert_eq!(server_version("", true), Ok(()), "unreported: not refused");
+    let old = server_version("14.12", false).unwrap_err().0;
+    assert_eq!(
+        old,
+        "PostgreSQL 14.12 is not supported: slotline needs PostgreSQL 15 or newer"
+    );
+    let failover = server_version("16.4", true).unwrap_err().0;
+    assert!(
+        failover.contains("PG_SLOT_FAILOVER=true needs PostgreSQL 17") && failover.contains("16.4"),
+        "{failover}"
+    );
+    assert!(server_version("devel", false).is_err());
+}

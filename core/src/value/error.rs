@@ -38,12 +38,6 @@ pub enum ValueErrorKind {
     /// A value Feldera has no representation for (NaN, infinity, BC or year > 9999 dates,
     /// `24:00:00`), sent to a NOT NULL column; a nullable column receives `null` instead.
     Unrepresentable { excerpt: String, why: &'static str },
-    /// A string or byte string longer than the column's declared length.
-    TooLong {
-        length: usize,
-        limit: usize,
-        unit: &'static str,
-    },
     /// An array whose number of dimensions does not match the nesting of the ARRAY column.
     Dimensions { found: usize, expected: usize },
     /// The error of one array element (index counts elements in text order from 0).
@@ -114,15 +108,6 @@ impl fmt::Display for ValueErrorKind {
                 f,
                 "value {excerpt} has no Feldera representation ({why}); it becomes null only \
                  in a nullable column"
-            ),
-            ValueErrorKind::TooLong {
-                length,
-                limit,
-                unit,
-            } => write!(
-                f,
-                "value is {length} {unit} long, the column holds at most {limit} \
-                 (only trailing spaces are cut)"
             ),
             ValueErrorKind::Dimensions { found, expected } => write!(
                 f,

@@ -52,17 +52,16 @@ enum Decode {
         max: i64,
     },
     Float,
+    /// float4 into DOUBLE: the float4's exact value as a double, not its shortest text (which
+    /// a double reader would take for a different number).
+    Float4AsDouble,
     Decimal {
         precision: Option<u32>,
         scale: Option<u32>,
     },
     /// The text as a JSON string (every type into VARCHAR; text types into CHAR).
-    Text {
-        max_chars: Option<usize>,
-    },
-    Bytea {
-        max_bytes: Option<usize>,
-    },
+    Text,
+    Bytea,
     Temporal(Temporal),
     Uuid,
     Variant,
@@ -130,11 +129,12 @@ impl ValuePlan {
             Decode::Bool => scalar::write_bool(text, out)?,
             Decode::Int { min, max } => scalar::write_int(text, *min, *max, out)?,
             Decode::Float => scalar::write_float(text, out)?,
+            Decode::Float4AsDouble => scalar::write_float4_as_double(text, out)?,
             Decode::Decimal { precision, scale } => {
                 decimal::write_decimal(text, *precision, *scale, out)?
             }
-            Decode::Text { max_chars } => scalar::write_text(text, *max_chars, out)?,
-            Decode::Bytea { max_bytes } => scalar::write_bytea(text, *max_bytes, out)?,
+            Decode::Text => scalar::write_text(text, out)?,
+            Decode::Bytea => scalar::write_bytea(text, out)?,
             Decode::Temporal(kind) => datetime::write_temporal(*kind, text, out)?,
             Decode::Uuid => scalar::write_uuid(text, out)?,
             Decode::Variant => {

@@ -119,29 +119,23 @@ fn choose(pg_type: u32, target: &ColumnType) -> Result<Decode, Unsupported> {
             family.accepted()
         ),
     };
-    let length = || target.precision.and_then(|n| usize::try_from(n).ok());
     let int = |min: i64, max: i64| Decode::Int { min, max };
     use SqlType as T;
     Ok(match (family, target.sql) {
-        (_, T::Varchar) => Decode::Text {
-            max_chars: length(),
-        },
+        (_, T::Varchar) => Decode::Text,
         (Family::Bool, T::Boolean) => Decode::Bool,
         (Family::Int, T::TinyInt) => int(i8::MIN.into(), i8::MAX.into()),
         (Family::Int, T::SmallInt) => int(i16::MIN.into(), i16::MAX.into()),
         (Family::Int, T::Integer) => int(i32::MIN.into(), i32::MAX.into()),
         (Family::Int, T::BigInt) => int(i64::MIN, i64::MAX),
-        (Family::Float4, T::Real | T::Double) | (Family::Float8, T::Double) => Decode::Float,
+        (Family::Float4, T::Real) | (Family::Float8, T::Double) => Decode::Float,
+        (Family::Float4, T::Double) => Decode::Float4AsDouble,
         (Family::Float8, T::Real) => {
             return Err(refuse("float8 values would be rounded to REAL's precision"))
         }
         (Family::Numeric, T::Decimal) => decimal(target).map_err(refuse)?,
-        (Family::Text, T::Char) => Decode::Text {
-            max_chars: length(),
-        },
-        (Family::Bytea, T::Binary | T::Varbinary) => Decode::Bytea {
-            max_bytes: length(),
-        },
+        (Family::Text, T::Char) => Decode::Text,
+        (Family::Bytea, T::Binary | T::Varbinary) => Decode::Bytea,
         (Family::Date, T::Date) => Decode::Temporal(Temporal::Date),
         (Family::Time, T::Time) => Decode::Temporal(Temporal::Time),
         (Family::Timestamp, T::Timestamp) => Decode::Temporal(Temporal::Timestamp),

@@ -105,6 +105,31 @@ pub(crate) fn write_float(text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, Val
     }
 }
 
+/// A float4 for a DOUBLE column. float4out prints the shortest text that reads back as the
+/// same float4 (`3.14`), but read as a double that text is another number than the float4
+/// PostgreSQL holds (3.1400001049041748...). So the text is read as a float4, widened
+/// exactly, and written as the shortest text of that double.
+pub(crate) fn write_float4_as_double(
+    text: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Outcome, ValueErrorKind> {
+    let start = out.len();
+    let outcome = write_float(text, out)?;
+    if outcome != Outcome::Written {
+        return Ok(outcome);
+    }
+    let narrow = std::str::from_utf8(text)
+        .ok()
+        .and_then(|s| s.parse::<f32>().ok())
+        .filter(|f| f.is_finite())
+        .ok_or_else(|| {
+            ValueErrorKind::out_of_range(text, "a finite IEEE single (about ±3.4e38)".into())
+        })?;
+    out.truncate(start);
+    out.extend_from_slice(f64::from(narrow).to_string().as_bytes());
+    Ok(Outcome::Written)
+}
+
 /// Length of the JSON number (RFC 8259 grammar) at the start of `text`, or `None` if it does
 /// not start with one.
 pub(crate) fn json_number_end(text: &[u8]) -> Option<usize> {
@@ -137,42 +162,20 @@ pub(crate) fn json_number_end(text: &[u8]) -> Option<usize> {
     Some(pos)
 }
 
-/// Text as a JSON string, with SQL's store-assignment rule for a declared length: a longer
-/// value is cut only when everything past the limit is spaces, otherwise refused.
-pub(crate) fn write_text(
-    text: &[u8],
-    max_chars: Option<usize>,
-    out: &mut Vec<u8>,
-) -> Result<Outcome, ValueErrorKind> {
+/// Text as a JSON string, whatever its length: Feldera does not enforce a column's declared
+/// length on input (a CHAR(n)/VARCHAR(n) value longer than n is stored as it is), so
+/// neither does slotline; the column mapping warns once per column where PostgreSQL allows
+/// longer values (see docs/feldera.md).
+pub(crate) fn write_text(text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, ValueErrorKind> {
     let s = escape::utf8(text)?;
-    let kept = match max_chars {
-        Some(limit) => match s.char_indices().nth(limit) {
-            Some((cut, _)) => {
-                let (head, tail) = s.split_at(cut);
-                if !tail.bytes().all(|b| b == b' ') {
-                    return Err(ValueErrorKind::TooLong {
-                        length: s.chars().count(),
-                        limit,
-                        unit: "characters",
-                    });
-                }
-                head
-            }
-            None => s,
-        },
-        None => s,
-    };
-    escape::write_str(kept, out);
+    escape::write_str(s, out);
     Ok(Outcome::Written)
 }
 
 /// `byteaout` with `bytea_output=hex`: `\x` then two hex digits per byte. Written as a JSON
-/// array of byte numbers, which is what Feldera's BINARY/VARBINARY JSON input takes.
-pub(crate) fn write_bytea(
-    text: &[u8],
-    max_bytes: Option<usize>,
-    out: &mut Vec<u8>,
-) -> Result<Outcome, ValueErrorKind> {
+/// array of byte numbers, which is what Feldera's BINARY/VARBINARY JSON input takes. Like
+/// text, never cut or refused for a declared length (Feldera does not check it).
+pub(crate) fn write_bytea(text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, ValueErrorKind> {
     let Some(hex) = text.strip_prefix(b"\\x") else {
         return Err(ValueErrorKind::malformed(
             text,
@@ -186,14 +189,6 @@ pub(crate) fn write_bytea(
             text.len(),
             "an even number of hex digits after `\\x`",
         ));
-    }
-    let length = hex.len() / 2;
-    if let Some(limit) = max_bytes.filter(|limit| length > *limit) {
-        return Err(ValueErrorKind::TooLong {
-            length,
-            limit,
-            unit: "bytes",
-        });
     }
     let start = out.len();
     out.reserve(2 + hex.len() * 2);

@@ -27,80 +27,81 @@ fn default_of(variable: &str) -> Option<&'static str> {
 pub struct Cli {
     /// PostgreSQL to connect to: postgres://user:pass@host:port/db?sslmode=... or a
     /// key=value conninfo string; when absent the PG* variables are used
-    #[arg(long, env = "PG_URL", hide_env_values = true)]
+    #[arg(long, global = true, env = "PG_URL", hide_env_values = true)]
     pub pg_url: Option<String>,
     /// PostgreSQL host (when PG_URL is absent; localhost if unset)
-    #[arg(long, env = "PGHOST")]
+    #[arg(long, global = true, env = "PGHOST")]
     pub pg_host: Option<String>,
     /// PostgreSQL port (when PG_URL is absent; 5432 if unset)
-    #[arg(long, env = "PGPORT")]
+    #[arg(long, global = true, env = "PGPORT")]
     pub pg_port: Option<String>,
     /// PostgreSQL user (when PG_URL is absent)
-    #[arg(long, env = "PGUSER")]
+    #[arg(long, global = true, env = "PGUSER")]
     pub pg_user: Option<String>,
     /// PostgreSQL password (when PG_URL is absent); never logged
-    #[arg(long, env = "PGPASSWORD", hide_env_values = true)]
+    #[arg(long, global = true, env = "PGPASSWORD", hide_env_values = true)]
     pub pg_password: Option<String>,
     /// PostgreSQL database (when PG_URL is absent; the user name if unset)
-    #[arg(long, env = "PGDATABASE")]
+    #[arg(long, global = true, env = "PGDATABASE")]
     pub pg_database: Option<String>,
     /// disable, allow, prefer, require, verify-ca or verify-full (when PG_URL is absent;
     /// prefer if unset, verify-full with PGSSLROOTCERT=system)
-    #[arg(long, env = "PGSSLMODE")]
+    #[arg(long, global = true, env = "PGSSLMODE")]
     pub pg_sslmode: Option<String>,
     /// CA certificates (PEM file) to verify the server with, or `system` for the
     /// platform's trusted roots (when PG_URL is absent)
-    #[arg(long, env = "PGSSLROOTCERT")]
+    #[arg(long, global = true, env = "PGSSLROOTCERT")]
     pub pg_sslrootcert: Option<String>,
     /// Client certificate (PEM file) for TLS client authentication (when PG_URL is absent)
-    #[arg(long, env = "PGSSLCERT")]
+    #[arg(long, global = true, env = "PGSSLCERT")]
     pub pg_sslcert: Option<String>,
     /// Private key (PEM file) of the client certificate (when PG_URL is absent)
-    #[arg(long, env = "PGSSLKEY")]
+    #[arg(long, global = true, env = "PGSSLKEY")]
     pub pg_sslkey: Option<String>,
     /// Seconds a connection (TCP connect and TLS handshake) may take; 0 waits for ever
     /// (when PG_URL is absent)
-    #[arg(long, env = "PGCONNECT_TIMEOUT")]
+    #[arg(long, global = true, env = "PGCONNECT_TIMEOUT")]
     pub pg_connect_timeout: Option<String>,
     /// Password file (~/.pgpass if unset), read when no password is given
-    #[arg(long, env = "PGPASSFILE")]
+    #[arg(long, global = true, env = "PGPASSFILE")]
     pub pg_passfile: Option<String>,
     /// Publication to stream (required)
-    #[arg(long, env = "PG_PUBLICATION")]
+    #[arg(long, global = true, env = "PG_PUBLICATION")]
     pub pg_publication: Option<String>,
     /// Logical replication slot, created if absent (slotline_<pipeline> if unset)
-    #[arg(long, env = "PG_SLOT")]
+    #[arg(long, global = true, env = "PG_SLOT")]
     pub pg_slot: Option<String>,
     /// Tables to stream: users,items or users:USERS,public.items:lineitems (required,
     /// or PG_TABLE)
-    #[arg(long, env = "TABLES")]
+    #[arg(long, global = true, env = "TABLES")]
     pub tables: Option<String>,
     /// A single PostgreSQL table to stream (instead of TABLES)
-    #[arg(long, env = "PG_TABLE")]
+    #[arg(long, global = true, env = "PG_TABLE")]
     pub pg_table: Option<String>,
     /// The Feldera table PG_TABLE goes to (the PostgreSQL name if unset)
-    #[arg(long, env = "FELDERA_TABLE")]
+    #[arg(long, global = true, env = "FELDERA_TABLE")]
     pub feldera_table: Option<String>,
     /// Feldera API base URL
-    #[arg(long, env = "FELDERA_URL", default_value = default_of("FELDERA_URL"))]
+    #[arg(long, global = true, env = "FELDERA_URL", default_value = default_of("FELDERA_URL"))]
     pub feldera_url: Option<String>,
     /// Feldera pipeline name (required)
-    #[arg(long, env = "FELDERA_PIPELINE")]
+    #[arg(long, global = true, env = "FELDERA_PIPELINE")]
     pub feldera_pipeline: Option<String>,
     /// Feldera API key, sent as Authorization: Bearer; never logged
-    #[arg(long, env = "FELDERA_API_KEY", hide_env_values = true)]
+    #[arg(long, global = true, env = "FELDERA_API_KEY", hide_env_values = true)]
     pub feldera_api_key: Option<String>,
     /// CA certificates (PEM file) that vouch for an https:// Feldera (instead of the
     /// built-in public roots)
-    #[arg(long, env = "FELDERA_CA_CERT")]
+    #[arg(long, global = true, env = "FELDERA_CA_CERT")]
     pub feldera_ca_cert: Option<String>,
     /// When a batch is durable: completed (Feldera processed it) or accepted (HTTP 200;
     /// unsafe, for demonstration)
-    #[arg(long, env = "FELDERA_ACK_MODE", default_value = default_of("FELDERA_ACK_MODE"))]
+    #[arg(long, global = true, env = "FELDERA_ACK_MODE", default_value = default_of("FELDERA_ACK_MODE"))]
     pub feldera_ack_mode: Option<String>,
     /// Refuse tables without a PRIMARY KEY in Feldera
     #[arg(
         long,
+        global = true,
         env = "FELDERA_REQUIRE_PRIMARY_KEY",
         default_value = default_of("FELDERA_REQUIRE_PRIMARY_KEY")
     )]
@@ -108,35 +109,53 @@ pub struct Cli {
     /// Give up on a completion wait after this long (waits over 5 s are logged)
     #[arg(
         long,
+        global = true,
         env = "FELDERA_COMPLETION_TIMEOUT_MS",
         default_value = default_of("FELDERA_COMPLETION_TIMEOUT_MS")
     )]
     pub feldera_completion_timeout_ms: Option<String>,
-    /// initial, never (stream only) or inconsistent (copy, then create the slot:
-    /// demonstrates loss)
-    #[arg(long, env = "SNAPSHOT_MODE", default_value = default_of("SNAPSHOT_MODE"))]
+    /// initial (copy every table under the slot's snapshot, then stream), never (stream
+    /// only, copy nothing) or inconsistent (copy, then create the slot: demonstrates loss)
+    #[arg(long, global = true, env = "SNAPSHOT_MODE", default_value = default_of("SNAPSHOT_MODE"))]
     pub snapshot_mode: Option<String>,
-    /// Directory of <slot>.state.json
-    #[arg(long, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
+    /// Directory of <slot>.state.json, the snapshot's record (SNAPSHOT_MODE=never writes
+    /// none)
+    #[arg(long, global = true, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
     pub state_dir: Option<String>,
     /// Flush a batch at this many rows
-    #[arg(long, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
+    #[arg(long, global = true, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
     pub batch_max_rows: Option<String>,
     /// Flush a batch at this many encoded bytes
-    #[arg(long, env = "BATCH_MAX_BYTES", default_value = default_of("BATCH_MAX_BYTES"))]
+    #[arg(long, global = true, env = "BATCH_MAX_BYTES", default_value = default_of("BATCH_MAX_BYTES"))]
     pub batch_max_bytes: Option<String>,
     /// Longest wait from the oldest buffered event; 0 = one request per transaction
-    #[arg(long, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
+    #[arg(long, global = true, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
     pub batch_linger_ms: Option<String>,
+    /// Batches sent to Feldera and not yet durable at once (1 to 64)
+    #[arg(
+        long,
+        env = "MAX_IN_FLIGHT_BATCHES",
+        default_value = default_of("MAX_IN_FLIGHT_BATCHES")
+    )]
+    pub max_in_flight_batches: Option<String>,
+    /// off, large (a source transaction spanning more than one batch becomes one Feldera
+    /// transaction) or all (every batch too): views never see part of it
+    #[arg(
+        long,
+        env = "FELDERA_TRANSACTIONS",
+        default_value = default_of("FELDERA_TRANSACTIONS")
+    )]
+    pub feldera_transactions: Option<String>,
     /// Connections copying the initial snapshot in parallel (never more than the work)
-    #[arg(long, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
+    #[arg(long, global = true, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
     pub snapshot_workers: Option<String>,
     /// Keys read from Feldera per page when retracting (TRUNCATE, re-snapshot leftovers)
-    #[arg(long, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
+    #[arg(long, global = true, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
     pub retract_page_rows: Option<String>,
     /// Exit 69 after this long without durable progress
     #[arg(
         long,
+        global = true,
         env = "NO_PROGRESS_TIMEOUT_SECS",
         default_value = default_of("NO_PROGRESS_TIMEOUT_SECS")
     )]
@@ -144,29 +163,97 @@ pub struct Cli {
     /// A graceful stop waits this long for the slot to show the final position
     #[arg(
         long,
+        global = true,
         env = "SHUTDOWN_CONFIRM_MS",
         default_value = default_of("SHUTDOWN_CONFIRM_MS")
     )]
     pub shutdown_confirm_ms: Option<String>,
-    /// text or json; the level comes from RUST_LOG (default info)
-    #[arg(long, env = "LOG_FORMAT", default_value = default_of("LOG_FORMAT"))]
+    /// Log a progress line (rows, transactions, batches, flushed position, lag, completion
+    /// waits) this often while something happens; 0 turns it off
+    #[arg(
+        long,
+        global = true,
+        env = "PROGRESS_INTERVAL_SECS",
+        default_value = default_of("PROGRESS_INTERVAL_SECS")
+    )]
+    pub progress_interval_secs: Option<String>,
+    /// text or json; the level comes from RUST_LOG (default info). Why a non-zero exit
+    /// happened is printed on stderr whatever RUST_LOG says
+    #[arg(long, global = true, env = "LOG_FORMAT", default_value = default_of("LOG_FORMAT"))]
     pub log_format: Option<String>,
     /// Test only: exit 70 at this crash point (before_send, after_send, after_complete,
     /// after_ack, snapshot_after_slot, snapshot_mid_copy, snapshot_before_complete,
     /// retract_after_query, retract_mid_delete)
-    #[arg(long, env = "CRASH_AT")]
+    #[arg(long, global = true, env = "CRASH_AT")]
     pub crash_at: Option<String>,
     /// Test only: crash the N-th time CRASH_AT is reached
     #[arg(
         long,
+        global = true,
         env = "CRASH_AFTER_BATCHES",
         default_value = default_of("CRASH_AFTER_BATCHES")
     )]
     pub crash_after_batches: Option<String>,
     /// Seed of the core's random choices (backoff jitter), for reproducible runs
     /// (drawn from the OS if unset)
-    #[arg(long, env = "SLOTLINE_SEED", value_parser = parse_seed)]
+    #[arg(long, global = true, env = "SLOTLINE_SEED", value_parser = parse_seed)]
     pub seed: Option<Seed>,
+    /// Serve Prometheus metrics at /metrics, and /healthz and /readyz, on this address
+    /// (host:port, like 127.0.0.1:9187); off if unset
+    #[arg(long, global = true, env = "METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Warn (log and metric) when the slot retains more WAL than this many bytes (besides
+    /// 80% of the server's max_slot_wal_keep_size)
+    #[arg(long, global = true, env = "SLOT_WAL_WARN_BYTES")]
+    pub slot_wal_warn_bytes: Option<String>,
+    /// How often the slot's health is sampled while running (0: never)
+    #[arg(
+        long,
+        global = true,
+        env = "SLOT_CHECK_INTERVAL_MS",
+        default_value = default_of("SLOT_CHECK_INTERVAL_MS")
+    )]
+    pub slot_check_interval_ms: Option<String>,
+    /// Create the slot as a failover slot, synchronized to standbys (PostgreSQL 17+)
+    #[arg(
+        long,
+        global = true,
+        env = "PG_SLOT_FAILOVER",
+        default_value = default_of("PG_SLOT_FAILOVER")
+    )]
+    pub pg_slot_failover: Option<String>,
+    #[command(subcommand)]
+    pub operation: Option<Operation>,
+}
+
+/// An operator's command instead of a run (same options; nothing is created by `check`
+/// and `status`).
+#[derive(Clone, Debug, PartialEq, Eq, clap::Subcommand)]
+pub enum Operation {
+    /// Check everything a start verifies without creating anything; exit 0 when the setup
+    /// would work, 1 when not (each problem on its own line, with how to fix it)
+    Check {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the slot (active, confirmed_flush_lsn, lag, retained WAL, wal_status,
+    /// safe_wal_size), the state file and Feldera's pipeline state
+    Status {
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop the replication slot and the state file (refused without --yes, and while
+    /// the slot is active)
+    DropSlot {
+        /// Really drop them
+        #[arg(long)]
+        yes: bool,
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `SLOTLINE_SEED`; empty means unset, as for every configuration variable.
@@ -188,6 +275,11 @@ fn parse_seed(raw: &str) -> Result<Seed, String> {
 pub struct Args {
     pub pairs: Vec<(String, String)>,
     pub seed: Option<u64>,
+    /// The variables given as flags (`TABLES` → `--tables`), so messages can name what
+    /// the user typed.
+    pub flags: Vec<(String, String)>,
+    /// `check`, `status` or `drop-slot`; `None`: run.
+    pub operation: Option<Operation>,
 }
 
 impl std::fmt::Debug for Args {
@@ -197,6 +289,8 @@ impl std::fmt::Debug for Args {
         f.debug_struct("Args")
             .field("keys", &keys)
             .field("seed", &self.seed)
+            .field("flags", &self.flags)
+            .field("operation", &self.operation)
             .finish()
     }
 }
@@ -215,17 +309,23 @@ where
 {
     let matches = command(bin_name).try_get_matches_from(args)?;
     let cli = Cli::from_arg_matches(&matches)?;
+    let (pairs, flags) = pairs_of(&matches);
     Ok(Args {
-        pairs: pairs_of(&matches),
+        pairs,
         seed: cli.seed.and_then(|seed| seed.0),
+        flags,
+        operation: cli.operation,
     })
 }
 
 /// The configuration pairs of every option given by flag or environment, keyed by its
-/// environment variable's name (the key `Config::from_pairs` expects).
-fn pairs_of(matches: &ArgMatches) -> Vec<(String, String)> {
+/// environment variable's name (the key `Config::from_pairs` expects); and which of them
+/// were flags, with the flag's spelling.
+#[allow(clippy::type_complexity)]
+fn pairs_of(matches: &ArgMatches) -> (Vec<(String, String)>, Vec<(String, String)>) {
     let command = Cli::command();
     let mut pairs = Vec::new();
+    let mut flags = Vec::new();
     for arg in command.get_arguments() {
         let Some(variable) = arg.get_env().and_then(|v| v.to_str()) else {
             continue;
@@ -234,15 +334,48 @@ fn pairs_of(matches: &ArgMatches) -> Vec<(String, String)> {
             continue; // a shell option (SLOTLINE_SEED), not configuration
         }
         let id = arg.get_id().as_str();
+        let source = matches.value_source(id);
         let given = matches!(
-            matches.value_source(id),
+            source,
             Some(ValueSource::CommandLine | ValueSource::EnvVariable)
         );
         if let (true, Some(value)) = (given, matches.get_one::<String>(id)) {
             pairs.push((variable.to_owned(), value.clone()));
         }
+        if let (Some(ValueSource::CommandLine), Some(long)) = (source, arg.get_long()) {
+            flags.push((variable.to_owned(), format!("--{long}")));
+        }
     }
-    pairs
+    (pairs, flags)
+}
+
+/// `text` with every configuration variable the user gave as a flag spelled as that flag
+/// (`TABLES is invalid` → `--tables is invalid`). Only whole names are replaced: `PG_TABLE`
+/// never matches inside `FELDERA_TABLE`.
+pub fn spell_flags(text: &str, flags: &[(String, String)]) -> String {
+    let is_name_byte = |b: u8| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_';
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        if !is_name_byte(bytes[i]) {
+            let next = text[i..].chars().next().map_or(1, char::len_utf8);
+            out.push_str(&text[i..i + next]);
+            i += next;
+            continue;
+        }
+        let end = bytes[i..]
+            .iter()
+            .position(|b| !is_name_byte(*b))
+            .map_or(text.len(), |n| i + n);
+        let word = &text[i..end];
+        match flags.iter().find(|(variable, _)| variable == word) {
+            Some((_, flag)) => out.push_str(flag),
+            None => out.push_str(word),
+        }
+        i = end;
+    }
+    out
 }
 
 #[cfg(test)]

@@ -20,10 +20,11 @@ fn help_blocks(help: &str) -> Vec<String> {
 }
 
 fn help_block(help: &str, variable: &str) -> String {
-    let marker = format!("[env: {variable}");
+    // `[env: NAME=...]`, or `[env: NAME]` for hidden values (PG_SLOT is not PG_SLOT_FAILOVER).
+    let markers = [format!("[env: {variable}="), format!("[env: {variable}]")];
     let mut found = help_blocks(help)
         .into_iter()
-        .filter(|block| block.contains(&marker));
+        .filter(|block| markers.iter().any(|m| block.contains(m)));
     let block = found
         .next()
         .unwrap_or_else(|| panic!("--help does not name {variable}:\n{help}"));
@@ -154,8 +155,91 @@ fn debug_of_args_prints_keys_but_never_values() {
     let args = Args {
         pairs: vec![("PGPASSWORD".into(), "hunter2".into())],
         seed: None,
+        flags: vec![("PGPASSWORD".into(), "--pg-password".into())],
+        operation: None,
     };
     let shown = format!("{args:?}");
     assert!(shown.contains("PGPASSWORD"));
     assert!(!shown.contains("hunter2"));
+}
+
+#[test]
+fn options_given_as_flags_are_remembered_with_their_spelling() {
+    let args = parse(
+        "slotline",
+        ["slotline", "--tables", "users,users", "--pg-url=x"],
+    )
+    .expect("parses");
+    assert!(args
+        .flags
+        .contains(&("TABLES".to_owned(), "--tables".to_owned())));
+    assert!(args
+        .flags
+        .contains(&("PG_URL".to_owned(), "--pg-url".to_owned())));
+    assert!(
+        args.flags.iter().all(|(v, _)| v != "FELDERA_URL"),
+        "a default is not a flag the user gave: {:?}",
+        args.flags
+    );
+}
+
+#[test]
+fn messages_name_the_flag_the_user_typed_instead_of_its_variable() {
+    let flags = vec![
+        ("TABLES".to_owned(), "--tables".to_owned()),
+        ("PG_URL".to_owned(), "--pg-url".to_owned()),
+    ];
+    assert_eq!(
+        spell_flags(
+            r#"TABLES="users,users" is invalid: use either TABLES or PG_TABLE/FELDERA_TABLE"#,
+            &flags
+        ),
+        r#"--tables="users,users" is invalid: use either --tables or PG_TABLE/FELDERA_TABLE"#
+    );
+    assert_eq!(
+        spell_flags(
+            "sslmode in PG_URL=\"x\" is invalid; PG_URLS, XPG_URL, PGSSLMODE stay",
+            &flags
+        ),
+        "sslmode in --pg-url=\"x\" is invalid; PG_URLS, XPG_URL, PGSSLMODE stay"
+    );
+    assert_eq!(spell_flags("é TABLES ü", &flags), "é --tables ü");
+    assert_eq!(spell_flags("TABLES", &[]), "TABLES");
+}
+
+#[test]
+fn subcommands_take_every_option_before_or_after_them() {
+    let args = parse(
+        "slotline",
+        [
+            "slotline",
+            "--pg-publication",
+            "p1",
+            "check",
+            "--json",
+            "--tables",
+            "users",
+        ],
+    )
+    .expect("parses");
+    assert_eq!(args.operation, Some(Operation::Check { json: true }));
+    assert!(args.pairs.contains(&("PG_PUBLICATION".into(), "p1".into())));
+    assert!(args.pairs.contains(&("TABLES".into(), "users".into())));
+    let args = parse("slotline", ["slotline", "drop-slot", "--yes"]).expect("parses");
+    assert_eq!(
+        args.operation,
+        Some(Operation::DropSlot {
+            yes: true,
+            json: false
+        })
+    );
+    let args = parse("slotline", ["slotline", "status"]).expect("parses");
+    assert_eq!(args.operation, Some(Operation::Status { json: false }));
+    let args = parse("slotline", ["slotline", "--metrics-addr", "127.0.0.1:9187"]).expect("run");
+    assert_eq!(args.operation, None);
+    assert!(args
+        .pairs
+        .contains(&("METRICS_ADDR".into(), "127.0.0.1:9187".into())));
+    let unknown = parse("slotline", ["slotline", "inspect"]).expect_err("unknown subcommand");
+    assert_eq!(unknown.exit_code(), 2);
 }

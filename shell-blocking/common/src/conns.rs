@@ -115,7 +115,8 @@ fn conn_of(input: &Input) -> Option<ConnId> {
         | Input::Tick
         | Input::Shutdown
         | Input::StateRead { .. }
-        | Input::StateWritten { .. } => None,
+        | Input::StateWritten { .. }
+        | Input::StateRemoved { .. } => None,
     }
 }
 

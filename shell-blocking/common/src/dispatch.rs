@@ -160,9 +160,20 @@ pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRo
                 result: crate::state_file::write_atomic(&path, &contents),
             });
         }
+        Command::RemoveState { path } => {
+            tracing::debug!("removing the state file {path}");
+            router.inject(Input::StateRemoved {
+                result: crate::state_file::remove(&path),
+            });
+        }
+        Command::Print { text } => {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+        }
         Command::Exit { code, reason } => {
-            tracing::info!("exiting with code {code}: {reason}");
-            logging::flush();
+            logging::exit_reason(code, &reason);
             return Flow::Exit(code);
         }
     }

@@ -17,6 +17,7 @@ pub mod conns;
 pub mod dispatch;
 pub mod http;
 pub mod logging;
+pub mod metrics;
 pub mod passfile;
 pub mod run;
 pub mod signals;
@@ -39,6 +40,8 @@ pub struct RunOptions {
     pub http_workers: usize,
     /// Certificates and client configurations, read and built before the run.
     pub tls: std::sync::Arc<tls::TlsSetup>,
+    /// Where the core's status goes for `/metrics` and `/readyz` (`METRICS_ADDR`).
+    pub metrics: Option<metrics::Publisher>,
 }
 
 impl Default for RunOptions {
@@ -47,7 +50,56 @@ impl Default for RunOptions {
             handle_signals: true,
             http_workers: http::DEFAULT_WORKERS,
             tls: std::sync::Arc::default(),
+            metrics: None,
         }
+    }
+}
+
+/// What a binary drives: the pipeline, or one of the operator's commands (`check`,
+/// `status`, `drop-slot`), all through the same run loop.
+#[derive(Debug)]
+pub enum Machine {
+    Pipeline(Box<slotline_core::pipeline::Pipeline>),
+    Check(Box<slotline_core::pipeline::Check>),
+    Status(Box<slotline_core::pipeline::Inspect>),
+    DropSlot(Box<slotline_core::pipeline::DropSlot>),
+}
+
+impl Machine {
+    fn driver(&self) -> &dyn slotline_core::io::Driver {
+        match self {
+            Machine::Pipeline(m) => &**m,
+            Machine::Check(m) => &**m,
+            Machine::Status(m) => &**m,
+            Machine::DropSlot(m) => &**m,
+        }
+    }
+
+    fn driver_mut(&mut self) -> &mut dyn slotline_core::io::Driver {
+        match self {
+            Machine::Pipeline(m) => &mut **m,
+            Machine::Check(m) => &mut **m,
+            Machine::Status(m) => &mut **m,
+            Machine::DropSlot(m) => &mut **m,
+        }
+    }
+}
+
+impl slotline_core::io::Driver for Machine {
+    fn handle(&mut self, now: slotline_core::time::Now, input: slotline_core::io::Input) {
+        self.driver_mut().handle(now, input);
+    }
+
+    fn poll_command(&mut self) -> Option<slotline_core::io::Command> {
+        self.driver_mut().poll_command()
+    }
+
+    fn poll_timeout(&self) -> Option<slotline_core::timer::Deadline> {
+        self.driver().poll_timeout()
+    }
+
+    fn status(&self) -> Option<slotline_core::pipeline::Status> {
+        self.driver().status()
     }
 }
 
@@ -56,11 +108,12 @@ impl Default for RunOptions {
 /// hand over its chunk stops reading, and TCP pushes back on the server.
 pub const INPUT_QUEUE: usize = 256;
 
-/// Logs why a shell's own machinery could not start and gives the exit code for it.
+/// Says why a shell's own machinery could not start (whatever `RUST_LOG` says, see
+/// `logging::exit_reason`) and gives the exit code for it.
 pub fn cannot_start(what: &str, error: &std::io::Error) -> i32 {
-    tracing::error!("cannot start {what}: {error}");
-    logging::flush();
-    slotline_core::io::exit::FATAL
+    let code = slotline_core::io::exit::FATAL;
+    logging::exit_reason(code, &format!("cannot start {what}: {error}"));
+    code
 }
 
 /// Starts the SIGINT/SIGTERM listener when `options` ask for it; `on_first` delivers

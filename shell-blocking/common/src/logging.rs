@@ -1,6 +1,10 @@
 //! The operator's log: `tracing` events on stderr, filtered by `RUST_LOG` (default `info`),
 //! as text or JSON lines (`LOG_FORMAT`).
 //!
+//! One line escapes the filter: why the process exits with a non-zero code. It is logged at
+//! ERROR, and when the filter drops ERROR lines (`RUST_LOG=off`) it is printed plainly on
+//! stderr instead, so a fatal reason is never lost to a quiet log setting.
+//!
 //! Owns the subscriber and the mapping of `Command::Log` onto events. Never formats a
 //! `Config` or a request body: the core's messages are already free of secrets, and the
 //! shells log only ids, methods, URLs and addresses.
@@ -8,6 +12,7 @@
 use slotline_core::config::LogFormat;
 use slotline_core::io::{Level, Topic};
 use std::io::{IsTerminal, Write};
+use std::sync::OnceLock;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 
 /// The target of every event, so `RUST_LOG=slotline=debug` selects slotline's own lines.
@@ -26,8 +31,13 @@ pub fn filter_from_env() -> Result<EnvFilter, FilterError> {
         .map_err(|e| FilterError(format!("RUST_LOG is invalid: {e}")))
 }
 
-/// Installs the global subscriber. A second call (tests) keeps the first one.
-pub fn init(format: LogFormat, filter: EnvFilter) {
+/// The binary's name, for the plain exit line (`slotline` until `init` says otherwise).
+static PROGRAM: OnceLock<&'static str> = OnceLock::new();
+
+/// Installs the global subscriber for binary `program`. A second call (tests) keeps the
+/// first one.
+pub fn init(program: &'static str, format: LogFormat, filter: EnvFilter) {
+    let _already_named = PROGRAM.set(program);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -60,7 +70,28 @@ pub fn emit(level: Level, topic: Topic, message: &str) {
         Topic::Batch => at!("slotline::batch", "batch: {message}"),
         Topic::Snapshot => at!("slotline::snapshot", "snapshot: {message}"),
         Topic::Retract => at!("slotline::retract", "retract: {message}"),
+        Topic::Progress => at!("slotline::progress", "progress: {message}"),
     }
+}
+
+/// Says why the process exits with `code`: at INFO for 0, at ERROR otherwise. When the
+/// filter drops that ERROR line, the reason is printed as one plain line on stderr instead
+/// (never both). Flushes stderr, since `std::process::exit` follows.
+pub fn exit_reason(code: i32, reason: &str) {
+    if code == 0 {
+        tracing::info!(target: TARGET, "exiting with code {code}: {reason}");
+    } else if tracing::enabled!(target: TARGET, tracing::Level::ERROR) {
+        tracing::error!(target: TARGET, "exiting with code {code}: {reason}");
+    } else {
+        eprintln!("{}", plain_exit_line(code, reason));
+    }
+    flush();
+}
+
+/// The line printed when the log filter would hide a fatal reason.
+pub fn plain_exit_line(code: i32, reason: &str) -> String {
+    let program = PROGRAM.get().copied().unwrap_or("slotline");
+    format!("{program}: exiting with code {code}: {reason}")
 }
 
 /// Flushes what the process wrote, before `std::process::exit` (which runs no destructors).

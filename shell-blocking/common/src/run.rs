@@ -72,9 +72,16 @@ pub fn run<D: Driver, R: Runtime>(
         tls: options.tls.clone(),
     };
     let mut router = ConnRouter::default();
+    let mut metrics = options.metrics.clone();
     loop {
+        if let Some(metrics) = metrics.as_mut() {
+            metrics.publish(|| core.status(), false);
+        }
         while let Some(command) = core.poll_command() {
             if let Flow::Exit(code) = dispatch(command, &mut shell, &mut router) {
+                if let Some(metrics) = metrics.as_mut() {
+                    metrics.publish(|| core.status(), true);
+                }
                 let deadline = Instant::now() + crate::dispatch::EXIT_FLUSH;
                 let conns = shell.conns.take_all();
                 shell.runtime.finish(conns, deadline);

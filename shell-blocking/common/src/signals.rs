@@ -46,8 +46,10 @@ impl SignalListener {
                         }
                         None => {
                             let code = second_signal_exit_code(signal);
-                            tracing::warn!("second signal {signal}: exiting now with {code}");
-                            crate::logging::flush();
+                            crate::logging::exit_reason(
+                                code,
+                                &format!("second signal {signal}: stopping at once, without waiting for the final confirmation"),
+                            );
                             std::process::exit(code);
                         }
                     }

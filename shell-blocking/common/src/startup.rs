@@ -6,20 +6,36 @@
 //! configuration error (an unreadable certificate included) prints one clear message on
 //! stderr and becomes exit code 2.
 
+use crate::cli::Operation;
 use crate::clock::Clock;
-use crate::{cli, logging};
+use crate::metrics::MetricsServer;
+use crate::{cli, logging, Machine, RunOptions};
 use slotline_core::config::Config;
 use slotline_core::io::exit;
-use slotline_core::pipeline::Pipeline;
+use slotline_core::ops::Format;
+use slotline_core::pipeline::{Check, DropSlot, Inspect, Pipeline};
 use std::ffi::OsString;
 
-/// A pipeline ready to run, the clock its start time came from, and the TLS setup for
-/// the run loop (`RunOptions::tls`).
+/// A machine ready to run (the pipeline, or an operator's command), the clock its start
+/// time came from, the TLS setup for the run loop (`RunOptions::tls`) and the metrics
+/// server when `METRICS_ADDR` asks for one (keep it alive for the run).
 #[derive(Debug)]
 pub struct Started {
-    pub pipeline: Pipeline,
+    pub machine: Machine,
     pub clock: Clock,
     pub tls: std::sync::Arc<crate::tls::TlsSetup>,
+    pub metrics: Option<MetricsServer>,
+}
+
+impl Started {
+    /// The run loop's options for this machine.
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            tls: self.tls.clone(),
+            metrics: self.metrics.as_ref().map(MetricsServer::publisher),
+            ..RunOptions::default()
+        }
+    }
 }
 
 /// Prepares the run, or says with which code to exit (its message already printed):
@@ -34,7 +50,11 @@ where
         let _ = error.print();
         error.exit_code()
     })?;
+    // Configuration errors name variables; a variable the user gave as a flag is named
+    // as that flag.
+    let flags = args.flags;
     let usage = |message: String| {
+        let message = cli::spell_flags(&message, &flags);
         eprintln!("{bin_name}: {message} (see {bin_name} --help)");
         exit::USAGE
     };
@@ -48,14 +68,45 @@ where
             exit::FATAL
         })?,
     };
-    logging::init(config.log_format, filter);
+    logging::init(bin_name, config.log_format, filter);
     tracing::debug!("core seed {seed} (set SLOTLINE_SEED to repeat a run)");
     crate::passfile::apply(&mut config.pg);
     let clock = Clock::start();
-    let pipeline = Pipeline::new(config, seed, clock.now()).map_err(|e| usage(e.to_string()))?;
+    let now = clock.now();
+    let format = |json: bool| if json { Format::Json } else { Format::Text };
+    let metrics_addr = config.metrics_addr.clone();
+    let machine = match args.operation {
+        None => Machine::Pipeline(Box::new(
+            Pipeline::new(config, seed, now).map_err(|e| usage(e.to_string()))?,
+        )),
+        Some(Operation::Check { json }) => Machine::Check(Box::new(
+            Check::new(config, now, format(json)).map_err(|e| usage(e.to_string()))?,
+        )),
+        Some(Operation::Status { json }) => Machine::Status(Box::new(
+            Inspect::new(config, now, format(json)).map_err(|e| usage(e.to_string()))?,
+        )),
+        Some(Operation::DropSlot { yes, json }) => Machine::DropSlot(Box::new(
+            DropSlot::new(config, now, format(json), yes).map_err(|e| usage(e.to_string()))?,
+        )),
+    };
+    let metrics = match (&machine, metrics_addr) {
+        (Machine::Pipeline(_), Some(addr)) => {
+            let server = MetricsServer::start(&addr, clock).map_err(|e| {
+                eprintln!("{bin_name}: cannot serve metrics on METRICS_ADDR={addr}: {e}");
+                exit::USAGE
+            })?;
+            tracing::info!(
+                "serving /metrics, /healthz and /readyz on http://{}",
+                server.addr()
+            );
+            Some(server)
+        }
+        _ => None,
+    };
     Ok(Started {
-        pipeline,
+        machine,
         clock,
         tls: std::sync::Arc::new(tls),
+        metrics,
     })
 }

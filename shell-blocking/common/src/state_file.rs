@@ -54,9 +54,31 @@ pub fn write_atomic(path: &str, contents: &[u8]) -> Result<(), String> {
     result
 }
 
+/// Removes `path` (`slotline drop-slot`): `Ok(true)` when it was there, `Ok(false)` when
+/// it was already absent.
+pub fn remove(path: &str) -> Result<bool, String> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("cannot remove {path}: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remove_says_whether_the_file_was_there() {
+        let dir = temp_dir("remove");
+        let path = dir.join("s.state.json");
+        let path = path.to_str().unwrap();
+        write_atomic(path, b"x").unwrap();
+        assert_eq!(remove(path), Ok(true));
+        assert_eq!(read(path), Ok(None));
+        assert_eq!(remove(path), Ok(false));
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir =

@@ -4,7 +4,7 @@
 //! Every child starts with an empty environment, so the host's `PG*` variables cannot
 //! leak in, and in its own empty directory, so "nothing was written" can be checked.
 
-use slotline_core::config::VARIABLES;
+use slotline_core::config::{CrashPoint, VARIABLES};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -129,6 +129,51 @@ pub fn help_exits_0_and_lists_every_variable_with_its_default(bin: &str) {
     assert!(scratch.entries().is_empty());
 }
 
+/// The help text of the option whose flag is `flag`, on one line (clap wraps it).
+fn option_help(help: &str, flag: &str) -> String {
+    let at = help
+        .find(&format!("      {flag} "))
+        .unwrap_or_else(|| panic!("--help has no {flag}:\n{help}"));
+    let rest = &help[at + 6..];
+    let end = rest.find("\n      -").unwrap_or(rest.len());
+    rest[..end].split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `--help` promises only what works: the crash points it lists are exactly the ones the
+/// configuration accepts (each is reached by a decision trace in the core), the snapshot
+/// modes are the accepted ones, and no option is described as not working yet.
+pub fn help_tells_the_truth_about_modes_and_crash_points(bin: &str) {
+    let scratch = Scratch::new("help-truth");
+    let out = run(bin, &scratch, &[], &["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    let crash = option_help(&help, "--crash-at");
+    let listed: Vec<&str> = crash
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(list, _)| list.split(", ").collect())
+        .unwrap_or_else(|| panic!("--crash-at lists its points in parentheses: {crash}"));
+    let accepted: Vec<&str> = CrashPoint::ALL.iter().map(|(_, name)| *name).collect();
+    assert_eq!(listed, accepted, "{crash}");
+    let modes = option_help(&help, "--snapshot-mode");
+    for mode in ["initial", "never", "inconsistent"] {
+        assert!(modes.contains(mode), "{modes}");
+    }
+    let progress = option_help(&help, "--progress-interval-secs");
+    assert!(progress.contains("0 turns it off"), "{progress}");
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for stale in [
+        "accepted today",
+        "writes nothing",
+        "not supported yet",
+        "until the snapshot",
+        "only mode that runs",
+        "not implemented",
+    ] {
+        assert!(!flat.contains(stale), "--help says {stale:?}:\n{help}");
+    }
+}
+
 pub fn version_exits_0_and_names_the_binary(bin: &str, name: &str) {
     let scratch = Scratch::new("version");
     let out = run(bin, &scratch, &[], &["--version"]);
@@ -163,7 +208,11 @@ pub fn bad_flag_value_exits_2_like_the_variable(bin: &str) {
     let env = watched.config(&scratch);
     let out = run(bin, &scratch, &env, &["--snapshot-mode", "sometimes"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("SNAPSHOT_MODE=\"sometimes\" is invalid"));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--snapshot-mode=\"sometimes\" is invalid"),
+        "names the flag the user typed: {stderr}"
+    );
     watched.assert_untouched();
 }
 
@@ -235,6 +284,11 @@ macro_rules! binary_tests {
         #[test]
         fn help_exits_0_and_lists_every_variable_with_its_default() {
             binary_checks::help_exits_0_and_lists_every_variable_with_its_default($bin);
+        }
+
+        #[test]
+        fn help_tells_the_truth_about_modes_and_crash_points() {
+            binary_checks::help_tells_the_truth_about_modes_and_crash_points($bin);
         }
 
         #[test]

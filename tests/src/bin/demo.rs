@@ -4,10 +4,16 @@
 //! ```text
 //! cargo run -p slotline-tests --bin demo [-- --shell blocking]
 //! ```
-//! It writes a workload, withholds Feldera's completion of one batch, kills the connector
-//! with SIGKILL while it waits, restarts it, and shows that the unacknowledged transaction
-//! is delivered again and that PostgreSQL and Feldera end up holding the same rows. Exit 0
-//! when they agree (and the slot never moved past an unfinished batch), 1 otherwise.
+//! PostgreSQL already holds rows when slotline first starts: the initial snapshot copies
+//! them (`SNAPSHOT_MODE=initial`, the default). Then it writes a workload, withholds
+//! Feldera's completion of one batch, kills the connector with SIGKILL while it waits,
+//! restarts it, and shows that the unacknowledged transaction is delivered again and that
+//! PostgreSQL and Feldera end up holding the same rows. Exit 0 when they agree (and the slot
+//! never moved past an unfinished batch), 1 otherwise.
+//!
+//! With `--ack-mode accepted` the story shows what the unsafe mode costs: the slot moves on
+//! HTTP 200, Feldera restarts before processing the batch and loses it, and the restarted
+//! connector has nothing left to replay. The rows differ, so it exits 1.
 //!
 //! Owns: the story and its printing. Everything it starts (cluster, double, connector,
 //! psql, temporary files) is released by guards, also when a step fails or panics.
@@ -32,8 +38,8 @@ struct Args {
     shell: Shell,
     /// FELDERA_ACK_MODE for the connector. `accepted` is the unsafe mode (acknowledge on
     /// HTTP 200): the demo then shows the slot moving past a batch Feldera never completed,
-    /// and exits 1.
-    #[arg(long, default_value = "completed")]
+    /// Feldera losing it in a restart, and exits 1 because the rows differ.
+    #[arg(long, default_value = "completed", value_parser = ["completed", "accepted"])]
     ack_mode: String,
 }
 
@@ -44,10 +50,17 @@ const SETUP: &str = "CREATE TABLE users (id bigint PRIMARY KEY, name text NOT NU
 CREATE TABLE items (sku text PRIMARY KEY, qty int NOT NULL);
 CREATE PUBLICATION demo_pub FOR TABLE users, items;";
 
-const FIRST_WRITES: &[&str] = &[
+/// Rows PostgreSQL holds before slotline first starts: the initial snapshot copies them.
+const EXISTING_ROWS: &[&str] = &[
     "INSERT INTO users VALUES (1, 'ada'), (2, 'grace'), (3, 'edsger'), (4, 'barbara')",
     "INSERT INTO items VALUES ('apple', 3), ('pear', 5)",
+];
+
+/// Written while slotline streams.
+const FIRST_WRITES: &[&str] = &[
+    "INSERT INTO users VALUES (6, 'alan')",
     "UPDATE users SET name = 'Ada' WHERE id = 1",
+    "INSERT INTO items VALUES ('plum', 2)",
 ];
 
 /// One transaction, written while Feldera withholds completion.
@@ -77,7 +90,12 @@ fn feldera_schema() -> Value {
 fn main() -> ExitCode {
     let args = Args::parse();
     let started = Instant::now();
-    let outcome = std::panic::catch_unwind(|| run(args.shell, &args.ack_mode));
+    let mode = if args.ack_mode == "accepted" {
+        AckMode::Accepted
+    } else {
+        AckMode::Completed
+    };
+    let outcome = std::panic::catch_unwind(|| run(args.shell, mode));
     let code = match outcome {
         Ok(Ok(verdict)) => {
             println!();
@@ -86,11 +104,21 @@ fn main() -> ExitCode {
             } else {
                 println!("PostgreSQL and Feldera DO NOT agree (see above).");
             }
-            if !verdict.slot_held {
-                println!(
-                    "The slot was acknowledged past a batch Feldera had not completed: \
-                     had Feldera lost its input buffer then, those rows would be gone."
-                );
+            match (mode, verdict.slot_held) {
+                (AckMode::Completed, true) => {}
+                (AckMode::Completed, false) => println!(
+                    "The slot was acknowledged past a batch Feldera had not completed, \
+                     which FELDERA_ACK_MODE=completed must never do."
+                ),
+                (AckMode::Accepted, false) => println!(
+                    "This is what FELDERA_ACK_MODE=accepted costs: the slot was acknowledged \
+                     when Feldera accepted the batch, Feldera lost it before processing it, \
+                     and PostgreSQL no longer holds it for a replay."
+                ),
+                (AckMode::Accepted, true) => println!(
+                    "The slot did not move on HTTP 200 although FELDERA_ACK_MODE=accepted \
+                     asked for it."
+                ),
             }
             u8::from(!(verdict.agree && verdict.slot_held))
         }
@@ -158,17 +186,57 @@ struct Verdict {
     slot_held: bool,
 }
 
-fn run(shell: Shell, ack_mode: &str) -> Result<Verdict, String> {
-    println!("slotline demo with the {} binary", shell.binary_name());
+/// `FELDERA_ACK_MODE`: which story the demo tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AckMode {
+    /// The slot moves only once Feldera completed a batch.
+    Completed,
+    /// The slot moves on HTTP 200 (unsafe).
+    Accepted,
+}
+
+impl AckMode {
+    fn name(self) -> &'static str {
+        match self {
+            AckMode::Completed => "completed",
+            AckMode::Accepted => "accepted",
+        }
+    }
+}
+
+fn run(shell: Shell, mode: AckMode) -> Result<Verdict, String> {
+    println!(
+        "slotline demo with the {} binary, FELDERA_ACK_MODE={}",
+        shell.binary_name(),
+        mode.name()
+    );
     let binary = support::connector_binary(shell)?;
     let mut w = setup(binary)?;
     w.vars
-        .push(("FELDERA_ACK_MODE".to_owned(), ack_mode.to_owned()));
+        .push(("FELDERA_ACK_MODE".to_owned(), mode.name().to_owned()));
 
-    step("start slotline (stream only: SNAPSHOT_MODE=never)");
+    step("PostgreSQL already holds rows; start slotline (SNAPSHOT_MODE=initial, the default)");
+    for sql in EXISTING_ROWS {
+        w.psql.query(sql)?;
+        say(&format!("{sql};  (before slotline starts)"));
+    }
     let mut connector = start_connector(&mut w, 1)?;
+    let copied = connector.log_tail(200);
+    match copied.lines().find(|l| l.contains("snapshot: copied")) {
+        Some(line) => say(&format!(
+            "the initial snapshot {}",
+            line.split("snapshot: ").nth(1).unwrap_or(line)
+        )),
+        None => {
+            return Err(failure(
+                &connector,
+                "slotline streams, but its log does not report the initial copy",
+            ))
+        }
+    }
+    show_feldera(&w.feldera);
 
-    step("write to PostgreSQL while slotline runs");
+    step("write to PostgreSQL while slotline streams");
     for sql in FIRST_WRITES {
         w.psql.query(sql)?;
         say(&format!("{sql};"));
@@ -179,10 +247,10 @@ fn run(shell: Shell, ack_mode: &str) -> Result<Verdict, String> {
     ));
     show_feldera(&w.feldera);
 
-    let (withheld_rows, before) = withhold_one_batch(&mut w, &mut connector)?;
-    let slot_held = kill_while_withheld(&mut w, &mut connector, &before)?;
+    let (withheld_rows, before) = withhold_one_batch(&mut w, &mut connector, mode)?;
+    let slot_held = kill_while_withheld(&mut w, &mut connector, &before, mode)?;
 
-    let mut connector = restart(&mut w, &before, withheld_rows)?;
+    let mut connector = restart(&mut w, withheld_rows, mode)?;
 
     step("compare PostgreSQL and Feldera, table by table");
     let agree = compare(&mut w, "users", "id")? & compare(&mut w, "items", "sku")?;
@@ -200,23 +268,37 @@ fn run(shell: Shell, ack_mode: &str) -> Result<Verdict, String> {
 }
 
 /// Restarts the connector, waits until it caught up and says what it replayed.
-fn restart(w: &mut World, before: &str, withheld_rows: u64) -> Result<ConnectorProcess, String> {
+fn restart(w: &mut World, withheld_rows: u64, mode: AckMode) -> Result<ConnectorProcess, String> {
     step("restart slotline");
     let marker = last_request_seq(&w.feldera);
+    let at_restart = w.psql.slot_confirmed(SLOT)?.unwrap_or_default();
     let mut connector = start_connector(w, 2)?;
     let caught = wait_caught_up(w, &mut connector)?;
     let (replayed, requests) = ingress_rows_after(&w.feldera, marker);
-    say(&format!("slot {SLOT} moved from {before} to {caught}"));
-    if replayed == 0 {
-        say(&format!(
-            "the restart replayed nothing (the withheld batch held {withheld_rows} rows)"
-        ));
+    if caught == at_restart {
+        say(&format!("slot {SLOT} stays at {caught}"));
     } else {
-        say(&format!(
-            "the restart replayed {replayed} rows in {requests} request(s): the transaction the \
-             slot was never told about (the withheld batch held {withheld_rows} rows)"
-        ));
-        say("Feldera had already processed them; its primary keys absorb the duplicates");
+        say(&format!("slot {SLOT} moved from {at_restart} to {caught}"));
+    }
+    match (mode, replayed) {
+        (AckMode::Completed, 0) => say(&format!(
+            "UNEXPECTED: the restart replayed nothing, yet the withheld batch ({withheld_rows} rows) \
+             was never acknowledged"
+        )),
+        (AckMode::Completed, _) => {
+            say(&format!(
+                "the restart replayed {replayed} rows in {requests} request(s): the transaction \
+                 the slot was never told about (the withheld batch held {withheld_rows} rows)"
+            ));
+            say("Feldera had already processed them; its primary keys absorb the duplicates");
+        }
+        (AckMode::Accepted, 0) => say(&format!(
+            "the restart replayed nothing: the slot is past the transaction, so the \
+             {withheld_rows} rows Feldera lost are gone for good"
+        )),
+        (AckMode::Accepted, _) => say(&format!(
+            "the restart replayed {replayed} rows in {requests} request(s)"
+        )),
     }
     show_feldera(&w.feldera);
     Ok(connector)
@@ -242,13 +324,15 @@ fn setup(binary: PathBuf) -> Result<World, String> {
     ));
     let psql = Psql::connect(pg.port(), &db)?;
     let scratch = ScratchDir::create()?;
-    let vars = support::connector_vars(
+    let mut vars = support::connector_vars(
         &pg.url(&db),
         &feldera.base_url(),
         "demo_pub",
         "users,items",
         scratch.path(),
     );
+    // The demo's story starts from existing rows: the default mode copies them first.
+    vars.retain(|(k, _)| k != "SNAPSHOT_MODE");
     Ok(World {
         psql,
         feldera,
@@ -315,6 +399,7 @@ fn wait_caught_up(w: &mut World, connector: &mut ConnectorProcess) -> Result<Str
 fn withhold_one_batch(
     w: &mut World,
     connector: &mut ConnectorProcess,
+    mode: AckMode,
 ) -> Result<(u64, String), String> {
     step("Feldera accepts the next batch but withholds its completion");
     w.feldera.set_completion_delay(CompletionDelay::Never);
@@ -348,26 +433,42 @@ fn withhold_one_batch(
     // Give slotline time to (wrongly) acknowledge, so holding still is evidence.
     std::thread::sleep(Duration::from_millis(500));
     let now = w.psql.slot_confirmed(SLOT)?.unwrap_or_default();
-    if now == before {
-        say(&format!(
+    match (mode, now == before) {
+        (AckMode::Completed, true) => say(&format!(
             "PostgreSQL's WAL is at {wal}; slot {SLOT} is still at {now} (HTTP 200 is not durability)"
-        ));
-    } else {
-        say(&format!(
-            "PostgreSQL's WAL is at {wal}; slot {SLOT} moved to {now}: acknowledged on HTTP 200"
-        ));
+        )),
+        (AckMode::Completed, false) => say(&format!(
+            "UNEXPECTED: PostgreSQL's WAL is at {wal}; slot {SLOT} moved to {now} before Feldera \
+             completed the batch"
+        )),
+        (AckMode::Accepted, false) => say(&format!(
+            "PostgreSQL's WAL is at {wal}; slot {SLOT} moved from {before} to {now}: acknowledged \
+             on HTTP 200, as FELDERA_ACK_MODE=accepted does"
+        )),
+        (AckMode::Accepted, true) => say(&format!(
+            "UNEXPECTED: slot {SLOT} is still at {now} although FELDERA_ACK_MODE=accepted \
+             acknowledges on HTTP 200"
+        )),
     }
     Ok((rows, before))
 }
 
-/// SIGKILLs the connector while its batch is withheld, then lets Feldera finish.
-/// Returns whether the slot stayed where it was before the withheld transaction.
+/// SIGKILLs the connector while its batch is withheld. Then Feldera finishes the batch
+/// (completed mode), or restarts and loses it (accepted mode, where nothing else could
+/// show what was lost). Returns whether the slot stayed where it was before the withheld
+/// transaction.
 fn kill_while_withheld(
     w: &mut World,
     connector: &mut ConnectorProcess,
     before: &str,
+    mode: AckMode,
 ) -> Result<bool, String> {
-    step("kill slotline with SIGKILL while it waits");
+    match mode {
+        AckMode::Completed => step("kill slotline with SIGKILL while it waits for the completion"),
+        AckMode::Accepted => step(
+            "kill slotline with SIGKILL (it waits for nothing: it acknowledged the batch on HTTP 200)",
+        ),
+    }
     let pid = connector.pid();
     let code = connector.kill();
     say(&format!(
@@ -390,18 +491,32 @@ fn kill_while_withheld(
     show_feldera(&w.feldera);
     w.feldera
         .set_completion_delay(CompletionDelay::Fixed(Duration::ZERO));
-    w.feldera.release_completions();
-    say("Feldera now finishes the batch it had accepted (the connector is gone and cannot learn it)");
+    match mode {
+        AckMode::Completed => {
+            w.feldera.release_completions();
+            say("Feldera now finishes the batch it had accepted (the connector is gone and cannot learn it)");
+        }
+        AckMode::Accepted => {
+            w.feldera.restart(true);
+            say("Feldera restarts before processing the batch: what it had accepted but not processed is lost");
+        }
+    }
     let now = w.psql.slot_confirmed(SLOT)?.unwrap_or_default();
     let held = now == before;
-    if held {
-        say(&format!(
+    match (mode, held) {
+        (AckMode::Completed, true) => say(&format!(
             "slot {SLOT} still at {now}: the withheld transaction was never acknowledged"
-        ));
-    } else {
-        say(&format!(
+        )),
+        (AckMode::Completed, false) => say(&format!(
             "UNEXPECTED: slot {SLOT} moved from {before} to {now} although the batch was never completed"
-        ));
+        )),
+        (AckMode::Accepted, false) => say(&format!(
+            "slot {SLOT} is at {now}, past the transaction Feldera lost: PostgreSQL may already \
+             have recycled its WAL"
+        )),
+        (AckMode::Accepted, true) => say(&format!(
+            "UNEXPECTED: slot {SLOT} still at {now} although the batch was acknowledged on HTTP 200"
+        )),
     }
     Ok(held)
 }

@@ -47,21 +47,41 @@ pub fn routes() -> Router<Arc<Shared>> {
         )
 }
 
-/// Middleware: while an unavailability window is open every `/v0` call gets 503.
+/// Middleware: while an unavailability window is open every `/v0` call gets 503; while the
+/// pipeline is not running (`phase`), every pipeline endpoint gets that phase's answer.
 pub async fn unavailable_gate(
     State(shared): State<Arc<Shared>>,
     req: Request,
     next: Next,
 ) -> Response {
-    let code = shared.state().faults.unavailable_code(Instant::now());
-    match code {
-        Some(code) => api_error(
+    let (code, phase) = {
+        let mut st = shared.state();
+        (
+            st.faults.unavailable_code(Instant::now()),
+            st.phase.answer(),
+        )
+    };
+    if let Some(code) = code {
+        return api_error(
             StatusCode::SERVICE_UNAVAILABLE,
             &code,
             "pipeline unavailable (injected by the Feldera double)",
             json!({}),
-        ),
-        None => next.run(req).await,
+        );
+    }
+    // The pipeline GET is the manager's database; every endpoint below it is the pipeline's.
+    let pipeline_endpoint = req
+        .uri()
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .count()
+        > 3;
+    match phase {
+        Some((status, code, message)) if pipeline_endpoint => {
+            api_error(status, &code, message, json!(null))
+        }
+        _ => next.run(req).await,
     }
 }
 
@@ -70,7 +90,11 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
         return unknown_pipeline(&pipeline);
     }
     let st = shared.state();
-    let deployment = if st.paused { "Paused" } else { "Running" };
+    let runtime = match st.phase.runtime_status() {
+        "Running" if st.paused => "Paused",
+        status => status,
+    };
+    let deployment = runtime;
     Json(json!({
         "id": shared.pipeline_id,
         "name": shared.pipeline_name,
@@ -93,6 +117,7 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
         "deployment_status": deployment,
         "deployment_desired_status": deployment,
         "deployment_error": null,
+        "deployment_runtime_status": runtime,
         "incarnation_uuid": st.incarnation,
     }))
     .into_response()
@@ -124,9 +149,9 @@ async fn ingress_inner(
     let Some(index) = shared.schema.input_by_path(table) else {
         return api_error(
             StatusCode::NOT_FOUND,
-            "UnknownInputStream",
-            format!("unknown input table '{table}'"),
-            json!({"name": table}),
+            "ConfigError.UnknownInputStream",
+            format!("Input endpoint '{table}.api-ingress-json' specifies unknown table '{table}'"),
+            json!({"endpoint_name": format!("{table}.api-ingress-json"), "stream_name": table}),
         );
     };
     let array = params.get("array").is_some_and(|v| v == "true");
@@ -245,13 +270,13 @@ async fn completion_status(
         Ok(Completion::Complete { step }) => {
             Json(json!({"status": "complete", "step": step})).into_response()
         }
-        Ok(Completion::InProgress) => {
+        Ok(Completion::InProgress { step }) => {
             let status = if shared.inprogress_202 {
                 StatusCode::ACCEPTED
             } else {
                 StatusCode::OK
             };
-            (status, Json(json!({"status": "inprogress", "step": null}))).into_response()
+            (status, Json(json!({"status": "inprogress", "step": step}))).into_response()
         }
         Err(TokenError::Restarted) => api_error(
             StatusCode::GONE,
@@ -260,9 +285,13 @@ async fn completion_status(
             json!({"error": "token from a previous incarnation"}),
         ),
         Err(TokenError::UnknownEndpoint(e)) => api_error(
-            StatusCode::BAD_REQUEST,
+            StatusCode::GONE,
             "UnknownEndpointInCompletionToken",
-            format!("completion token names endpoint {e}, which does not exist"),
+            format!(
+                "completion token specifies input endpoint id {e}, which doesn't exist; this \
+                 indicates that the input connector was deleted after the completion token \
+                 was generated"
+            ),
             json!({"endpoint_id": e}),
         ),
     }
@@ -332,14 +361,14 @@ async fn start_transaction(
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(&pipeline);
     }
-    let started = shared.state().start_transaction();
+    let started = shared.state().start_transaction(Instant::now());
     match started {
         Ok(id) => Json(json!({"transaction_id": id})).into_response(),
-        Err(open) => api_error(
+        Err(_) => api_error(
             StatusCode::CONFLICT,
             "TransactionInProgress",
-            format!("transaction {open} is already in progress"),
-            json!({"transaction_id": open}),
+            "Cannot perform this operation while there is a transaction in progress",
+            json!(null),
         ),
     }
 }
@@ -353,12 +382,13 @@ async fn commit_transaction(
     }
     let committed = shared.state().commit_transaction(Instant::now());
     match committed {
-        Some(id) => Json(json!({"transaction_id": id})).into_response(),
+        // Feldera only starts the commit here; the answer is a JSON string.
+        Some(_) => Json(json!("Transaction commit initiated")).into_response(),
         None => api_error(
-            StatusCode::CONFLICT,
+            StatusCode::BAD_REQUEST,
             "NoTransactionInProgress",
-            "there is no transaction to commit",
-            json!({}),
+            "This operation requires an active transaction, but none is currently in progress",
+            json!(null),
         ),
     }
 }

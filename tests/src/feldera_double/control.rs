@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 
 use super::error::api_error;
 use super::faults::{FailMode, DEFAULT_INGRESS_FAILURE_CODE, DEFAULT_UNAVAILABLE_CODE};
+use super::phase::Phase;
 use super::shared::Shared;
 use super::state::CompletionDelay;
 
@@ -29,11 +30,14 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/control/query_format", post(query_format))
         .route("/control/unavailable", post(unavailable).delete(available))
         .route("/control/restart", post(restart))
+        .route("/control/phase", post(phase))
+        .route("/control/remove_endpoints", post(remove_endpoints))
         .route("/control/pause", post(pause))
         .route("/control/resume", post(resume))
         .route("/control/proxy_timeout", post(proxy_timeout))
         .route("/control/completion_delay", post(completion_delay))
         .route("/control/release", post(release))
+        .route("/control/hold_commits", post(hold_commits))
         .route("/control/tables", get(tables))
         .route("/control/status", get(status))
         .route("/control/log", get(log).delete(clear_log))
@@ -170,6 +174,34 @@ async fn restart(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct SetPhase {
+    phase: String,
+    /// For `failed`: the controller error's code (default `StepError`).
+    error_code: Option<String>,
+}
+
+async fn phase(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let req: SetPhase = match decode(&body) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    match Phase::parse(&req.phase, req.error_code.as_deref()) {
+        Ok(phase) => {
+            let status = phase.runtime_status();
+            shared.state().phase = phase;
+            ok(json!({"phase": req.phase, "runtime_status": status}))
+        }
+        Err(e) => api_error(StatusCode::BAD_REQUEST, "BadControlRequest", e, json!({})),
+    }
+}
+
+async fn remove_endpoints(State(shared): State<Arc<Shared>>) -> Response {
+    shared.state().remove_endpoints();
+    ok(json!({"removed": true}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Pause {
     proxy_timeout_ms: Option<u64>,
 }
@@ -233,6 +265,21 @@ async fn completion_delay(State(shared): State<Arc<Shared>>, body: Bytes) -> Res
     };
     shared.set_completion_delay(delay);
     ok(json!({"delay_ms": req.delay_ms}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HoldCommits {
+    hold: bool,
+}
+
+async fn hold_commits(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let req: HoldCommits = match decode(&body) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    shared.set_hold_commits(req.hold);
+    ok(json!({"hold": req.hold}))
 }
 
 async fn release(State(shared): State<Arc<Shared>>) -> Response {

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value as Json};
 
 use super::schema::{ColumnType, Field, TypeKind};
-use super::temporal::{parse_date, parse_time, parse_timestamp};
+use super::temporal::{parse_date, parse_time, parse_timestamp, parse_timestamp_tz};
 use super::value::{Decimal, Float, Value};
 
 /// Decimal precision used when a schema leaves it out (Feldera's maximum).
@@ -17,6 +17,10 @@ const DEFAULT_DECIMAL_PRECISION: i64 = 38;
 
 /// Parses one JSON value into `ct`. The error says what was found and what is accepted.
 pub fn parse_value(ct: &ColumnType, j: &Json) -> Result<Value, String> {
+    // JSON null in a NOT NULL VARIANT is the VARIANT null; in a nullable one it is SQL NULL.
+    if j.is_null() && ct.kind == TypeKind::Variant && !ct.nullable {
+        return Ok(Value::Variant("null".to_string()));
+    }
     if j.is_null() {
         return if ct.nullable {
             Ok(Value::Null)
@@ -40,7 +44,9 @@ pub fn parse_value(ct: &ColumnType, j: &Json) -> Result<Value, String> {
         TypeKind::Date => parse_date(text(j)?).map(Value::Date),
         TypeKind::Time => parse_time(text(j)?).map(Value::Time),
         TypeKind::Timestamp => parse_timestamp(text(j)?).map(|(d, t)| Value::Timestamp(d, t)),
-        TypeKind::TimestampTz => text(j).map(|s| Value::TimestampTz(s.to_string())),
+        TypeKind::TimestampTz => {
+            parse_timestamp_tz(text(j)?).map(|(d, t)| Value::TimestampTz(d, t))
+        }
         TypeKind::Uuid => uuid(text(j)?),
         TypeKind::Variant => Ok(Value::Variant(j.to_string())),
         TypeKind::Array => array(j, ct),

@@ -193,16 +193,93 @@ mod tests {
     fn quoted_field_needs_exact_case_and_update_needs_a_key() {
         let p = parse_body(
             &rel(false),
-            b"{\"insert\": {\"id\": 1, \"name\": \"ignored\"}}\n{\"update\": {\"id\": 1}}",
+            b"{\"insert\": {\"id\": 1, \"name\": \"x\"}}\n{\"insert\": {\"id\": 2, \"other\": 1}}\n{\"update\": {\"id\": 1}}",
             false,
         );
-        assert_eq!(p.changes.len(), 1);
+        assert_eq!(p.changes.len(), 1, "unknown keys are ignored");
         match &p.changes[0] {
             Change::Insert(row) => assert_eq!(row[1], crate::feldera_double::value::Value::Null),
             other => panic!("expected an insert, got {other:?}"),
         }
+        assert_eq!(p.errors.len(), 2);
+        assert!(
+            p.errors[0]
+                .description
+                .contains("incorrect case-sensitive field name: expected: Name, found: name"),
+            "{:?}",
+            p.errors[0]
+        );
+        assert!(p.errors[1].description.contains("no primary key"));
+    }
+
+    #[test]
+    fn event_objects_refuse_unknown_keys_and_skip_null_operations() {
+        let p = parse_body(
+            &rel(true),
+            b"{\"insert\": {\"id\": 1}, \"weight\": 1}\n{}\n{\"insert\": null, \"table\": \"t\"}",
+            false,
+        );
+        assert_eq!((p.events, p.changes.len()), (3, 0));
         assert_eq!(p.errors.len(), 1);
-        assert!(p.errors[0].description.contains("no primary key"));
+        assert!(
+            p.errors[0].description.contains("unknown field `weight`"),
+            "{:?}",
+            p.errors
+        );
+    }
+
+    #[test]
+    fn missing_columns_take_their_default_and_json_null_stays_a_variant_null_when_not_null() {
+        let rel = Schema::parse(json!({"inputs": [{"name": "t", "primary_key": ["id"], "fields": [
+            {"name": "id", "columntype": {"type": "BIGINT", "nullable": false}},
+            {"name": "n", "default": "0", "columntype": {"type": "INTEGER", "nullable": false}},
+            {"name": "s", "default": "'it''s'", "columntype": {"type": "VARCHAR", "nullable": true}},
+            {"name": "v", "columntype": {"type": "VARIANT", "nullable": false}},
+            {"name": "w", "columntype": {"type": "VARIANT", "nullable": true}}
+        ]}], "outputs": []}))
+        .unwrap()
+        .inputs
+        .remove(0);
+        let p = parse_body(
+            &rel,
+            b"{\"insert\": {\"id\": 1, \"v\": null, \"w\": null}}",
+            false,
+        );
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        use crate::feldera_double::value::Value;
+        assert_eq!(
+            p.changes,
+            vec![Change::Insert(vec![
+                Value::Int(1),
+                Value::Int(0),
+                Value::Str("it's".into()),
+                Value::Variant("null".into()),
+                Value::Null,
+            ])]
+        );
+    }
+
+    #[test]
+    fn columns_differing_only_in_case_shadow_each_other_as_in_feldera() {
+        let rel = Schema::parse(json!({"inputs": [{"name": "t", "fields": [
+            {"name": "id", "case_sensitive": false, "columntype": {"type": "BIGINT", "nullable": true}},
+            {"name": "ID", "case_sensitive": true, "columntype": {"type": "BIGINT", "nullable": true}}
+        ]}], "outputs": []}))
+        .unwrap()
+        .inputs
+        .remove(0);
+        let p = parse_body(
+            &rel,
+            b"{\"insert\": {\"id\": 1}}\n{\"insert\": {\"ID\": 2}}",
+            false,
+        );
+        assert_eq!(p.errors.len(), 1, "`id` is found as the quoted `ID`");
+        use crate::feldera_double::value::Value;
+        assert_eq!(
+            p.changes,
+            vec![Change::Insert(vec![Value::Null, Value::Int(2)])],
+            "column `id` can never be set"
+        );
     }
 
     #[test]

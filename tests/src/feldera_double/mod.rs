@@ -1,5 +1,5 @@
 //! A faithful double of the parts of Feldera's HTTP API slotline uses (see
-//! `/work/shared/FELDERA.md`), served over real HTTP on 127.0.0.1, with fault injection and
+//! `docs/feldera.md`), served over real HTTP on 127.0.0.1, with fault injection and
 //! inspection for test oracles.
 //!
 //! ```no_run
@@ -25,6 +25,7 @@ mod error;
 mod faults;
 mod ingress;
 mod log;
+mod phase;
 mod query;
 mod query_parse;
 mod row;
@@ -47,6 +48,7 @@ use serde_json::Value as Json;
 
 pub use faults::FailMode;
 pub use log::RequestRecord;
+pub use phase::Phase;
 pub use state::CompletionDelay;
 pub use token::CompletionToken;
 
@@ -248,6 +250,21 @@ impl FelderaDouble {
         self.shared.clear_unavailable();
     }
 
+    /// Puts the pipeline in a lifecycle phase: while not `Running`, ingress, completion
+    /// status, queries and transactions answer what Feldera's pipeline answers in that phase
+    /// (503 `Initializing` or `Suspended`, 410 `Terminating`, 500 when failed); the pipeline
+    /// GET still answers and shows it.
+    pub fn set_phase(&self, phase: Phase) {
+        self.shared.state().phase = phase;
+    }
+
+    /// Removes every ingress endpoint, as when Feldera drops an input connector: tokens they
+    /// issued answer 410 `UnknownEndpointInCompletionToken`; the next ingress call creates a
+    /// new endpoint. What they accepted is still processed.
+    pub fn remove_endpoints(&self) {
+        self.shared.state().remove_endpoints();
+    }
+
     /// A new incarnation: earlier tokens answer 410 PipelineRestarted, accepted but
     /// unprocessed requests and an open transaction are lost, a pause ends; processed
     /// rows survive only with `keep_state`. Returns the new incarnation UUID.
@@ -272,6 +289,12 @@ impl FelderaDouble {
     /// Applies to requests accepted from now on.
     pub fn set_completion_delay(&self, delay: CompletionDelay) {
         self.shared.set_completion_delay(delay);
+    }
+
+    /// Transactions committed from now on wait for `release_completions` (`false`: they
+    /// follow the completion delay again).
+    pub fn hold_commits(&self, hold: bool) {
+        self.shared.set_hold_commits(hold);
     }
 
     /// Processes every request accepted so far (ends a `Never` wait or a long delay).

@@ -17,7 +17,7 @@ use super::query_parse::{
 };
 use super::schema::{ColumnType, Ident, Relation, Schema, TypeKind};
 use super::table::TableState;
-use super::temporal::{parse_date, parse_time, parse_timestamp, parse_timestamp_tz};
+use super::temporal::{parse_date, parse_time, parse_timestamp};
 use super::value::{to_query_json, to_query_text, Decimal, Float, Value};
 
 /// A condition with its columns resolved and its literals typed.
@@ -246,13 +246,10 @@ fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     }
 }
 
-/// TIMESTAMP_TZ values compare as UTC instants, not as the text a client sent.
+/// TIMESTAMP_TZ values (held in UTC) compare as instants, with TIMESTAMP literals too.
 fn instant(v: &Value) -> Value {
     match v {
-        Value::TimestampTz(text) => match parse_timestamp_tz(text) {
-            Ok((d, t)) => Value::Timestamp(d, t),
-            Err(_) => v.clone(),
-        },
+        Value::TimestampTz(d, t) => Value::Timestamp(*d, *t),
         other => other.clone(),
     }
 }
@@ -382,6 +379,7 @@ fn decimal(text: &str, scale: Option<u32>) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::temporal::parse_timestamp_tz;
     use super::*;
 
     fn dec(unscaled: i128, scale: u32) -> Value {
@@ -400,8 +398,11 @@ mod tests {
     #[test]
     fn null_compares_to_nothing_and_timestamps_tz_compare_as_instants() {
         assert_eq!(compare(&Value::Null, &Value::Int(1)), None);
-        let a = Value::TimestampTz("2024-01-01T02:00:00+02:00".into());
-        let b = Value::TimestampTz("2024-01-01T00:00:00Z".into());
+        let tz = |text| {
+            let (d, t) = parse_timestamp_tz(text).unwrap();
+            Value::TimestampTz(d, t)
+        };
+        let (a, b) = (tz("2024-01-01T02:00:00+02:00"), tz("2024-01-01T00:00:00Z"));
         assert_eq!(compare(&a, &b), Some(Ordering::Equal));
     }
 

@@ -32,6 +32,10 @@ pub struct Field {
     pub name: String,
     pub case_sensitive: bool,
     pub columntype: ColumnType,
+    /// SQL text of the column's DEFAULT: what Feldera stores when a row omits the column.
+    pub default: Option<String>,
+    /// The column carries a LATENESS annotation (`lateness` is a string, not null).
+    pub lateness: bool,
 }
 
 /// A column type as Feldera describes it.
@@ -162,9 +166,15 @@ impl Relation {
         }
     }
 
-    /// Ad-hoc queries reach a table with a primary key, or a materialized relation.
+    /// Ad-hoc queries reach a materialized relation, or a table with a primary key none of
+    /// whose columns has LATENESS (Feldera materializes such a table implicitly; a key
+    /// column with LATENESS keeps it unmaterialized).
     pub fn queryable(&self) -> bool {
-        self.primary_key.is_some() || self.materialized
+        let key_has_lateness = self
+            .primary_key
+            .as_ref()
+            .is_some_and(|key| key.iter().any(|&i| self.fields[i].lateness));
+        self.materialized || (self.primary_key.is_some() && !key_has_lateness)
     }
 }
 
@@ -241,12 +251,19 @@ fn parse_fields(raw: Option<&Json>, owner: &str) -> Result<Vec<Field>, String> {
     list.iter()
         .map(|f| {
             let name = str_field(f, "name", owner)?;
-            let ct = f
-                .get("columntype")
-                .ok_or_else(|| format!("{owner}: field `{name}` has no `columntype`"))?;
+            let at = format!("{owner}, field `{name}`");
+            // Columns carry `columntype`; struct members are written inline by the compiler
+            // (type keys beside `name`), a member struct as `fields: {fields, nullable}`.
+            let columntype = match (f.get("columntype"), f.get("fields")) {
+                (Some(ct), _) => parse_type(ct, &at)?,
+                (None, Some(inner @ Json::Object(_))) => parse_type(inner, &at)?,
+                (None, _) => parse_type(f, &at)?,
+            };
             Ok(Field {
                 case_sensitive: bool_field(f, "case_sensitive"),
-                columntype: parse_type(ct, &format!("{owner}, field `{name}`"))?,
+                columntype,
+                default: f.get("default").and_then(Json::as_str).map(str::to_string),
+                lateness: f.get("lateness").is_some_and(|l| !l.is_null()),
                 name,
             })
         })
@@ -354,6 +371,43 @@ mod tests {
         assert_eq!(s.inputs[0].primary_key, Some(vec![0]));
         assert_eq!(s.inputs[1].primary_key, None);
         assert_eq!(s.inputs[1].fields[0].columntype.kind, TypeKind::Integer);
+    }
+
+    #[test]
+    fn struct_members_in_the_compilers_inline_form_parse() {
+        let s = Schema::parse(serde_json::json!({"inputs": [{"name": "t", "fields": [
+            {"name": "p", "case_sensitive": false, "columntype": {"nullable": true, "fields": [
+                {"name": "first", "nullable": true, "precision": 30, "type": "VARCHAR"},
+                {"name": "address", "nullable": true, "fields": {"nullable": false, "fields": [
+                    {"name": "zip", "nullable": false, "precision": 5, "type": "CHAR"}]}}]}},
+            {"name": "n", "case_sensitive": false, "default": "7",
+             "columntype": {"nullable": false, "type": "INTEGER"}}
+        ]}], "outputs": []}))
+        .expect("compiler-shaped schema");
+        let p = &s.inputs[0].fields[0].columntype;
+        assert_eq!(p.kind, TypeKind::Struct);
+        assert_eq!(p.fields[0].columntype.kind, TypeKind::Varchar);
+        let address = &p.fields[1].columntype;
+        assert_eq!((address.kind, address.nullable), (TypeKind::Struct, false));
+        assert_eq!(address.fields[0].columntype.kind, TypeKind::Char);
+        assert_eq!(s.inputs[0].fields[1].default.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn a_keyed_table_is_queryable_unless_a_key_column_has_lateness() {
+        let table = |lateness: serde_json::Value, materialized: bool| {
+            Schema::parse(serde_json::json!({"inputs": [{"name": "t", "fields": [
+                {"name": "ts", "columntype": {"type": "TIMESTAMP", "nullable": false}, "lateness": lateness},
+                {"name": "v", "columntype": {"type": "INTEGER", "nullable": true}}],
+                "primary_key": ["ts"], "materialized": materialized}], "outputs": []}))
+            .expect("valid schema")
+            .inputs[0]
+                .queryable()
+        };
+        assert!(table(serde_json::Value::Null, false));
+        assert!(!table(serde_json::json!("INTERVAL '1' HOUR"), false));
+        assert!(table(serde_json::json!("INTERVAL '1' HOUR"), true));
+        assert!(schema().inputs[0].queryable() && schema().inputs[1].queryable());
     }
 
     #[test]

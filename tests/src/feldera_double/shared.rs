@@ -131,6 +131,10 @@ impl Shared {
         self.state().completion_delay = delay;
     }
 
+    pub fn set_hold_commits(&self, hold: bool) {
+        self.state().hold_commits = hold;
+    }
+
     pub fn release_completions(&self) {
         let mut st = self.state();
         let now = Instant::now();

@@ -5,19 +5,28 @@
 //! Model: an accepted request joins a FIFO queue of groups; a group is processed (applied to
 //! the tables, one step) once its completion delay has elapsed and the pipeline is not
 //! paused. Queries and inspection see processed state only, and a token is complete once
-//! every request up to it on its endpoint is processed. A transaction holds its requests
-//! and queues them as one group at commit. A restart drops the queue (what was accepted but
-//! not processed is lost, as in Feldera) and, if asked, the tables.
+//! every request up to it on its endpoint is processed.
+//!
+//! Transactions, as Feldera runs them: one at a time (a second start is refused while one
+//! is open); starting one takes in what was accepted and not processed yet; it holds every
+//! request accepted while it is open (their tokens are in progress, with a step: their
+//! records are in the circuit); a commit only starts the commit and queues the held
+//! requests as one group, processed like any other (after the completion delay, in one
+//! step): the commit is asynchronous. Committing with none open is refused.
+//!
+//! A restart drops the queue and any open transaction (what was accepted but not processed
+//! is lost, as in Feldera) and, if asked, the tables.
 //!
 //! Owns: all of that state. Never sees HTTP; time arrives as `now`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as Json};
 
 use super::faults::Faults;
+use super::phase::Phase;
 use super::row::Change;
 use super::schema::Schema;
 use super::table::TableState;
@@ -48,6 +57,8 @@ struct Group {
     /// `None`: waits for a release.
     ready_at: Option<Instant>,
     batches: Vec<Batch>,
+    /// A committed transaction: its records are in the circuit already.
+    transaction: bool,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -61,8 +72,14 @@ struct EndpointCounters {
 /// Answer to a completion query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Completion {
-    Complete { step: u64 },
-    InProgress,
+    Complete {
+        step: u64,
+    },
+    /// `step` once the records are in the circuit (inside a transaction), `None` while
+    /// they wait in the input queue.
+    InProgress {
+        step: Option<u64>,
+    },
 }
 
 /// Why a token cannot be answered.
@@ -87,7 +104,14 @@ pub struct Pipeline {
     pub proxy_timeout: Duration,
     /// Answer ad-hoc queries as one JSON array instead of NDJSON.
     pub query_array: bool,
+    /// Lifecycle phase; pipeline endpoints answer errors outside `Running`.
+    pub phase: Phase,
+    /// Committed transactions wait for a release (`release_completions`) whatever the
+    /// completion delay: a commit that takes as long as a test needs.
+    pub hold_commits: bool,
     endpoints: BTreeMap<String, u64>,
+    /// Endpoint ids removed since they were created (their tokens answer 410).
+    removed: BTreeSet<u64>,
     counters: Vec<EndpointCounters>,
     pending: VecDeque<Group>,
     txn: Option<(u64, Vec<Batch>)>,
@@ -107,7 +131,10 @@ impl Pipeline {
             paused: false,
             proxy_timeout,
             query_array: false,
+            phase: Phase::Running,
+            hold_commits: false,
             endpoints: BTreeMap::new(),
+            removed: BTreeSet::new(),
             counters: Vec::new(),
             pending: VecDeque::new(),
             txn: None,
@@ -154,6 +181,7 @@ impl Pipeline {
                 self.pending.push_back(Group {
                     ready_at,
                     batches: vec![batch],
+                    transaction: false,
                 });
                 // A zero delay means processed at once, not "when someone next looks".
                 self.advance(now);
@@ -219,6 +247,9 @@ impl Pipeline {
         if token.u != self.incarnation {
             return Err(TokenError::Restarted);
         }
+        if self.removed.contains(&token.e) {
+            return Err(TokenError::UnknownEndpoint(token.e));
+        }
         self.advance(now);
         let c = self
             .counters
@@ -232,28 +263,72 @@ impl Pipeline {
                 .map(|i| c.processed_steps.get(i as usize))
             {
                 Some(Some(step)) => Completion::Complete { step: *step },
-                Some(None) => Completion::InProgress,
+                Some(None) => Completion::InProgress {
+                    step: self.in_circuit(token.e, token.c).then_some(self.step + 1),
+                },
                 None => Completion::Complete { step: 0 },
             },
         )
     }
 
-    /// Opens a transaction; `Err(open id)` when one is already open.
-    pub fn start_transaction(&mut self) -> Result<u64, u64> {
+    /// Forgets every ingress spelling; their ids stay known as removed, never reused.
+    pub fn remove_endpoints(&mut self) {
+        let ids: Vec<u64> = self.endpoints.values().copied().collect();
+        self.removed.extend(ids);
+        self.endpoints.clear();
+    }
+
+    /// Whether request `seq` of `endpoint` is held by the open transaction or queued with a
+    /// committed one (its records are in the circuit, not yet processed to completion).
+    fn in_circuit(&self, endpoint: u64, seq: u64) -> bool {
+        let held = |b: &Batch| b.endpoint == endpoint && b.seq == seq;
+        self.txn
+            .as_ref()
+            .is_some_and(|(_, batches)| batches.iter().any(held))
+            || self
+                .pending
+                .iter()
+                .filter(|g| g.transaction)
+                .any(|g| g.batches.iter().any(held))
+    }
+
+    /// Opens a transaction, which takes in what was accepted and not processed yet (outside
+    /// a committed transaction); `Err(open id)` when one is already open.
+    pub fn start_transaction(&mut self, now: Instant) -> Result<u64, u64> {
         if let Some((id, _)) = &self.txn {
             return Err(*id);
         }
+        self.advance(now);
         let id = self.next_txn_id;
         self.next_txn_id += 1;
-        self.txn = Some((id, Vec::new()));
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::new();
+        for group in self.pending.drain(..) {
+            if group.transaction {
+                kept.push_back(group);
+            } else {
+                taken.extend(group.batches);
+            }
+        }
+        self.pending = kept;
+        self.txn = Some((id, taken));
         Ok(id)
     }
 
-    /// Queues everything the open transaction holds as one group; `None` if none is open.
+    /// Starts the commit: everything the open transaction holds is queued as one group,
+    /// processed later like any other; `None` if none is open.
     pub fn commit_transaction(&mut self, now: Instant) -> Option<u64> {
         let (id, batches) = self.txn.take()?;
-        let ready_at = self.ready_at(now);
-        self.pending.push_back(Group { ready_at, batches });
+        let ready_at = if self.hold_commits {
+            None
+        } else {
+            self.ready_at(now)
+        };
+        self.pending.push_back(Group {
+            ready_at,
+            batches,
+            transaction: true,
+        });
         self.advance(now);
         Some(id)
     }
@@ -267,8 +342,10 @@ impl Pipeline {
         self.pending.clear();
         self.txn = None;
         self.endpoints.clear();
+        self.removed.clear();
         self.counters.clear();
         self.paused = false;
+        self.phase = Phase::Running;
         if !keep_state {
             self.tables = self.schema.inputs.iter().map(TableState::new).collect();
             self.step = 0;
@@ -289,6 +366,8 @@ impl Pipeline {
             },
             "proxy_timeout_ms": self.proxy_timeout.as_millis() as u64,
             "query_array": self.query_array,
+            "phase": self.phase.runtime_status(),
+            "hold_commits": self.hold_commits,
             "queued_ingress_failures": self.faults.queued_ingress_failures(),
         })
     }
@@ -338,11 +417,14 @@ mod tests {
         let t0 = Instant::now();
         let e = p.endpoint_for("t?format=json").unwrap();
         let a = p.accept(0, e, insert(1), t0);
-        assert_eq!(status(&mut p, &a, t0), Completion::InProgress);
+        assert_eq!(
+            status(&mut p, &a, t0),
+            Completion::InProgress { step: None }
+        );
         p.paused = true;
         assert_eq!(
             status(&mut p, &a, t0 + Duration::from_millis(20)),
-            Completion::InProgress
+            Completion::InProgress { step: None }
         );
         p.paused = false;
         assert_eq!(
@@ -357,13 +439,14 @@ mod tests {
         let mut p = pipeline(CompletionDelay::Fixed(Duration::ZERO));
         let now = Instant::now();
         let e = p.endpoint_for("t").unwrap();
-        assert_eq!(p.start_transaction(), Ok(1));
-        assert_eq!(p.start_transaction(), Err(1));
+        assert_eq!(p.start_transaction(now), Ok(1));
+        assert_eq!(p.start_transaction(now), Err(1));
         let a = p.accept(0, e, insert(1), now);
         let b = p.accept(0, e, insert(2), now);
         assert_eq!(
             (rows(&p), status(&mut p, &b, now)),
-            (0, Completion::InProgress)
+            (0, Completion::InProgress { step: Some(1) }),
+            "in the circuit, not complete"
         );
         assert_eq!(p.commit_transaction(now), Some(1));
         assert_eq!(rows(&p), 2);
@@ -373,6 +456,58 @@ mod tests {
             "one step for the whole transaction"
         );
         assert_eq!(p.commit_transaction(now), None);
+    }
+
+    #[test]
+    fn the_commit_is_asynchronous_and_a_start_takes_in_what_waits() {
+        let delay = Duration::from_millis(10);
+        let mut p = pipeline(CompletionDelay::Fixed(delay));
+        let t0 = Instant::now();
+        let e = p.endpoint_for("t").unwrap();
+        let before = p.accept(0, e, insert(1), t0);
+        assert_eq!(p.start_transaction(t0), Ok(1));
+        let inside = p.accept(0, e, insert(2), t0);
+        let later = t0 + 2 * delay;
+        assert_eq!(
+            status(&mut p, &before, later),
+            Completion::InProgress { step: Some(1) },
+            "taken into the transaction: not processed before its commit"
+        );
+        assert_eq!(p.commit_transaction(later), Some(1));
+        assert_eq!(rows(&p), 0, "the commit only started");
+        assert_eq!(p.start_transaction(later), Ok(2), "a new one may start");
+        let done = later + delay;
+        assert_eq!(
+            status(&mut p, &inside, done),
+            Completion::Complete { step: 1 }
+        );
+        assert_eq!(
+            status(&mut p, &before, done),
+            Completion::Complete { step: 1 }
+        );
+        assert_eq!(rows(&p), 2);
+    }
+
+    #[test]
+    fn held_commits_wait_for_a_release_while_other_requests_are_processed() {
+        let mut p = pipeline(CompletionDelay::Fixed(Duration::ZERO));
+        let now = Instant::now();
+        let e = p.endpoint_for("t").unwrap();
+        p.hold_commits = true;
+        assert_eq!(p.start_transaction(now), Ok(1));
+        let a = p.accept(0, e, insert(1), now);
+        assert_eq!(p.commit_transaction(now), Some(1));
+        assert_eq!(rows(&p), 0, "the commit waits");
+        assert_eq!(
+            status(&mut p, &a, now),
+            Completion::InProgress { step: Some(1) }
+        );
+        p.release_completions(now);
+        p.advance(now);
+        assert_eq!(
+            (rows(&p), status(&mut p, &a, now)),
+            (1, Completion::Complete { step: 1 })
+        );
     }
 
     #[test]

@@ -1,9 +1,7 @@
 //! DATE, TIME and TIMESTAMP values: parsing Feldera's ingress text forms and printing both
-//! the ingress form (space between date and time, fraction without trailing zeros) and the
-//! ad-hoc query form (`T`, fraction in groups of 3, 6 or 9 digits, TIMESTAMP_TZ in UTC with
-//! `Z`, as Feldera's query engine prints them).
+//! the ingress form (space between date and time) and the ad-hoc query form (`T`).
 //!
-//! Owns: calendar validation, UTC offsets and fractional-second formatting. Never sees JSON.
+//! Owns: calendar validation and fractional-second formatting. Never sees JSON.
 
 /// A calendar date; field order makes the derived `Ord` chronological.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -78,13 +76,104 @@ pub fn parse_time(text: &str) -> Result<Time, String> {
     })
 }
 
-/// Parses Feldera's ingress TIMESTAMP form `YYYY-MM-DD HH:MM:SS[.fraction]`. A `T`
-/// separator is rejected, as Feldera's default `%F %T%.f` format rejects it.
+/// Parses a TIMESTAMP the way Feldera's default JSON format does: RFC 3339 with the offset
+/// optional, `T` or a space between date and time; an offset, when given, moves the value
+/// to UTC.
 pub fn parse_timestamp(text: &str) -> Result<(Date, Time), String> {
-    let (d, t) = text.split_once(' ').ok_or_else(|| {
-        format!("invalid TIMESTAMP `{text}`: expected `YYYY-MM-DD HH:MM:SS[.fraction]`")
+    let (date, time, offset) = parse_rfc3339(text, "TIMESTAMP")?;
+    Ok(shift(date, time, offset.unwrap_or(0)))
+}
+
+/// Parses a TIMESTAMP_TZ: RFC 3339 with a mandatory offset (`Z` or `±HH:MM`), as Feldera's
+/// default format (chrono's RFC 3339 parser) requires; held as UTC.
+pub fn parse_timestamp_tz(text: &str) -> Result<(Date, Time), String> {
+    let (date, time, offset) = parse_rfc3339(text, "TIMESTAMP_TZ")?;
+    let offset = offset.ok_or_else(|| {
+        format!("invalid TIMESTAMP_TZ `{text}`: RFC 3339 needs an offset (`Z` or `+HH:MM`)")
     })?;
-    Ok((parse_date(d)?, parse_time(t)?))
+    Ok(shift(date, time, offset))
+}
+
+/// `YYYY-MM-DD[Tt ]HH:MM:SS[.f][Z|z|±HH:MM]`: the date, the time and the offset in minutes.
+fn parse_rfc3339(text: &str, what: &str) -> Result<(Date, Time, Option<i32>), String> {
+    let bad =
+        || format!("invalid {what} `{text}`: expected `YYYY-MM-DD HH:MM:SS[.fraction][offset]`");
+    let date_part = text.get(..10).ok_or_else(bad)?;
+    let sep = text.as_bytes().get(10).copied().ok_or_else(bad)?;
+    if !matches!(sep, b'T' | b't' | b' ') {
+        return Err(bad());
+    }
+    let rest = text.get(11..).ok_or_else(bad)?;
+    let (time_part, offset) = match rest.find(['Z', 'z', '+', '-']) {
+        Some(at) => {
+            let (time_part, zone) = rest.split_at(at);
+            (time_part, Some(parse_offset(zone).ok_or_else(bad)?))
+        }
+        None => (rest, None),
+    };
+    Ok((parse_date(date_part)?, parse_time(time_part)?, offset))
+}
+
+fn parse_offset(zone: &str) -> Option<i32> {
+    if zone.eq_ignore_ascii_case("z") {
+        return Some(0);
+    }
+    let sign = match zone.as_bytes().first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let (h, m) = zone.get(1..)?.split_once(':')?;
+    if h.len() != 2 || m.len() != 2 {
+        return None;
+    }
+    let (h, m): (i32, i32) = (digits(h)?, digits(m)?);
+    (h <= 23 && m <= 59).then_some(sign * (h * 60 + m))
+}
+
+/// The UTC instant of a local date and time at `offset_minutes` east of UTC.
+fn shift(date: Date, time: Time, offset_minutes: i32) -> (Date, Time) {
+    if offset_minutes == 0 {
+        return (date, time);
+    }
+    let local = days_from_civil(date) * 1440 + i64::from(time.hour) * 60 + i64::from(time.minute)
+        - i64::from(offset_minutes);
+    let (days, minutes) = (local.div_euclid(1440), local.rem_euclid(1440));
+    let time = Time {
+        hour: (minutes / 60) as u8,
+        minute: (minutes % 60) as u8,
+        ..time
+    };
+    (civil_from_days(days), time)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(d: Date) -> i64 {
+    let y = i64::from(d.year) - i64::from(d.month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(d.month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d.day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(days: i64) -> Date {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+    let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
+    Date { year, month, day }
+}
+
+/// RFC 3339 in UTC: `YYYY-MM-DDTHH:MM:SS[.f]+00:00`, the TIMESTAMP_TZ ingress form.
+pub fn format_timestamp_tz(d: &Date, t: &Time) -> String {
+    format!("{}T{}+00:00", format_date(d), format_time(t))
 }
 
 pub fn format_date(d: &Date) -> String {
@@ -142,79 +231,6 @@ pub fn format_timestamp_tz_query(d: &Date, t: &Time) -> String {
     format!("{}Z", format_timestamp_query(d, t))
 }
 
-/// Parses an RFC 3339 timestamp (`T` or space, then `Z` or `±HH:MM`) into UTC date and time.
-pub fn parse_timestamp_tz(text: &str) -> Result<(Date, Time), String> {
-    let bad = || {
-        format!("invalid TIMESTAMP_TZ `{text}`: expected RFC 3339, e.g. 2024-01-02T03:04:05+00:00")
-    };
-    let date = text.get(..10).ok_or_else(bad)?;
-    if !matches!(text.as_bytes().get(10), Some(b'T' | b't' | b' ')) {
-        return Err(bad());
-    }
-    let rest = text.get(11..).ok_or_else(bad)?;
-    let (time, offset_minutes) = if let Some(time) = rest.strip_suffix(['Z', 'z']) {
-        (time, 0)
-    } else {
-        let at = rest.rfind(['+', '-']).ok_or_else(bad)?;
-        let (time, offset) = rest.split_at(at);
-        let sign = if offset.starts_with('-') { -1 } else { 1 };
-        let (h, m) = offset[1..].split_once(':').ok_or_else(bad)?;
-        let (h, m): (i64, i64) = match (digits(h), digits(m)) {
-            (Some(hours), Some(minutes)) if h.len() == 2 && m.len() == 2 && minutes < 60 => {
-                (hours, minutes)
-            }
-            _ => return Err(bad()),
-        };
-        (time, sign * (h * 60 + m))
-    };
-    let date = parse_date(date)?;
-    let time = parse_time(time)?;
-    Ok(shift_minutes(date, time, -offset_minutes))
-}
-
-/// Moves a date and time by `minutes` (used to bring a local time to UTC).
-fn shift_minutes(d: Date, t: Time, minutes: i64) -> (Date, Time) {
-    let minute_of_day = i64::from(t.hour) * 60 + i64::from(t.minute) + minutes;
-    let days = days_from_civil(&d) + minute_of_day.div_euclid(1440);
-    let minute_of_day = minute_of_day.rem_euclid(1440);
-    let time = Time {
-        hour: (minute_of_day / 60) as u8,
-        minute: (minute_of_day % 60) as u8,
-        ..t
-    };
-    (civil_from_days(days), time)
-}
-
-/// Days since 1970-01-01 (proleptic Gregorian; a 400-year cycle is 146097 days).
-fn days_from_civil(d: &Date) -> i64 {
-    let y = i64::from(d.year) - i64::from(d.month <= 2);
-    let era = y.div_euclid(400);
-    let year_of_era = y.rem_euclid(400);
-    let month = i64::from(d.month);
-    let day_of_year =
-        (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + i64::from(d.day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-fn civil_from_days(days: i64) -> Date {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u8;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    } as u8;
-    let year = (year_of_era + era * 400 + i64::from(month <= 2)) as i32;
-    Date { year, month, day }
-}
-
 fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -240,6 +256,47 @@ mod tests {
         let (d, t) = parse_timestamp("2024-02-29 13:05:09.120").unwrap();
         assert_eq!(format_timestamp(&d, &t, ' '), "2024-02-29 13:05:09.12");
         assert_eq!(format_timestamp(&d, &t, 'T'), "2024-02-29T13:05:09.12");
+    }
+
+    #[test]
+    fn timestamps_take_t_or_space_and_an_optional_offset_that_moves_them_to_utc() {
+        let ts = |s| parse_timestamp(s).map(|(d, t)| format_timestamp(&d, &t, ' '));
+        assert_eq!(ts("2024-01-01T00:00:00"), Ok("2024-01-01 00:00:00".into()));
+        assert_eq!(
+            ts("2024-01-01 05:30:00+05:30"),
+            Ok("2024-01-01 00:00:00".into())
+        );
+        assert_eq!(
+            ts("2024-03-01T00:10:00.5+01:00"),
+            Ok("2024-02-29 23:10:00.5".into())
+        );
+        assert!(ts("2024-01-01X00:00:00").is_err());
+    }
+
+    #[test]
+    fn timestamp_tz_needs_an_rfc3339_offset() {
+        let tz = |s| parse_timestamp_tz(s).map(|(d, t)| format_timestamp_tz(&d, &t));
+        assert_eq!(
+            tz("2000-01-01T00:00:00.5-08:00"),
+            Ok("2000-01-01T08:00:00.5+00:00".into())
+        );
+        assert_eq!(
+            tz("1970-01-01 00:00:00Z"),
+            Ok("1970-01-01T00:00:00+00:00".into())
+        );
+        assert!(tz("2024-06-01 12:00:00").is_err(), "no offset");
+        assert!(
+            tz("2024-06-01 12:00:00+0530").is_err(),
+            "offset needs a colon"
+        );
+    }
+
+    #[test]
+    fn impossible_days_are_rejected() {
+        assert!(parse_date("2023-02-29").is_err());
+        assert!(parse_date("2024-13-01").is_err());
+        assert!(parse_time("24:00:00").is_err());
+        assert!(parse_time("10:00:00.1234567891").is_err());
     }
 
     #[test]
@@ -274,22 +331,13 @@ mod tests {
     #[test]
     fn day_numbers_round_trip() {
         for days in (-800_000..3_000_000).step_by(997) {
-            assert_eq!(days_from_civil(&civil_from_days(days)), days);
+            assert_eq!(days_from_civil(civil_from_days(days)), days);
         }
         let d = Date {
             year: 2000,
             month: 3,
             day: 1,
         };
-        assert_eq!(days_from_civil(&d), 11_017);
-    }
-
-    #[test]
-    fn impossible_days_and_t_separator_are_rejected() {
-        assert!(parse_date("2023-02-29").is_err());
-        assert!(parse_date("2024-13-01").is_err());
-        assert!(parse_timestamp("2024-01-01T00:00:00").is_err());
-        assert!(parse_time("24:00:00").is_err());
-        assert!(parse_time("10:00:00.1234567891").is_err());
+        assert_eq!(days_from_civil(d), 11_017);
     }
 }

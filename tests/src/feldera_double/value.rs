@@ -13,7 +13,7 @@ use serde_json::Value as Json;
 use super::schema::{ColumnType, TypeKind};
 use super::temporal::{
     format_date, format_time, format_time_query, format_timestamp, format_timestamp_query,
-    format_timestamp_tz_query, parse_timestamp_tz, Date, Time,
+    format_timestamp_tz, format_timestamp_tz_query, Date, Time,
 };
 
 /// A value of some column type. Ordered so rows can key `BTreeMap`s deterministically.
@@ -29,8 +29,8 @@ pub enum Value {
     Date(Date),
     Time(Time),
     Timestamp(Date, Time),
-    /// TIMESTAMP_TZ kept as the client's text: the double does no time-zone arithmetic.
-    TimestampTz(String),
+    /// TIMESTAMP_TZ as its UTC date and time.
+    TimestampTz(Date, Time),
     /// Lowercase canonical text.
     Uuid(String),
     /// Canonical JSON text (object keys sorted).
@@ -93,7 +93,8 @@ pub fn to_ingress_json(v: &Value, ct: &ColumnType) -> Json {
         Value::Int(i) => Json::from(*i),
         Value::Float(f) => float_json(f.0, ct),
         Value::Decimal(d) => Json::String(d.to_text()),
-        Value::Str(s) | Value::TimestampTz(s) | Value::Uuid(s) => Json::String(s.clone()),
+        Value::Str(s) | Value::Uuid(s) => Json::String(s.clone()),
+        Value::TimestampTz(d, t) => Json::String(format_timestamp_tz(d, t)),
         Value::Bytes(b) => Json::Array(b.iter().map(|x| Json::from(*x)).collect()),
         Value::Date(d) => Json::String(format_date(d)),
         Value::Time(t) => Json::String(format_time(t)),
@@ -135,7 +136,7 @@ pub fn to_query_json(v: &Value, ct: &ColumnType) -> String {
         Value::Bytes(b) => Json::String(b.iter().map(|x| format!("{x:02x}")).collect()).to_string(),
         Value::Time(t) => Json::String(format_time_query(t)).to_string(),
         Value::Timestamp(d, t) => Json::String(format_timestamp_query(d, t)).to_string(),
-        Value::TimestampTz(text) => Json::String(timestamp_tz_query_text(text)).to_string(),
+        Value::TimestampTz(d, t) => Json::String(format_timestamp_tz_query(d, t)).to_string(),
         // Arrow has no VARIANT type: the value travels as its JSON text in a string.
         Value::Variant(text) => Json::String(text.clone()).to_string(),
         Value::Array(items) => {
@@ -168,15 +169,6 @@ pub fn to_query_json(v: &Value, ct: &ColumnType) -> String {
             format!("{{{}}}", inner.join(","))
         }
         other => to_ingress_json(other, ct).to_string(),
-    }
-}
-
-/// A TIMESTAMP_TZ as the query engine prints it (UTC, `Z`); text the double cannot read
-/// as RFC 3339 is shown as it was sent.
-fn timestamp_tz_query_text(text: &str) -> String {
-    match parse_timestamp_tz(text) {
-        Ok((d, t)) => format_timestamp_tz_query(&d, &t),
-        Err(_) => text.to_owned(),
     }
 }
 
@@ -247,6 +239,7 @@ impl ColumnType {
 
 #[cfg(test)]
 mod tests {
+    use super::super::temporal::parse_timestamp_tz;
     use super::*;
 
     #[test]
@@ -292,7 +285,10 @@ mod tests {
         assert_eq!(to_query_json(&Value::Time(t), &ct), "\"03:04:05.120\"");
         assert_eq!(
             to_query_json(
-                &Value::TimestampTz("2024-01-02T05:04:05.5+02:00".into()),
+                &{
+                    let (d, t) = parse_timestamp_tz("2024-01-02T05:04:05.5+02:00").unwrap();
+                    Value::TimestampTz(d, t)
+                },
                 &ct
             ),
             "\"2024-01-02T03:04:05.500Z\""

@@ -1,7 +1,9 @@
 //! The fake Feldera of the pipeline target: it holds every request the pipeline made until
 //! the fuzz input answers it, with any class of answer, in any order, and records what
 //! became durable: the body of an ingress request whose token an answer called
-//! `complete` (in accepted mode: whose ingress was answered with a token).
+//! `complete`, and, as in Feldera, of every earlier request on the same table (in accepted
+//! mode: whose ingress was answered with a token). Transactions are started and committed
+//! with any class of answer too.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -76,6 +78,42 @@ pub(super) const INGRESS_ANSWERS: [(u16, &str); 12] = [
     (408, ""),
 ];
 
+/// Index 0 answers with a transaction id.
+pub(super) const START_ANSWERS: [(u16, &str); 6] = [
+    (200, r#"{"transaction_id":1}"#),
+    (
+        409,
+        r#"{"message":"Cannot perform this operation while there is a transaction in progress","error_code":"TransactionInProgress","details":null}"#,
+    ),
+    (
+        503,
+        r#"{"message":"pipeline unavailable","error_code":"PipelineUnavailable","details":{}}"#,
+    ),
+    (200, r#""not an object""#),
+    (
+        500,
+        r#"{"message":"internal error","error_code":"Internal","details":{}}"#,
+    ),
+    (0, "connection reset by peer"),
+];
+
+pub(super) const COMMIT_ANSWERS: [(u16, &str); 5] = [
+    (200, r#""Transaction commit initiated""#),
+    (
+        400,
+        r#"{"message":"This operation requires an active transaction, but none is currently in progress","error_code":"NoTransactionInProgress","details":null}"#,
+    ),
+    (
+        503,
+        r#"{"message":"pipeline unavailable","error_code":"PipelineUnavailable","details":{}}"#,
+    ),
+    (
+        500,
+        r#"{"message":"internal error","error_code":"Internal","details":{}}"#,
+    ),
+    (0, "timed out"),
+];
+
 pub(super) const COMPLETION_ANSWERS: [(u16, &str); 9] = [
     (200, r#"{"status":"complete","step":1}"#),
     (200, r#"{"status":"inprogress","step":null}"#),
@@ -103,8 +141,11 @@ pub(super) const COMPLETION_ANSWERS: [(u16, &str); 9] = [
 #[derive(Debug)]
 enum Waiting {
     Pipeline,
-    Ingress(Bytes),
+    /// Table, body.
+    Ingress(String, Bytes),
     Completion(String),
+    StartTransaction,
+    CommitTransaction,
     Other,
 }
 
@@ -119,12 +160,17 @@ pub(super) enum Answer {
 pub(super) struct FakeFeldera {
     waiting: Vec<(HttpId, Waiting)>,
     accepted_mode: bool,
-    bodies_by_token: BTreeMap<String, Bytes>,
+    /// Acceptance order, table and body of every accepted request.
+    bodies_by_token: BTreeMap<String, (u32, String, Bytes)>,
+    /// Tokens whose bodies are durable.
+    completed: HashSet<String>,
     tokens: u32,
     durable_bodies: HashSet<Bytes>,
     /// Every durable body, one after the other.
     durable_text: String,
     pub(super) durable_batches: u32,
+    /// `commit_transaction` calls answered 200.
+    pub(super) commits: u32,
 }
 
 /// Which answer a class byte picks: half of all values give the good answer, an eighth
@@ -151,8 +197,13 @@ impl FakeFeldera {
         let path = request.url.strip_prefix(PIPELINE_URL).unwrap_or("?");
         let waiting = if path.is_empty() {
             Waiting::Pipeline
-        } else if path.starts_with("/ingress/") {
-            Waiting::Ingress(request.body)
+        } else if let Some(rest) = path.strip_prefix("/ingress/") {
+            let table = rest.split('?').next().unwrap_or_default().to_owned();
+            Waiting::Ingress(table, request.body)
+        } else if path == "/start_transaction" {
+            Waiting::StartTransaction
+        } else if path == "/commit_transaction" {
+            Waiting::CommitTransaction
         } else if let Some(token) = path.strip_prefix("/completion_status?token=") {
             if !self.bodies_by_token.contains_key(token) {
                 return Err(format!(
@@ -177,12 +228,19 @@ impl FakeFeldera {
             Waiting::Pipeline | Waiting::Other => {
                 PIPELINE_ANSWERS[index(class, PIPELINE_ANSWERS.len())]
             }
-            Waiting::Ingress(body) => {
+            Waiting::StartTransaction => START_ANSWERS[index(class, START_ANSWERS.len())],
+            Waiting::CommitTransaction => {
+                let i = index(class, COMMIT_ANSWERS.len());
+                self.commits += u32::from(i == 0);
+                COMMIT_ANSWERS[i]
+            }
+            Waiting::Ingress(table, body) => {
                 let i = index(class, INGRESS_ANSWERS.len());
                 if i < 2 {
                     self.tokens += 1;
                     let token = format!("t{}", self.tokens);
-                    self.bodies_by_token.insert(token.clone(), body.clone());
+                    self.bodies_by_token
+                        .insert(token.clone(), (self.tokens, table.clone(), body.clone()));
                     if self.accepted_mode {
                         self.durable(body.clone());
                     }
@@ -195,8 +253,21 @@ impl FakeFeldera {
             Waiting::Completion(token) => {
                 let i = index(class, COMPLETION_ANSWERS.len());
                 if i == 0 {
-                    if let Some(body) = self.bodies_by_token.get(token).cloned() {
-                        self.durable(body);
+                    // A token complete means every earlier one on its table is.
+                    if let Some((order, table, _)) = self.bodies_by_token.get(token).cloned() {
+                        let mut covered: Vec<(u32, String, Bytes)> = self
+                            .bodies_by_token
+                            .iter()
+                            .filter(|(k, (o, t, _))| {
+                                *t == table && *o <= order && !self.completed.contains(*k)
+                            })
+                            .map(|(k, (o, _, b))| (*o, k.clone(), b.clone()))
+                            .collect();
+                        covered.sort_by_key(|(o, _, _)| *o);
+                        for (_, key, body) in covered {
+                            self.completed.insert(key);
+                            self.durable(body);
+                        }
                     }
                 }
                 COMPLETION_ANSWERS[i]

@@ -52,7 +52,11 @@ pub struct Setup {
     pub completion_timeout: u8,
     /// `BATCH_MAX_BYTES` at its floor (1024), so batches are also cut by size.
     pub small_batches: bool,
-    /// Seed of the backoff jitter.
+    /// `MAX_IN_FLIGHT_BATCHES`.
+    pub window: u8,
+    /// `FELDERA_TRANSACTIONS`.
+    pub transactions: u8,
+    /// Seed of the backoff jitter (0 to 15).
     pub seed: u8,
 }
 
@@ -72,6 +76,8 @@ const CRASH_AT: [Option<&str>; 8] = [
     None,
 ];
 const COMPLETION_TIMEOUT_MS: [&str; 4] = ["60000", "100", "1000", "5000"];
+const MAX_IN_FLIGHT_BATCHES: [&str; 4] = ["1", "4", "2", "8"];
+const FELDERA_TRANSACTIONS: [&str; 4] = ["off", "large", "all", "off"];
 
 fn pick<T: Copy>(table: &[T], index: u8) -> T {
     table[usize::from(index) % table.len()]
@@ -79,7 +85,7 @@ fn pick<T: Copy>(table: &[T], index: u8) -> T {
 
 impl Setup {
     pub(super) fn read(input: &mut Cursor<'_>) -> Setup {
-        let [a, b, c, seed] = [input.byte(), input.byte(), input.byte(), input.byte()];
+        let [a, b, c, d] = [input.byte(), input.byte(), input.byte(), input.byte()];
         Setup {
             accepted: a & 1 != 0,
             create_slot: a & 2 != 0,
@@ -94,7 +100,9 @@ impl Setup {
             crash_after: (c >> 3) & 3,
             completion_timeout: (c >> 5) & 3,
             small_batches: c & 0x80 != 0,
-            seed,
+            seed: d & 0xf,
+            window: (d >> 4) & 3,
+            transactions: d >> 6,
         }
     }
 
@@ -115,7 +123,7 @@ impl Setup {
                 | (self.completion_timeout & 3) << 5
                 | u8::from(self.small_batches) << 7,
         );
-        out.push(self.seed);
+        out.push((self.seed & 0xf) | (self.window & 3) << 4 | (self.transactions & 3) << 6);
     }
 
     pub(super) fn wal_sender_timeout(&self) -> &'static str {
@@ -154,6 +162,14 @@ impl Setup {
             (
                 "SHUTDOWN_CONFIRM_MS",
                 pick(&SHUTDOWN_CONFIRM_MS, self.shutdown_confirm).to_owned(),
+            ),
+            (
+                "MAX_IN_FLIGHT_BATCHES",
+                pick(&MAX_IN_FLIGHT_BATCHES, self.window).to_owned(),
+            ),
+            (
+                "FELDERA_TRANSACTIONS",
+                pick(&FELDERA_TRANSACTIONS, self.transactions).to_owned(),
             ),
         ];
         if self.small_batches {
@@ -299,7 +315,9 @@ mod tests {
             crash_after: 1,
             completion_timeout: 2,
             small_batches: true,
-            seed: 77,
+            window: 3,
+            transactions: 2,
+            seed: 7,
             ..Setup::default()
         };
         let events = vec![
@@ -347,7 +365,7 @@ mod tests {
     fn every_setup_is_a_valid_configuration() {
         for a in [0u8, 0xff] {
             for b in 0..=255u8 {
-                let setup = Setup::read(&mut Cursor::new(&[a, b, b, 0]));
+                let setup = Setup::read(&mut Cursor::new(&[a, b, b, b]));
                 let mut pairs = setup.variables();
                 pairs.extend(
                     super::super::FIXED

@@ -46,7 +46,7 @@ const PG_PASSWORD: &str = "pg-secret-7c1e";
 const API_KEY: &str = "api-secret-52d9";
 
 /// The configuration every run shares; `Setup::variables` adds the rest.
-const FIXED: [(&str, &str); 7] = [
+const FIXED: [(&str, &str); 8] = [
     (
         "PG_URL",
         "postgres://slotline:pg-secret-7c1e@db:5432/app?sslmode=disable",
@@ -57,6 +57,8 @@ const FIXED: [(&str, &str); 7] = [
     ("FELDERA_API_KEY", API_KEY),
     ("SNAPSHOT_MODE", "never"),
     ("TABLES", "users,items"),
+    // The slot monitor's questions are not modelled by the fake server.
+    ("SLOT_CHECK_INTERVAL_MS", "0"),
 ];
 
 /// How many inputs the fake servers and the pipeline may exchange on their own between
@@ -74,6 +76,8 @@ pub struct PipelineRun {
     pub reported_flush: Lsn,
     /// Bodies Feldera made durable.
     pub durable_batches: u32,
+    /// Feldera transactions committed (answered 200).
+    pub commits: u32,
     /// Times the pipeline paused reading (backpressure or a stop).
     pub pauses: u32,
     pub exit: Option<i32>,
@@ -97,6 +101,7 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
     }
     harness.run.streams = harness.pg.streams_started;
     harness.run.durable_batches = harness.feldera.durable_batches;
+    harness.run.commits = harness.feldera.commits;
     harness.run
 }
 
@@ -328,6 +333,9 @@ impl Harness {
                 panic!("SNAPSHOT_MODE=never wrote the state file {path}")
             }
             Command::Log { message, .. } => self.assert_no_secret(&message),
+            Command::Print { .. } | Command::RemoveState { .. } => {
+                panic!("the pipeline printed a report or removed the state file")
+            }
             Command::Exit { code, reason } => {
                 self.assert_no_secret(&reason);
                 match code {

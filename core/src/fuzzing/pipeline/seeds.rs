@@ -260,6 +260,49 @@ fn seeds() -> Vec<Seed> {
             reached: |run| run.streams == 3 && run.reported_flush > START,
         },
         Seed {
+            // Four batches in flight, one transaction each; answers out of order.
+            name: "hand-window-four",
+            setup: Setup {
+                window: 1,
+                linger: 1,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0]).into(),
+                tx(&[0, 0x10]).into(),
+                tx(&[1]).into(),
+                tx(&[0]).into(),
+                vec![Answer { pick: 2, class: 0 }, GOOD, GOOD, SECOND],
+                vec![Answer { pick: 3, class: 0 }, GOOD, GOOD, GOOD],
+                vec![TickAtDeadline(0), GOOD, GOOD, GOOD, TickAtDeadline(0)],
+                vec![GOOD, GOOD, GOOD, GOOD],
+            ]
+            .concat(),
+            reached: |run| run.durable_batches >= 3 && run.reported_flush > START,
+        },
+        Seed {
+            // FELDERA_TRANSACTIONS=large: a five-row transaction in batches of two goes into
+            // a Feldera transaction (start, three batches, settle, commit, await).
+            name: "hand-transaction-large",
+            setup: Setup {
+                transactions: 1,
+                max_rows: 2,
+                linger: 1,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0, 0, 0, 0, 0]).into(),
+                vec![GOOD; 12],
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0), GOOD],
+            ]
+            .concat(),
+            reached: |run| {
+                run.commits == 1 && run.durable_batches >= 3 && run.reported_flush > START
+            },
+        },
+        Seed {
             // The last status update is lost with the connection: the acknowledged commit
             // comes again and must not move anything backwards.
             name: "hand-lost-status",

@@ -25,9 +25,8 @@ fn linger_zero_sends_one_request_per_transaction() {
     let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
     insert_tx(&mut s, 700, 0x2100, &["1", "2"]);
     insert_tx(&mut s, 701, 0x2200, &["3"]);
-    // The second transaction is read into the outbox and waits there (its commit makes it
-    // due) until the first batch is durable: one request per transaction, in order.
-    s.settle();
+    // Each commit cuts a batch; the second batch's request to users goes out once the
+    // first one's was answered: one request per transaction, in order.
     s.settle();
     assert_eq!(s.confirmed, Lsn(0x2200));
     rule!(

@@ -16,10 +16,17 @@ macro_rules! rule {
 mod acks;
 mod batching;
 mod changes;
+mod feldera_answers;
+mod ops;
+mod pipelining;
+mod progress;
 mod properties;
 mod sessions;
 mod snapshot;
+mod snapshot_properties;
+mod snapshot_regressions;
 mod stopping;
+mod transactions;
 mod truncate;
 
 pub(super) const SCHEMA: &str = r#"{"inputs":[

@@ -64,7 +64,7 @@ fn build_connectors(profile: &str) -> Result<(), String> {
     // At run time cargo tells its children where it is; fall back to the cargo that built us.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    println!("building the connector binaries if needed (cargo build --profile {profile} -p slotline -p slotline-blocking)");
+    println!("building the connector binaries if needed (cargo build --profile {profile} -p slotline -p slotline-blocking); cargo's progress follows");
     let mut build = Command::new(&cargo);
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy().into_owned();
@@ -72,8 +72,9 @@ fn build_connectors(profile: &str) -> Result<(), String> {
             build.env_remove(&name);
         }
     }
+    // Not quiet: a cold build takes minutes, and cargo's own lines show it is moving.
     let status = build
-        .args(["build", "--quiet", "--profile", profile])
+        .args(["build", "--profile", profile])
         // Both packages, as `e2e::Shell::binary` builds them: the same feature set, so the
         // tests and these programs do not rebuild each other's binaries.
         .args(["-p", "slotline", "-p", "slotline-blocking"])

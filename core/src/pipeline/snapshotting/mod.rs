@@ -18,10 +18,13 @@
 //! and the progress report. The crash points `snapshot_after_slot`, `snapshot_mid_copy`
 //! and `snapshot_before_complete` sit here.
 
+mod leftovers;
+mod workers;
+
 use super::ctx::Ctx;
 use super::pg::PgLink;
 use super::policy::{Failure, FailureKind};
-use super::retraction::{ask_count, read_count_answer, Retracted, Retraction, TableJob};
+use super::retraction::{ask_count, Retraction};
 use super::sink::{Sink, SinkOutcome};
 use super::starting::StreamStart;
 use super::startup::Ready;
@@ -31,27 +34,21 @@ use crate::config::{AckMode, CrashPoint};
 use crate::conn::Event;
 use crate::contract::mapping::{plan_mapping, ColumnMapping, MappingOptions};
 use crate::contract::Name;
-use crate::convert::Converter;
 use crate::copy::CopyRow;
 use crate::feldera::Reply;
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
 use crate::pgoutput::Relation;
-use crate::retract::{plan_keys, plan_leftovers};
+use crate::retract::plan_keys;
 use crate::snapshot::plan::Leftovers;
 use crate::snapshot::progress::Progress;
-use crate::snapshot::ranges::{plan_ranges, worker_count, WorkItem};
-use crate::snapshot::sql;
+use crate::snapshot::ranges::WorkItem;
 use crate::snapshot::state::{rfc3339_utc, SnapshotPhase, StateFile};
-use crate::startup::catalog::{self, Row};
-use crate::startup::checks;
+use crate::startup::catalog;
 use crate::timer::{TimerKind, TimerTable};
 use crate::wire::PgError;
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
-
-/// How many snapshot batches may be in flight at once.
-const SINK_WINDOW: usize = 1;
 
 /// What the Starting phase hands over once the slot (and its snapshot) exists.
 #[derive(Debug)]
@@ -216,7 +213,7 @@ impl Snapshotting {
             ranges_left: vec![0; routes],
             copied: vec![0; routes],
             outbox: Outbox::new(routes, cx.env.thresholds),
-            sink: Sink::new(SINK_WINDOW),
+            sink: Sink::new(cx.env.config.max_in_flight_batches),
             batch_rows: BTreeMap::new(),
             progress: Progress::new(cx.now(), names),
             row: CopyRow::new(),
@@ -226,136 +223,6 @@ impl Snapshotting {
             retraction_decided: false,
             start,
         }
-    }
-
-    /// Decides which tables need their leftovers retracted: all of them for a re-snapshot;
-    /// for a fresh start, those Feldera says are not empty (asked here).
-    fn plan_leftovers(&mut self, cx: &mut Cx<'_>) -> Step {
-        match self.start.leftovers {
-            Leftovers::Retract => {
-                let routes: Vec<usize> = (0..self.mappings.len()).collect();
-                self.retract_routes(cx, routes)
-            }
-            Leftovers::IfTargetNotEmpty => {
-                for (route, table) in self.start.ready.tables.iter().enumerate() {
-                    let plan = plan_keys(table).map_err(|e| {
-                        Next::Fail(Failure::new(
-                            FailureKind::SetupRefused,
-                            format!("refusing to start: cannot check that Feldera table {} is empty before the initial copy: {e}", table.name),
-                        ))
-                    })?;
-                    let http = ask_count(cx, &plan);
-                    self.counts.push((route, http));
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Sets up the retraction of `routes` (every one of them must be retractable exactly).
-    fn retract_routes(&mut self, cx: &mut Cx<'_>, routes: Vec<usize>) -> Step {
-        let mut jobs = Vec::with_capacity(routes.len());
-        for &route in &routes {
-            let table = &self.start.ready.tables[route];
-            let plan = plan_leftovers(table, &self.mappings[route], &self.start.relations[route])
-                .map_err(|e| {
-                Next::Fail(Failure::new(
-                    FailureKind::SetupRefused,
-                    format!("refusing to start: {e}"),
-                ))
-            })?;
-            jobs.push(TableJob {
-                route,
-                keys: plan.keys.clone(),
-                leftovers: Some(plan),
-            });
-        }
-        self.retraction_decided = true;
-        if !jobs.is_empty() {
-            cx.ctx.note(
-                Level::Info,
-                Topic::Retract,
-                format!(
-                    "Feldera may hold rows this copy does not carry in {}: retracting them",
-                    routes
-                        .iter()
-                        .map(|r| self.names[*r].to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            );
-            self.retraction = Some(Retraction::new(cx, jobs, self.names.clone()));
-        }
-        self.retracted_routes = routes;
-        self.maybe_start_retraction(cx)
-    }
-
-    /// Worker 0, once it has measured the tables, runs the retraction before it copies.
-    fn maybe_start_retraction(&mut self, cx: &mut Cx<'_>) -> Step {
-        if self.stage != Stage::Copying
-            || self.workers.first().map(|w| w.stage) != Some(WorkerStage::Idle)
-        {
-            return Ok(());
-        }
-        if !self.retraction_decided {
-            return Ok(());
-        }
-        let Some(retraction) = self.retraction.as_mut() else {
-            return self.next_item(cx, 0);
-        };
-        let step = retraction.start(cx)?;
-        self.on_retracted(cx, step)
-    }
-
-    fn on_retracted(&mut self, cx: &mut Cx<'_>, step: Retracted) -> Step {
-        match step {
-            Retracted::Waiting => Ok(()),
-            Retracted::AskPg(sql) => self.send(cx, 0, WorkerStage::Checking, &sql),
-            Retracted::Done => {
-                cx.ctx
-                    .note(Level::Info, Topic::Retract, "leftovers retracted");
-                self.next_item(cx, 0)
-            }
-        }
-    }
-
-    /// A Feldera count answered (before the copy: is the table empty; after: does it hold
-    /// exactly the rows copied).
-    fn on_count(&mut self, cx: &mut Cx<'_>, index: usize, reply: Reply<'_>) -> Step {
-        let (route, _) = self.counts.remove(index);
-        let table = self.names[route].clone();
-        let count = read_count_answer(&table, reply).map_err(Next::Fail)?;
-        if self.stage == Stage::Verifying {
-            let copied = self.copied[route];
-            if count != copied {
-                return fail(
-                    FailureKind::Unverified,
-                    format!(
-                        "after the initial copy and the retraction of leftovers, Feldera table {table} holds {count} rows but the snapshot has {copied}; \
-                         the state file stays pending and nothing was acknowledged"
-                    ),
-                );
-            }
-            cx.ctx.note(
-                Level::Info,
-                Topic::Retract,
-                format!("{table}: Feldera holds exactly the {count} rows copied"),
-            );
-            return self.maybe_finish(cx);
-        }
-        if count > 0 {
-            cx.ctx.note(
-                Level::Warn,
-                Topic::Retract,
-                format!("Feldera table {table} already holds {count} rows before the initial copy"),
-            );
-            self.retracted_routes.push(route);
-        }
-        if self.counts.is_empty() {
-            let routes = std::mem::take(&mut self.retracted_routes);
-            return self.retract_routes(cx, routes);
-        }
-        Ok(())
     }
 
     #[cfg(any(test, feature = "testing"))]
@@ -601,296 +468,6 @@ impl Snapshotting {
             }
         }
         Ok(())
-    }
-
-    // ---- workers ----
-
-    fn open_worker(&mut self, cx: &mut Cx<'_>) -> Step {
-        let index = self.workers.len();
-        let name = format!("slotline/{}/copy-{index}", cx.env.config.slot);
-        let link = PgLink::open(cx.ctx, &cx.env.config.pg, false, &name).map_err(|e| {
-            Next::Fail(Failure::new(
-                FailureKind::ConfigInvalid,
-                format!("cannot connect to PostgreSQL: {e}"),
-            ))
-        })?;
-        self.workers.push(Worker {
-            link,
-            stage: WorkerStage::Connecting,
-            backlog: VecDeque::new(),
-            paused: false,
-            answer: Vec::new(),
-            error: None,
-        });
-        Ok(())
-    }
-
-    /// Whether COPY rows must wait: the sink is full and the outbox is due by size.
-    fn blocked(&self, cx: &Cx<'_>) -> bool {
-        !self.sink.has_room()
-            && matches!(
-                self.outbox.due(cx.now(), false),
-                Some(CutReason::Rows | CutReason::Bytes)
-            )
-    }
-
-    /// Handles the workers' backlogs until they are empty or must wait; pauses reading on
-    /// every worker while blocked, resumes when not.
-    fn pump(&mut self, cx: &mut Cx<'_>) -> Step {
-        for w in 0..self.workers.len() {
-            while !self.blocked(cx) {
-                let Some(event) = self.workers[w].backlog.pop_front() else {
-                    break;
-                };
-                self.on_worker_event(cx, w, event)?;
-            }
-        }
-        let blocked = self.blocked(cx);
-        for worker in &mut self.workers {
-            if worker.stage == WorkerStage::Closed {
-                continue;
-            }
-            if blocked && !worker.paused {
-                worker.paused = true;
-                worker.link.pause_read(cx.ctx);
-            } else if !blocked && worker.paused {
-                worker.paused = false;
-                worker.link.resume_read(cx.ctx);
-            }
-        }
-        Ok(())
-    }
-
-    fn on_worker_event(&mut self, cx: &mut Cx<'_>, w: usize, event: Event) -> Step {
-        match event {
-            Event::Ready => self.import(cx, w),
-            Event::DataRow(row) => {
-                let text = row_text(&row.columns);
-                self.workers[w].answer.push(text);
-                Ok(())
-            }
-            Event::CopyOutData(bytes) => self.on_copy_row(cx, w, &bytes),
-            Event::QueryError(error) => {
-                self.workers[w].error = Some(error);
-                Ok(())
-            }
-            Event::QueryDone { .. } => self.on_worker_query_done(cx, w),
-            Event::Notice(notice) => {
-                cx.ctx.log(Level::Info, format!("PostgreSQL: {notice}"));
-                Ok(())
-            }
-            Event::Failed(error) => fail(
-                FailureKind::PgUnreachable,
-                format!("snapshot connection {w} failed: {error}"),
-            ),
-            _ => Ok(()),
-        }
-    }
-
-    /// The worker is connected: check its session settings and import the snapshot.
-    fn import(&mut self, cx: &mut Cx<'_>, w: usize) -> Step {
-        let link = &self.workers[w].link;
-        let reported = |name: &str| link.parameter(name).unwrap_or("").to_owned();
-        if let Err(refusal) = checks::pinned_settings(
-            &reported("DateStyle"),
-            &reported("TimeZone"),
-            &reported("IntervalStyle"),
-            &reported("client_encoding"),
-        ) {
-            return fail(
-                FailureKind::SetupRefused,
-                format!("refusing to start: {refusal}"),
-            );
-        }
-        let Some(sql) = sql::import_snapshot(self.start.snapshot.as_deref()) else {
-            return fail(
-                FailureKind::PgProtocol,
-                "the exported snapshot's name contains a NUL byte",
-            );
-        };
-        self.send(cx, w, WorkerStage::Importing, &sql)
-    }
-
-    fn send(&mut self, cx: &mut Cx<'_>, w: usize, stage: WorkerStage, sql: &str) -> Step {
-        let worker = &mut self.workers[w];
-        worker.stage = stage;
-        worker.answer.clear();
-        worker.error = None;
-        worker.link.query(cx.ctx, sql).map_err(|e| {
-            Next::Fail(Failure::new(
-                FailureKind::PgUnreachable,
-                format!("snapshot connection {w}: {e}"),
-            ))
-        })
-    }
-
-    fn on_worker_query_done(&mut self, cx: &mut Cx<'_>, w: usize) -> Step {
-        let stage = self.workers[w].stage;
-        if let Some(error) = self.workers[w].error.take() {
-            return Err(Next::Fail(self.query_failure(stage, &error)));
-        }
-        match stage {
-            WorkerStage::Importing => {
-                if w == 0 {
-                    let relations: Vec<&Relation> = self.start.relations.iter().collect();
-                    let Some(sql) = sql::sizes_query(&relations) else {
-                        return fail(FailureKind::PgProtocol, "a table name contains a NUL byte");
-                    };
-                    return self.send(cx, w, WorkerStage::Sizing, &sql);
-                }
-                self.workers[w].stage = WorkerStage::Idle;
-                self.next_item(cx, w)
-            }
-            WorkerStage::Sizing => self.on_sizes(cx),
-            WorkerStage::Checking => {
-                let answer = std::mem::take(&mut self.workers[w].answer);
-                let borrowed: Vec<Vec<Option<&str>>> = answer
-                    .iter()
-                    .map(|r| r.iter().map(|c| c.as_deref()).collect())
-                    .collect();
-                let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
-                self.workers[w].stage = WorkerStage::Idle;
-                let Some(retraction) = self.retraction.as_mut() else {
-                    return Ok(());
-                };
-                let step = retraction.on_pg_answer(cx, &rows)?;
-                self.on_retracted(cx, step)
-            }
-            WorkerStage::Copying(item) => {
-                self.ranges_left[item.route] -= 1;
-                if self.ranges_left[item.route] == 0 {
-                    self.cut(cx, CutReason::Drain)?;
-                }
-                self.workers[w].stage = WorkerStage::Idle;
-                self.next_item(cx, w)
-            }
-            WorkerStage::Committing => {
-                self.workers[w].stage = WorkerStage::Closed;
-                self.workers[w].link.close(cx.ctx);
-                Ok(())
-            }
-            WorkerStage::Connecting | WorkerStage::Idle | WorkerStage::Closed => Ok(()),
-        }
-    }
-
-    /// Why a worker's statement failed: a missing privilege refuses the start; anything else
-    /// ends the session (the next one copies again).
-    fn query_failure(&self, stage: WorkerStage, error: &PgError) -> Failure {
-        match stage {
-            WorkerStage::Copying(item) if error.code.starts_with("42") => {
-                let relation = &self.start.relations[item.route];
-                Failure::new(
-                    FailureKind::SetupRefused,
-                    format!(
-                        "refusing to start: cannot copy {}.{}: {error} (the role needs SELECT on every routed table: GRANT SELECT ON {}.{} TO <role>)",
-                        relation.namespace, relation.name, relation.namespace, relation.name
-                    ),
-                )
-            }
-            WorkerStage::Importing => Failure::new(
-                FailureKind::PgUnreachable,
-                format!("cannot import the exported snapshot: {error}"),
-            ),
-            _ => Failure::new(
-                FailureKind::PgUnreachable,
-                format!("the snapshot copy failed: {error}"),
-            ),
-        }
-    }
-
-    /// The first worker measured the tables: plan the ranges and open the other workers.
-    fn on_sizes(&mut self, cx: &mut Cx<'_>) -> Step {
-        let answer = std::mem::take(&mut self.workers[0].answer);
-        let borrowed: Vec<Vec<Option<&str>>> = answer
-            .iter()
-            .map(|r| r.iter().map(|c| c.as_deref()).collect())
-            .collect();
-        let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
-        let sizes = match sql::parse_sizes(&rows, self.start.relations.len()) {
-            Ok(sizes) => sizes,
-            Err(e) => return fail(FailureKind::PgProtocol, e),
-        };
-        let items = plan_ranges(&sizes, cx.env.config.snapshot_workers);
-        for size in &sizes {
-            self.progress.set_estimate(size.route, size.estimated_rows);
-        }
-        for item in &items {
-            self.ranges_left[item.route] += 1;
-        }
-        self.planned_workers = worker_count(cx.env.config.snapshot_workers, items.len());
-        cx.ctx.note(
-            Level::Info,
-            Topic::Snapshot,
-            format!(
-                "copying {} table(s) in {} range(s) with {} worker(s)",
-                sizes.len(),
-                items.len(),
-                self.planned_workers
-            ),
-        );
-        self.queue = items.into();
-        self.stage = Stage::Copying;
-        while self.workers.len() < self.planned_workers {
-            self.open_worker(cx)?;
-        }
-        self.workers[0].stage = WorkerStage::Idle;
-        if self.retraction.is_some() || !self.retraction_decided {
-            return self.maybe_start_retraction(cx);
-        }
-        self.next_item(cx, 0)
-    }
-
-    /// Hands worker `w` its next range, or ends its transaction when none is left.
-    fn next_item(&mut self, cx: &mut Cx<'_>, w: usize) -> Step {
-        if self.stage != Stage::Copying {
-            return Ok(());
-        }
-        match self.queue.pop_front() {
-            Some(item) => {
-                let relation = &self.start.relations[item.route];
-                let Some(sql) = sql::copy_range(relation, item.range) else {
-                    return fail(FailureKind::PgProtocol, "a column name contains a NUL byte");
-                };
-                self.send(cx, w, WorkerStage::Copying(item), &sql)
-            }
-            None => self.send(cx, w, WorkerStage::Committing, "COMMIT"),
-        }
-    }
-
-    fn on_copy_row(&mut self, cx: &mut Cx<'_>, w: usize, data: &[u8]) -> Step {
-        let WorkerStage::Copying(item) = self.workers[w].stage else {
-            return fail(
-                FailureKind::PgProtocol,
-                "protocol error: COPY data outside a COPY",
-            );
-        };
-        let route = item.route;
-        let columns = self.start.relations[route].columns.len();
-        if let Err(e) = self.row.parse(data, columns) {
-            return fail(
-                FailureKind::PgProtocol,
-                format!("a COPY row of {} does not parse: {e}", self.names_of(route)),
-            );
-        }
-        let converter = Converter::new(&self.mappings[route]);
-        let (mark, body) = self.outbox.start_line(route);
-        match converter.snapshot_row(self.row.fields(), body) {
-            Ok(lines) => self.outbox.finish_lines(mark, lines, cx.now()),
-            Err(e) => {
-                self.outbox.abandon_line(mark);
-                return fail(
-                    FailureKind::DataRefused,
-                    format!("{e}. The snapshot was not completed; nothing was acknowledged"),
-                );
-            }
-        }
-        self.copied[route] += 1;
-        self.maybe_flush(cx)
-    }
-
-    fn names_of(&self, route: usize) -> String {
-        let r = &self.start.relations[route];
-        format!("{}.{}", r.namespace, r.name)
     }
 
     // ---- batches ----

@@ -1,0 +1,299 @@
+//! What `slotline check` asks the server beyond what a start asks: the settings logical
+//! decoding needs, room for one more slot and WAL sender, the role's privileges and SELECT
+//! on every routed table; and the verdict of each, with how to fix it.
+//!
+//! A start does not need these answers (a missing one fails later with the server's own
+//! words: CREATE_REPLICATION_SLOT refuses under `wal_level = replica`); a check gives each
+//! its own line so an operator sees every problem at once.
+
+use super::report::Line;
+use crate::contract::routes::Route;
+use crate::startup::catalog::{quote_literal, CatalogError, Row};
+
+/// The server's settings and the role, in one row.
+pub const SETTINGS_QUERY: &str = "SELECT current_setting('wal_level'), \
+   current_setting('max_replication_slots'), \
+   (SELECT count(*) FROM pg_catalog.pg_replication_slots), \
+   current_setting('max_wal_senders'), \
+   (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'walsender'), \
+   r.rolname, r.rolreplication, r.rolsuper \
+ FROM pg_catalog.pg_roles r WHERE r.rolname = current_user";
+
+/// The answer of `SETTINGS_QUERY`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSettings {
+    pub wal_level: String,
+    pub max_replication_slots: u64,
+    pub slots_used: u64,
+    pub max_wal_senders: u64,
+    pub wal_senders_used: u64,
+    pub role: String,
+    pub replication: bool,
+    pub superuser: bool,
+}
+
+fn bad(problem: impl Into<String>) -> CatalogError {
+    CatalogError {
+        question: "server settings",
+        problem: problem.into(),
+    }
+}
+
+pub fn parse_settings(rows: &[Row<'_>]) -> Result<ServerSettings, CatalogError> {
+    let [row] = rows else {
+        return Err(bad(format!("{} rows, expected 1", rows.len())));
+    };
+    let text = |i: usize| {
+        row.get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| bad(format!("column {i} is missing or NULL")))
+    };
+    let number = |i: usize| {
+        text(i)?
+            .parse::<u64>()
+            .map_err(|_| bad(format!("column {i} is not a number")))
+    };
+    let flag = |i: usize| match text(i)? {
+        "t" => Ok(true),
+        "f" => Ok(false),
+        other => Err(bad(format!("expected t or f, got {other:?}"))),
+    };
+    Ok(ServerSettings {
+        wal_level: text(0)?.to_owned(),
+        max_replication_slots: number(1)?,
+        slots_used: number(2)?,
+        max_wal_senders: number(3)?,
+        wal_senders_used: number(4)?,
+        role: text(5)?.to_owned(),
+        replication: flag(6)?,
+        superuser: flag(7)?,
+    })
+}
+
+/// The verdicts on the settings. `slot_exists`: the slot is already there (it needs no
+/// free entry). The check's own replication connection is one of the WAL senders counted.
+pub fn judge_settings(settings: &ServerSettings, slot_exists: bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    lines.push(if settings.wal_level == "logical" {
+        Line::ok("wal_level", "logical")
+    } else {
+        Line::fail(
+            "wal_level",
+            format!(
+                "wal_level is {}; logical decoding needs logical",
+                settings.wal_level
+            ),
+            "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL",
+        )
+    });
+    let free = settings
+        .max_replication_slots
+        .saturating_sub(settings.slots_used);
+    let slots = format!(
+        "{} of max_replication_slots {} in use",
+        settings.slots_used, settings.max_replication_slots
+    );
+    lines.push(if slot_exists || free > 0 {
+        Line::ok("replication slots", slots)
+    } else {
+        Line::fail(
+            "replication slots",
+            format!("{slots}: no room for slotline's slot"),
+            "drop slots nobody uses (SELECT slot_name FROM pg_replication_slots WHERE NOT active) or raise max_replication_slots (restart)",
+        )
+    });
+    let senders = format!(
+        "{} of max_wal_senders {} in use (this check's connection included)",
+        settings.wal_senders_used, settings.max_wal_senders
+    );
+    lines.push(
+        if settings.wal_senders_used <= settings.max_wal_senders && settings.max_wal_senders > 0 {
+            Line::ok("wal senders", senders)
+        } else {
+            Line::fail(
+                "wal senders",
+                senders,
+                "raise max_wal_senders (restart) or stop idle replication clients",
+            )
+        },
+    );
+    lines.push(if settings.replication || settings.superuser {
+        let how = if settings.superuser {
+            "superuser"
+        } else {
+            "REPLICATION"
+        };
+        Line::ok("role", format!("{} has {how}", settings.role))
+    } else {
+        Line::fail(
+            "role",
+            format!("role {} lacks the REPLICATION attribute", settings.role),
+            format!("ALTER ROLE {} REPLICATION", settings.role),
+        )
+    });
+    lines
+}
+
+/// Whether the role may SELECT each routed table (that exists).
+pub fn select_privileges_query(routes: &[Route]) -> Option<String> {
+    let pairs = routes
+        .iter()
+        .map(|r| {
+            Some(format!(
+                "({}, {})",
+                quote_literal(&r.source.schema)?,
+                quote_literal(&r.source.name)?
+            ))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if pairs.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "SELECT n.nspname, c.relname, pg_catalog.has_table_privilege(c.oid, 'SELECT') \
+         FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         WHERE (n.nspname, c.relname) IN ({}) ORDER BY 1, 2",
+        pairs.join(", ")
+    ))
+}
+
+/// The verdict per table: SELECT is needed to copy (a snapshot) and to check which keys
+/// still exist when retracting leftovers; stream-only needs it for neither.
+pub fn judge_select(rows: &[Row<'_>], routes: &[Route], role: &str, needed: bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for route in routes {
+        let granted = rows.iter().find_map(|row| match row {
+            [Some(schema), Some(table), Some(flag)] if route.source.is(schema, table) => {
+                Some(*flag == "t")
+            }
+            _ => None,
+        });
+        let item = format!("select {}", route.source);
+        match granted {
+            // A table that does not exist has its own line (the table check).
+            None => {}
+            Some(true) => lines.push(Line::ok(item, format!("{role} may SELECT it"))),
+            Some(false) if needed => lines.push(Line::fail(
+                item,
+                format!("{role} may not SELECT {}: the initial copy reads it", route.source),
+                format!("GRANT SELECT ON {} TO {role}", route.source),
+            )),
+            Some(false) => lines.push(Line::warn(
+                item,
+                format!(
+                    "{role} may not SELECT {}: fine for SNAPSHOT_MODE=never, but a snapshot needs it",
+                    route.source
+                ),
+            )),
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::routes::parse_tables;
+    use crate::ops::report::Verdict;
+
+    fn settings() -> ServerSettings {
+        ServerSettings {
+            wal_level: "logical".into(),
+            max_replication_slots: 10,
+            slots_used: 3,
+            max_wal_senders: 10,
+            wal_senders_used: 1,
+            role: "slotline".into(),
+            replication: true,
+            superuser: false,
+        }
+    }
+
+    fn verdicts(lines: &[Line]) -> Vec<(&str, Verdict)> {
+        lines.iter().map(|l| (l.item.as_str(), l.verdict)).collect()
+    }
+
+    #[test]
+    fn a_ready_server_is_all_green() {
+        let lines = judge_settings(&settings(), false);
+        assert!(lines.iter().all(|l| l.verdict == Verdict::Ok), "{lines:?}");
+    }
+
+    #[test]
+    fn each_missing_setting_is_its_own_problem_with_a_fix() {
+        let broken = ServerSettings {
+            wal_level: "replica".into(),
+            slots_used: 10,
+            replication: false,
+            ..settings()
+        };
+        let lines = judge_settings(&broken, false);
+        assert_eq!(
+            verdicts(&lines),
+            [
+                ("wal_level", Verdict::Fail),
+                ("replication slots", Verdict::Fail),
+                ("wal senders", Verdict::Ok),
+                ("role", Verdict::Fail)
+            ]
+        );
+        assert!(lines
+            .iter()
+            .all(|l| l.verdict != Verdict::Fail || l.fix.is_some()));
+        assert_eq!(
+            lines[0].message,
+            "wal_level is replica; logical decoding needs logical"
+        );
+        // An existing slot needs no free entry.
+        assert_eq!(judge_settings(&broken, true)[1].verdict, Verdict::Ok);
+    }
+
+    #[test]
+    fn settings_answers_parse_strictly() {
+        let row: [Option<&str>; 8] = [
+            Some("logical"),
+            Some("10"),
+            Some("2"),
+            Some("10"),
+            Some("1"),
+            Some("slotline"),
+            Some("t"),
+            Some("f"),
+        ];
+        assert_eq!(parse_settings(&[&row]).unwrap().slots_used, 2);
+        let mut broken = row;
+        broken[6] = Some("maybe");
+        assert!(parse_settings(&[&broken]).is_err());
+        assert!(parse_settings(&[]).is_err());
+    }
+
+    #[test]
+    fn select_is_a_problem_only_when_a_snapshot_needs_it() {
+        let routes = parse_tables("users,public.items").unwrap();
+        let query = select_privileges_query(&routes).unwrap();
+        assert!(
+            query.contains("('public', 'users'), ('public', 'items')"),
+            "{query}"
+        );
+        let rows: [[Option<&str>; 3]; 2] = [
+            [Some("public"), Some("items"), Some("t")],
+            [Some("public"), Some("users"), Some("f")],
+        ];
+        let rows: Vec<Row<'_>> = rows.iter().map(|r| &r[..]).collect();
+        let lines = judge_select(&rows, &routes, "slotline", true);
+        assert_eq!(
+            verdicts(&lines),
+            [
+                ("select public.users", Verdict::Fail),
+                ("select public.items", Verdict::Ok)
+            ]
+        );
+        assert_eq!(
+            lines[0].fix.as_deref(),
+            Some("GRANT SELECT ON public.users TO slotline")
+        );
+        let lines = judge_select(&rows, &routes, "slotline", false);
+        assert_eq!(lines[0].verdict, Verdict::Warn);
+    }
+}

@@ -1,0 +1,582 @@
+//! `slotline check`: everything a start verifies, and what it would do, without creating
+//! anything. One replication connection runs the startup conversation as a survey
+//! (`startup::Startup::surveying`: each refusal becomes a finding and the next question is
+//! asked), then the questions only a check asks (`ops::server`, the slot's health);
+//! Feldera is asked for the pipeline and the state file is read, as at a start. The startup
+//! plan then says what a start would do, and a snapshot's retraction is checked against
+//! the tables as a start would.
+//!
+//! The report goes out as one `Print`; the exit code is 0 when the setup would work, 1
+//! when a finding failed. Nothing is ever created, dropped or written.
+
+use super::ctx::Ctx;
+use super::pg::PgLink;
+use super::startup::{retraction_problems, Answer, Startup};
+use super::Env;
+use crate::config::{Config, ConfigError, SnapshotMode};
+use crate::conn::Event;
+use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
+use crate::io::{exit, Command, Driver, HttpId, Input};
+use crate::ops::report::{Format, Line, Report};
+use crate::ops::{server, slot};
+use crate::snapshot::plan::{plan_startup, Action, Configured, StateRead};
+use crate::snapshot::state::StateRoute;
+use crate::startup::catalog::Row;
+use crate::time::{Mono, Now};
+use crate::timer::{Deadline, TimerKind};
+
+/// How long a check waits for its answers before it reports what it has.
+pub const CHECK_TIMEOUT_MS: u64 = 30_000;
+
+/// The questions only a check asks, after the startup conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extra {
+    Settings,
+    Select,
+    Health,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pg {
+    /// The startup conversation (survey) runs.
+    Conversation,
+    Extra(Extra),
+    Done,
+}
+
+/// The `check` machine (see the module docs). A `Driver` like the pipeline, so the shells
+/// run it with the same loop.
+#[derive(Debug)]
+pub struct Check {
+    ctx: Ctx,
+    env: Env,
+    format: Format,
+    deadline: Mono,
+    link: Option<PgLink>,
+    startup: Startup,
+    pg: Pg,
+    rows: Vec<Vec<Option<String>>>,
+    query_error: Option<String>,
+    slot_read: bool,
+    role: String,
+    pg_lines: Vec<Line>,
+    schema_request: Option<HttpId>,
+    feldera_lines: Option<Vec<Line>>,
+    state: Option<StateRead>,
+}
+
+impl Check {
+    /// Starts a check: the connection, the pipeline request and the state file read go
+    /// out at once.
+    pub fn new(config: Config, now: Now, format: Format) -> Result<Check, ConfigError> {
+        let env = Env::new(config)?;
+        let config = &env.config;
+        let startup = Startup::new(
+            &config.publication,
+            &config.slot,
+            &config.pg.database,
+            env.routes.clone(),
+            config.require_primary_key,
+        )
+        .with_failover(config.slot_failover)
+        .surveying();
+        let mut check = Check {
+            ctx: Ctx::new(now),
+            deadline: now.mono.plus_ms(CHECK_TIMEOUT_MS),
+            format,
+            link: None,
+            startup,
+            pg: Pg::Conversation,
+            rows: Vec::new(),
+            query_error: None,
+            slot_read: false,
+            role: config.pg.user.clone(),
+            pg_lines: Vec::new(),
+            schema_request: None,
+            feldera_lines: None,
+            state: None,
+            env,
+        };
+        check.begin();
+        Ok(check)
+    }
+
+    fn begin(&mut self) {
+        let config = &self.env.config;
+        let name = format!("slotline-check/{}", config.slot);
+        match PgLink::open(&mut self.ctx, &config.pg, true, &name) {
+            Ok(link) => self.link = Some(link),
+            Err(e) => self.pg_failed(format!("cannot connect: {e}")),
+        }
+        let id = self.ctx.http_id();
+        self.schema_request = Some(id);
+        self.ctx.push(Command::Http {
+            id,
+            request: self.env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
+        });
+        self.ctx.push(Command::ReadState {
+            path: self.env.state_path.clone(),
+        });
+    }
+
+    /// PostgreSQL cannot be asked (more): say so once, with how to fix it.
+    fn pg_failed(&mut self, why: String) {
+        if self.pg == Pg::Done {
+            return;
+        }
+        let pg = &self.env.config.pg;
+        let fix = if why.contains("42501") || why.contains("replication") {
+            format!(
+                "ALTER ROLE {} REPLICATION (and let pg_hba.conf admit it to database {})",
+                pg.user, pg.database
+            )
+        } else {
+            format!(
+                "check PG_URL (host {}, port {}, database {}, user {}), the password and pg_hba.conf",
+                pg.host, pg.port, pg.database, pg.user
+            )
+        };
+        self.pg_lines.extend(self.startup.take_findings());
+        self.pg_lines.push(Line::fail("postgres", why, fix));
+        self.close_link();
+        self.pg = Pg::Done;
+    }
+
+    fn close_link(&mut self) {
+        if let Some(mut link) = self.link.take() {
+            link.close(&mut self.ctx);
+        }
+    }
+
+    fn on_events(&mut self, events: Vec<Event>) {
+        for event in events {
+            if self.pg == Pg::Done {
+                return;
+            }
+            let Some(link) = self.link.as_mut() else {
+                return;
+            };
+            let ctx = &mut self.ctx;
+            let step = match (self.pg, event) {
+                (Pg::Conversation, Event::Ready) => {
+                    let pg = &self.env.config.pg;
+                    let tls = if link.is_encrypted() { " over TLS" } else { "" };
+                    self.pg_lines.push(Line::ok(
+                        "postgres",
+                        format!(
+                            "connected to {}:{} database {} as {}{tls} (replication connection)",
+                            pg.host, pg.port, pg.database, pg.user
+                        ),
+                    ));
+                    self.startup.on_ready(ctx, link).map(|()| None)
+                }
+                (Pg::Conversation, Event::DataRow(row)) => self.startup.on_row(&row).map(|()| None),
+                (Pg::Conversation, Event::QueryError(e)) => {
+                    self.startup.on_query_error(e.to_string());
+                    Ok(None)
+                }
+                (Pg::Conversation, Event::QueryDone { .. }) => {
+                    self.startup.on_query_done(ctx, link).map(Some)
+                }
+                (Pg::Extra(_), Event::DataRow(row)) => {
+                    self.rows.push(
+                        row.columns
+                            .iter()
+                            .map(|c| c.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+                            .collect(),
+                    );
+                    Ok(None)
+                }
+                (Pg::Extra(_), Event::QueryError(e)) => {
+                    self.query_error = Some(e.to_string());
+                    Ok(None)
+                }
+                (Pg::Extra(extra), Event::QueryDone { .. }) => {
+                    self.on_extra(extra);
+                    Ok(None)
+                }
+                (_, Event::Failed(error)) => {
+                    let why = error.to_string();
+                    self.pg_failed(why);
+                    return;
+                }
+                _ => Ok(None),
+            };
+            match step {
+                Ok(Some(Answer::SlotRead)) => {
+                    self.slot_read = true;
+                    self.pg_lines.extend(self.startup.take_findings());
+                    self.ask_extra(Extra::Settings);
+                }
+                Ok(_) => {}
+                Err(error) => self.pg_failed(error.into_message()),
+            }
+        }
+    }
+
+    fn ask_extra(&mut self, extra: Extra) {
+        let sql = match extra {
+            Extra::Settings => Some(server::SETTINGS_QUERY.to_owned()),
+            Extra::Select => server::select_privileges_query(&self.env.routes),
+            Extra::Health => slot::slot_health_query(
+                &self.env.config.slot,
+                self.startup
+                    .server_version()
+                    .unwrap_or(slot::MIN_SERVER_VERSION),
+            ),
+        };
+        let (Some(sql), Some(link)) = (sql, self.link.as_mut()) else {
+            return self.after_extra(extra);
+        };
+        self.rows.clear();
+        self.query_error = None;
+        self.pg = Pg::Extra(extra);
+        if let Err(e) = link.query(&mut self.ctx, &sql) {
+            self.pg_failed(e);
+        }
+    }
+
+    fn after_extra(&mut self, extra: Extra) {
+        match extra {
+            Extra::Settings => self.ask_extra(Extra::Select),
+            Extra::Select => self.ask_extra(Extra::Health),
+            Extra::Health => {
+                self.pg = Pg::Done;
+                self.close_link();
+            }
+        }
+    }
+
+    fn on_extra(&mut self, extra: Extra) {
+        let owned = std::mem::take(&mut self.rows);
+        let borrowed: Vec<Vec<Option<&str>>> = owned
+            .iter()
+            .map(|r| r.iter().map(|c| c.as_deref()).collect())
+            .collect();
+        let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
+        if let Some(error) = self.query_error.take() {
+            self.pg_lines.push(Line::warn(
+                "postgres",
+                format!("a check's own question failed: {error}"),
+            ));
+            return self.after_extra(extra);
+        }
+        let lines = match extra {
+            Extra::Settings => match server::parse_settings(&rows) {
+                Ok(settings) => {
+                    self.role = settings.role.clone();
+                    server::judge_settings(&settings, self.startup.slot().is_some())
+                }
+                Err(e) => vec![Line::warn("server settings", e.to_string())],
+            },
+            Extra::Select => {
+                let needed = self.env.config.snapshot_mode != SnapshotMode::Never;
+                server::judge_select(&rows, &self.env.routes, &self.role, needed)
+            }
+            Extra::Health => self.judge_health(&rows),
+        };
+        self.pg_lines.extend(lines);
+        self.after_extra(extra);
+    }
+
+    fn judge_health(&self, rows: &[Row<'_>]) -> Vec<Line> {
+        let health = match slot::parse_slot_health(rows) {
+            Ok(health) => health,
+            Err(e) => return vec![Line::warn("slot health", e.to_string())],
+        };
+        let name = &self.env.config.slot;
+        let Some(state) = &health.slot else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        if let Some(why) = slot::invalidation(state) {
+            lines.push(Line::warn(
+                "slot health",
+                format!("{name} was invalidated ({why}): the WAL it needed is gone"),
+            ));
+        }
+        let budget = slot::WalBudget {
+            warn_bytes: self.env.config.slot_wal_warn_bytes,
+        };
+        if let Some(warning) = slot::wal_warning(&health, budget) {
+            lines.push(Line::warn("slot health", warning));
+        }
+        if let (true, Some(false)) = (self.env.config.slot_failover, state.failover) {
+            lines.push(Line::warn(
+                "slot health",
+                format!(
+                    "PG_SLOT_FAILOVER=true but {name} was created without failover; it keeps that setting \
+                     (drop it to have it created as a failover slot, or ALTER_REPLICATION_SLOT {name} (FAILOVER true))"
+                ),
+            ));
+        }
+        lines
+    }
+
+    fn on_pipeline(&mut self, reply: Reply<'_>) {
+        let pipeline = self.env.config.feldera_pipeline.clone();
+        let url = self.env.config.feldera_url.clone();
+        let mut lines = Vec::new();
+        let schema = match classify_pipeline(reply) {
+            PipelineOutcome::Ready(info) => {
+                lines.push(Line::ok(
+                    "feldera",
+                    format!("pipeline {pipeline} at {url} has a compiled program"),
+                ));
+                let status = info.deployment_status.as_deref().unwrap_or("unknown");
+                lines.push(if status == "Running" {
+                    Line::ok("feldera pipeline", "Running")
+                } else {
+                    Line::fail(
+                        "feldera pipeline",
+                        format!("pipeline {pipeline} is {status}, not Running: ingress would not be processed"),
+                        format!("start it (POST {url}/v0/pipelines/{pipeline}/start, or from the Feldera console)"),
+                    )
+                });
+                Some(info.schema)
+            }
+            PipelineOutcome::NotCompiled { program_status } => {
+                lines.push(Line::fail(
+                    "feldera",
+                    format!(
+                        "pipeline {pipeline} has no compiled program (program_status {})",
+                        program_status.as_deref().unwrap_or("unknown")
+                    ),
+                    "wait for its SQL to compile, or fix the compilation errors Feldera reports",
+                ));
+                None
+            }
+            PipelineOutcome::BadSchema(e) => {
+                lines.push(Line::fail(
+                    "feldera",
+                    format!("cannot read the schema of pipeline {pipeline}: {e}"),
+                    "use a Feldera version slotline supports (see README.md)",
+                ));
+                None
+            }
+            PipelineOutcome::Transient(e) | PipelineOutcome::Fatal(e) => {
+                lines.push(Line::fail(
+                    "feldera",
+                    format!("cannot read pipeline {pipeline} at {url}: {e}"),
+                    "check FELDERA_URL, FELDERA_API_KEY and FELDERA_PIPELINE, and that Feldera is up",
+                ));
+                None
+            }
+        };
+        self.feldera_lines = Some(lines);
+        if self.pg == Pg::Done {
+            return;
+        }
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        let result = match schema {
+            Some(schema) => self.startup.on_schema(&mut self.ctx, link, schema),
+            None => self.startup.without_schema(&mut self.ctx, link),
+        };
+        if let Err(error) = result {
+            self.pg_failed(error.into_message());
+        }
+    }
+
+    fn on_state(&mut self, contents: Result<Option<bytes::Bytes>, String>) {
+        self.state = Some(match contents {
+            Ok(None) => StateRead::Absent,
+            Ok(Some(bytes)) => match crate::snapshot::state::StateFile::parse(&bytes) {
+                Ok(state) => StateRead::Present(state),
+                Err(e) => StateRead::Unreadable(e),
+            },
+            Err(e) => StateRead::Unreadable(crate::snapshot::state::StateError::Read(e)),
+        });
+    }
+
+    fn state_line(&self) -> Line {
+        let path = &self.env.state_path;
+        match &self.state {
+            None => Line::warn("state file", format!("{path} was not read in time")),
+            Some(StateRead::Absent) => Line::ok("state file", format!("{path} is absent")),
+            Some(StateRead::Present(file)) => Line::ok(
+                "state file",
+                format!("{path}: {} copy for slot {}", file.phase, file.slot),
+            ),
+            Some(StateRead::Unreadable(e)) => Line::fail(
+                "state file",
+                format!("{path} cannot be read: {e}"),
+                "fix its permissions or contents, or delete it (the next start then copies every table again)",
+            ),
+        }
+    }
+
+    /// What a start would do (the startup plan), and whether a snapshot could retract.
+    fn plan_lines(&self) -> Vec<Line> {
+        let (Some(state), true) = (&self.state, self.slot_read) else {
+            return Vec::new();
+        };
+        let config = &self.env.config;
+        let routes: Vec<StateRoute> = self.env.routes.iter().map(StateRoute::of).collect();
+        let configured = Configured {
+            mode: config.snapshot_mode,
+            state_path: &self.env.state_path,
+            slot: &config.slot,
+            publication: &config.publication,
+            pipeline: &config.feldera_pipeline,
+            database: &config.pg.database,
+            routes: &routes,
+        };
+        let plan = plan_startup(
+            state,
+            self.startup.slot(),
+            &configured,
+            self.startup.system_id(),
+        );
+        let mut lines: Vec<Line> = plan
+            .warnings
+            .iter()
+            .map(|w| Line::warn("start", w.clone()))
+            .collect();
+        match &plan.action {
+            Action::Refuse(message) => lines.push(Line::fail(
+                "start",
+                format!("a start would refuse: {message}"),
+                "do what the message says before starting",
+            )),
+            Action::Snapshot { leftovers, .. } => {
+                lines.push(Line::ok("start", format!("a start would {}", plan.action)));
+                let problems = retraction_problems(
+                    self.startup.relations(),
+                    self.startup.tables(),
+                    *leftovers,
+                    config.require_primary_key,
+                );
+                for (table, problem) in problems {
+                    lines.push(Line::fail(
+                        format!("retract {table}"),
+                        problem,
+                        format!(
+                            "give Feldera table {table} a primary key it can be queried by, or seed it yourself with SNAPSHOT_MODE=never"
+                        ),
+                    ));
+                }
+            }
+            action => lines.push(Line::ok("start", format!("a start would {action}"))),
+        }
+        lines
+    }
+
+    /// Reports once every answer is in (or the deadline passed).
+    fn finish_if_ready(&mut self, timed_out: bool) {
+        if self.ctx.exited() {
+            return;
+        }
+        let ready = self.pg == Pg::Done && self.feldera_lines.is_some() && self.state.is_some();
+        if !ready && !timed_out {
+            return;
+        }
+        if timed_out && self.pg != Pg::Done {
+            self.pg_failed(format!(
+                "no complete answer within {} s",
+                CHECK_TIMEOUT_MS / 1000
+            ));
+        }
+        let mut report = Report::default();
+        self.pg_lines.drain(..).for_each(|line| report.push(line));
+        let feldera = self.feldera_lines.take().unwrap_or_else(|| {
+            vec![Line::fail(
+                "feldera",
+                format!("no answer within {} s", CHECK_TIMEOUT_MS / 1000),
+                "check FELDERA_URL and that Feldera is up",
+            )]
+        });
+        feldera.into_iter().for_each(|line| report.push(line));
+        report.push(self.state_line());
+        self.plan_lines()
+            .into_iter()
+            .for_each(|line| report.push(line));
+        self.close_link();
+        self.ctx.push(Command::Print {
+            text: report.render("check", self.format),
+        });
+        let (code, reason) = if report.passed() {
+            (exit::OK, "check: the setup would work".to_owned())
+        } else {
+            (
+                exit::FATAL,
+                format!("check: {} problem(s)", report.problems()),
+            )
+        };
+        self.ctx.exit(code, reason);
+    }
+}
+
+impl Driver for Check {
+    fn handle(&mut self, now: Now, input: Input) {
+        if self.ctx.exited() {
+            return;
+        }
+        self.ctx.now = Now {
+            mono: self.ctx.now.mono.max(now.mono),
+            wall: now.wall,
+        };
+        let owns = |link: &Option<PgLink>, conn| link.as_ref().is_some_and(|l| l.id == conn);
+        match input {
+            Input::PgConnected { conn } if owns(&self.link, conn) => {
+                if let Some(link) = self.link.as_mut() {
+                    link.on_connected(&mut self.ctx);
+                }
+            }
+            Input::PgTlsReady {
+                conn,
+                server_certificate,
+            } if owns(&self.link, conn) => {
+                if let Some(link) = self.link.as_mut() {
+                    link.on_tls_ready(&mut self.ctx, server_certificate.as_deref());
+                }
+            }
+            Input::PgBytes { conn, bytes } if owns(&self.link, conn) => {
+                let events = match self.link.as_mut() {
+                    Some(link) => link.on_bytes(&mut self.ctx, &bytes),
+                    None => Vec::new(),
+                };
+                self.on_events(events);
+            }
+            Input::PgClosed { conn, error } if owns(&self.link, conn) => {
+                if let Some(link) = self.link.as_mut() {
+                    match link.on_closed(&mut self.ctx, error) {
+                        super::pg::LinkClosed::Retrying => {}
+                        super::pg::LinkClosed::Lost(why) | super::pg::LinkClosed::Fatal(why) => {
+                            link.abandon(&mut self.ctx);
+                            self.link = None;
+                            self.pg_failed(why);
+                        }
+                    }
+                }
+            }
+            Input::HttpDone { id, status, body } if Some(id) == self.schema_request => {
+                self.on_pipeline(Reply::Answered {
+                    status,
+                    body: &body,
+                });
+            }
+            Input::HttpFailed { id, error } if Some(id) == self.schema_request => {
+                self.on_pipeline(Reply::Failed { error: &error });
+            }
+            Input::StateRead { contents } => self.on_state(contents),
+            // Interrupted: report what is known now.
+            Input::Shutdown => self.deadline = self.ctx.now.mono,
+            _ => {}
+        }
+        let timed_out = self.ctx.now.mono >= self.deadline;
+        self.finish_if_ready(timed_out);
+    }
+
+    fn poll_command(&mut self) -> Option<Command> {
+        self.ctx.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Deadline> {
+        (!self.ctx.exited()).then_some(Deadline {
+            at: self.deadline,
+            why: TimerKind::OperationDeadline,
+        })
+    }
+}

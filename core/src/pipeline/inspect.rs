@@ -1,0 +1,706 @@
+//! `slotline status` and `slotline drop-slot`: one plain control connection each, never a
+//! replication connection, and a report.
+//!
+//! - `status` (`Inspect`): the slot as the server reports it (active, `confirmed_flush_lsn`,
+//!   lag in bytes to the current WAL, retained WAL, `wal_status`, `safe_wal_size`, and
+//!   whether it was invalidated), the state file, and Feldera's pipeline state. Exit 1 when
+//!   something cannot be read or the slot was invalidated.
+//! - `drop-slot` (`DropSlot`): refuses without `--yes` (exit 2, before connecting) and
+//!   while the slot is active (exit 1: stop the connector first); otherwise drops the slot,
+//!   then removes the state file, and reports both.
+
+use super::ctx::Ctx;
+use super::pg::{LinkClosed, PgLink};
+use super::Env;
+use crate::config::{Config, ConfigError};
+use crate::conn::Event;
+use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
+use crate::io::{exit, Command, Driver, HttpId, Input};
+use crate::ops::report::{Format, Line, Report};
+use crate::ops::slot;
+use crate::startup::catalog::{self, quote_literal, Row};
+use crate::time::{Mono, Now};
+use crate::timer::{Deadline, TimerKind};
+use serde_json::json;
+
+/// How long `status` and `drop-slot` wait for their answers.
+pub const OPERATION_TIMEOUT_MS: u64 = 30_000;
+
+/// One control connection asking one question at a time.
+#[derive(Debug)]
+struct Control {
+    link: Option<PgLink>,
+    rows: Vec<Vec<Option<String>>>,
+    error: Option<String>,
+}
+
+/// What a control connection said.
+enum Heard {
+    Nothing,
+    /// Connected: the first question may go.
+    Ready,
+    /// The question was answered (rows), or the server refused it.
+    Answer(Result<Vec<Vec<Option<String>>>, String>),
+    /// The connection is gone.
+    Gone(String),
+}
+
+impl Control {
+    fn open(ctx: &mut Ctx, env: &Env, name: &str) -> Result<Control, String> {
+        let name = format!("{name}/{}", env.config.slot);
+        let link = PgLink::open(ctx, &env.config.pg, false, &name)?;
+        Ok(Control {
+            link: Some(link),
+            rows: Vec::new(),
+            error: None,
+        })
+    }
+
+    fn owns(&self, input: &Input) -> bool {
+        let conn = match input {
+            Input::PgConnected { conn }
+            | Input::PgTlsReady { conn, .. }
+            | Input::PgBytes { conn, .. }
+            | Input::PgClosed { conn, .. } => *conn,
+            _ => return false,
+        };
+        self.link.as_ref().is_some_and(|l| l.id == conn)
+    }
+
+    fn ask(&mut self, ctx: &mut Ctx, sql: &str) -> Result<(), String> {
+        self.rows.clear();
+        self.error = None;
+        match self.link.as_mut() {
+            Some(link) => link.query(ctx, sql),
+            None => Err("no connection".into()),
+        }
+    }
+
+    fn server_version(&self) -> u32 {
+        self.link
+            .as_ref()
+            .and_then(|l| l.parameter("server_version"))
+            .and_then(slot::parse_server_version)
+            .unwrap_or(slot::MIN_SERVER_VERSION)
+    }
+
+    fn close(&mut self, ctx: &mut Ctx) {
+        if let Some(mut link) = self.link.take() {
+            link.close(ctx);
+        }
+    }
+
+    fn on_input(&mut self, ctx: &mut Ctx, input: Input) -> Heard {
+        let Some(link) = self.link.as_mut() else {
+            return Heard::Nothing;
+        };
+        match input {
+            Input::PgConnected { .. } => link.on_connected(ctx),
+            Input::PgTlsReady {
+                server_certificate, ..
+            } => link.on_tls_ready(ctx, server_certificate.as_deref()),
+            Input::PgClosed { error, .. } => match link.on_closed(ctx, error) {
+                LinkClosed::Retrying => {}
+                LinkClosed::Lost(why) | LinkClosed::Fatal(why) => {
+                    link.abandon(ctx);
+                    self.link = None;
+                    return Heard::Gone(why);
+                }
+            },
+            Input::PgBytes { bytes, .. } => {
+                for event in link.on_bytes(ctx, &bytes) {
+                    match event {
+                        Event::Ready => return Heard::Ready,
+                        Event::DataRow(row) => self.rows.push(
+                            row.columns
+                                .iter()
+                                .map(|c| {
+                                    c.as_ref().map(|b| String::from_utf8_lossy(b).into_owned())
+                                })
+                                .collect(),
+                        ),
+                        Event::QueryError(e) => self.error = Some(e.to_string()),
+                        Event::QueryDone { .. } => {
+                            let rows = std::mem::take(&mut self.rows);
+                            return Heard::Answer(match self.error.take() {
+                                Some(error) => Err(error),
+                                None => Ok(rows),
+                            });
+                        }
+                        Event::Failed(error) => {
+                            self.close(ctx);
+                            return Heard::Gone(error.to_string());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        Heard::Nothing
+    }
+}
+
+fn with_rows<T>(rows: &[Vec<Option<String>>], read: impl FnOnce(&[Row<'_>]) -> T) -> T {
+    let borrowed: Vec<Vec<Option<&str>>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| c.as_deref()).collect())
+        .collect();
+    let views: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
+    read(&views)
+}
+
+fn connect_fix(env: &Env) -> String {
+    let pg = &env.config.pg;
+    format!(
+        "check PG_URL (host {}, port {}, database {}, user {}), the password and pg_hba.conf",
+        pg.host, pg.port, pg.database, pg.user
+    )
+}
+
+fn now_of(ctx: &mut Ctx, now: Now) {
+    ctx.now = Now {
+        mono: ctx.now.mono.max(now.mono),
+        wall: now.wall,
+    };
+}
+
+fn deadline(ctx: &Ctx, at: Mono) -> Option<Deadline> {
+    (!ctx.exited()).then_some(Deadline {
+        at,
+        why: TimerKind::OperationDeadline,
+    })
+}
+
+/// `slotline status` (see the module docs).
+#[derive(Debug)]
+pub struct Inspect {
+    ctx: Ctx,
+    env: Env,
+    format: Format,
+    deadline: Mono,
+    control: Option<Control>,
+    pg_lines: Option<Vec<Line>>,
+    slot_fact: serde_json::Value,
+    pipeline_request: HttpId,
+    feldera_lines: Option<Vec<Line>>,
+    feldera_fact: serde_json::Value,
+    state_line: Option<Line>,
+}
+
+impl Inspect {
+    pub fn new(config: Config, now: Now, format: Format) -> Result<Inspect, ConfigError> {
+        let env = Env::new(config)?;
+        let mut ctx = Ctx::new(now);
+        let (control, pg_lines) = match Control::open(&mut ctx, &env, "slotline-status") {
+            Ok(control) => (Some(control), None),
+            Err(e) => (
+                None,
+                Some(vec![Line::fail(
+                    "postgres",
+                    format!("cannot connect: {e}"),
+                    connect_fix(&env),
+                )]),
+            ),
+        };
+        let pipeline_request = ctx.http_id();
+        ctx.push(Command::Http {
+            id: pipeline_request,
+            request: env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
+        });
+        ctx.push(Command::ReadState {
+            path: env.state_path.clone(),
+        });
+        Ok(Inspect {
+            deadline: now.mono.plus_ms(OPERATION_TIMEOUT_MS),
+            ctx,
+            env,
+            format,
+            control,
+            pg_lines,
+            slot_fact: serde_json::Value::Null,
+            pipeline_request,
+            feldera_lines: None,
+            feldera_fact: serde_json::Value::Null,
+            state_line: None,
+        })
+    }
+
+    fn on_pg(&mut self, input: Input) {
+        let Some(control) = self.control.as_mut() else {
+            return;
+        };
+        match control.on_input(&mut self.ctx, input) {
+            Heard::Nothing => {}
+            Heard::Ready => {
+                let sql = slot::slot_health_query(&self.env.config.slot, control.server_version());
+                if let Err(e) = sql
+                    .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
+                    .and_then(|sql| control.ask(&mut self.ctx, &sql))
+                {
+                    self.pg_done(vec![Line::fail("postgres", e, connect_fix(&self.env))]);
+                }
+            }
+            Heard::Answer(Ok(rows)) => {
+                let lines = self.slot_lines(&rows);
+                self.pg_done(lines);
+            }
+            Heard::Answer(Err(error)) => self.pg_done(vec![Line::fail(
+                "slot",
+                format!("cannot read the slot: {error}"),
+                "grant the role pg_monitor (or use one that may read pg_replication_slots)",
+            )]),
+            Heard::Gone(why) => self.pg_done(vec![Line::fail(
+                "postgres",
+                format!("cannot ask PostgreSQL: {why}"),
+                connect_fix(&self.env),
+            )]),
+        }
+    }
+
+    fn pg_done(&mut self, lines: Vec<Line>) {
+        if let Some(mut control) = self.control.take() {
+            control.close(&mut self.ctx);
+        }
+        self.pg_lines.get_or_insert_with(Vec::new).extend(lines);
+    }
+
+    fn slot_lines(&mut self, rows: &[Vec<Option<String>>]) -> Vec<Line> {
+        let health = match with_rows(rows, slot::parse_slot_health) {
+            Ok(health) => health,
+            Err(e) => {
+                return vec![Line::fail(
+                    "slot",
+                    e.to_string(),
+                    "report this answer as a bug",
+                )]
+            }
+        };
+        let name = self.env.config.slot.clone();
+        let mut lines = vec![Line::info(
+            "server WAL",
+            format!("current position {}", health.current_wal),
+        )];
+        let Some(state) = &health.slot else {
+            self.slot_fact = json!({"name": name, "exists": false, "current_wal_lsn": health.current_wal.to_string()});
+            lines.push(Line::info("slot", format!("{name} does not exist")));
+            return lines;
+        };
+        lines.push(Line::info("slot", format!("{name}: {state}")));
+        if let Some(lag) = health.lag_bytes() {
+            lines.push(Line::info(
+                "lag",
+                format!(
+                    "{lag} bytes ({}) from confirmed_flush_lsn to the server's WAL",
+                    slot::bytes_name(lag)
+                ),
+            ));
+        }
+        if let Some(retained) = health.retained_bytes() {
+            lines.push(Line::info(
+                "retained WAL",
+                format!(
+                    "{retained} bytes ({}) from restart_lsn",
+                    slot::bytes_name(retained)
+                ),
+            ));
+        }
+        if let Some(why) = slot::invalidation(state) {
+            lines.push(Line::fail(
+                "slot",
+                format!("{name} was invalidated ({why})"),
+                slot::lost_action(&name),
+            ));
+        }
+        let budget = slot::WalBudget {
+            warn_bytes: self.env.config.slot_wal_warn_bytes,
+        };
+        if let Some(warning) = slot::wal_warning(&health, budget) {
+            lines.push(Line::warn("retained WAL", warning));
+        }
+        let lsn = |l: Option<crate::Lsn>| l.map(|l| l.to_string());
+        self.slot_fact = json!({
+            "name": name,
+            "exists": true,
+            "active": state.active,
+            "active_pid": state.active_pid,
+            "confirmed_flush_lsn": lsn(state.confirmed_flush),
+            "restart_lsn": lsn(state.restart_lsn),
+            "current_wal_lsn": health.current_wal.to_string(),
+            "lag_bytes": health.lag_bytes(),
+            "retained_wal_bytes": health.retained_bytes(),
+            "wal_status": state.wal_status,
+            "safe_wal_size": state.safe_wal_size,
+            "invalidation": slot::invalidation(state),
+            "failover": state.failover,
+        });
+        lines
+    }
+
+    fn on_pipeline(&mut self, reply: Reply<'_>) {
+        let pipeline = &self.env.config.feldera_pipeline;
+        let line = match classify_pipeline(reply) {
+            PipelineOutcome::Ready(info) => {
+                let status = info
+                    .deployment_status
+                    .clone()
+                    .unwrap_or_else(|| "unknown".into());
+                let program = info
+                    .program_status
+                    .clone()
+                    .unwrap_or_else(|| "unknown".into());
+                self.feldera_fact = json!({"pipeline": pipeline, "deployment_status": status, "program_status": program});
+                Line::info(
+                    "feldera",
+                    format!("pipeline {pipeline}: deployment {status}, program {program}"),
+                )
+            }
+            PipelineOutcome::NotCompiled { program_status } => {
+                let program = program_status.unwrap_or_else(|| "unknown".into());
+                self.feldera_fact = json!({"pipeline": pipeline, "program_status": program});
+                Line::info(
+                    "feldera",
+                    format!("pipeline {pipeline}: no compiled program (program_status {program})"),
+                )
+            }
+            PipelineOutcome::BadSchema(e) => Line::warn(
+                "feldera",
+                format!("pipeline {pipeline} answered, but its schema cannot be read: {e}"),
+            ),
+            PipelineOutcome::Transient(e) | PipelineOutcome::Fatal(e) => Line::fail(
+                "feldera",
+                format!("cannot read pipeline {pipeline}: {e}"),
+                "check FELDERA_URL, FELDERA_API_KEY and FELDERA_PIPELINE, and that Feldera is up",
+            ),
+        };
+        self.feldera_lines = Some(vec![line]);
+    }
+
+    fn on_state(&mut self, contents: Result<Option<bytes::Bytes>, String>) {
+        let path = &self.env.state_path;
+        self.state_line = Some(match contents {
+            Ok(None) => Line::info("state file", format!("{path} is absent")),
+            Ok(Some(bytes)) => match crate::snapshot::state::StateFile::parse(&bytes) {
+                Ok(file) => Line::info(
+                    "state file",
+                    format!(
+                        "{path}: {} copy for slot {}, consistent point {}",
+                        file.phase,
+                        file.slot,
+                        file.consistent_point
+                            .map_or_else(|| "none".to_owned(), |l| l.to_string())
+                    ),
+                ),
+                Err(e) => Line::fail(
+                    "state file",
+                    format!("{path} cannot be read: {e}"),
+                    "fix it, or delete it (the next start then copies every table again)",
+                ),
+            },
+            Err(e) => Line::fail(
+                "state file",
+                format!("{path} cannot be read: {e}"),
+                "fix its permissions",
+            ),
+        });
+    }
+
+    fn finish_if_ready(&mut self) {
+        if self.ctx.exited() {
+            return;
+        }
+        let timed_out = self.ctx.now.mono >= self.deadline;
+        let ready =
+            self.pg_lines.is_some() && self.feldera_lines.is_some() && self.state_line.is_some();
+        if !ready && !timed_out {
+            return;
+        }
+        let late = |what: &str| {
+            vec![Line::fail(
+                what,
+                format!("no answer within {} s", OPERATION_TIMEOUT_MS / 1000),
+                "check that it is up and reachable",
+            )]
+        };
+        if self.pg_lines.is_none() {
+            self.pg_done(late("postgres"));
+        }
+        let mut report = Report::default();
+        for line in self.pg_lines.take().unwrap_or_default() {
+            report.push(line);
+        }
+        for line in self.feldera_lines.take().unwrap_or_else(|| late("feldera")) {
+            report.push(line);
+        }
+        report.push(
+            self.state_line
+                .take()
+                .unwrap_or_else(|| Line::warn("state file", "not read in time")),
+        );
+        report.fact("slot", self.slot_fact.take());
+        report.fact("feldera", self.feldera_fact.take());
+        self.ctx.push(Command::Print {
+            text: report.render("status", self.format),
+        });
+        let code = if report.passed() {
+            exit::OK
+        } else {
+            exit::FATAL
+        };
+        self.ctx
+            .exit(code, format!("status: {} problem(s)", report.problems()));
+    }
+}
+
+impl Driver for Inspect {
+    fn handle(&mut self, now: Now, input: Input) {
+        if self.ctx.exited() {
+            return;
+        }
+        now_of(&mut self.ctx, now);
+        match input {
+            input if self.control.as_ref().is_some_and(|c| c.owns(&input)) => self.on_pg(input),
+            Input::HttpDone { id, status, body } if id == self.pipeline_request => {
+                self.on_pipeline(Reply::Answered {
+                    status,
+                    body: &body,
+                });
+            }
+            Input::HttpFailed { id, error } if id == self.pipeline_request => {
+                self.on_pipeline(Reply::Failed { error: &error });
+            }
+            Input::StateRead { contents } => self.on_state(contents),
+            // Interrupted: report what is known now.
+            Input::Shutdown => self.deadline = self.ctx.now.mono,
+            _ => {}
+        }
+        self.finish_if_ready();
+    }
+
+    fn poll_command(&mut self) -> Option<Command> {
+        self.ctx.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Deadline> {
+        deadline(&self.ctx, self.deadline)
+    }
+}
+
+/// Where a `drop-slot` stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DropStage {
+    Connecting,
+    ReadingSlot,
+    DroppingSlot,
+    RemovingState,
+}
+
+/// `slotline drop-slot` (see the module docs).
+#[derive(Debug)]
+pub struct DropSlot {
+    ctx: Ctx,
+    env: Env,
+    format: Format,
+    deadline: Mono,
+    control: Option<Control>,
+    stage: DropStage,
+    report: Report,
+}
+
+impl DropSlot {
+    /// `confirmed`: the operator passed `--yes`; without it nothing is touched (exit 2).
+    pub fn new(
+        config: Config,
+        now: Now,
+        format: Format,
+        confirmed: bool,
+    ) -> Result<DropSlot, ConfigError> {
+        let env = Env::new(config)?;
+        let mut drop = DropSlot {
+            ctx: Ctx::new(now),
+            deadline: now.mono.plus_ms(OPERATION_TIMEOUT_MS),
+            format,
+            control: None,
+            stage: DropStage::Connecting,
+            report: Report::default(),
+            env,
+        };
+        let (slot, path) = (drop.env.config.slot.clone(), drop.env.state_path.clone());
+        if !confirmed {
+            drop.report.push(Line::fail(
+                "drop-slot",
+                format!("refusing to drop replication slot {slot} and the state file {path} without --yes"),
+                "run again with --yes once the connector is stopped for good (its Feldera tables stop receiving changes)",
+            ));
+            drop.finish(exit::USAGE);
+            return Ok(drop);
+        }
+        match Control::open(&mut drop.ctx, &drop.env, "slotline-drop-slot") {
+            Ok(control) => drop.control = Some(control),
+            Err(e) => drop.fail_pg(format!("cannot connect: {e}")),
+        }
+        Ok(drop)
+    }
+
+    fn fail_pg(&mut self, why: String) {
+        let fix = connect_fix(&self.env);
+        self.report.push(Line::fail("postgres", why, fix));
+        self.finish(exit::FATAL);
+    }
+
+    fn finish(&mut self, code: i32) {
+        if let Some(mut control) = self.control.take() {
+            control.close(&mut self.ctx);
+        }
+        self.ctx.push(Command::Print {
+            text: self.report.render("drop-slot", self.format),
+        });
+        let code = if code == exit::OK && !self.report.passed() {
+            exit::FATAL
+        } else {
+            code
+        };
+        self.ctx.exit(
+            code,
+            format!("drop-slot: {} problem(s)", self.report.problems()),
+        );
+    }
+
+    fn remove_state(&mut self) {
+        if let Some(mut control) = self.control.take() {
+            control.close(&mut self.ctx);
+        }
+        self.stage = DropStage::RemovingState;
+        self.ctx.push(Command::RemoveState {
+            path: self.env.state_path.clone(),
+        });
+    }
+
+    fn on_pg(&mut self, input: Input) {
+        let Some(control) = self.control.as_mut() else {
+            return;
+        };
+        let slot = self.env.config.slot.clone();
+        match (self.stage, control.on_input(&mut self.ctx, input)) {
+            (_, Heard::Nothing) => {}
+            (_, Heard::Gone(why)) => self.fail_pg(format!("cannot ask PostgreSQL: {why}")),
+            (DropStage::Connecting, Heard::Ready) => {
+                self.stage = DropStage::ReadingSlot;
+                let asked = catalog::slot_query(&slot)
+                    .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
+                    .and_then(|sql| control.ask(&mut self.ctx, &sql));
+                if let Err(e) = asked {
+                    self.fail_pg(e);
+                }
+            }
+            (DropStage::ReadingSlot, Heard::Answer(answer)) => {
+                let found = answer.and_then(|rows| {
+                    with_rows(&rows, catalog::parse_slot).map_err(|e| e.to_string())
+                });
+                match found {
+                    Err(e) => self.fail_pg(format!("cannot read the slot: {e}")),
+                    Ok(None) => {
+                        self.report
+                            .push(Line::info("slot", format!("{slot} does not exist")));
+                        self.remove_state();
+                    }
+                    Ok(Some(info)) => match info.active_pid {
+                        Some(pid) => {
+                            self.report.push(Line::fail(
+                                "slot",
+                                format!("{slot} is in use by process {pid}; it was not dropped, nor the state file"),
+                                "stop the connector (or whatever consumes the slot) first, then run drop-slot again",
+                            ));
+                            self.finish(exit::FATAL);
+                        }
+                        None => {
+                            self.stage = DropStage::DroppingSlot;
+                            let sql = quote_literal(&slot).map(|s| {
+                                format!("SELECT pg_catalog.pg_drop_replication_slot({s})")
+                            });
+                            let asked = sql
+                                .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
+                                .and_then(|sql| control.ask(&mut self.ctx, &sql));
+                            if let Err(e) = asked {
+                                self.fail_pg(e);
+                            }
+                        }
+                    },
+                }
+            }
+            (DropStage::DroppingSlot, Heard::Answer(Ok(_))) => {
+                self.report
+                    .push(Line::ok("slot", format!("dropped replication slot {slot}")));
+                self.remove_state();
+            }
+            (DropStage::DroppingSlot, Heard::Answer(Err(error))) => {
+                self.report.push(Line::fail(
+                    "slot",
+                    format!("PostgreSQL refused to drop {slot}: {error}; the state file was kept"),
+                    "stop whatever uses the slot, connect to the slot's database as a role with REPLICATION, and run drop-slot again",
+                ));
+                self.finish(exit::FATAL);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_removed(&mut self, result: Result<bool, String>) {
+        let path = &self.env.state_path;
+        self.report.push(match result {
+            Ok(true) => Line::ok("state file", format!("removed {path}")),
+            Ok(false) => Line::info("state file", format!("{path} did not exist")),
+            Err(e) => Line::fail(
+                "state file",
+                format!("cannot remove {path}: {e}"),
+                format!("remove {path} by hand"),
+            ),
+        });
+        self.finish(exit::OK);
+    }
+}
+
+impl Driver for DropSlot {
+    fn handle(&mut self, now: Now, input: Input) {
+        if self.ctx.exited() {
+            return;
+        }
+        now_of(&mut self.ctx, now);
+        match input {
+            input if self.control.as_ref().is_some_and(|c| c.owns(&input)) => self.on_pg(input),
+            Input::StateRemoved { result } if self.stage == DropStage::RemovingState => {
+                self.on_removed(result)
+            }
+            Input::Shutdown if self.stage != DropStage::RemovingState => {
+                let done = if self.stage == DropStage::DroppingSlot {
+                    "the slot may or may not have been dropped (run status)"
+                } else {
+                    "nothing was dropped"
+                };
+                self.report.push(Line::fail(
+                    "drop-slot",
+                    format!("interrupted: {done}; the state file was kept"),
+                    "run drop-slot --yes again",
+                ));
+                self.finish(exit::FATAL);
+            }
+            _ => {}
+        }
+        if !self.ctx.exited() && self.ctx.now.mono >= self.deadline {
+            self.report.push(Line::fail(
+                "postgres",
+                format!("no answer within {} s", OPERATION_TIMEOUT_MS / 1000),
+                connect_fix(&self.env),
+            ));
+            self.finish(exit::FATAL);
+        }
+    }
+
+    fn poll_command(&mut self) -> Option<Command> {
+        self.ctx.pop()
+    }
+
+    fn poll_timeout(&self) -> Option<Deadline> {
+        deadline(&self.ctx, self.deadline)
+    }
+}

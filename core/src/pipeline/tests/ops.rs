@@ -1,0 +1,418 @@
+//! The operator's commands (`check`, `status`, `drop-slot`), the slot monitor, failover
+//! slots and the counters `status()` publishes.
+use super::*;
+use crate::config::Config;
+use crate::io::Driver;
+use crate::ops::Format;
+use crate::pipeline::script::Operation;
+use crate::pipeline::{Check, DropSlot, Inspect};
+use crate::time::Now;
+use crate::Lsn;
+
+fn check(pg: FakePg, schema: &str, tweak: impl FnOnce(&mut Script)) -> Script {
+    Script::operation(
+        &[TABLES],
+        pg,
+        schema,
+        None,
+        tweak,
+        |config: Config, now: Now| {
+            Box::new(Check::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
+        },
+    )
+}
+
+fn printed(trace: &str) -> String {
+    trace
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("print "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn check_of_a_working_setup_is_all_green_and_creates_nothing() {
+    let mut s = check(pg(), SCHEMA, |_| {});
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(0), "{trace}");
+    for forbidden in [
+        "CREATE_REPLICATION_SLOT",
+        "DROP_REPLICATION_SLOT",
+        "START_REPLICATION",
+        "write state",
+    ] {
+        assert!(!trace.contains(forbidden), "{forbidden}: {trace}");
+    }
+    rule!(
+        "check runs the startup conversation as a survey, then its own questions (settings, SELECT, slot health), reads Feldera's pipeline and the state file, and prints one green line per finding; it creates, drops and writes nothing and exits 0.",
+        trace
+    );
+}
+
+#[test]
+fn check_of_a_broken_setup_prints_one_line_per_problem_with_its_fix() {
+    let mut broken = pg_with(ReplicaIdentity::Nothing, "60s");
+    broken.slot_confirmed = None;
+    let mismatched = SCHEMA.replace(
+        r#"{"name":"qty","case_sensitive":false,"columntype":{"type":"INTEGER","nullable":true}}"#,
+        r#"{"name":"qty","case_sensitive":false,"columntype":{"type":"DATE","nullable":true}}"#,
+    );
+    let mut s = check(broken, &mismatched, |s| {
+        s.publication_exists = false;
+        s.settings[0] = "replica".into();
+        s.set_deployment_status("Paused");
+    });
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    let report = printed(&trace);
+    let failures: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
+    for (what, line) in [
+        ("no publication", "publication \"pub\" does not exist"),
+        ("wal_level", "wal_level is replica"),
+        ("missing key", "REPLICA IDENTITY is NOTHING"),
+        ("schema mismatch", "qty"),
+        ("pipeline not running", "is Paused, not Running"),
+    ] {
+        let found: Vec<&&str> = failures.iter().filter(|l| l.contains(line)).collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "{what}: one line containing {line:?} in\n{report}"
+        );
+        assert!(
+            found[0].contains("(fix: "),
+            "{what} says how to fix it: {}",
+            found[0]
+        );
+    }
+    assert!(failures.iter().all(|l| l.contains("(fix: ")), "{report}");
+    rule!(
+        "A broken setup (no publication, wal_level replica, REPLICA IDENTITY NOTHING, a Feldera column of another type, a paused pipeline) gives one FAIL line per problem, each with its fix; the check still creates nothing and exits 1.",
+        report
+    );
+}
+
+#[test]
+fn check_refuses_a_server_older_than_15_naming_its_version() {
+    let mut s = check(pg(), SCHEMA, |s| s.set_server_version("14.12"));
+    let report = printed(&s.take_trace());
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("FAIL server"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(line.contains("PostgreSQL 14.12 is not supported"), "{line}");
+}
+
+#[test]
+fn a_start_refuses_a_server_older_than_15_before_anything_is_created() {
+    let mut pg = pg();
+    pg.slot_confirmed = None;
+    let mut s = Script::operation(
+        &[TABLES],
+        pg,
+        SCHEMA,
+        None,
+        |s| s.set_server_version("14.12"),
+        |config, now| {
+            Box::new(crate::pipeline::Pipeline::new(config, 7, now).expect("valid"))
+                as Box<dyn Operation>
+        },
+    );
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+    assert!(
+        trace.contains("PostgreSQL 14.12 is not supported: slotline needs PostgreSQL 15 or newer"),
+        "{trace}"
+    );
+}
+
+#[test]
+fn check_json_is_one_document_with_every_finding() {
+    let mut s = Script::operation(
+        &[TABLES],
+        pg(),
+        SCHEMA,
+        None,
+        |_| {},
+        |config, now| {
+            Box::new(Check::new(config, now, Format::Json).expect("valid")) as Box<dyn Operation>
+        },
+    );
+    let report = printed(&s.take_trace());
+    let value: serde_json::Value = serde_json::from_str(&report).expect("one JSON document");
+    assert_eq!(value["ok"], serde_json::json!(true));
+    assert!(
+        value["findings"].as_array().is_some_and(|f| f.len() > 8),
+        "{value}"
+    );
+}
+
+#[test]
+fn check_of_a_lost_slot_under_stream_only_says_a_start_would_refuse() {
+    let mut s = check(pg(), SCHEMA, |s| s.slot_health.wal_status = "lost".into());
+    let report = printed(&s.take_trace());
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("FAIL start"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(line.contains("invalidated (wal_status = lost)"), "{line}");
+}
+
+fn status(tweak: impl FnOnce(&mut Script)) -> Script {
+    Script::operation(&[TABLES], pg(), SCHEMA, None, tweak, |config, now| {
+        Box::new(Inspect::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
+    })
+}
+
+#[test]
+fn status_reports_the_slot_its_lag_the_state_file_and_feldera() {
+    let mut s = status(|s| {
+        s.slot_health.active_pid = Some(4242);
+        s.slot_health.keep_mb = 1024;
+    });
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(0));
+    rule!(
+        "status asks one plain connection for the slot's health (active, confirmed_flush_lsn, restart_lsn, wal_status, safe_wal_size), computes lag and retained WAL against the server's current position, and adds the state file and Feldera's pipeline state; it exits 0.",
+        trace
+    );
+}
+
+#[test]
+fn status_of_an_invalidated_slot_exits_1_with_the_action() {
+    let mut s = status(|s| {
+        s.set_server_version("17.2");
+        s.slot_health.wal_status = "lost".into();
+        s.slot_health.invalidation_reason = Some("wal_removed".into());
+    });
+    let report = printed(&s.take_trace());
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("FAIL slot"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.contains("invalidated (wal_status = lost, invalidation_reason = wal_removed)")
+            && line.contains("SNAPSHOT_MODE=initial"),
+        "{line}"
+    );
+}
+
+fn drop_slot(confirmed: bool, state: Option<Vec<u8>>, tweak: impl FnOnce(&mut Script)) -> Script {
+    Script::operation(&[TABLES], pg(), SCHEMA, state, tweak, move |config, now| {
+        Box::new(DropSlot::new(config, now, Format::Text, confirmed).expect("valid"))
+            as Box<dyn Operation>
+    })
+}
+
+#[test]
+fn drop_slot_without_yes_touches_nothing_and_exits_2() {
+    let mut s = drop_slot(false, Some(b"{}".to_vec()), |_| {});
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(2));
+    assert!(!trace.contains("-> pg#"), "{trace}");
+    assert!(s.state_file.is_some());
+    assert!(printed(&trace).contains("without --yes"), "{trace}");
+}
+
+#[test]
+fn drop_slot_refuses_an_active_slot_and_keeps_the_state_file() {
+    let mut s = drop_slot(true, Some(b"{}".to_vec()), |s| {
+        s.slot_health.active_pid = Some(4242)
+    });
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    assert!(!trace.contains("pg_drop_replication_slot"), "{trace}");
+    assert!(s.state_file.is_some(), "the state file stays");
+    assert!(
+        printed(&trace).contains("in use by process 4242"),
+        "{trace}"
+    );
+}
+
+#[test]
+fn drop_slot_drops_the_slot_then_the_state_file() {
+    let mut s = drop_slot(true, Some(b"{}".to_vec()), |_| {});
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(0));
+    assert!(s.state_file.is_none());
+    rule!(
+        "drop-slot --yes reads the slot, drops it when no process holds it, then removes the state file, and reports both; exit 0.",
+        trace
+    );
+}
+
+/// A streaming pipeline whose slot monitor samples every second.
+fn monitored(config: &[(&str, &str)]) -> Script {
+    let mut pairs = vec![("SLOT_CHECK_INTERVAL_MS", "1000")];
+    pairs.extend_from_slice(config);
+    streaming(&pairs)
+}
+
+#[test]
+fn a_slot_invalidated_while_streaming_exits_1_with_the_action_never_recreating_it() {
+    let mut s = monitored(&[]);
+    s.advance(1000);
+    s.slot_health.wal_status = "lost".into();
+    s.advance(1000);
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(1), "{trace}");
+    assert!(!trace.contains("CREATE_REPLICATION_SLOT") && !trace.contains("DROP_REPLICATION_SLOT"));
+    rule!(
+        "The slot monitor samples the slot on its own connection; a sample showing it invalidated (wal_status = lost) is the slot-lost failure: exit 1 with the action (re-snapshot), the slot neither dropped nor recreated.",
+        trace
+    );
+}
+
+#[test]
+fn a_slot_found_lost_when_a_later_session_starts_exits_1() {
+    let mut s = streaming(&[]);
+    s.slot_health.wal_status = "lost".into();
+    s.disconnect();
+    s.advance(31_000);
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(1), "{trace}");
+    assert!(trace.contains("slot-lost: exit 1"), "{trace}");
+    assert!(
+        trace.contains("was invalidated while slotline ran"),
+        "{trace}"
+    );
+    assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+}
+
+#[test]
+fn retained_wal_past_the_limit_warns_once_and_again_when_back_under() {
+    let mut s = monitored(&[("SLOT_WAL_WARN_BYTES", "1048576")]);
+    s.slot_health.restart_lsn = Lsn(s.slot_health.current_wal.0 - (2 << 20));
+    s.advance(3000);
+    s.slot_health.restart_lsn = s.slot_health.current_wal;
+    s.advance(1000);
+    let trace = s.take_trace();
+    let warnings: Vec<&str> = trace.lines().filter(|l| l.contains("retains")).collect();
+    assert_eq!(warnings.len(), 1, "{trace}");
+    assert!(
+        warnings[0].contains("the slot retains 2.0 MiB of WAL: over SLOT_WAL_WARN_BYTES (1.0 MiB)"),
+        "{}",
+        warnings[0]
+    );
+    assert!(trace.contains("back under its limits"), "{trace}");
+    assert_eq!(s.exit(), None);
+}
+
+#[test]
+fn status_publishes_what_was_sent_and_the_slot_sample() {
+    let mut s = monitored(&[("BATCH_LINGER_MS", "0")]);
+    s.advance(1000);
+    insert_tx(&mut s, 700, 0x2100, &["1", "2", "3"]);
+    s.accept();
+    s.advance(30);
+    s.complete();
+    let status = s.pipeline().status();
+    assert_eq!(status.sent.rows_sent, 3);
+    assert_eq!(status.sent.ingress_requests, 1);
+    assert_eq!(status.batches_durable, 1);
+    assert_eq!(status.sent.completion_wait.count, 1);
+    assert_eq!(status.sent.completion_wait.sum_us, 30_000);
+    assert_eq!(status.flush, Lsn(0x2100));
+    let slot = status.slot.as_ref().expect("sampled");
+    assert_eq!(status.lag_bytes(), Some(slot.current_wal.0 - 0x2100));
+    assert_eq!(status.readiness(crate::time::Mono(2_000_000)), Ok(()));
+}
+
+#[test]
+fn failover_slots_are_created_with_failover_on_17_and_refused_before() {
+    let mut fresh = pg();
+    fresh.slot_confirmed = None;
+    let pipeline = |config: Config, now: Now| {
+        Box::new(crate::pipeline::Pipeline::new(config, 7, now).expect("valid"))
+            as Box<dyn Operation>
+    };
+    let config = [TABLES, ("PG_SLOT_FAILOVER", "true")];
+    let mut s = Script::operation(
+        &config,
+        fresh.clone(),
+        SCHEMA,
+        None,
+        |s| s.set_server_version("17.2"),
+        pipeline,
+    );
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("CREATE_REPLICATION_SLOT \"slotline_p\" LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER true)"),
+        "{trace}"
+    );
+    let mut s = Script::operation(
+        &config,
+        fresh,
+        SCHEMA,
+        None,
+        |s| s.set_server_version("16.4"),
+        pipeline,
+    );
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+    assert!(
+        trace.contains("PG_SLOT_FAILOVER=true needs PostgreSQL 17 or newer"),
+        "{trace}"
+    );
+}
+
+#[test]
+fn operations_publish_no_status() {
+    let s = Check::new(
+        Config::from_pairs([
+            ("PG_URL", "postgres://u@db/app?sslmode=disable"),
+            ("PG_PUBLICATION", "pub"),
+            ("TABLES", "users"),
+            ("FELDERA_PIPELINE", "p"),
+        ])
+        .unwrap(),
+        Now::default(),
+        Format::Text,
+    )
+    .unwrap();
+    assert!(Driver::status(&s).is_none());
+}
+
+#[test]
+fn check_names_a_table_retraction_could_not_read_back() {
+    // lineitems has no primary key: TRUNCATE (published) could not read its keys back,
+    // and a snapshot could not check that it is empty.
+    let keyless = SCHEMA.replace(r#""primary_key":["sku"],"#, "");
+    let config = [
+        TABLES,
+        ("FELDERA_REQUIRE_PRIMARY_KEY", "false"),
+        ("SNAPSHOT_MODE", "initial"),
+    ];
+    let mut fresh = pg_with(ReplicaIdentity::Default, "60s");
+    fresh.slot_confirmed = None;
+    let mut s = Script::operation(
+        &config,
+        fresh,
+        &keyless,
+        None,
+        |_| {},
+        |config, now| {
+            Box::new(Check::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
+        },
+    );
+    let report = printed(&s.take_trace());
+    assert_eq!(s.exit().map(|e| e.0), Some(1), "{report}");
+    let failures: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(
+        failures
+            .iter()
+            .any(|l| l.starts_with("FAIL truncate public.items")),
+        "{report}"
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|l| l.starts_with("FAIL retract lineitems")),
+        "{report}"
+    );
+}

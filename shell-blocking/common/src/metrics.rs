@@ -1,0 +1,475 @@
+//! `METRICS_ADDR`: a small HTTP server on its own thread (tiny_http, no async runtime)
+//! serving what the core publishes in `Status`:
+//!
+//! - `/metrics`: Prometheus text (version 0.0.4), encoded by `prometheus-client` from the
+//!   latest status at each scrape;
+//! - `/healthz`: 200 while the process runs;
+//! - `/readyz`: 200 when the core says it is ready (`Status::readiness`: streaming, and
+//!   durable progress within the no-progress deadline), 503 with the reason otherwise.
+//!
+//! The run loop hands the core's status to a `Publisher` after its inputs (at most every
+//! `PUBLISH_EVERY`); the server thread only reads the last one. Nothing here decides
+//! anything about the domain: names, help texts and the mapping of status fields to metrics.
+
+use crate::clock::Clock;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use slotline_core::pipeline::Status;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the run loop copies the core's status for the server, at most.
+pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// The last status, shared between the run loop and the server thread.
+#[derive(Debug, Default)]
+struct Latest {
+    status: Mutex<Option<Status>>,
+}
+
+impl Latest {
+    fn get(&self) -> Option<Status> {
+        self.status.lock().map(|s| s.clone()).unwrap_or(None)
+    }
+}
+
+/// The run loop's side: hands over the core's status.
+#[derive(Clone, Debug)]
+pub struct Publisher {
+    latest: Arc<Latest>,
+    last: Option<Instant>,
+}
+
+impl Publisher {
+    /// Publishes `status` unless the last one is younger than `PUBLISH_EVERY` (`force`:
+    /// publish anyway, for the last status before exiting).
+    pub fn publish(&mut self, status: impl FnOnce() -> Option<Status>, force: bool) {
+        let now = Instant::now();
+        if !force && self.last.is_some_and(|t| now < t + PUBLISH_EVERY) {
+            return;
+        }
+        self.last = Some(now);
+        if let (Some(status), Ok(mut slot)) = (status(), self.latest.status.lock()) {
+            *slot = Some(status);
+        }
+    }
+}
+
+/// The server; dropping it stops the thread.
+pub struct MetricsServer {
+    server: Arc<tiny_http::Server>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    latest: Arc<Latest>,
+    addr: String,
+}
+
+impl MetricsServer {
+    /// Listens on `addr` (`host:port`; port 0 picks one) and serves from a thread.
+    pub fn start(addr: &str, clock: Clock) -> Result<MetricsServer, String> {
+        let server = tiny_http::Server::http(addr).map_err(|e| e.to_string())?;
+        let bound = server
+            .server_addr()
+            .to_ip()
+            .map_or_else(|| addr.to_owned(), |a| a.to_string());
+        let server = Arc::new(server);
+        let latest = Arc::new(Latest::default());
+        let thread = {
+            let (server, latest) = (server.clone(), latest.clone());
+            std::thread::Builder::new()
+                .name("metrics".into())
+                .spawn(move || serve(&server, &latest, clock))
+                .map_err(|e| e.to_string())?
+        };
+        Ok(MetricsServer {
+            server,
+            thread: Some(thread),
+            latest,
+            addr: bound,
+        })
+    }
+
+    /// The address it listens on (with the port the OS chose for port 0).
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    pub fn publisher(&self) -> Publisher {
+        Publisher {
+            latest: self.latest.clone(),
+            last: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for MetricsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsServer")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn serve(server: &tiny_http::Server, latest: &Latest, clock: Clock) {
+    while let Ok(request) = server.recv() {
+        let path = request.url().split('?').next().unwrap_or("").to_owned();
+        let (code, content_type, body) = match (request.method(), path.as_str()) {
+            (tiny_http::Method::Get, "/metrics") => match render(latest.get(), clock) {
+                Ok(text) => (
+                    200,
+                    prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+                    text,
+                ),
+                Err(_) => (500, "text/plain", "cannot encode the metrics\n".into()),
+            },
+            (tiny_http::Method::Get, "/healthz") => (200, "text/plain", "ok\n".into()),
+            (tiny_http::Method::Get, "/readyz") => {
+                let now = clock.now().mono;
+                match latest.get().map(|s| s.readiness(now)) {
+                    Some(Ok(())) => (200, "text/plain", "ready\n".into()),
+                    Some(Err(why)) => (503, "text/plain", format!("not ready: {why}\n")),
+                    None => (503, "text/plain", "not ready: starting\n".into()),
+                }
+            }
+            _ => (
+                404,
+                "text/plain",
+                "not found: /metrics, /healthz and /readyz are served\n".into(),
+            ),
+        };
+        let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes())
+            .unwrap_or_else(|()| {
+                tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"text/plain"[..])
+                    .expect("a constant header is valid")
+            });
+        let response = tiny_http::Response::from_string(body)
+            .with_status_code(code)
+            .with_header(header);
+        if let Err(error) = request.respond(response) {
+            tracing::debug!("metrics: cannot answer a request: {error}");
+        }
+    }
+}
+
+/// The Prometheus text for `status` (only the process metrics before the core published
+/// one).
+pub fn render(status: Option<Status>, clock: Clock) -> Result<String, std::fmt::Error> {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(StatusMetrics { status, clock }));
+    let mut text = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
+    Ok(text)
+}
+
+#[derive(Debug)]
+struct StatusMetrics {
+    status: Option<Status>,
+    clock: Clock,
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> std::fmt::Result {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: f64) -> std::fmt::Result {
+    let metric = ConstGauge::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+/// Every phase the core names, for the `slotline_phase` gauge (one of them is 1).
+const PHASES: [&str; 7] = [
+    "starting",
+    "snapshotting",
+    "streaming",
+    "retracting",
+    "stopping",
+    "backing off",
+    "exited",
+];
+
+impl Collector for StatusMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let Some(status) = &self.status else {
+            return Ok(());
+        };
+        let e = &mut encoder;
+        let now = self.clock.now().mono;
+        let lsn = |l: slotline_core::Lsn| l.0 as f64;
+        gauge(
+            e,
+            "slotline_received_lsn",
+            "WAL position of the last change read from the replication stream (bytes)",
+            lsn(status.received),
+        )?;
+        gauge(
+            e,
+            "slotline_flushed_lsn",
+            "WAL position acknowledged to PostgreSQL as durable in Feldera (bytes)",
+            lsn(status.flush),
+        )?;
+        if let Some(slot) = &status.slot {
+            gauge(
+                e,
+                "slotline_server_wal_lsn",
+                "The server's current WAL position, as last sampled (bytes)",
+                lsn(slot.current_wal),
+            )?;
+            if let Some(retained) = slot.retained_bytes() {
+                gauge(e, "slotline_slot_retained_wal_bytes", "WAL the slot keeps on the server (current WAL minus restart_lsn), as last sampled", retained as f64)?;
+            }
+            if let Some(safe) = slot.slot.as_ref().and_then(|s| s.safe_wal_size) {
+                gauge(
+                    e,
+                    "slotline_slot_safe_wal_size_bytes",
+                    "WAL that may still be written before the slot is in danger (safe_wal_size)",
+                    safe as f64,
+                )?;
+            }
+        }
+        if let Some(lag) = status.lag_bytes() {
+            gauge(
+                e,
+                "slotline_lag_bytes",
+                "From the acknowledged position to the server's current WAL (bytes)",
+                lag as f64,
+            )?;
+        }
+        gauge(e, "slotline_slot_wal_warning", "1 while the retained WAL is past its warning limit (80% of max_slot_wal_keep_size or SLOT_WAL_WARN_BYTES)", f64::from(u8::from(status.slot_wal_warning)))?;
+        counter(
+            e,
+            "slotline_rows_sent",
+            "Rows in ingress requests Feldera accepted",
+            status.sent.rows_sent,
+        )?;
+        counter(
+            e,
+            "slotline_snapshot_rows_sent",
+            "Of those, rows the initial snapshot copied",
+            status.sent.snapshot_rows_sent,
+        )?;
+        counter(
+            e,
+            "slotline_ingress_requests",
+            "Ingress requests Feldera accepted",
+            status.sent.ingress_requests,
+        )?;
+        counter(
+            e,
+            "slotline_batches_durable",
+            "Batches that became durable in Feldera (stream, snapshot, retraction)",
+            status.batches_durable,
+        )?;
+        gauge(
+            e,
+            "slotline_batches_in_flight",
+            "Batches sent and not yet durable (the stream keeps at most one)",
+            f64::from(u8::from(status.batch_in_flight.is_some())),
+        )?;
+        gauge(
+            e,
+            "slotline_buffered_rows",
+            "Rows converted and waiting to be cut into a batch",
+            status.buffered_rows as f64,
+        )?;
+        counter(
+            e,
+            "slotline_reconnects",
+            "Sessions started after the first (each after a failure ended one)",
+            u64::from(status.sessions.saturating_sub(1)),
+        )?;
+        gauge(
+            e,
+            "slotline_backoff_attempt",
+            "Reconnection attempts since the last durable progress",
+            f64::from(status.backoff_attempt),
+        )?;
+        let backoff_s = status
+            .reconnect_at
+            .map_or(0.0, |at| at.since(now) as f64 / 1e6);
+        gauge(
+            e,
+            "slotline_backoff_remaining_seconds",
+            "While backing off, time until the next session starts (0 otherwise)",
+            backoff_s,
+        )?;
+        gauge(
+            e,
+            "slotline_last_progress_age_seconds",
+            "Time since the last durable progress (or since nothing was pending)",
+            now.since(status.last_progress) as f64 / 1e6,
+        )?;
+        let wait = &status.sent.completion_wait;
+        let buckets = wait.cumulative();
+        encoder
+            .encode_descriptor(
+                "slotline_completion_wait_seconds",
+                "From Feldera accepting an ingress request to its completion_status saying complete",
+                None,
+                MetricType::Histogram,
+            )?
+            .encode_histogram::<NoLabelSet>(wait.sum_us as f64 / 1e6, wait.count, &buckets, None)?;
+        let mut phases = encoder.encode_descriptor(
+            "slotline_phase",
+            "1 for the pipeline's current phase",
+            None,
+            MetricType::Gauge,
+        )?;
+        for phase in PHASES {
+            let value: i64 = (phase == status.phase).into();
+            phases
+                .encode_family(&[("phase", phase)])?
+                .encode_gauge(&value)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(line: &str, text: &str) -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(line) && l[line.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    fn fetch(addr: &str, path: &str) -> (u16, String) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut response = agent
+            .get(format!("http://{addr}{path}"))
+            .call()
+            .expect("the metrics server answers");
+        let code = response.status().as_u16();
+        (
+            code,
+            response.body_mut().read_to_string().unwrap_or_default(),
+        )
+    }
+
+    fn streaming(progress_deadline: u64) -> Status {
+        Status {
+            phase: "streaming",
+            sessions: 1,
+            streaming: true,
+            flush: slotline_core::Lsn(1),
+            received: slotline_core::Lsn(1),
+            buffered_rows: 0,
+            batch_in_flight: None,
+            batches_durable: 0,
+            sent: Default::default(),
+            backoff_attempt: 0,
+            reconnect_at: None,
+            slot: None,
+            slot_wal_warning: false,
+            last_progress: slotline_core::time::Mono(0),
+            progress_deadline: slotline_core::time::Mono(progress_deadline),
+            pending_work: true,
+        }
+    }
+
+    #[test]
+    fn the_server_answers_health_readiness_and_metrics_from_the_published_status() {
+        let server = MetricsServer::start("127.0.0.1:0", Clock::start()).expect("listens");
+        let addr = server.addr().to_owned();
+        assert_eq!(fetch(&addr, "/healthz"), (200, "ok\n".into()));
+        assert_eq!(fetch(&addr, "/readyz").0, 503, "nothing published yet");
+        let mut publisher = server.publisher();
+        publisher.publish(|| Some(streaming(u64::MAX)), false);
+        assert_eq!(fetch(&addr, "/readyz"), (200, "ready\n".into()));
+        let (code, text) = fetch(&addr, "/metrics");
+        assert_eq!(code, 200);
+        assert!(
+            text.contains("slotline_phase{phase=\"streaming\"} 1"),
+            "{text}"
+        );
+        // Published again at once: throttled, unless forced.
+        publisher.publish(|| Some(streaming(0)), false);
+        assert_eq!(fetch(&addr, "/readyz").0, 200, "throttled");
+        publisher.publish(|| Some(streaming(0)), true);
+        let (code, body) = fetch(&addr, "/readyz");
+        assert_eq!(code, 503);
+        assert!(
+            body.starts_with("not ready: no durable progress for"),
+            "{body}"
+        );
+        assert_eq!(fetch(&addr, "/other").0, 404);
+    }
+
+    #[test]
+    fn nothing_is_exposed_before_the_core_published() {
+        let text = render(None, Clock::start()).unwrap();
+        assert!(!text.contains("slotline_"), "{text}");
+    }
+
+    #[test]
+    fn a_status_becomes_named_metrics() {
+        let status = Status {
+            phase: "streaming",
+            sessions: 3,
+            streaming: true,
+            flush: slotline_core::Lsn(0x200),
+            received: slotline_core::Lsn(0x300),
+            buffered_rows: 5,
+            batch_in_flight: Some(4),
+            batches_durable: 7,
+            sent: slotline_core::pipeline::Counts {
+                rows_sent: 11,
+                ..Default::default()
+            },
+            backoff_attempt: 0,
+            reconnect_at: None,
+            slot: None,
+            slot_wal_warning: false,
+            last_progress: slotline_core::time::Mono(0),
+            progress_deadline: slotline_core::time::Mono(u64::MAX),
+            pending_work: false,
+        };
+        let text = render(Some(status), Clock::start()).unwrap();
+        assert_eq!(sample("slotline_flushed_lsn", &text), Some(512.0));
+        assert_eq!(sample("slotline_received_lsn", &text), Some(768.0));
+        assert_eq!(sample("slotline_rows_sent_total", &text), Some(11.0));
+        assert_eq!(sample("slotline_batches_durable_total", &text), Some(7.0));
+        assert_eq!(sample("slotline_reconnects_total", &text), Some(2.0));
+        assert_eq!(sample("slotline_batches_in_flight", &text), Some(1.0));
+        assert_eq!(
+            sample("slotline_phase{phase=\"streaming\"}", &text),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample("slotline_phase{phase=\"starting\"}", &text),
+            Some(0.0)
+        );
+        assert_eq!(
+            sample("slotline_completion_wait_seconds_count", &text),
+            Some(0.0)
+        );
+        assert!(
+            text.contains("# TYPE slotline_completion_wait_seconds histogram"),
+            "{text}"
+        );
+        assert_eq!(sample("slotline_lag_bytes", &text), None, "not sampled yet");
+    }
+}

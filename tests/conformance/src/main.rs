@@ -1,0 +1,45 @@
+//! slotline against Feldera's own code (one pinned release, see README.md):
+//!
+//! - `schemas`: every program schema of the corpus is read by Feldera's deserializer
+//!   (`feldera_types::program_schema::ProgramSchema`, what the pipeline manager uses for
+//!   `program_info`) and by slotline's; both must agree on every relation, column, type,
+//!   nullability, DEFAULT and key, and slotline may set aside only relations that use a type
+//!   it does not model.
+//! - `values`: every value of the type-coverage workload, as PostgreSQL prints it, is
+//!   encoded by slotline's value plans into the JSON it sends, and read back by Feldera's
+//!   deserializers for the column's type under the JSON input format's `SqlSerdeConfig`; the
+//!   result must be what PostgreSQL holds.
+//! - `lines`: whole `insert` lines slotline writes are read by a record deserializer made
+//!   the way Feldera's compiler makes it (names, DEFAULTs, VARIANT nulls).
+//!
+//! Prints one line per check and `N passed, M failed`; exits 1 on any failure.
+
+mod lines;
+mod schemas;
+mod values;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut outcomes = schemas::run();
+    outcomes.extend(values::run());
+    outcomes.extend(lines::run());
+    let failed: Vec<&(String, Result<(), String>)> =
+        outcomes.iter().filter(|(_, r)| r.is_err()).collect();
+    for (name, result) in &outcomes {
+        match result {
+            Ok(()) => println!("ok    {name}"),
+            Err(e) => println!("FAIL  {name}: {e}"),
+        }
+    }
+    println!(
+        "{} passed, {} failed",
+        outcomes.len() - failed.len(),
+        failed.len()
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,461 @@
+//! End to end: the operator's commands (`check`, `status`, `drop-slot`) and the metrics
+//! server, against a real PostgreSQL and the Feldera double, in both shells.
+//!
+//! `check` against a correct setup prints only green lines and exits 0; against a broken
+//! one (no publication, a table whose key the replica identity cannot carry, a Feldera
+//! column of another type, a paused pipeline; and on a second cluster `wal_level =
+//! replica`) it prints one line per problem, each with its fix, and exits 1. Neither
+//! creates a slot. `/metrics` values move as rows flow.
+
+use serde_json::{json, Value};
+use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::feldera_double::DoubleConfig;
+use slotline_tests::pg::{wait_for, ClusterOptions, PgCluster};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn field(name: &str, ty: &str, nullable: bool) -> Value {
+    json!({"name": name, "case_sensitive": false, "columntype": {"type": ty, "nullable": nullable}})
+}
+
+fn table(name: &str, key: &str, fields: Vec<Value>) -> Value {
+    json!({"name": name, "case_sensitive": false, "materialized": false, "properties": {},
+           "primary_key": [key], "fields": fields})
+}
+
+/// The demo's shape: users and items, both keyed in PostgreSQL and in Feldera.
+const SETUP: &str = "CREATE TABLE users (id bigint PRIMARY KEY, name text);
+     CREATE TABLE items (sku text PRIMARY KEY, qty int);
+     CREATE PUBLICATION pub FOR TABLE users, items;";
+
+fn schema(qty_type: &str) -> Value {
+    json!({"inputs": [
+        table("users", "id", vec![field("id", "BIGINT", false), field("name", "VARCHAR", true)]),
+        table("items", "sku", vec![field("sku", "VARCHAR", false), field("qty", qty_type, true)]),
+    ], "outputs": []})
+}
+
+/// What an operation printed and how it exited.
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `<binary> <args>` with the environment's configuration plus `extra`.
+fn operation(shell: Shell, pairs: &[(String, String)], args: &[&str]) -> Outcome {
+    let mut command = Command::new(shell.binary());
+    command.env_clear();
+    command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    for (k, v) in pairs {
+        command.env(k, v);
+    }
+    let out = command
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the operation");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn with(env: &Env, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    env.config(&[&[("TABLES", "users,items")], extra].concat())
+}
+
+fn fail_lines(out: &Outcome) -> Vec<&str> {
+    out.stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL"))
+        .collect()
+}
+
+fn check_of_a_correct_setup_is_all_green(shell: Shell) {
+    let env = Env::new("checkok", SETUP, schema("INTEGER"));
+    for mode in ["never", "initial"] {
+        let out = operation(shell, &with(&env, &[("SNAPSHOT_MODE", mode)]), &["check"]);
+        assert_eq!(out.code, Some(0), "{out}");
+        assert!(fail_lines(&out).is_empty(), "{out}");
+        assert!(out.stdout.ends_with("check: all good\n"), "{out}");
+        for item in [
+            "postgres",
+            "server",
+            "wal_level",
+            "role",
+            "publication",
+            "tables",
+            "table public.users",
+            "table public.items",
+            "feldera pipeline",
+            "slot",
+            "start",
+        ] {
+            assert!(
+                out.stdout
+                    .lines()
+                    .any(|l| l.starts_with(&format!("ok   {item} "))),
+                "no green line for {item}:\n{out}"
+            );
+        }
+    }
+    assert!(!env.slot_exists(), "check created the slot");
+    let out = operation(shell, &with(&env, &[]), &["check", "--json"]);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(report["ok"], json!(true), "{out}");
+}
+
+fn check_of_a_broken_setup_prints_one_line_per_problem(shell: Shell) {
+    // No publication; items without a primary key (the replica identity carries no key);
+    // Feldera's qty is a DATE; the pipeline is paused.
+    let setup = "CREATE TABLE users (id bigint PRIMARY KEY, name text);
+         CREATE TABLE items (sku text NOT NULL, qty int);";
+    let env = Env::new("checkbad", setup, schema("DATE"));
+    env.feldera.pause();
+    let out = operation(shell, &with(&env, &[]), &["check"]);
+    assert_eq!(out.code, Some(1), "{out}");
+    let failures = fail_lines(&out);
+    for (what, needle) in [
+        ("no publication", "publication \"pub\" does not exist"),
+        ("missing key", "items"),
+        ("schema mismatch", "qty"),
+        ("paused pipeline", "is Paused, not Running"),
+    ] {
+        assert!(
+            failures.iter().any(|l| l.contains(needle)),
+            "{what}: no FAIL line with {needle:?}:\n{out}"
+        );
+    }
+    assert!(failures.iter().all(|l| l.contains("(fix: ")), "{out}");
+    let distinct: std::collections::BTreeSet<&&str> = failures.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        failures.len(),
+        "a problem printed twice:\n{out}"
+    );
+    assert!(!env.slot_exists(), "check created the slot");
+    env.feldera.resume();
+}
+
+fn check_on_wal_level_replica_names_it(shell: Shell) {
+    let cluster = replica_cluster();
+    let db = cluster.create_database(&format!("walrep_{}", shell.binary_name().replace('-', "_")));
+    cluster.psql(&db, SETUP);
+    let double = slotline_tests::feldera_double::FelderaDouble::start(DoubleConfig::new(
+        "p",
+        schema("INTEGER"),
+    ))
+    .expect("double");
+    let state = std::env::temp_dir().join(format!("slotline-walrep-{}", std::process::id()));
+    let pairs: Vec<(String, String)> = [
+        ("PG_URL", cluster.url(&db)),
+        ("PG_PUBLICATION", "pub".into()),
+        ("TABLES", "users,items".into()),
+        ("FELDERA_URL", double.base_url()),
+        ("FELDERA_PIPELINE", "p".into()),
+        ("SNAPSHOT_MODE", "never".into()),
+        ("STATE_DIR", state.display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let out = operation(shell, &pairs, &["check"]);
+    assert_eq!(out.code, Some(1), "{out}");
+    let failures = fail_lines(&out);
+    let wal: Vec<&&str> = failures
+        .iter()
+        .filter(|l| l.contains("wal_level is replica"))
+        .collect();
+    assert_eq!(wal.len(), 1, "{out}");
+    assert!(
+        wal[0].contains("(fix: ALTER SYSTEM SET wal_level = logical"),
+        "{out}"
+    );
+}
+
+/// A second throwaway cluster with `wal_level = replica`, shared by this binary's tests.
+fn replica_cluster() -> &'static PgCluster {
+    static CLUSTER: std::sync::OnceLock<PgCluster> = std::sync::OnceLock::new();
+    CLUSTER.get_or_init(|| {
+        PgCluster::start_with(ClusterOptions::default().setting("wal_level", "replica"))
+    })
+}
+
+fn status_and_drop_slot(shell: Shell) {
+    let env = Env::new("opsslot", SETUP, schema("INTEGER"));
+    let extra = [("BATCH_LINGER_MS", "0")];
+    let mut connector = env.start(shell, &[&[("TABLES", "users,items")][..], &extra].concat());
+    assert!(
+        connector.wait_log("streaming from slot", Duration::from_secs(60)),
+        "{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users VALUES (1, 'a'), (2, 'b')");
+    assert!(env.wait_caught_up(Duration::from_secs(30)));
+
+    let out = operation(shell, &with(&env, &[]), &["status", "--json"]);
+    assert_eq!(out.code, Some(0), "{out}");
+    let status: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(status["slot"]["exists"], json!(true), "{out}");
+    assert_eq!(status["slot"]["active"], json!(true), "{out}");
+    assert_eq!(status["slot"]["wal_status"], json!("reserved"), "{out}");
+    assert!(status["slot"]["lag_bytes"].as_u64().is_some(), "{out}");
+    assert!(
+        status["slot"]["retained_wal_bytes"].as_u64().is_some(),
+        "{out}"
+    );
+    // The slot moves with idle keepalives (other databases write WAL): only its shape.
+    assert!(
+        status["slot"]["confirmed_flush_lsn"]
+            .as_str()
+            .is_some_and(|l| l.contains('/')),
+        "{out}"
+    );
+    assert_eq!(
+        status["feldera"]["deployment_status"],
+        json!("Running"),
+        "{out}"
+    );
+    let text = operation(shell, &with(&env, &[]), &["status"]);
+    assert!(text.stdout.contains("active (pid "), "{text}");
+
+    let refused = operation(shell, &with(&env, &[]), &["drop-slot"]);
+    assert_eq!(refused.code, Some(2), "{refused}");
+    assert!(refused.stdout.contains("without --yes"), "{refused}");
+    let busy = operation(shell, &with(&env, &[]), &["drop-slot", "--yes"]);
+    assert_eq!(busy.code, Some(1), "{busy}");
+    assert!(busy.stdout.contains("is in use by process"), "{busy}");
+    assert!(env.slot_exists());
+
+    assert_eq!(
+        connector.stop(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        connector.log_text()
+    );
+    std::fs::create_dir_all(&env.state_dir).unwrap();
+    let state = env
+        .state_dir
+        .join(format!("{}.state.json", env.slot_name()));
+    std::fs::write(&state, "{}").unwrap();
+    let dropped = operation(shell, &with(&env, &[]), &["drop-slot", "--yes"]);
+    assert_eq!(dropped.code, Some(0), "{dropped}");
+    assert!(
+        dropped.stdout.contains("dropped replication slot"),
+        "{dropped}"
+    );
+    assert!(dropped.stdout.contains("removed"), "{dropped}");
+    assert!(!env.slot_exists());
+    assert!(!state.exists());
+    let gone = operation(shell, &with(&env, &[]), &["status"]);
+    assert_eq!(gone.code, Some(0), "{gone}");
+    assert!(gone.stdout.contains("does not exist"), "{gone}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn get(url: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    match agent.get(url).call() {
+        Ok(mut resp) => (
+            resp.status().as_u16(),
+            resp.body_mut().read_to_string().unwrap_or_default(),
+        ),
+        Err(e) => (0, e.to_string()),
+    }
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn metrics_move_as_rows_flow(shell: Shell) {
+    let env = Env::new("metrics", SETUP, schema("INTEGER"));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let extra = [
+        ("TABLES", "users,items"),
+        ("METRICS_ADDR", addr.as_str()),
+        ("SLOT_CHECK_INTERVAL_MS", "200"),
+        ("BATCH_LINGER_MS", "0"),
+    ];
+    let connector = env.start(shell, &extra);
+    let healthy = wait_for(Duration::from_secs(30), || {
+        (get(&format!("{base}/healthz")).0 == 200).then_some(())
+    });
+    assert!(healthy.is_some(), "{}", connector.log_text());
+    let ready = wait_for(Duration::from_secs(60), || {
+        (get(&format!("{base}/readyz")).0 == 200).then_some(())
+    });
+    assert!(
+        ready.is_some(),
+        "{:?}\n{}",
+        get(&format!("{base}/readyz")),
+        connector.log_text()
+    );
+    let before = get(&format!("{base}/metrics")).1;
+    assert_eq!(
+        metric(&before, "slotline_rows_sent_total"),
+        Some(0.0),
+        "{before}"
+    );
+    assert_eq!(
+        metric(&before, "slotline_phase{phase=\"streaming\"}"),
+        Some(1.0),
+        "{before}"
+    );
+    let flushed_before = metric(&before, "slotline_flushed_lsn").expect("flushed lsn");
+
+    env.sql("INSERT INTO users SELECT g, 'n' FROM generate_series(1, 50) g");
+    env.sql("INSERT INTO items VALUES ('a', 1)");
+    assert!(env.wait_caught_up(Duration::from_secs(30)));
+    let after = wait_for(Duration::from_secs(10), || {
+        let text = get(&format!("{base}/metrics")).1;
+        (metric(&text, "slotline_rows_sent_total") == Some(51.0)
+            && metric(&text, "slotline_server_wal_lsn").is_some())
+        .then_some(text)
+    })
+    .unwrap_or_else(|| get(&format!("{base}/metrics")).1);
+    assert_eq!(
+        metric(&after, "slotline_rows_sent_total"),
+        Some(51.0),
+        "{after}"
+    );
+    assert!(
+        metric(&after, "slotline_flushed_lsn").unwrap() > flushed_before,
+        "{after}"
+    );
+    assert!(
+        metric(&after, "slotline_received_lsn").unwrap()
+            >= metric(&after, "slotline_flushed_lsn").unwrap(),
+        "{after}"
+    );
+    assert!(
+        metric(&after, "slotline_batches_durable_total").unwrap() >= 2.0,
+        "{after}"
+    );
+    assert!(
+        metric(&after, "slotline_completion_wait_seconds_count").unwrap() >= 2.0,
+        "{after}"
+    );
+    assert!(
+        metric(&after, "slotline_slot_retained_wal_bytes").is_some(),
+        "{after}"
+    );
+    assert!(metric(&after, "slotline_lag_bytes").is_some(), "{after}");
+    assert_eq!(
+        metric(&after, "slotline_reconnects_total"),
+        Some(0.0),
+        "{after}"
+    );
+    assert!(
+        after.contains("# TYPE slotline_completion_wait_seconds histogram"),
+        "{after}"
+    );
+    assert_eq!(get(&format!("{base}/nothing")).0, 404);
+    drop(connector);
+}
+
+fn readyz_is_503_until_streaming_and_reconnects_are_counted(shell: Shell) {
+    let env = Env::new("notready", SETUP, schema("INTEGER"));
+    env.feldera.set_unavailable(None);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let extra = [("TABLES", "users,items"), ("METRICS_ADDR", addr.as_str())];
+    let connector = env.start(shell, &extra);
+    let backing_off = wait_for(Duration::from_secs(30), || {
+        let text = get(&format!("{base}/metrics")).1;
+        (metric(&text, "slotline_reconnects_total").is_some_and(|r| r >= 1.0)).then_some(text)
+    });
+    let text =
+        backing_off.unwrap_or_else(|| panic!("no reconnect counted\n{}", connector.log_text()));
+    assert!(
+        metric(&text, "slotline_backoff_attempt").is_some(),
+        "{text}"
+    );
+    let (code, body) = get(&format!("{base}/readyz"));
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("not streaming"), "{body}");
+    assert_eq!(get(&format!("{base}/healthz")).0, 200);
+    env.feldera.clear_unavailable();
+    let ready = wait_for(Duration::from_secs(60), || {
+        (get(&format!("{base}/readyz")).0 == 200).then_some(())
+    });
+    assert!(ready.is_some(), "{}", connector.log_text());
+}
+
+/// 17+ creates a failover slot when asked; 15 and 16 refuse before creating anything.
+fn failover_slot_follows_the_server_version(shell: Shell) {
+    let env = Env::new("failover", SETUP, schema("INTEGER"));
+    let version: u32 = env
+        .sql("SHOW server_version_num")
+        .parse()
+        .expect("a number");
+    let extra = [("TABLES", "users,items"), ("PG_SLOT_FAILOVER", "true")];
+    let mut connector = env.start(shell, &extra);
+    if version >= 170_000 {
+        assert!(
+            connector.wait_log("streaming from slot", Duration::from_secs(60)),
+            "{}",
+            connector.log_text()
+        );
+        let failover = env.sql(&format!(
+            "SELECT failover FROM pg_replication_slots WHERE slot_name = '{}'",
+            env.slot_name()
+        ));
+        assert_eq!(failover, "t", "{}", connector.log_text());
+    } else {
+        assert_eq!(connector.wait_exit(Duration::from_secs(60)), Some(1));
+        let log = connector.log_text();
+        assert!(
+            log.contains("PG_SLOT_FAILOVER=true needs PostgreSQL 17 or newer"),
+            "{log}"
+        );
+        assert!(!env.slot_exists());
+    }
+}
+
+macro_rules! both_shells {
+    ($($name:ident),* $(,)?) => {
+        mod tokio_shell {
+            $(#[test] fn $name() { super::$name(super::Shell::Tokio) })*
+        }
+        mod blocking_shell {
+            $(#[test] fn $name() { super::$name(super::Shell::Blocking) })*
+        }
+    };
+}
+
+both_shells!(
+    check_of_a_correct_setup_is_all_green,
+    check_of_a_broken_setup_prints_one_line_per_problem,
+    check_on_wal_level_replica_names_it,
+    status_and_drop_slot,
+    metrics_move_as_rows_flow,
+    readyz_is_503_until_streaming_and_reconnects_are_counted,
+    failover_slot_follows_the_server_version,
+);

@@ -1,0 +1,121 @@
+//! End to end, both shells: with `FELDERA_TRANSACTIONS=large` a PostgreSQL transaction larger
+//! than a batch goes into one Feldera transaction, so an ad-hoc query sees none of its rows
+//! until the commit finished, then all of them (real PostgreSQL, the Feldera double, the real
+//! binaries).
+
+use serde_json::json;
+use slotline_core::feldera::{classify_query, FelderaEndpoint, QueryOutcome, Reply};
+use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::pg::wait_for;
+use std::time::Duration;
+
+const ROWS: u64 = 1000;
+
+fn schema() -> serde_json::Value {
+    json!({"inputs": [
+        {"name": "users", "case_sensitive": false, "primary_key": ["id"], "materialized": false, "properties": {},
+         "fields": [
+            {"name": "id", "case_sensitive": false, "columntype": {"type": "BIGINT", "nullable": false}},
+            {"name": "name", "case_sensitive": false, "columntype": {"type": "VARCHAR", "nullable": true, "precision": -1}}]}
+    ], "outputs": []})
+}
+
+const SETUP: &str = "CREATE TABLE users (id bigint PRIMARY KEY, name text);
+    CREATE PUBLICATION pub FOR TABLE users;";
+
+/// `SELECT COUNT(*) FROM users` through Feldera's ad-hoc query API, as slotline builds it.
+fn count_users(env: &Env) -> u64 {
+    let endpoint = FelderaEndpoint::new(&env.feldera.base_url(), "p", None).expect("endpoint");
+    let request = endpoint.query("SELECT COUNT(*) AS n FROM users", 10_000);
+    let mut response = ureq::get(&request.url).call().expect("query answered");
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_vec().expect("query body");
+    match classify_query(Reply::Answered {
+        status,
+        body: &body,
+    }) {
+        QueryOutcome::Rows(rows) => rows[0]["n"].as_u64().expect("a count"),
+        other => panic!("query failed: {other:?}"),
+    }
+}
+
+fn calls(env: &Env, endpoint: &str) -> usize {
+    env.feldera
+        .requests()
+        .iter()
+        .filter(|r| r.endpoint == endpoint && r.status == 200)
+        .count()
+}
+
+fn a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole(shell: Shell) {
+    let env = Env::new("txn", SETUP, schema());
+    let mut connector = env.start(
+        shell,
+        &[
+            ("TABLES", "users"),
+            ("FELDERA_TRANSACTIONS", "large"),
+            ("BATCH_MAX_ROWS", "100"),
+            ("MAX_IN_FLIGHT_BATCHES", "4"),
+        ],
+    );
+    assert!(
+        wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
+        "connector did not start:\n{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users VALUES (0, 'before')");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(20)),
+        "not caught up:\n{}",
+        connector.log_text()
+    );
+    assert_eq!(count_users(&env), 1);
+
+    // Requests are processed as soon as they are accepted (completion delay 0), except a
+    // committed transaction, which now waits until released: the test looks at Feldera
+    // while the commit is still running.
+    env.feldera.hold_commits(true);
+    env.feldera.clear_requests();
+    let before = env.wal_lsn();
+    env.sql(&format!(
+        "INSERT INTO users SELECT g, 'big' FROM generate_series(1, {ROWS}) g"
+    ));
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            (calls(&env, "commit_transaction") == 1).then_some(())
+        })
+        .is_some(),
+        "no commit:\n{}",
+        connector.log_text()
+    );
+    assert_eq!(env.ingress_rows(), ROWS, "every row was accepted");
+    assert_eq!(calls(&env, "start_transaction"), 1);
+    assert!(calls(&env, "ingress") >= 10, "batches of at most 100 rows");
+    assert_eq!(count_users(&env), 1, "a query sees none of the transaction");
+    assert!(
+        env.slot_at_or_before(&before),
+        "nothing of it acknowledged before the commit finished"
+    );
+
+    env.feldera.release_completions();
+    assert!(
+        env.wait_caught_up(Duration::from_secs(20)),
+        "not caught up after the commit:\n{}",
+        connector.log_text()
+    );
+    assert_eq!(count_users(&env), ROWS + 1, "then all of it");
+    env.assert_rows_equal("users", "users", "id");
+    assert_eq!(
+        connector.stop(Duration::from_secs(10)),
+        Some(0),
+        "{}",
+        connector.log_text()
+    );
+}
+
+#[test]
+fn a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole_in_both_shells() {
+    for shell in Shell::BOTH {
+        a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole(shell);
+    }
+}
