@@ -133,7 +133,7 @@ fn wide_columns() -> Vec<(&'static str, &'static str, Value, &'static str)> {
         ("b", "bool", t("BOOLEAN"), "g % 2 = 0"),
         ("i2", "int2", t("SMALLINT"), "(g % 30000)::int2"),
         ("i4", "int4", t("INTEGER"), "(g * 7)::int4"),
-        ("i8", "int8", t("BIGINT"), "g * 1000003"),
+        ("i8", "int8", t("BIGINT"), "g::int8 * 1000003"),
         ("f4", "float4", t("REAL"), "(g / 7.0)::float4"),
         ("f8", "float8", t("DOUBLE"), "g / 3.0"),
         (
