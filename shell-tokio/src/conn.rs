@@ -4,8 +4,9 @@
 //!
 //! Same life as the blocking shell's threads: connect, every queued write in order, then
 //! the close (a peer that stops taking bytes gets `CLOSE_GRACE` after the close, then the
-//! write is abandoned); the reader stops at a closed gate (`PgPauseRead`) and a chunk
-//! already read is held by the run loop's router. `PgStartTls` is an operation in the same
+//! write is abandoned); the reader stops at a closed gate (`PgPauseRead`) or while the
+//! connection's chunks not yet consumed reach `READ_BUDGET` bytes, and a chunk already
+//! read is held by the run loop's router. `PgStartTls` is an operation in the same
 //! queue: after the writes before it, the connection task takes the socket back from its
 //! reader (a read in progress is cancelled without losing bytes), runs the handshake and
 //! starts a reader on the TLS stream.
@@ -13,15 +14,16 @@
 use bytes::Bytes;
 use slotline_core::io::{ConnFailure, ConnId, Input, PgTarget};
 use slotline_shell::conns::{
-    connect_error, connect_timeout, handshake_timeout, read_error, write_error, CLOSE_GRACE,
-    READ_CHUNK,
+    connect_error, connect_timeout, handshake_timeout, read_error, write_error, ReadBudget,
+    CLOSE_GRACE, READ_BUDGET, READ_CHUNK,
 };
 use slotline_shell::tls::TlsStart;
 use std::io::ErrorKind;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf};
 use tokio::net::{TcpStream, UnixStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::time::Instant;
 
 /// A connection's byte stream: a socket of either family, or TLS over one.
@@ -262,8 +264,8 @@ async fn grace_after_drop(gate: &mut watch::Receiver<bool>, give_up_at: &mut Opt
     }
 }
 
-/// Reads until end of stream or error, handing each chunk over at its length; gives the
-/// read half back when told to stop.
+/// Reads until end of stream or error within the connection's budget, handing each chunk
+/// over at its length; gives the read half back when told to stop.
 async fn reader(
     conn: ConnId,
     mut stream: ReadHalf<Io>,
@@ -271,12 +273,15 @@ async fn reader(
     inputs: mpsc::Sender<Input>,
     mut stop: oneshot::Receiver<()>,
 ) -> Option<ReadHalf<Io>> {
+    let room = Arc::new(Notify::new());
+    let waker = room.clone();
+    let budget = ReadBudget::new(READ_BUDGET, move || waker.notify_one());
     let mut buffer = vec![0u8; READ_CHUNK];
     loop {
         let open = tokio::select! {
             biased;
             _ = &mut stop => return Some(stream),
-            open = gate.wait_for(|paused| !*paused) => open.is_ok(),
+            open = readable(&mut gate, &budget, &room) => open,
         };
         if !open {
             return None; // the run loop dropped the connection
@@ -290,7 +295,7 @@ async fn reader(
             Ok(0) => Input::PgClosed { conn, error: None },
             Ok(n) => Input::PgBytes {
                 conn,
-                bytes: Bytes::copy_from_slice(&buffer[..n]),
+                bytes: budget.charge(&buffer[..n]),
             },
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
             Err(error) => Input::PgClosed {
@@ -302,5 +307,20 @@ async fn reader(
         if inputs.send(input).await.is_err() || last {
             return None;
         }
+    }
+}
+
+/// Waits until reading is not paused and `budget` has room; `false` when the run loop
+/// dropped the connection.
+async fn readable(gate: &mut watch::Receiver<bool>, budget: &ReadBudget, room: &Notify) -> bool {
+    loop {
+        if gate.wait_for(|paused| !*paused).await.is_err() {
+            return false;
+        }
+        if budget.has_room() {
+            return true;
+        }
+        // A release between the check and this wait leaves a permit: no wake-up is lost.
+        room.notified().await;
     }
 }

@@ -11,10 +11,13 @@
 //!
 //! The router never looks inside bytes and never decides to close or retry anything.
 
+use bytes::Bytes;
 use slotline_core::io::PgTarget;
 use slotline_core::io::{ConnFailure, ConnId, FailureKind, Input};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Default)]
@@ -178,6 +181,95 @@ pub const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// message does not pin a whole buffer while the core holds it.
 pub const READ_CHUNK: usize = 64 * 1024;
 
+/// How many bytes read from one connection may wait for the core (queued for the run
+/// loop, held while reading is paused, or being handed over) before its reader stops
+/// reading. The kernel's socket buffer holds the rest, and TCP pushes back on the server,
+/// so memory does not grow with a burst, and a pause stops reading within this many bytes.
+pub const READ_BUDGET: usize = 4 * READ_CHUNK;
+
+/// The bytes of one connection read but not yet consumed, bounded by a limit: a chunk made
+/// by `charge` counts until its last copy is dropped (the run loop drops it once the core
+/// has handled it, or when it drops the connection's held input), whoever holds it.
+pub struct ReadBudget {
+    in_use: AtomicUsize,
+    limit: usize,
+    /// Called when a release brings the bytes in use back under the limit: the reader may
+    /// be waiting for room.
+    on_room: Box<dyn Fn() + Send + Sync>,
+}
+
+impl fmt::Debug for ReadBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadBudget")
+            .field("in_use", &self.in_use.load(Ordering::Relaxed))
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReadBudget {
+    /// A budget of `limit` bytes; `on_room` wakes a reader waiting for room.
+    pub fn new(limit: usize, on_room: impl Fn() + Send + Sync + 'static) -> Arc<ReadBudget> {
+        Arc::new(ReadBudget {
+            in_use: AtomicUsize::new(0),
+            limit,
+            on_room: Box::new(on_room),
+        })
+    }
+
+    /// Whether a reader may read more now.
+    pub fn has_room(&self) -> bool {
+        self.in_use.load(Ordering::Acquire) < self.limit
+    }
+
+    /// Bytes counted now.
+    pub fn in_use(&self) -> usize {
+        self.in_use.load(Ordering::Acquire)
+    }
+
+    /// A copy of `bytes` that counts against the budget until dropped.
+    pub fn charge(self: &Arc<Self>, bytes: &[u8]) -> Bytes {
+        self.charge_vec(bytes.to_vec())
+    }
+
+    /// `data` as a chunk that counts against the budget (by its capacity) until dropped.
+    pub fn charge_vec(self: &Arc<Self>, data: Vec<u8>) -> Bytes {
+        let charged = data.capacity();
+        self.in_use.fetch_add(charged, Ordering::AcqRel);
+        Bytes::from_owner(Charged {
+            data,
+            charged,
+            budget: self.clone(),
+        })
+    }
+
+    fn release(&self, charged: usize) {
+        let before = self.in_use.fetch_sub(charged, Ordering::AcqRel);
+        if before >= self.limit && before - charged < self.limit {
+            (self.on_room)();
+        }
+    }
+}
+
+/// The owner of a charged chunk's bytes.
+struct Charged {
+    data: Vec<u8>,
+    charged: usize,
+    budget: Arc<ReadBudget>,
+}
+
+impl AsRef<[u8]> for Charged {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for Charged {
+    fn drop(&mut self) {
+        self.budget.release(self.charged);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +362,35 @@ mod tests {
             error: Some(read_error("reset")),
         };
         assert_eq!(router.admit(second), None);
+    }
+
+    #[test]
+    fn a_charged_chunk_counts_until_its_last_copy_is_dropped() {
+        let rooms = Arc::new(AtomicUsize::new(0));
+        let counter = rooms.clone();
+        let budget = ReadBudget::new(10, move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        let first = budget.charge_vec(Vec::with_capacity(6));
+        let second = budget.charge(b"12345");
+        assert_eq!(&second[..], b"12345");
+        assert_eq!(budget.in_use(), 11);
+        assert!(!budget.has_room());
+        let tail = second.slice(2..);
+        drop(second);
+        assert!(!budget.has_room(), "a slice still holds the chunk");
+        assert_eq!(rooms.load(Ordering::SeqCst), 0);
+        drop(tail);
+        assert_eq!(budget.in_use(), 6);
+        assert!(budget.has_room());
+        assert_eq!(rooms.load(Ordering::SeqCst), 1, "room is announced once");
+        drop(first);
+        assert_eq!(budget.in_use(), 0);
+        assert_eq!(
+            rooms.load(Ordering::SeqCst),
+            1,
+            "no reader waits under the limit"
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::error::{api_error, invalid_param, note, unknown_pipeline};
 use super::faults::FailMode;
-use super::ingress::{errors_details, parse_body, reject_as_csv, Parsed};
+use super::ingress::{count_discarded, errors_details, parse_body, reject_as_csv, Parsed};
 use super::query;
 use super::shared::Shared;
 use super::state::{Completion, TokenError};
@@ -181,7 +181,10 @@ async fn ingress_inner(
     if let Some(f) = failure.as_ref().filter(|f| f.mode == FailMode::BeforeApply) {
         return injected_503(&f.error_code, false);
     }
-    let parsed = parse.unwrap_or_else(|| parse_body(&shared.schema.inputs[index], body, array));
+    let parsed = parse.unwrap_or_else(|| match shared.discard {
+        true => count_discarded(body),
+        false => parse_body(&shared.schema.inputs[index], body, array),
+    });
     let events = parsed.events;
     let mut resp = apply(shared, index, endpoint, parsed);
     if let Some(f) = failure {

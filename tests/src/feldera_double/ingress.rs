@@ -96,6 +96,20 @@ pub fn reject_as_csv(body: &[u8]) -> Parsed {
     parsed
 }
 
+/// Body for a discarding double (`DoubleConfig::with_discard`): nothing is parsed or
+/// applied; each non-blank line counts as one event, so the request log still tells how
+/// many rows arrived.
+pub fn count_discarded(body: &[u8]) -> Parsed {
+    let events = body
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .count() as u64;
+    Parsed {
+        events,
+        ..Parsed::default()
+    }
+}
+
 fn parse_one(rel: &Relation, event: &Json, parsed: &mut Parsed, line: Option<&[u8]>) {
     parsed.events += 1;
     match parse_event(rel, event) {
@@ -153,6 +167,15 @@ mod tests {
             .unwrap()
             .inputs
             .remove(0)
+    }
+
+    #[test]
+    fn a_discarded_body_counts_its_non_blank_lines_and_carries_no_change() {
+        let body = b"{\"insert\": {\"id\": 1}}\n\n  \nnot even json\n{\"delete\": {\"id\": 2}}";
+        let p = count_discarded(body);
+        assert_eq!(p.events, 3);
+        assert!(p.changes.is_empty());
+        assert!(p.errors.is_empty());
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub struct DoubleConfig {
     pub inprogress_202: bool,
     /// Serve HTTPS with this certificate instead of plain HTTP.
     pub tls: Option<TlsIdentity>,
+    /// A benchmark sink: ingress bodies are accepted (a token, completed after the delay)
+    /// but never parsed nor applied, so tables stay empty; the request log still counts
+    /// each body's non-blank lines as its rows. Measures a client without the double's own
+    /// cost of parsing and applying every row.
+    pub discard: bool,
 }
 
 /// The server's identity for HTTPS: PEM text, as files hold it.
@@ -108,6 +113,7 @@ impl DoubleConfig {
             proxy_timeout: DEFAULT_PROXY_TIMEOUT,
             inprogress_202: false,
             tls: None,
+            discard: false,
         }
     }
 
@@ -143,6 +149,12 @@ impl DoubleConfig {
             cert_chain_pem: cert_chain_pem.into(),
             key_pem: key_pem.into(),
         });
+        self
+    }
+
+    /// A benchmark sink (see `discard`).
+    pub fn with_discard(mut self, yes: bool) -> DoubleConfig {
+        self.discard = yes;
         self
     }
 }
@@ -210,13 +222,15 @@ impl FelderaDouble {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let tls = config.tls.as_ref().map(server::tls_config).transpose()?;
         let https = tls.is_some();
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             config.pipeline,
             Arc::new(schema),
             config.completion_delay,
             config.proxy_timeout,
             config.inprogress_202,
-        ));
+        );
+        shared.discard = config.discard;
+        let shared = Arc::new(shared);
         let server = Server::spawn(shared.clone(), config.port, tls)?;
         Ok(FelderaDouble {
             shared,
@@ -378,5 +392,59 @@ impl FelderaDouble {
 
     pub fn clear_requests(&self) {
         self.shared.log().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn keyed_schema() -> Json {
+        json!({"inputs": [{"name": "t", "case_sensitive": false, "primary_key": ["id"],
+            "materialized": false, "properties": {}, "fields": [
+                {"name": "id", "case_sensitive": false,
+                 "columntype": {"type": "BIGINT", "nullable": false}}]}],
+            "outputs": []})
+    }
+
+    fn json_of(response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Json {
+        let text = response
+            .expect("a 200 answer")
+            .body_mut()
+            .read_to_string()
+            .expect("a text body");
+        serde_json::from_str(&text).expect("a JSON body")
+    }
+
+    #[test]
+    fn a_discarding_double_completes_requests_logs_their_rows_and_applies_nothing() {
+        let double =
+            FelderaDouble::start(DoubleConfig::new("p", keyed_schema()).with_discard(true))
+                .expect("the double starts");
+        let base = format!("{}/v0/pipelines/p", double.base_url());
+        // The second event would be a ParseErrors 400 if the body were parsed.
+        let body = "{\"insert\": {\"id\": 1}}\n\n{\"insert\": {\"id\": \"x\"}}\n";
+        let answer = json_of(
+            ureq::post(format!(
+                "{base}/ingress/t?format=json&update_format=insert_delete"
+            ))
+            .send(body),
+        );
+        let token = answer["token"].as_str().expect("a token");
+        let status = json_of(
+            ureq::get(format!("{base}/completion_status"))
+                .query("token", token)
+                .call(),
+        );
+        assert_eq!(status["status"], "complete");
+        assert_eq!(double.table("t").expect("table t").rows, Vec::new());
+        let ingress: Vec<Option<u64>> = double
+            .requests()
+            .iter()
+            .filter(|r| r.endpoint == "ingress")
+            .map(|r| r.rows)
+            .collect();
+        assert_eq!(ingress, vec![Some(2)]);
     }
 }

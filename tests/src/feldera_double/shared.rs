@@ -25,6 +25,8 @@ pub struct Shared {
     pub schema: Arc<Schema>,
     /// Status code of an `inprogress` completion answer: 200, or 202 when configured.
     pub inprogress_202: bool,
+    /// Ingress bodies are counted, never parsed or applied (`DoubleConfig::with_discard`).
+    pub discard: bool,
     state: Mutex<Pipeline>,
     log: Mutex<RequestLog>,
     /// Mirrors `Pipeline::paused` so ingress can wait for a resume without a lock.
@@ -46,6 +48,7 @@ impl Shared {
             state: Mutex::new(Pipeline::new(schema.clone(), delay, proxy_timeout)),
             schema,
             inprogress_202,
+            discard: false,
             log: Mutex::new(RequestLog::new(Instant::now())),
             paused,
         }

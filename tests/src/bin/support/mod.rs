@@ -136,12 +136,32 @@ impl ConnectorProcess {
         log: PathBuf,
         keep_log: bool,
     ) -> Result<ConnectorProcess, String> {
+        Self::spawn_under(&[], binary, vars, log, keep_log)
+    }
+
+    /// As `spawn`, with `wrapper` (a program and its arguments, e.g. `valgrind
+    /// --tool=callgrind`) running the binary; an empty `wrapper` runs it directly. The
+    /// wrapper execs in the same process, so `pid` is the connector's.
+    pub fn spawn_under(
+        wrapper: &[String],
+        binary: &Path,
+        vars: &[(String, String)],
+        log: PathBuf,
+        keep_log: bool,
+    ) -> Result<ConnectorProcess, String> {
         let file = std::fs::File::create(&log)
             .map_err(|e| format!("create the connector log {}: {e}", log.display()))?;
         let err = file
             .try_clone()
             .map_err(|e| format!("clone the log handle: {e}"))?;
-        let mut command = Command::new(binary);
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(binary);
+                command
+            }
+            None => Command::new(binary),
+        };
         command.env_clear();
         command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
         command.envs(vars.iter().map(|(k, v)| (k, v)));
