@@ -19,8 +19,7 @@ use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
 use crate::io::{exit, Command, Driver, HttpId, Input};
 use crate::ops::report::{Format, Line, Report};
 use crate::ops::{server, slot};
-use crate::snapshot::plan::{plan_startup, Action, Configured, StateRead};
-use crate::snapshot::state::StateRoute;
+use crate::snapshot::plan::{Action, StateRead};
 use crate::startup::catalog::Row;
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind};
@@ -412,23 +411,7 @@ impl Check {
         let (Some(state), true) = (&self.state, self.slot_read) else {
             return Vec::new();
         };
-        let config = &self.env.config;
-        let routes: Vec<StateRoute> = self.env.routes.iter().map(StateRoute::of).collect();
-        let configured = Configured {
-            mode: config.snapshot_mode,
-            state_path: &self.env.state_path,
-            slot: &config.slot,
-            publication: &config.publication,
-            pipeline: &config.feldera_pipeline,
-            database: &config.pg.database,
-            routes: &routes,
-        };
-        let plan = plan_startup(
-            state,
-            self.startup.slot(),
-            &configured,
-            self.startup.system_id(),
-        );
+        let plan = self.startup.plan(&self.env, state);
         let mut lines: Vec<Line> = plan
             .warnings
             .iter()
@@ -446,7 +429,7 @@ impl Check {
                     self.startup.relations(),
                     self.startup.tables(),
                     *leftovers,
-                    config.require_primary_key,
+                    self.env.config.require_primary_key,
                 );
                 for (table, problem) in problems {
                     lines.push(Line::fail(

@@ -15,7 +15,7 @@ use super::{Cx, Next};
 use crate::conn::Event;
 use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
-use crate::snapshot::plan::{plan_startup, Action, Configured, Leftovers, StateRead};
+use crate::snapshot::plan::{Action, Leftovers, StateRead};
 use crate::snapshot::state::{
     rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, FORMAT_VERSION,
 };
@@ -326,22 +326,7 @@ impl Starting {
         if let Some(failure) = lost_while_running(cx, self.startup.slot()) {
             return Err(failure);
         }
-        let routes: Vec<StateRoute> = cx.env.routes.iter().map(StateRoute::of).collect();
-        let configured = Configured {
-            mode: config.snapshot_mode,
-            state_path: &cx.env.state_path,
-            slot: &config.slot,
-            publication: &config.publication,
-            pipeline: &config.feldera_pipeline,
-            database: &config.pg.database,
-            routes: &routes,
-        };
-        let plan = plan_startup(
-            state,
-            self.startup.slot(),
-            &configured,
-            self.startup.system_id(),
-        );
+        let plan = self.startup.plan(cx.env, state);
         for line in &plan.trace {
             cx.ctx.note(Level::Debug, Topic::Snapshot, line.clone());
         }
@@ -374,7 +359,7 @@ impl Starting {
                     slot: config.slot.clone(),
                     publication: config.publication.clone(),
                     pipeline: config.feldera_pipeline.clone(),
-                    routes,
+                    routes: cx.env.routes.iter().map(StateRoute::of).collect(),
                     phase: SnapshotPhase::Pending,
                     consistent_point: None,
                     updated_at: Some(rfc3339_utc(cx.ctx.now.wall)),
