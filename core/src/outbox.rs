@@ -78,6 +78,24 @@ pub struct LineMark {
     len: usize,
 }
 
+/// Room made in a body before each line. A line longer than this still fits (the buffer
+/// grows as usual), only past the planned capacity.
+const LINE_ROOM: usize = 64 * 1024;
+
+/// Makes room for the next line of `body`, a batch cut once it holds `limit` bytes: doubling
+/// as usual while far below the limit, then exactly up to the limit plus one line's room.
+/// Plain doubling would reserve twice the limit for the line that crosses it (8 MiB for a
+/// 4 MiB batch): memory the allocator keeps for every batch in flight.
+fn reserve_line(body: &mut Vec<u8>, limit: usize) {
+    if body.capacity() - body.len() >= LINE_ROOM {
+        return;
+    }
+    let planned = limit.saturating_add(LINE_ROOM);
+    let doubled = body.capacity().saturating_mul(2).max(LINE_ROOM);
+    let target = doubled.min(planned).max(body.len() + LINE_ROOM);
+    body.reserve_exact(target - body.len());
+}
+
 #[derive(Debug)]
 pub struct Outbox {
     thresholds: Thresholds,
@@ -148,7 +166,9 @@ impl Outbox {
     /// Starts writing a line into `route`'s buffer; pass the mark to `finish_line` once
     /// the line is complete, or to `abandon_line` when conversion failed half way.
     pub fn start_line(&mut self, route: usize) -> (LineMark, &mut Vec<u8>) {
+        let limit = usize::try_from(self.thresholds.max_bytes).unwrap_or(usize::MAX);
         let body = &mut self.bodies[route];
+        reserve_line(body, limit);
         (
             LineMark {
                 route,
@@ -354,6 +374,31 @@ mod tests {
         o.discard_route(0);
         assert!(o.is_empty());
         assert_eq!(o.linger_deadline(), None, "nothing buffered, no deadline");
+    }
+
+    #[test]
+    fn a_body_cut_by_bytes_reserves_the_limit_plus_one_line_not_double() {
+        let limit = 1 << 20;
+        let mut o = outbox(u64::MAX, limit, 1000);
+        let line = "x".repeat(99);
+        while o.due(Mono(0), false).is_none() {
+            push(&mut o, 0, &line, 0);
+        }
+        let batch = o.cut(CutReason::Bytes).unwrap();
+        let body = &batch.parts[0].body;
+        assert!(body.len() as u64 >= limit);
+        assert!(
+            body.capacity() <= limit as usize + LINE_ROOM,
+            "capacity {} for a {limit}-byte limit",
+            body.capacity()
+        );
+        let mut o = outbox(u64::MAX, 1024, 1000);
+        let long = "y".repeat(3 * LINE_ROOM);
+        push(&mut o, 0, &long, 0);
+        assert_eq!(
+            o.cut(CutReason::Bytes).unwrap().parts[0].body.len(),
+            long.len() + 1
+        );
     }
 
     #[test]
