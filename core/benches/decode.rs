@@ -3,7 +3,9 @@
 //! One iteration takes a pgoutput Insert payload as it arrives in XLogData, parses it,
 //! checks it against the relation cache, and writes its `{"insert": {...}}` NDJSON line
 //! through the column mapping's value plans. Two shapes: a narrow row (int8, text,
-//! timestamptz) and a wide one (20 columns of mixed types). Run with
+//! timestamptz) and a wide one (20 columns of mixed types). A second group does the same
+//! for the initial snapshot: one COPY text row (as a CopyData message carries it) parsed by
+//! `CopyRow` and written as an insert line by `Converter::snapshot_row`. Run with
 //! `cargo bench -p slotline-core --bench decode`; figures go in BENCHMARKS.md.
 
 use std::hint::black_box;
@@ -13,6 +15,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use slotline_core::contract::{
     plan_mapping, ColumnMapping, ColumnType, Field, MappingOptions, Name, SqlType, Table,
 };
+use slotline_core::convert::Converter;
+use slotline_core::copy::{encode_row, CopyRow};
 use slotline_core::pgoutput::encode::{insert, row};
 use slotline_core::pgoutput::{
     parse, Datum, Message, Relation, RelationCache, RelationColumn, ReplicaIdentity,
@@ -204,6 +208,41 @@ fn bench(c: &mut Criterion) {
         group.bench_function(shape, |b| {
             b.iter(|| decode_row(&cache, &mapping, black_box(&payload), &mut line))
         });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("copy_row_json");
+    group
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(50)
+        .throughput(Throughput::Elements(1));
+    for (shape, columns) in [("narrow_3_columns", narrow()), ("wide_20_columns", wide())] {
+        let (_, mapping, _) = setup(&columns);
+        let texts: Vec<Option<&[u8]>> = columns.iter().map(|c| c.text.map(str::as_bytes)).collect();
+        let data = encode_row(&texts);
+        let converter = Converter::new(&mapping);
+        let mut row = CopyRow::new();
+        let mut line = Vec::with_capacity(1024);
+        let mut copy_row = |data: &[u8], line: &mut Vec<u8>| {
+            line.clear();
+            row.parse(data, columns.len()).expect("a valid COPY row");
+            converter
+                .snapshot_row(row.fields(), line)
+                .expect("valid values");
+            line.len()
+        };
+        copy_row(&data, &mut line);
+        let json: serde_json::Value = serde_json::from_slice(&line).expect("valid JSON line");
+        // The same row through pgoutput and through COPY gives the same values.
+        let mut streamed = Vec::new();
+        let mut cache = RelationCache::new();
+        let (relation, _, payload) = setup(&columns);
+        cache.apply(relation);
+        decode_row(&cache, &mapping, &payload, &mut streamed);
+        let streamed: serde_json::Value = serde_json::from_slice(&streamed).expect("valid JSON");
+        assert_eq!(json, streamed, "COPY and pgoutput disagree on {shape}");
+        group.bench_function(shape, |b| b.iter(|| copy_row(black_box(&data), &mut line)));
     }
     group.finish();
 }

@@ -58,32 +58,33 @@ impl CopyRow {
                 false => Err(count_error(0, 1)),
             };
         }
+        if let Some(at) = memchr::memchr2(b'\n', b'\r', body) {
+            return Err(DecodeError::protocol(
+                at,
+                "raw newline or carriage return inside a COPY text row (PostgreSQL escapes \
+                 them as \\n and \\r)",
+            ));
+        }
+        // Runs between tabs and backslashes are copied whole; only escapes go byte by byte.
+        self.buf.reserve(body.len());
         let mut field_start = 0;
         let mut buf_start = 0;
         let mut pos = 0;
-        while pos < body.len() {
-            match body.get(pos).copied() {
-                Some(b'\t') => {
-                    self.end_field(body, field_start..pos, buf_start)?;
-                    pos += 1;
-                    field_start = pos;
-                    buf_start = self.buf.len();
-                }
-                Some(b'\n' | b'\r') => {
-                    return Err(DecodeError::protocol(
-                        pos,
-                        "raw newline or carriage return inside a COPY text row (PostgreSQL \
-                         escapes them as \\n and \\r)",
-                    ))
-                }
-                Some(b'\\') => pos = self.unescape(body, pos)?,
-                Some(b) => {
-                    self.buf.push(b);
-                    pos += 1;
-                }
-                None => break,
+        while let Some(found) = memchr::memchr2(b'\t', b'\\', body.get(pos..).unwrap_or_default()) {
+            let at = pos + found;
+            self.buf
+                .extend_from_slice(body.get(pos..at).unwrap_or_default());
+            if body.get(at) == Some(&b'\t') {
+                self.end_field(body, field_start..at, buf_start)?;
+                pos = at + 1;
+                field_start = pos;
+                buf_start = self.buf.len();
+            } else {
+                pos = self.unescape(body, at)?;
             }
         }
+        self.buf
+            .extend_from_slice(body.get(pos..).unwrap_or_default());
         self.end_field(body, field_start..body.len(), buf_start)?;
         if self.fields.len() != columns {
             return Err(count_error(columns, self.fields.len()));

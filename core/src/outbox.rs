@@ -100,6 +100,9 @@ fn reserve_line(body: &mut Vec<u8>, limit: usize) {
 pub struct Outbox {
     thresholds: Thresholds,
     bodies: Vec<Vec<u8>>,
+    /// Each route's body length at its last cut: a fresh body reserves that much at once
+    /// instead of doubling its way there, copying itself each time.
+    last_len: Vec<usize>,
     rows_per_route: Vec<u64>,
     rows: u64,
     bytes: u64,
@@ -113,6 +116,7 @@ impl Outbox {
         Outbox {
             thresholds,
             bodies: vec![Vec::new(); routes],
+            last_len: vec![0; routes],
             rows_per_route: vec![0; routes],
             rows: 0,
             bytes: 0,
@@ -168,6 +172,10 @@ impl Outbox {
     pub fn start_line(&mut self, route: usize) -> (LineMark, &mut Vec<u8>) {
         let limit = usize::try_from(self.thresholds.max_bytes).unwrap_or(usize::MAX);
         let body = &mut self.bodies[route];
+        if body.capacity() == 0 {
+            let planned = limit.saturating_add(LINE_ROOM);
+            body.reserve_exact(self.last_len[route].saturating_add(LINE_ROOM).min(planned));
+        }
         reserve_line(body, limit);
         (
             LineMark {
@@ -237,10 +245,13 @@ impl Outbox {
             .zip(self.rows_per_route.iter_mut())
             .enumerate()
             .filter(|(_, (_, rows))| **rows > 0)
-            .map(|(route, (body, rows))| RouteBody {
-                route,
-                rows: std::mem::take(rows),
-                body: std::mem::take(body),
+            .map(|(route, (body, rows))| {
+                self.last_len[route] = body.len();
+                RouteBody {
+                    route,
+                    rows: std::mem::take(rows),
+                    body: std::mem::take(body),
+                }
             })
             .collect();
         let seq = self.next_seq;
@@ -398,6 +409,44 @@ mod tests {
         assert_eq!(
             o.cut(CutReason::Bytes).unwrap().parts[0].body.len(),
             long.len() + 1
+        );
+    }
+
+    #[test]
+    fn the_next_body_of_a_route_reserves_what_its_last_batch_held() {
+        let limit = 1 << 20;
+        let mut o = outbox(u64::MAX, limit, 1000);
+        let line = "x".repeat(99);
+        for _ in 0..3000 {
+            push(&mut o, 0, &line, 0);
+        }
+        let first = o.cut(CutReason::Rows).unwrap();
+        let held = first.parts[0].body.len();
+        push(&mut o, 0, &line, 0);
+        push(&mut o, 1, &line, 0);
+        let second = o.cut(CutReason::Rows).unwrap();
+        let (route0, route1) = (&second.parts[0].body, &second.parts[1].body);
+        assert!(
+            route0.capacity() >= held + LINE_ROOM
+                && route0.capacity() <= limit as usize + LINE_ROOM,
+            "route 0 reserved {} after a {held}-byte batch",
+            route0.capacity()
+        );
+        assert!(
+            route1.capacity() < held,
+            "route 1 never held much, reserved {}",
+            route1.capacity()
+        );
+        // Still capped by the limit, whatever the last batch held.
+        let mut o = outbox(u64::MAX, 1024, 1000);
+        push(&mut o, 0, &"y".repeat(3 * LINE_ROOM), 0);
+        o.cut(CutReason::Bytes).unwrap();
+        push(&mut o, 0, "z", 0);
+        let body = &o.cut(CutReason::Bytes).unwrap().parts[0].body;
+        assert!(
+            body.capacity() <= 1024 + LINE_ROOM,
+            "capacity {}",
+            body.capacity()
         );
     }
 

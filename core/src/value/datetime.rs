@@ -15,7 +15,7 @@
 //! uses.
 
 use super::error::ValueErrorKind;
-use super::escape::write_padded;
+use super::escape::{four_digits, two_digits};
 use super::Outcome;
 
 const DATE_EXPECTED: &str = "an ISO date `YYYY-MM-DD` (optionally ` BC`), infinity or -infinity";
@@ -54,6 +54,9 @@ pub(crate) enum Temporal {
     },
 }
 
+/// `YYYY-MM-DD`: a date printed with a four-digit year.
+const DATE_LEN: usize = 10;
+
 pub(crate) fn write_temporal(
     kind: Temporal,
     text: &[u8],
@@ -79,17 +82,20 @@ pub(crate) fn write_temporal(
         return Ok(Outcome::Written);
     }
     let mut date = cursor.date()?;
+    let four_digit_year = cursor.pos == DATE_LEN;
     let time = if kind == Temporal::Date {
         None
     } else {
         cursor.expect(b' ', "a space between date and time")?;
         Some(cursor.time(false)?)
     };
+    let printed = text.get(..cursor.pos).unwrap_or_default();
     let offset = match kind {
         Temporal::TimestampTz { .. } => cursor.offset()?,
         _ => 0,
     };
-    if cursor.end(true)? {
+    let bc = cursor.end(true)?;
+    if bc {
         date.year = 1 - date.year;
     }
     let mut time = time;
@@ -101,10 +107,26 @@ pub(crate) fn write_temporal(
             why: "Feldera dates cover years 1 to 9999",
         });
     }
+    let rfc3339 = kind == Temporal::TimestampTz { rfc3339: true };
+    if offset == 0 && !bc && four_digit_year {
+        // Already in UTC, as the pinned TimeZone prints it: the date and time text is what
+        // would be written (two-digit fields, fraction as printed), so it is copied.
+        out.push(b'"');
+        match printed.split_at_checked(DATE_LEN) {
+            Some((day, rest)) if rfc3339 => {
+                out.extend_from_slice(day);
+                out.push(b'T');
+                out.extend_from_slice(rest.get(1..).unwrap_or_default());
+                out.extend_from_slice(b"+00:00");
+            }
+            _ => out.extend_from_slice(printed),
+        }
+        out.push(b'"');
+        return Ok(Outcome::Written);
+    }
     out.push(b'"');
     write_date(date, out);
     if let Some(t) = &time {
-        let rfc3339 = kind == Temporal::TimestampTz { rfc3339: true };
         out.push(if rfc3339 { b'T' } else { b' ' });
         write_time(t, out);
         if rfc3339 {
@@ -117,19 +139,17 @@ pub(crate) fn write_temporal(
 
 fn write_date(date: Ymd, out: &mut Vec<u8>) {
     // The caller checked 1 <= year <= 9999.
-    write_padded(date.year as u32, 4, out);
-    out.push(b'-');
-    write_padded(date.month, 2, out);
-    out.push(b'-');
-    write_padded(date.day, 2, out);
+    let [y0, y1, y2, y3] = four_digits(date.year as u32);
+    let [m0, m1] = two_digits(date.month);
+    let [d0, d1] = two_digits(date.day);
+    out.extend_from_slice(&[y0, y1, y2, y3, b'-', m0, m1, b'-', d0, d1]);
 }
 
 fn write_time(time: &Hms<'_>, out: &mut Vec<u8>) {
-    write_padded(time.hour, 2, out);
-    out.push(b':');
-    write_padded(time.minute, 2, out);
-    out.push(b':');
-    write_padded(time.second, 2, out);
+    let [h0, h1] = two_digits(time.hour);
+    let [m0, m1] = two_digits(time.minute);
+    let [s0, s1] = two_digits(time.second);
+    out.extend_from_slice(&[h0, h1, b':', m0, m1, b':', s0, s1]);
     if !time.frac.is_empty() {
         out.push(b'.');
         out.extend_from_slice(time.frac);

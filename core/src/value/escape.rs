@@ -23,31 +23,43 @@ pub(crate) fn write_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let mut copied = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let short: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
+        let escape = ESCAPES[usize::from(b)];
+        if escape == 0 {
+            continue;
+        }
         // `copied <= i < len`: both come from this loop over `bytes`.
         out.extend_from_slice(&bytes[copied..i]);
-        if short.is_empty() {
+        if escape == b'u' {
             out.extend_from_slice(b"\\u00");
             out.push(HEX[usize::from(b >> 4)]);
             out.push(HEX[usize::from(b & 0xf)]);
         } else {
-            out.extend_from_slice(short);
+            out.extend_from_slice(&[b'\\', escape]);
         }
         copied = i + 1;
     }
     out.extend_from_slice(&bytes[copied..]);
     out.push(b'"');
 }
+
+/// For each byte, 0 when JSON takes it raw, else the letter after the backslash that escapes
+/// it (`u` for the `\u00XX` form). One lookup per byte keeps the common case a single test.
+static ESCAPES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut control = 0;
+    while control < 0x20 {
+        table[control] = b'u';
+        control += 1;
+    }
+    table[0x08] = b'b';
+    table[0x0c] = b'f';
+    table[b'\n' as usize] = b'n';
+    table[b'\r' as usize] = b'r';
+    table[b'\t' as usize] = b't';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
 
 /// Appends an unsigned byte as a decimal JSON number.
 pub(crate) fn write_u8(value: u8, out: &mut Vec<u8>) {
@@ -80,19 +92,17 @@ pub(crate) fn write_i64(value: i64, out: &mut Vec<u8>) {
     out.extend_from_slice(&digits[start..]);
 }
 
-/// Appends `value` zero-padded to `width` digits (for dates and times; `value` fits).
-pub(crate) fn write_padded(value: u32, width: usize, out: &mut Vec<u8>) {
-    let mut digits = [b'0'; 10];
-    let mut n = value;
-    let mut pos = digits.len();
-    while n > 0 && pos > 0 {
-        pos -= 1;
-        digits[pos] = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    let used = digits.len() - pos;
-    let start = digits.len() - used.max(width).min(digits.len());
-    out.extend_from_slice(&digits[start..]);
+/// `value` (below 100) as two decimal digits, zero-padded: for dates and times, written
+/// with the digits around them in one copy.
+pub(crate) fn two_digits(value: u32) -> [u8; 2] {
+    [b'0' + (value / 10 % 10) as u8, b'0' + (value % 10) as u8]
+}
+
+/// `value` (below 10000) as four decimal digits, zero-padded.
+pub(crate) fn four_digits(value: u32) -> [u8; 4] {
+    let [a, b] = two_digits(value / 100);
+    let [c, d] = two_digits(value % 100);
+    [a, b, c, d]
 }
 
 #[cfg(test)]
@@ -139,10 +149,10 @@ mod tests {
             write_u8(v, &mut out);
             assert_eq!(out, v.to_string().into_bytes());
         }
-        let mut out = Vec::new();
-        write_padded(7, 2, &mut out);
-        write_padded(0, 4, &mut out);
-        write_padded(12345, 4, &mut out);
-        assert_eq!(out, b"07000012345");
+        assert_eq!(&two_digits(7), b"07");
+        assert_eq!(&two_digits(59), b"59");
+        assert_eq!(&four_digits(0), b"0000");
+        assert_eq!(&four_digits(987), b"0987");
+        assert_eq!(&four_digits(9999), b"9999");
     }
 }

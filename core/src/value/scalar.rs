@@ -58,7 +58,14 @@ pub(crate) fn write_int(
     };
     match value {
         Some(v) if !overflow && (min..=max).contains(&v) => {
-            escape::write_i64(v, out);
+            // PostgreSQL prints integers canonically (no `+`, no leading zero, no `-0`),
+            // which is already the JSON number: copied as is. Anything else is re-printed.
+            let canonical = digits.first() != Some(&b'0') || (digits.len() == 1 && !negative);
+            if canonical {
+                out.extend_from_slice(text);
+            } else {
+                escape::write_i64(v, out);
+            }
             Ok(Outcome::Written)
         }
         _ => Err(ValueErrorKind::out_of_range(text, format!("{min}..={max}"))),

@@ -36,6 +36,21 @@ proptest! {
         prop_assert_eq!(serde_json::from_slice::<String>(&json).unwrap(), text);
     }
 
+    /// A UTC text is copied, any other offset is computed and printed: both give the same
+    /// JSON for the same instant, in both Feldera target types.
+    #[test]
+    fn utc_texts_copied_equal_shifted_texts_printed(
+        year in 1u32..=9998, month in 1u32..=12, day in 1u32..=28, hour in 0u32..23,
+        minute in 0u32..60, second in 0u32..60, frac in "(\\.[0-9]{1,6})?", rfc3339 in any::<bool>(),
+    ) {
+        let target = if rfc3339 { SqlType::TimestampTz } else { SqlType::Timestamp };
+        let utc = format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02}:{second:02}{frac}+00");
+        let east = format!("{year:04}-{month:02}-{day:02} {:02}:{minute:02}:{second:02}{frac}+01", hour + 1);
+        let copied = json_of(oid::TIMESTAMPTZ, &col(target), utc.as_bytes()).unwrap();
+        let printed = json_of(oid::TIMESTAMPTZ, &col(target), east.as_bytes()).unwrap();
+        prop_assert_eq!(String::from_utf8(copied).unwrap(), String::from_utf8(printed).unwrap());
+    }
+
     /// Moving the local time and the offset together never changes the UTC result.
     #[test]
     fn timestamptz_offsets_cancel_out(

@@ -16,6 +16,19 @@ fn booleans_are_t_and_f_only() {
 }
 
 #[test]
+fn integers_not_printed_canonically_are_reprinted_as_json_numbers() {
+    use SqlType::{BigInt, Integer};
+    check(vec![
+        ok(oid::INT4, col(Integer), "0", "0"),
+        ok(oid::INT4, col(Integer), "-0", "0"),
+        ok(oid::INT4, col(Integer), "007", "7"),
+        ok(oid::INT8, col(BigInt), "-0042", "-42"),
+        ok(oid::INT8, col(BigInt), "00", "0"),
+        ok(oid::INT8, col(BigInt), "-10", "-10"),
+    ]);
+}
+
+#[test]
 fn integers_are_range_checked_against_the_column_width() {
     use SqlType::{BigInt, Integer, SmallInt, TinyInt};
     check(vec![
