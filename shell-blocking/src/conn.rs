@@ -18,17 +18,15 @@
 
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
-use rustix::event::{PollFd, PollFlags, Timespec};
 use rustls::ClientConnection;
 use slotline_core::io::{ConnFailure, ConnId, Input, PgTarget};
 use slotline_shell::conns::{
     cannot_start, connect_error, connect_timeout, handshake_timeout, read_error, write_error,
-    ReadBudget, CLOSE_GRACE, READ_BUDGET, READ_CHUNK,
+    ReadBudget, CLOSE_GRACE, COALESCE, COALESCE_BELOW, READ_BUDGET, READ_CHUNK,
 };
 use slotline_shell::tls::TlsStart;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
@@ -90,22 +88,6 @@ impl Socket {
             Socket::Tcp(s) => s.shutdown(how),
             Socket::Unix(s) => s.shutdown(how),
         }
-    }
-
-    /// Whether bytes (or the end of the stream, or an error) can be read within `wait`.
-    /// `ppoll` keeps the wait exact: a socket read timeout (`SO_RCVTIMEO`) is rounded up to
-    /// the kernel's tick, measured at 8 ms for 200 µs on these machines.
-    fn readable_within(&self, wait: Duration) -> bool {
-        let fd = match self {
-            Socket::Tcp(s) => s.as_fd(),
-            Socket::Unix(s) => s.as_fd(),
-        };
-        let timeout = Timespec {
-            tv_sec: 0,
-            tv_nsec: i64::from(wait.subsec_nanos()),
-        };
-        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-        matches!(rustix::event::poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
     }
 }
 
@@ -447,17 +429,6 @@ fn start_reader(
     Ok(())
 }
 
-/// How long the reader waits for more bytes after a read before handing the chunk over.
-/// PostgreSQL's walsender sends one small message per change and flushes each; handing
-/// every one to the run loop would cost a thread wake-up per message, so reads that follow
-/// each other within this window travel together. (Waiting without reading, to let the
-/// socket gather them, was measured to cost the walsender more than it saves here.)
-const COALESCE: Duration = Duration::from_micros(200);
-
-/// A read this large means bytes are streaming (a COPY, a large transaction): the next
-/// read follows at once without waiting, so only smaller reads are topped up.
-const COALESCE_BELOW: usize = 16 * 1024;
-
 /// Reads until end of stream, error or close, handing over what arrived together, while
 /// the connection's unconsumed chunks stay under `READ_BUDGET`.
 fn reader(
@@ -474,12 +445,7 @@ fn reader(
         let input = match stream.read(&mut buffer) {
             Ok(0) => Input::PgClosed { conn, error: None },
             Ok(n) => {
-                let (filled, end_of_stream) = if n < COALESCE_BELOW {
-                    read_more(&mut stream, &mut buffer, n)
-                } else {
-                    (n, false)
-                };
-                match receive(conn, gate, &budget, &buffer[..filled], ops) {
+                match receive(conn, gate, &budget, &buffer[..n], ops) {
                     Ok(delivered) => {
                         for input in delivered {
                             if inputs.send(input).is_err() {
@@ -492,10 +458,12 @@ fn reader(
                         return;
                     }
                 }
-                if !end_of_stream {
-                    continue;
+                if n < COALESCE_BELOW {
+                    // Let what follows gather in the socket rather than wake the loop for
+                    // each small message.
+                    std::thread::sleep(COALESCE);
                 }
-                Input::PgClosed { conn, error: None }
+                continue;
             }
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
             // Our own shutdown after PgClose: the core wants nothing more.
@@ -565,28 +533,4 @@ fn receive(
         });
     }
     Ok(delivered)
-}
-
-/// Tops up `buffer` (holding `filled` bytes) with whatever arrives within `COALESCE` of
-/// the first read. Returns the new length, and whether the stream ended.
-fn read_more(stream: &mut Socket, buffer: &mut [u8], mut filled: usize) -> (usize, bool) {
-    let until = Instant::now() + COALESCE;
-    let mut ended = false;
-    while filled < buffer.len() {
-        let wait = until.saturating_duration_since(Instant::now());
-        if wait.is_zero() || !stream.readable_within(wait) {
-            break;
-        }
-        match stream.read(&mut buffer[filled..]) {
-            Ok(0) => {
-                ended = true;
-                break;
-            }
-            Ok(n) => filled += n,
-            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
-            // Failed: the next blocking read reports it.
-            Err(_) => break,
-        }
-    }
-    (filled, ended)
 }

@@ -181,6 +181,18 @@ pub const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// message does not pin a whole buffer while the core holds it.
 pub const READ_CHUNK: usize = 64 * 1024;
 
+/// PostgreSQL's walsender sends one small message per change and flushes each; handing
+/// every one to the run loop costs a wake-up of the loop per message (measured as most of
+/// the connector's CPU, and slowing the walsender, on a stream of one-row commits). So
+/// after a read smaller than `COALESCE_BELOW` is handed over, a reader waits this long
+/// before the next read, letting what follows gather in the socket. A chunk is never held
+/// back: the wait only delays the next read.
+pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// A read this large means bytes are streaming (a COPY, a large transaction): the next
+/// read follows at once.
+pub const COALESCE_BELOW: usize = 16 * 1024;
+
 /// How many bytes read from one connection may wait for the core (queued for the run
 /// loop, held while reading is paused, or being handed over) before its reader stops
 /// reading. The kernel's socket buffer holds the rest, and TCP pushes back on the server,
