@@ -227,9 +227,7 @@ fn bench(c: &mut Criterion) {
         let mut copy_row = |data: &[u8], line: &mut Vec<u8>| {
             line.clear();
             row.parse(data, columns.len()).expect("a valid COPY row");
-            converter
-                .snapshot_row(row.fields(), line)
-                .expect("valid values");
+            converter.snapshot_row(&row, line).expect("valid values");
             line.len()
         };
         copy_row(&data, &mut line);

@@ -20,6 +20,7 @@
 //! dropped silently. This module never decides when anything is sent.
 
 use crate::contract::mapping::{ColumnMapping, FieldMapping};
+use crate::copy::CopyRow;
 use crate::pgoutput::{Datum, Delete, Insert, OldKind, Tuple, Update};
 use std::fmt;
 
@@ -77,13 +78,13 @@ impl<'m> Converter<'m> {
     }
 
     /// A row of the initial snapshot (`COPY` text fields in relation order): an `insert`.
-    pub fn snapshot_row<'a>(
-        &self,
-        fields: impl Iterator<Item = Option<&'a [u8]>>,
-        out: &mut Vec<u8>,
-    ) -> Result<u64, ConvertError> {
-        let tuple = Tuple::new(fields.map(|f| f.map_or(Datum::Null, Datum::Text)).collect());
-        self.write_row(Event::Insert, &tuple, out)?;
+    /// Fields are read from the row in place, never collected into a tuple.
+    pub fn snapshot_row(&self, row: &CopyRow, out: &mut Vec<u8>) -> Result<u64, ConvertError> {
+        let datum = |column| match row.field(column) {
+            Some(Some(text)) => Datum::Text(text),
+            _ => Datum::Null,
+        };
+        self.write_row_of(Event::Insert, datum, out)?;
         Ok(1)
     }
 
@@ -201,13 +202,24 @@ impl<'m> Converter<'m> {
         tuple: &Tuple<'_>,
         out: &mut Vec<u8>,
     ) -> Result<(), ConvertError> {
+        let datum = |column| tuple.get(column).copied().unwrap_or(Datum::Null);
+        self.write_row_of(event, datum, out)
+    }
+
+    /// `write_row` over any source of column values (`datum(column)`; absent is NULL).
+    fn write_row_of<'d>(
+        &self,
+        event: Event,
+        datum: impl Fn(usize) -> Datum<'d>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ConvertError> {
         out.extend_from_slice(event.prefix());
         let mut first = true;
         for field in &self.mapping.fields {
             let Some(source) = &field.source else {
                 continue;
             };
-            let datum = tuple.get(source.column).copied().unwrap_or(Datum::Null);
+            let datum = datum(source.column);
             if !first {
                 out.push(b',');
             }

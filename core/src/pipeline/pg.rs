@@ -14,6 +14,7 @@ use crate::conn::{
 };
 use crate::io::{Command, ConnFailure, ConnId, FailureKind, Level, PgTarget, TlsVerify};
 use crate::wire::StatusUpdate;
+use std::collections::VecDeque;
 
 #[derive(Debug)]
 pub(crate) struct PgLink {
@@ -184,12 +185,25 @@ impl PgLink {
 
     /// Feeds bytes and returns the events they completed, in order.
     pub(crate) fn on_bytes(&mut self, ctx: &mut Ctx, bytes: &[u8]) -> Vec<Event> {
-        self.conn.handle_bytes(bytes);
-        self.drain(ctx)
+        let mut events = VecDeque::new();
+        self.on_bytes_into(ctx, bytes, &mut events);
+        Vec::from(events)
     }
 
-    fn drain(&mut self, ctx: &mut Ctx) -> Vec<Event> {
-        let mut events = Vec::new();
+    /// `on_bytes`, appending the events to `events` (a backlog the caller keeps), so a
+    /// stream of COPY rows is not collected into a fresh list per read.
+    pub(crate) fn on_bytes_into(
+        &mut self,
+        ctx: &mut Ctx,
+        bytes: &[u8],
+        events: &mut VecDeque<Event>,
+    ) {
+        self.conn.handle_bytes(bytes);
+        self.drain(ctx, events);
+    }
+
+    fn drain(&mut self, ctx: &mut Ctx, events: &mut VecDeque<Event>) {
+        let before = events.len();
         while let Some(event) = self.conn.poll_event() {
             match event {
                 Event::TlsRequested => {
@@ -203,11 +217,11 @@ impl PgLink {
                 }
                 Event::Authenticated => {
                     self.log_authenticated(ctx);
-                    events.push(event);
+                    events.push_back(event);
                 }
                 Event::Ready => {
                     self.ready = true;
-                    events.push(event);
+                    events.push_back(event);
                 }
                 Event::Failed(ConnError::Server(error)) if !self.ready => {
                     let rejected = Attempt::Rejected {
@@ -217,16 +231,16 @@ impl PgLink {
                         Some(encryption) => {
                             let why = format!("the server refused the connection ({error})");
                             self.reattempt(ctx, encryption, &why);
-                            return Vec::new();
+                            events.truncate(before);
+                            return;
                         }
-                        None => events.push(Event::Failed(ConnError::Server(error))),
+                        None => events.push_back(Event::Failed(ConnError::Server(error))),
                     }
                 }
-                event => events.push(event),
+                event => events.push_back(event),
             }
         }
         self.flush(ctx);
-        events
     }
 
     /// Over TLS the operator learns which authentication ran (whether SCRAM was bound to

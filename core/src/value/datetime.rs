@@ -62,6 +62,14 @@ pub(crate) fn write_temporal(
     text: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<Outcome, ValueErrorKind> {
+    if copy_plain(kind, text, out) {
+        return Ok(Outcome::Written);
+    }
+    write_parsed(kind, text, out)
+}
+
+/// The general case: every shape PostgreSQL prints, parsed field by field.
+fn write_parsed(kind: Temporal, text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, ValueErrorKind> {
     if kind != Temporal::Time && matches!(text, b"infinity" | b"-infinity") {
         return Ok(Outcome::Null {
             why: "infinite date/time",
@@ -135,6 +143,97 @@ pub(crate) fn write_temporal(
     }
     out.push(b'"');
     Ok(Outcome::Written)
+}
+
+/// The shape nearly every value has: a four-digit year and, for timestamptz, the UTC
+/// offset `+00` (the pinned TimeZone). Checked at fixed positions and copied, it costs a
+/// fraction of the general parse; it writes exactly what `write_parsed` writes for the same
+/// text (a property test holds the two together) and declines anything else (returns
+/// false, writing nothing), which then takes the general path.
+fn copy_plain(kind: Temporal, text: &[u8], out: &mut Vec<u8>) -> bool {
+    let (date, time, frac) = match kind {
+        Temporal::Time => return false,
+        Temporal::Date => match text.first_chunk::<DATE_LEN>() {
+            Some(date) if text.len() == DATE_LEN => (date, None, &[][..]),
+            _ => return false,
+        },
+        Temporal::Timestamp | Temporal::TimestampTz { .. } => {
+            let text = match kind {
+                Temporal::Timestamp => text,
+                _ => match text.strip_suffix(b"+00") {
+                    Some(local) => local,
+                    None => return false,
+                },
+            };
+            let Some((date, rest)) = text.split_first_chunk::<DATE_LEN>() else {
+                return false;
+            };
+            let Some((&b' ', rest)) = rest.split_first() else {
+                return false;
+            };
+            let Some((time, frac)) = rest.split_first_chunk::<8>() else {
+                return false;
+            };
+            (date, Some(time), frac)
+        }
+    };
+    if !plain_date(date) || !time.is_none_or(plain_time) || !plain_fraction(frac) {
+        return false;
+    }
+    let rfc3339 = kind == Temporal::TimestampTz { rfc3339: true };
+    out.push(b'"');
+    out.extend_from_slice(date);
+    if let Some(time) = time {
+        out.push(if rfc3339 { b'T' } else { b' ' });
+        out.extend_from_slice(time);
+        out.extend_from_slice(frac);
+        if rfc3339 {
+            out.extend_from_slice(b"+00:00");
+        }
+    }
+    out.push(b'"');
+    true
+}
+
+/// Two ASCII digits as a number.
+fn two(a: u8, b: u8) -> Option<u32> {
+    let (a, b) = (a.wrapping_sub(b'0'), b.wrapping_sub(b'0'));
+    (a < 10 && b < 10).then(|| u32::from(a) * 10 + u32::from(b))
+}
+
+/// `YYYY-MM-DD` naming a day that exists, in years 1 to 9999.
+fn plain_date(&[y0, y1, y2, y3, dash1, m0, m1, dash2, d0, d1]: &[u8; DATE_LEN]) -> bool {
+    let (Some(century), Some(year), Some(month), Some(day)) =
+        (two(y0, y1), two(y2, y3), two(m0, m1), two(d0, d1))
+    else {
+        return false;
+    };
+    let year = i64::from(century * 100 + year);
+    dash1 == b'-'
+        && dash2 == b'-'
+        && year >= 1
+        && (1..=12).contains(&month)
+        && day >= 1
+        && day <= days_in_month(year, month)
+}
+
+/// `HH:MM:SS` from 00:00:00 to 23:59:59.
+fn plain_time(&[h0, h1, colon1, m0, m1, colon2, s0, s1]: &[u8; 8]) -> bool {
+    let (Some(hour), Some(minute), Some(second)) = (two(h0, h1), two(m0, m1), two(s0, s1)) else {
+        return false;
+    };
+    colon1 == b':' && colon2 == b':' && hour <= 23 && minute <= 59 && second <= 59
+}
+
+/// Nothing, or `.` and 1 to 6 digits.
+fn plain_fraction(frac: &[u8]) -> bool {
+    match frac.split_first() {
+        None => true,
+        Some((b'.', digits)) => {
+            (1..=6).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit)
+        }
+        Some(_) => false,
+    }
 }
 
 fn write_date(date: Ymd, out: &mut Vec<u8>) {
@@ -357,6 +456,96 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    const KINDS: [Temporal; 4] = [
+        Temporal::Date,
+        Temporal::Timestamp,
+        Temporal::TimestampTz { rfc3339: false },
+        Temporal::TimestampTz { rfc3339: true },
+    ];
+
+    /// What the general parse writes, or None where it writes nothing usable by the copy.
+    fn parsed(kind: Temporal, text: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        match write_parsed(kind, text, &mut out) {
+            Ok(Outcome::Written) => Some(out),
+            _ => None,
+        }
+    }
+
+    proptest! {
+        /// Whenever the fixed-position copy takes a text, it writes byte for byte what the
+        /// general parse writes; and it takes every plain in-range UTC text.
+        #[test]
+        fn the_plain_copy_writes_what_the_parse_writes(
+            text in "[0-9]{4}-(0[0-9]|1[0-3])-([0-2][0-9]|3[0-2])( ([01][0-9]|2[0-5]):[0-6][0-9]:[0-6][0-9](\\.[0-9]{0,7})?(\\+00|-00|\\+01|\\+00:00)?)?( BC)?",
+            mutate in proptest::option::of((0usize..32, any::<u8>())),
+        ) {
+            let mut text = text.into_bytes();
+            if let Some((at, byte)) = mutate {
+                if let Some(b) = text.get_mut(at) {
+                    *b = byte;
+                }
+            }
+            for kind in KINDS {
+                let mut fast = Vec::new();
+                if copy_plain(kind, &text, &mut fast) {
+                    prop_assert_eq!(Some(fast), parsed(kind, &text), "{:?} {:?}", kind, String::from_utf8_lossy(&text));
+                } else {
+                    prop_assert!(fast.is_empty());
+                }
+            }
+        }
+
+        #[test]
+        fn plain_utc_texts_take_the_copy(
+            year in 1u32..=9999, month in 1u32..=12, day in 1u32..=28, hour in 0u32..24,
+            minute in 0u32..60, second in 0u32..60, frac in "(\\.[0-9]{1,6})?",
+        ) {
+            let date = format!("{year:04}-{month:02}-{day:02}");
+            let stamp = format!("{date} {hour:02}:{minute:02}:{second:02}{frac}");
+            prop_assert!(copy_plain(Temporal::Date, date.as_bytes(), &mut Vec::new()));
+            prop_assert!(copy_plain(Temporal::Timestamp, stamp.as_bytes(), &mut Vec::new()));
+            let utc = format!("{stamp}+00");
+            let tz = Temporal::TimestampTz { rfc3339: true };
+            prop_assert!(copy_plain(tz, utc.as_bytes(), &mut Vec::new()));
+        }
+    }
+
+    #[test]
+    fn the_plain_copy_declines_what_it_cannot_prove() {
+        for (kind, text) in [
+            (Temporal::Date, "0000-01-01"),
+            (Temporal::Date, "2023-02-29"),
+            (Temporal::Date, "2024-13-01"),
+            (Temporal::Date, "2024-01-01 BC"),
+            (Temporal::Date, "10000-01-01"),
+            (Temporal::Timestamp, "2024-01-01 24:00:00"),
+            (Temporal::Timestamp, "2024-01-01 12:00:00."),
+            (Temporal::Timestamp, "2024-01-01 12:00:00.1234567"),
+            (
+                Temporal::TimestampTz { rfc3339: true },
+                "2024-01-01 12:00:00+01",
+            ),
+            (
+                Temporal::TimestampTz { rfc3339: true },
+                "2024-01-01 12:00:00",
+            ),
+            (
+                Temporal::TimestampTz { rfc3339: false },
+                "2024-01-01 12:00:00+00:00",
+            ),
+            (Temporal::Time, "12:00:00"),
+        ] {
+            let mut out = Vec::new();
+            assert!(
+                !copy_plain(kind, text.as_bytes(), &mut out),
+                "{kind:?} {text}"
+            );
+            assert!(out.is_empty());
+        }
+    }
 
     #[test]
     fn day_numbers_round_trip_and_match_known_dates() {

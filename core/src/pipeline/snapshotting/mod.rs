@@ -290,8 +290,10 @@ impl Snapshotting {
         let Some(w) = self.worker_of(conn) else {
             return Next::Stay;
         };
-        let events = self.workers[w].link.on_bytes(cx.ctx, bytes);
-        self.workers[w].backlog.extend(events);
+        let worker = &mut self.workers[w];
+        worker
+            .link
+            .on_bytes_into(cx.ctx, bytes, &mut worker.backlog);
         next_of(self.pump(cx).and_then(|()| self.maybe_finish(cx)))
     }
 

@@ -295,7 +295,7 @@ impl Snapshotting {
         }
         let converter = Converter::new(&self.mappings[route]);
         let (mark, body) = self.outbox.start_line(route);
-        match converter.snapshot_row(self.row.fields(), body) {
+        match converter.snapshot_row(&self.row, body) {
             Ok(lines) => self.outbox.finish_lines(mark, lines, cx.now()),
             Err(e) => {
                 self.outbox.abandon_line(mark);
