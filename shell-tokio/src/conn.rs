@@ -15,7 +15,7 @@ use bytes::Bytes;
 use slotline_core::io::{ConnFailure, ConnId, Input, PgTarget};
 use slotline_shell::conns::{
     connect_error, connect_timeout, handshake_timeout, read_error, write_error, ReadBudget,
-    CLOSE_GRACE, COALESCE, COALESCE_BELOW, READ_BUDGET, READ_CHUNK,
+    CLOSE_GRACE, READ_BUDGET, READ_CHUNK,
 };
 use slotline_shell::tls::TlsStart;
 use std::io::ErrorKind;
@@ -303,20 +303,12 @@ async fn reader(
                 error: Some(read_error(error)),
             },
         };
-        let small = matches!(&input, Input::PgBytes { bytes, .. } if bytes.len() < COALESCE_BELOW);
         let last = matches!(input, Input::PgClosed { .. });
         if inputs.send(input).await.is_err() || last {
             return None;
         }
-        if small {
-            // Let what follows gather in the socket rather than wake the loop for each
-            // small message.
-            tokio::select! {
-                biased;
-                _ = &mut stop => return Some(stream),
-                () = tokio::time::sleep(COALESCE) => {}
-            }
-        }
+        // After a small read the run loop's thread, not this task, waits before the next
+        // (the runtime's `wait` in lib.rs).
     }
 }
 

@@ -12,6 +12,7 @@ mod conn;
 
 use conn::PgConn;
 use slotline_core::io::{ConnId, Driver, Input, PgTarget};
+use slotline_shell::conns::{COALESCE, COALESCE_BELOW};
 use slotline_shell::http::Deliver;
 use slotline_shell::{Clock, RunOptions, Runtime, INPUT_QUEUE};
 use std::sync::Arc;
@@ -39,6 +40,7 @@ pub fn run<D: Driver>(core: D, clock: Clock, options: RunOptions) -> i32 {
             runtime,
             inputs,
             queue,
+            coalesce: false,
         },
     )
 }
@@ -48,6 +50,41 @@ struct Tokio {
     runtime: tokio::runtime::Runtime,
     inputs: mpsc::Sender<Input>,
     queue: mpsc::Receiver<Input>,
+    /// The last input was a small read: before waiting for the next one, the loop's thread
+    /// sleeps `COALESCE` so that the messages that follow arrive as one read
+    /// (docs/architecture.md, "How both shells read a connection").
+    coalesce: bool,
+}
+
+impl Tokio {
+    fn wait(&mut self, until: Option<std::time::Instant>) -> Option<Input> {
+        if let Ok(input) = self.queue.try_recv() {
+            return Some(input);
+        }
+        if self.coalesce {
+            // The thread sleeps outside the runtime: no task runs and, above all, the
+            // runtime is not parked in epoll, where every message a walsender flushes on
+            // its own would wake it (edge-triggered readiness fires per arrival, whether a
+            // reader is waiting or not). Bytes gather in the socket meanwhile.
+            let now = std::time::Instant::now();
+            let wake = until.map_or(now + COALESCE, |until| until.min(now + COALESCE));
+            std::thread::sleep(wake.saturating_duration_since(now));
+        }
+        let queue = &mut self.queue;
+        // `self` holds a sender, so the queue never closes while we wait.
+        self.runtime.block_on(async {
+            match until {
+                Some(until) => {
+                    tokio::select! {
+                        biased;
+                        input = queue.recv() => input,
+                        () = tokio::time::sleep_until(until.into()) => None,
+                    }
+                }
+                None => queue.recv().await,
+            }
+        })
+    }
 }
 
 impl Runtime for Tokio {
@@ -68,20 +105,11 @@ impl Runtime for Tokio {
     }
 
     fn recv(&mut self, until: Option<std::time::Instant>) -> Option<Input> {
-        let queue = &mut self.queue;
-        // `self` holds a sender, so the queue never closes while we wait.
-        self.runtime.block_on(async {
-            match until {
-                Some(until) => {
-                    tokio::select! {
-                        biased;
-                        input = queue.recv() => input,
-                        () = tokio::time::sleep_until(until.into()) => None,
-                    }
-                }
-                None => queue.recv().await,
-            }
-        })
+        let input = self.wait(until);
+        // See `coalesce`: decided on what this wait returns, applied to the next one.
+        self.coalesce =
+            matches!(&input, Some(Input::PgBytes { bytes, .. }) if bytes.len() < COALESCE_BELOW);
+        input
     }
 
     fn finish(&mut self, conns: Vec<PgConn>, deadline: std::time::Instant) {

@@ -90,10 +90,11 @@ pub(crate) fn write_float(text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, Val
         Some(end) if end == text.len() => {
             // float8out never prints a finite value past f64's range, and neither Feldera's
             // REAL nor DOUBLE could hold one: refuse rather than let it become infinity.
-            let finite = std::str::from_utf8(text)
-                .ok()
-                .and_then(|s| s.parse::<f64>().ok())
-                .is_some_and(f64::is_finite);
+            let finite = surely_finite(text)
+                || std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|s| s.parse::<f64>().ok())
+                    .is_some_and(f64::is_finite);
             if !finite {
                 return Err(ValueErrorKind::out_of_range(
                     text,
@@ -110,6 +111,25 @@ pub(crate) fn write_float(text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, Val
             "a decimal number, NaN, Infinity or -Infinity",
         )),
     }
+}
+
+/// Whether a JSON number's text is below 10^308 (so below f64::MAX, about 1.8e308) by its
+/// digit count and exponent alone: fewer integer digits than 309 once the exponent is
+/// added. Spares parsing nearly every float; a text this cannot vouch for is parsed.
+fn surely_finite(number: &[u8]) -> bool {
+    let unsigned = number.strip_prefix(b"-").unwrap_or(number);
+    let int_digits = unsigned.iter().take_while(|b| b.is_ascii_digit()).count();
+    let exponent = match unsigned.iter().position(|&b| matches!(b, b'e' | b'E')) {
+        None => 0,
+        Some(at) => match std::str::from_utf8(unsigned.get(at + 1..).unwrap_or_default())
+            .ok()
+            .and_then(|e| e.parse::<i64>().ok())
+        {
+            Some(e) if e.abs() < 10_000 => e,
+            _ => return false,
+        },
+    };
+    i64::try_from(int_digits).is_ok_and(|digits| digits + exponent <= 308)
 }
 
 /// A float4 for a DOUBLE column. float4out prints the shortest text that reads back as the
@@ -242,4 +262,38 @@ pub(crate) fn write_uuid(text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, Valu
     out.extend_from_slice(text);
     out.push(b'"');
     Ok(Outcome::Written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// What the digit count vouches for parses as finite, every time.
+        #[test]
+        fn a_number_surely_finite_parses_finite(
+            text in "-?[0-9]{1,320}(\\.[0-9]{1,5})?([eE][+-]?[0-9]{1,4})?",
+        ) {
+            if surely_finite(text.as_bytes()) {
+                prop_assert!(text.parse::<f64>().unwrap().is_finite(), "{}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn the_digit_count_vouches_below_the_edge_and_leaves_the_edge_to_parsing() {
+        for (text, sure) in [
+            ("3.14", true),
+            ("-1.5e-300", true),
+            ("1e307", true),
+            ("1.2345678901234567e+29", true),
+            ("1e308", false),
+            ("1.7976931348623157e308", false),
+            ("2e308", false),
+            ("1e99999", false),
+        ] {
+            assert_eq!(surely_finite(text.as_bytes()), sure, "{text}");
+        }
+    }
 }

@@ -184,9 +184,10 @@ pub const READ_CHUNK: usize = 64 * 1024;
 /// PostgreSQL's walsender sends one small message per change and flushes each; handing
 /// every one to the run loop costs a wake-up of the loop per message (measured as most of
 /// the connector's CPU, and slowing the walsender, on a stream of one-row commits). So
-/// after a read smaller than `COALESCE_BELOW` is handed over, a reader waits this long
-/// before the next read, letting what follows gather in the socket. A chunk is never held
-/// back: the wait only delays the next read.
+/// after a read smaller than `COALESCE_BELOW` is handed over, the next read waits this
+/// long, letting what follows gather in the socket: the blocking shell's reader sleeps, the
+/// tokio shell's run loop sleeps outside its runtime (docs/architecture.md says why). A
+/// chunk is never held back: the wait only delays the next read.
 pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A read this large means bytes are streaming (a COPY, a large transaction): the next
