@@ -58,10 +58,11 @@ struct Tokio {
 
 impl Tokio {
     fn wait(&mut self, until: Option<std::time::Instant>) -> Option<Input> {
-        if let Ok(input) = self.queue.try_recv() {
-            return Some(input);
-        }
         if self.coalesce {
+            // Something already queued is taken without waiting.
+            if let Ok(input) = self.queue.try_recv() {
+                return Some(input);
+            }
             // The thread sleeps outside the runtime: no task runs and, above all, the
             // runtime is not parked in epoll, where every message a walsender flushes on
             // its own would wake it (edge-triggered readiness fires per arrival, whether a
