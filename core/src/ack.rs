@@ -84,10 +84,22 @@ impl AckTracker {
         self.pending.len()
     }
 
-    /// The slot says it has confirmed `confirmed`: nothing below it is new progress.
-    pub fn observe_confirmed(&mut self, confirmed: Lsn) {
-        self.flush = self.flush.max(confirmed);
-        self.received = self.received.max(confirmed);
+    /// A session starts streaming from a slot that has confirmed `slot_confirmed`: its
+    /// acknowledgement history starts there, below or above what earlier sessions reported.
+    /// Returns the flush position this replaces when that was higher.
+    ///
+    /// Only the slot knows what PostgreSQL still holds. A slot this session created (a
+    /// re-snapshot, a dropped slot, a server restored from a backup or failed over to a
+    /// lagging standby) starts at its own consistent point, possibly below an earlier
+    /// session's flush; reporting that older position would let PostgreSQL move the new
+    /// slot past changes that were never delivered. Called only between sessions
+    /// (`reset_session` already voided everything not durable).
+    pub fn start_from_slot(&mut self, slot_confirmed: Lsn) -> Option<Lsn> {
+        debug_assert!(self.pending.is_empty() && !self.in_transaction);
+        let replaced = (self.flush > slot_confirmed).then_some(self.flush);
+        self.flush = slot_confirmed;
+        self.received = slot_confirmed;
+        replaced
     }
 
     /// An XLogData record started at `wal_start` has been read.

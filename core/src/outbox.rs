@@ -109,6 +109,9 @@ pub struct Outbox {
     oldest: Option<Mono>,
     /// The sequence number the next cut batch will carry.
     next_seq: BatchSeq,
+    /// Each route's body length and rows when the current source transaction began (zero
+    /// once a cut took the body): what lies beyond belongs to that transaction alone.
+    transaction_marks: Vec<(usize, u64)>,
 }
 
 impl Outbox {
@@ -122,6 +125,7 @@ impl Outbox {
             bytes: 0,
             oldest: None,
             next_seq: 1,
+            transaction_marks: vec![(0, 0); routes],
         }
     }
 
@@ -254,6 +258,7 @@ impl Outbox {
                 }
             })
             .collect();
+        self.transaction_marks.iter_mut().for_each(|m| *m = (0, 0));
         let seq = self.next_seq;
         self.next_seq += 1;
         self.rows = 0;
@@ -262,27 +267,48 @@ impl Outbox {
         Some(Batch { seq, parts, reason })
     }
 
-    /// Forgets everything buffered (a session ended: it will be replayed). Sequence numbers
-    /// keep counting so a late answer about an old batch can never match a new one.
-    /// Drops every buffered line of `route` (a TRUNCATE of its table: PostgreSQL discarded
-    /// those changes too). Other routes keep theirs.
-    pub fn discard_route(&mut self, route: usize) {
-        let Some(body) = self.bodies.get_mut(route) else {
+    /// A source transaction begins: rows buffered from now on are its own, until a cut
+    /// takes them.
+    pub fn mark_transaction_start(&mut self) {
+        for (mark, (body, rows)) in self
+            .transaction_marks
+            .iter_mut()
+            .zip(self.bodies.iter().zip(&self.rows_per_route))
+        {
+            *mark = (body.len(), *rows);
+        }
+    }
+
+    /// Drops the lines of `route` that the current source transaction buffered (a TRUNCATE
+    /// of its table in that transaction: PostgreSQL discarded those changes too). Lines of
+    /// earlier, committed transactions stay: a commit already counts on the batch that will
+    /// carry them, and the retraction that follows deletes them from Feldera once they are
+    /// durable. Other routes keep theirs.
+    pub fn discard_transaction_rows(&mut self, route: usize) {
+        let (Some(body), Some(&(len, rows))) = (
+            self.bodies.get_mut(route),
+            self.transaction_marks.get(route),
+        ) else {
             return;
         };
-        self.bytes -= body.len() as u64;
-        body.clear();
-        self.rows -= std::mem::take(&mut self.rows_per_route[route]);
+        debug_assert!(len <= body.len() && rows <= self.rows_per_route[route]);
+        self.bytes -= (body.len() - len) as u64;
+        body.truncate(len);
+        self.rows -= self.rows_per_route[route] - rows;
+        self.rows_per_route[route] = rows;
         if self.rows == 0 {
             self.oldest = None;
         }
     }
 
+    /// Forgets everything buffered (a session ended: it will be replayed). Sequence numbers
+    /// keep counting so a late answer about an old batch can never match a new one.
     pub fn clear(&mut self) {
         for body in &mut self.bodies {
             body.clear();
         }
         self.rows_per_route.iter_mut().for_each(|r| *r = 0);
+        self.transaction_marks.iter_mut().for_each(|m| *m = (0, 0));
         self.rows = 0;
         self.bytes = 0;
         self.oldest = None;
@@ -370,11 +396,12 @@ mod tests {
     }
 
     #[test]
-    fn discarding_a_route_keeps_the_others_and_the_batch_numbers() {
+    fn discarding_a_transactions_rows_keeps_other_routes_and_the_batch_numbers() {
         let mut o = outbox(100, 1 << 20, 50);
+        o.mark_transaction_start();
         push(&mut o, 0, "{\"insert\":{\"id\":1}}", 0);
         push(&mut o, 1, "{\"insert\":{\"sku\":\"a\"}}", 1);
-        o.discard_route(0);
+        o.discard_transaction_rows(0);
         assert_eq!(o.rows(), 1);
         let batch = o.cut(CutReason::Drain).unwrap();
         assert_eq!(
@@ -382,9 +409,29 @@ mod tests {
             (1, 1, 1)
         );
         push(&mut o, 0, "{\"insert\":{\"id\":2}}", 2);
-        o.discard_route(0);
-        assert!(o.is_empty());
+        o.discard_transaction_rows(0);
+        assert!(
+            o.is_empty(),
+            "a cut moved the mark to the start of the new body"
+        );
         assert_eq!(o.linger_deadline(), None, "nothing buffered, no deadline");
+    }
+
+    #[test]
+    fn discarding_a_transactions_rows_keeps_the_rows_of_earlier_commits() {
+        let mut o = outbox(100, 1 << 20, 50);
+        o.mark_transaction_start();
+        push(&mut o, 0, "{\"insert\":{\"id\":1}}", 0);
+        // committed; the next transaction begins with id 1 still buffered
+        o.mark_transaction_start();
+        push(&mut o, 0, "{\"insert\":{\"id\":2}}", 1);
+        push(&mut o, 0, "{\"insert\":{\"id\":3}}", 1);
+        o.discard_transaction_rows(0);
+        assert_eq!((o.rows(), o.open_seq()), (1, 1));
+        assert!(o.linger_deadline().is_some(), "the kept row still lingers");
+        let batch = o.cut(CutReason::Drain).unwrap();
+        assert_eq!(batch.parts[0].body, b"{\"insert\":{\"id\":1}}\n");
+        assert_eq!(batch.bytes(), batch.parts[0].body.len() as u64);
     }
 
     #[test]

@@ -235,3 +235,52 @@ fn logical_replication_streams_an_insert_and_stops_cleanly() {
     );
     repl.close().unwrap();
 }
+
+/// PostgreSQL does not check a status update's flush position against its own WAL: a
+/// position 1 GiB past its end becomes the slot's `confirmed_flush_lsn`. Nothing on the
+/// server stops a client from reporting an earlier slot's position to a new one, which is
+/// why a session's acknowledgement history starts at its slot's own position
+/// (`AckTracker::start_from_slot`).
+#[test]
+fn postgresql_takes_a_flush_position_beyond_its_own_wal_end() {
+    let pg = PgCluster::start();
+    let db = pg.create_database("conn_beyond");
+    pg.psql(
+        &db,
+        "CREATE TABLE t (id int PRIMARY KEY); CREATE PUBLICATION p FOR TABLE t",
+    );
+    let (mut repl, _) = Driver::connect(pg.port(), config("postgres", &db, None, true)).unwrap();
+    let events = repl
+        .query("CREATE_REPLICATION_SLOT s LOGICAL pgoutput (SNAPSHOT 'nothing')")
+        .unwrap();
+    let created: Lsn = rows(&events)[0][1].clone().unwrap().parse().unwrap();
+    repl.conn()
+        .query("START_REPLICATION SLOT s LOGICAL 0/0 (proto_version '1', publication_names 'p')")
+        .unwrap();
+    repl.until(|e| matches!(e, Event::StreamStarted(_)))
+        .unwrap();
+    let beyond = Lsn(created.0 + (1 << 30));
+    repl.conn()
+        .send_status_update(StatusUpdate {
+            write: beyond,
+            flush: beyond,
+            apply: beyond,
+            client_time: PgTime(0),
+            reply_requested: false,
+        })
+        .unwrap();
+    repl.conn().finish_stream().unwrap();
+    repl.until(|e| matches!(e, Event::QueryDone { .. }))
+        .unwrap();
+    repl.close().unwrap();
+    let confirmed: Lsn = pg
+        .psql(
+            &db,
+            "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 's'",
+        )
+        .parse()
+        .unwrap();
+    let wal: Lsn = pg.psql(&db, "SELECT pg_current_wal_lsn()").parse().unwrap();
+    println!("created {created}, reported {beyond}, confirmed {confirmed}, wal {wal}");
+    assert_eq!(confirmed, beyond, "created {created}, wal {wal}");
+}

@@ -161,6 +161,69 @@ fn completed_mode_replays_rows_feldera_lost_in_a_restart_blocking() {
     feldera_restart_after_accepting(Shell::Blocking, "completed");
 }
 
+/// Feldera accepts a transaction and withholds its completion, then restarts empty while
+/// the connector keeps running; the next transaction goes to the new incarnation and
+/// completes at once. That token vouches for nothing the old incarnation accepted: the
+/// earlier rows are replayed, never acknowledged unseen.
+fn feldera_restart_under_a_running_connector(shell: Shell) {
+    let double = DoubleConfig::new("p", schema()).with_completion_delay(CompletionDelay::Never);
+    let env = Env::with_double("restart_live", SETUP, double);
+    let mut connector = env.start(shell, &[TABLES, LINGER_0]);
+    assert!(
+        env.wait_caught_up(Duration::from_secs(30)),
+        "not streaming:\n{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users SELECT g, 'before' FROM generate_series(1, 217) g");
+    let polled = wait_for(Duration::from_secs(30), || {
+        env.feldera
+            .requests()
+            .iter()
+            .any(|r| r.endpoint == "completion_status")
+            .then_some(())
+    });
+    assert!(
+        polled.is_some(),
+        "no completion poll:\n{}",
+        connector.log_text()
+    );
+    // Past 5 s of waiting the polls space out to a second: the next transaction is accepted
+    // and its token asked about before the old token is asked again.
+    std::thread::sleep(Duration::from_secs(7));
+    env.feldera.restart(false);
+    env.feldera
+        .set_completion_delay(CompletionDelay::Fixed(Duration::ZERO));
+    env.sql("INSERT INTO users VALUES (1001, 'after'), (1002, 'after'), (1003, 'after')");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(60)),
+        "did not catch up after the restart:\n{}",
+        connector.log_text()
+    );
+    assert_eq!(
+        feldera_ids(&env).len(),
+        220,
+        "the 217 rows the old incarnation lost must be replayed:\n{}",
+        connector.log_text()
+    );
+    env.assert_rows_equal("users", "users", "id");
+    assert_eq!(
+        connector.stop(Duration::from_secs(15)),
+        Some(0),
+        "{}",
+        connector.log_text()
+    );
+}
+
+#[test]
+fn a_new_incarnations_token_never_vouches_for_rows_the_old_one_lost_tokio() {
+    feldera_restart_under_a_running_connector(Shell::Tokio);
+}
+
+#[test]
+fn a_new_incarnations_token_never_vouches_for_rows_the_old_one_lost_blocking() {
+    feldera_restart_under_a_running_connector(Shell::Blocking);
+}
+
 /// `(delay_ms, attempt)` of every "reconnecting in N ms (attempt k, ...)" line.
 fn reconnects(log: &str) -> Vec<(u64, u32)> {
     log.lines()

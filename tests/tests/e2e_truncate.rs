@@ -113,6 +113,40 @@ mod truncate_and_3_inserts_in_one_transaction_leave_exactly_those_rows {
     }
 }
 
+/// A transaction's rows still lingering in the outbox when the next transaction, a lone
+/// TRUNCATE, arrives, and nothing after it: the rows go out before the retraction (which
+/// deletes them again) and both commits are acknowledged without any later change.
+fn truncate_after_lingering_rows_of_an_earlier_commit(shell: Shell) {
+    let env = Env::new("trunc_linger", SETUP, schema());
+    fill(&env, 10);
+    let mut connector = start_seeded(&env, shell, &[("BATCH_LINGER_MS", "3000")]);
+    env.sql("INSERT INTO users VALUES (500, 'lingers')");
+    let truncate = env.write_txn("TRUNCATE users");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(60)),
+        "the slot stalled before the TRUNCATE's commit ({:?}, TRUNCATE committed after {truncate}):\n{}",
+        env.slot_confirmed(),
+        connector.log_text()
+    );
+    assert_eq!(env.feldera_count("users"), 0);
+    env.assert_rows_equal("users", "users", "id");
+    stop(&mut connector);
+}
+
+mod a_lone_truncate_after_lingering_rows_of_an_earlier_commit_is_acknowledged {
+    use super::*;
+
+    #[test]
+    fn tokio() {
+        truncate_after_lingering_rows_of_an_earlier_commit(Shell::Tokio);
+    }
+
+    #[test]
+    fn blocking() {
+        truncate_after_lingering_rows_of_an_earlier_commit(Shell::Blocking);
+    }
+}
+
 /// A TRUNCATE committed while the initial copy runs: it waits for the copy's locks, lands
 /// after the slot's consistent point, and is the stream's first change once the copy is
 /// complete. Feldera must end with exactly the rows inserted after it.

@@ -8,6 +8,7 @@ pub mod fuzz;
 pub mod query;
 pub mod request;
 pub mod response;
+pub mod token;
 
 pub use query::{
     classify_commit_transaction, classify_query, classify_start_transaction,

@@ -72,6 +72,13 @@ impl FakeFeldera {
     }
 
     /// Applies a completed ingress body (`insert_delete` NDJSON) to `table`.
+    /// A restart without fault tolerance: every table comes back empty.
+    pub fn empty_all(&mut self) {
+        for (_, rows) in self.tables.values_mut() {
+            rows.clear();
+        }
+    }
+
     pub fn apply(&mut self, table: &str, body: &str) {
         let Some((key, rows)) = self.tables.get_mut(table) else {
             return;

@@ -30,6 +30,7 @@ use super::sink::POLL_TIMEOUT_MS;
 use crate::ack::BatchSeq;
 use crate::completion::{CompletionWait, PollRound};
 use crate::contract::Name;
+use crate::feldera::token::vouches_for;
 use crate::feldera::{
     classify_commit_transaction, classify_start_transaction, classify_transaction_token,
     CommitOutcome, FelderaEndpoint, Reply, StartTransactionOutcome, TransactionTokenOutcome,
@@ -87,7 +88,10 @@ struct Open {
     /// Each table's newest token, with the batch it came from. Requests on one table are
     /// sent one after the other, so the later batch holds the newer token; but batches are
     /// accepted out of order (a batch with several tables is accepted when its last table
-    /// answers), so acceptance order does not say which token is newer.
+    /// answers), so acceptance order does not say which token is newer. A newer token
+    /// stands for an older one only when both come from the same incarnation and endpoint
+    /// (`feldera::token`): after a Feldera restart the older one stays, is asked about, and
+    /// answers 410.
     tokens: Vec<(Name, BatchSeq, String)>,
 }
 
@@ -260,7 +264,10 @@ impl FelderaTxn {
         };
         open.unaccepted = open.unaccepted.saturating_sub(1);
         for (table, token) in tokens {
-            match open.tokens.iter_mut().find(|(t, _, _)| *t == table) {
+            let same_origin = |(t, _, kept): &&mut (Name, BatchSeq, String)| {
+                *t == table && (vouches_for(&token, kept) || vouches_for(kept, &token))
+            };
+            match open.tokens.iter_mut().find(same_origin) {
                 Some(entry) if entry.1 < seq => (entry.1, entry.2) = (seq, token),
                 Some(_) => {}
                 None => open.tokens.push((table, seq, token)),

@@ -202,6 +202,12 @@ pub struct Script {
     chunk: usize,
     /// Acceptance order, table and body of ingress requests by token, until complete.
     bodies_by_token: std::collections::BTreeMap<String, (u32, String, String)>,
+    /// Feldera's incarnation (1 at first; `restart_feldera` starts the next) and the input
+    /// endpoints it opened, in order: a token names both, as Feldera's do.
+    incarnation: u32,
+    endpoints: Vec<String>,
+    /// Each token issued and the short name traces show for it (`t1`, `t2`, ...).
+    token_names: std::collections::BTreeMap<String, String>,
     /// Feldera's tables as completed requests left them.
     pub feldera: super::fake_feldera::FakeFeldera,
     completed_bodies: Vec<String>,
@@ -303,6 +309,9 @@ impl Script {
             frozen: false,
             chunk: 0,
             bodies_by_token: std::collections::BTreeMap::new(),
+            incarnation: 1,
+            endpoints: Vec::new(),
+            token_names: std::collections::BTreeMap::new(),
             feldera: fake_feldera_for(schema),
             completed_bodies: Vec::new(),
             wal_end: Lsn::ZERO,
@@ -512,7 +521,10 @@ impl Script {
             let rows = request.body.iter().filter(|b| **b == b'\n').count();
             format!("{at} -> {id} POST ingress {table} rows={rows}")
         } else if let Some(rest) = path.strip_prefix("/completion_status?token=") {
-            format!("{at} -> {id} GET completion_status {rest}")
+            format!(
+                "{at} -> {id} GET completion_status {}",
+                self.token_name(rest)
+            )
         } else if path.starts_with("/query?sql=") {
             format!("{at} -> {id} GET query {}", query_sql(&request.url))
         } else {
@@ -551,7 +563,15 @@ impl Script {
             .pop_front()
             .expect("a request waits for an answer");
         self.track_durability(&request, status, body);
-        let lines: Vec<&str> = body.trim_end().lines().collect();
+        let body_shown = match body
+            .split('"')
+            .nth(3)
+            .filter(|_| body.starts_with("{\"token\""))
+        {
+            Some(token) => body.replacen(token, self.token_name(token), 1),
+            None => body.to_owned(),
+        };
+        let lines: Vec<&str> = body_shown.trim_end().lines().collect();
         let shown = match lines.as_slice() {
             [first, .., last] if lines.len() > 4 => {
                 format!("{} lines: {first} | ... | {last}", lines.len())
@@ -615,11 +635,58 @@ impl Script {
         });
     }
 
-    /// Ingress answers 200 with a fresh token.
+    /// Ingress answers 200 with a fresh token, encoded as Feldera encodes its own (this
+    /// incarnation, the table's endpoint, the count); traces show it as `t<count>`.
     pub fn accept(&mut self) {
+        use base64::Engine as _;
         self.tokens += 1;
-        let body = format!("{{\"token\":\"t{}\"}}", self.tokens);
-        self.answer(200, &body);
+        let table = self
+            .http
+            .front()
+            .and_then(|(_, r)| r.url.split("/ingress/").nth(1))
+            .map(|rest| rest.split('?').next().unwrap_or("").to_owned())
+            .unwrap_or_default();
+        let endpoint = match self.endpoints.iter().position(|t| *t == table) {
+            Some(endpoint) => endpoint,
+            None => {
+                self.endpoints.push(table);
+                self.endpoints.len() - 1
+            }
+        };
+        let origin = format!(
+            "{{\"u\":\"incarnation-{}\",\"e\":{endpoint},\"c\":{}}}",
+            self.incarnation, self.tokens
+        );
+        let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(origin);
+        self.token_names
+            .insert(token.clone(), format!("t{}", self.tokens));
+        self.answer(200, &format!("{{\"token\":\"{token}\"}}"));
+    }
+
+    /// The name traces show for `token`.
+    fn token_name<'a>(&'a self, token: &'a str) -> &'a str {
+        self.token_names.get(token).map_or(token, String::as_str)
+    }
+
+    /// Whether `token` was issued by an earlier incarnation of Feldera.
+    fn token_is_stale(&self, token: &str) -> bool {
+        crate::feldera::token::token_origin(token)
+            .is_some_and(|o| o.incarnation != format!("incarnation-{}", self.incarnation))
+    }
+
+    /// Feldera restarts without fault tolerance: its tables come back empty, what it had
+    /// accepted and not completed is lost, its endpoints are numbered afresh, and tokens of
+    /// the earlier incarnation answer 410 from now on (`step`).
+    pub fn restart_feldera(&mut self) {
+        self.incarnation += 1;
+        self.note(format!(
+            "{} -- Feldera restarts empty (incarnation {})",
+            self.at(),
+            self.incarnation
+        ));
+        self.endpoints.clear();
+        self.bodies_by_token.clear();
+        self.feldera.empty_all();
     }
 
     pub fn complete(&mut self) {
@@ -662,7 +729,7 @@ impl Script {
                     .url
                     .split("token=")
                     .nth(1)
-                    .map(|t| format!(" {t}"))
+                    .map(|t| format!(" {}", self.token_name(t)))
                     .unwrap_or_default();
                 format!("{id} {} {path}{token}", r.method)
             })
@@ -694,6 +761,16 @@ impl Script {
                 .query(&sql)
                 .unwrap_or_else(|| panic!("the fake Feldera does not model {sql}"));
             self.answer(200, &answer);
+        } else if request
+            .url
+            .split("token=")
+            .nth(1)
+            .is_some_and(|t| self.token_is_stale(t))
+        {
+            self.answer(
+                410,
+                r#"{"message":"the pipeline restarted","error_code":"PipelineRestarted","details":{}}"#,
+            );
         } else {
             self.complete();
         }
@@ -797,6 +874,13 @@ impl Script {
             self.at()
         ));
         self.feed_replication(conn, replication_frame(&message));
+    }
+
+    /// The slot disappears (dropped by someone, or the server was restored from a backup
+    /// that predates it): the next session finds no slot.
+    pub fn lose_slot(&mut self) {
+        self.note(format!("{} -- the slot is gone from the server", self.at()));
+        self.pg.slot_confirmed = None;
     }
 
     /// The replication connection breaks.
@@ -980,12 +1064,14 @@ impl Script {
             self.pg.slot_confirmed = None;
             vec![row(&[""])]
         } else if sql.contains("pg_replication_slots") {
-            // The control connection of a graceful stop sees what status updates confirmed.
+            // Every connection sees what status updates confirmed (a new session's startup
+            // too, as on a real server); the control connection of a graceful stop even
+            // before the slot is known to exist.
             let other = self.others.contains(&conn);
             let confirmed = if other {
                 Some(self.confirmed)
             } else {
-                self.pg.slot_confirmed
+                self.pg.slot_confirmed.map(|slot| slot.max(self.confirmed))
             };
             let active_pid = (!other && self.pg.slot_busy_answers > 0)
                 .then(|| {

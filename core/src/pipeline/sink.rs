@@ -27,6 +27,7 @@ use super::policy::{Failure, FailureKind};
 use crate::ack::BatchSeq;
 use crate::completion::{estimate_us, CompletionWait, PollPacer, PollRound};
 use crate::contract::Name;
+use crate::feldera::token::vouches_for;
 use crate::feldera::{
     classify_completion, classify_ingress, CompletionOutcome, FelderaEndpoint, IngressOutcome,
     Reply,
@@ -418,15 +419,26 @@ impl Sink {
     }
 
     /// Feldera said `seq`'s token on `lane` is complete: so is every earlier awaited one on
-    /// the lane. Batches with every part complete are ready, oldest first.
+    /// the lane that the same incarnation issued on the same endpoint (`feldera::token`; a
+    /// token from before a restart is asked about itself, and answers 410). Batches with
+    /// every part complete are ready, oldest first.
     fn complete_through(&mut self, now: Mono, lane: usize, seq: BatchSeq) {
+        let Some(answered) = self
+            .awaited(lane)
+            .into_iter()
+            .find(|(s, _)| *s == seq)
+            .map(|(_, t)| t.to_owned())
+        else {
+            return;
+        };
         let mut done = Vec::new();
         for batch in self.batches.iter_mut().filter(|b| b.wait.is_some()) {
             if batch.seq > seq {
                 continue;
             }
             for part in batch.parts.iter_mut().filter(|p| p.lane == lane) {
-                if matches!(part.state, PartState::Accepted { .. }) {
+                if matches!(&part.state, PartState::Accepted { token, .. } if vouches_for(&answered, token))
+                {
                     part.state = PartState::Complete;
                 }
             }

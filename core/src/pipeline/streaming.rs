@@ -102,7 +102,16 @@ impl Streaming {
     /// events that arrived together with the stream's opening.
     pub(crate) fn start(cx: &mut Cx<'_>, repl: PgLink, start: StreamStart) -> (Streaming, Next) {
         let ready = start.ready;
-        cx.run.ack.observe_confirmed(ready.slot_confirmed);
+        if let Some(earlier) = cx.run.ack.start_from_slot(ready.slot_confirmed) {
+            cx.ctx.log(
+                Level::Warn,
+                format!(
+                    "slot {} starts at {}, behind the position {earlier} an earlier session acknowledged \
+                     (a new slot, or a server restored or failed over); acknowledging from the slot's position",
+                    cx.env.config.slot, ready.slot_confirmed
+                ),
+            );
+        }
         let status = StatusSchedule::new(cx.now(), ready.wal_sender_timeout_ms);
         cx.ctx.log(
             Level::Info,
@@ -387,6 +396,7 @@ impl Streaming {
         match message {
             Message::Begin(_) => {
                 cx.run.ack.on_begin();
+                self.outbox.mark_transaction_start();
                 self.in_source_tx = true;
                 Ok(())
             }
@@ -403,8 +413,9 @@ impl Streaming {
         }
     }
 
-    /// A TRUNCATE: the truncated routes' unsent rows are dropped (PostgreSQL dropped them
-    /// too) and the stream holds here while the Retracting phase empties their Feldera
+    /// A TRUNCATE: the truncated routes' unsent rows of this transaction are dropped
+    /// (PostgreSQL dropped them too; rows of earlier commits go out before the retraction
+    /// and are deleted by it) and the stream holds here while the Retracting phase empties their Feldera
     /// tables; the rest of the transaction follows once that is durable and verified.
     fn on_truncate(&mut self, truncate: &Truncate) -> Step {
         let relations = match self.relations.truncated(truncate) {
@@ -435,7 +446,7 @@ impl Streaming {
                     )
                 }
             };
-            self.outbox.discard_route(*route);
+            self.outbox.discard_transaction_rows(*route);
             jobs.push(TableJob {
                 route: *route,
                 keys,

@@ -208,3 +208,35 @@ fn a_routed_table_with_id_and_quoted_id_is_refused_before_the_slot_exists() {
         trace
     );
 }
+
+#[test]
+fn a_complete_token_of_a_restarted_feldera_vouches_for_nothing_the_old_incarnation_accepted() {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    s.accept();
+    s.advance(3);
+    s.in_progress();
+    s.restart_feldera();
+    insert_tx(&mut s, 701, 0x2200, &["2"]);
+    for _ in 0..20 {
+        if !s.step() {
+            s.advance(50);
+        }
+        if s.waiting_requests() == 0 && s.confirmed != START {
+            break;
+        }
+    }
+    assert_eq!(
+        s.confirmed, START,
+        "tx 700 was lost with the old incarnation: nothing may be acknowledged"
+    );
+    assert_eq!(
+        s.feldera.keys("users").len(),
+        1,
+        "Feldera holds only tx 701's row"
+    );
+    rule!(
+        "After Feldera restarts, batch #2's token (new incarnation) completes, but it says nothing about batch #1's token of the old incarnation: that one is asked about itself, answers 410 PipelineRestarted, and the session ends without acknowledging either commit, so both replay.",
+        s.take_trace()
+    );
+}

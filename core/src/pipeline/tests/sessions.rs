@@ -215,3 +215,25 @@ fn a_slot_still_held_by_a_dead_connection_is_retried_not_fatal() {
         s.take_trace()
     );
 }
+
+#[test]
+fn a_slot_created_again_below_the_old_flush_starts_a_new_acknowledgement_history() {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    s.settle();
+    assert_eq!(s.confirmed, Lsn(0x2100));
+    s.take_trace();
+    s.lose_slot();
+    s.disconnect();
+    s.advance(1_000);
+    s.advance(25_000);
+    assert_eq!(
+        s.confirmed,
+        Lsn(0x1000),
+        "the new slot's status updates carry its own consistent point, never the old flush"
+    );
+    rule!(
+        "The slot disappears (a restore, a failover, someone dropped it) after 0/2100 was acknowledged; the next session creates it again at 0/1000. Its acknowledgement history starts at the new slot's position: every status update reports 0/1000 until a commit of the new slot becomes durable, never the earlier session's 0/2100, which would let PostgreSQL skip changes never delivered.",
+        s.take_trace()
+    );
+}

@@ -87,6 +87,48 @@ fn inserts_after_a_truncate_in_the_same_transaction_survive_and_rows_before_it_a
 }
 
 #[test]
+fn rows_of_an_earlier_commit_still_buffered_are_sent_before_a_truncate_and_both_commits_are_acknowledged(
+) {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "5000")]);
+    s.wal(
+        "tx 700: INSERT 5 (committed, still lingering in the outbox)",
+        &[
+            begin(0x2100, 700),
+            insert(0x2008, 16384, &[Some("5"), Some("n"), None]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+    s.wal(
+        "tx 701: INSERT 6; TRUNCATE users",
+        &[
+            begin(0x2200, 701),
+            insert(0x2108, 16384, &[Some("6"), Some("n"), None]),
+            truncate(0x2110, &[16384]),
+            commit(0x21F8, 0x2200),
+        ],
+    );
+    drive(&mut s);
+    assert_eq!(keys(&s, "users"), Vec::<String>::new());
+    assert_eq!(
+        s.confirmed,
+        Lsn(0x2200),
+        "no later change arrives: the commits must not wait for a batch that is never cut"
+    );
+    assert!(
+        s.completed_lines().iter().any(|l| l.contains("\"id\":5")),
+        "the committed row is sent before the retraction (which then deletes it)"
+    );
+    assert!(
+        !s.completed_lines().iter().any(|l| l.contains("\"id\":6")),
+        "the truncating transaction's own earlier row is never sent"
+    );
+    rule!(
+        "A TRUNCATE drops only its own transaction's buffered rows of the table: the row of the earlier commit (tx 700) still lingering in the outbox is cut and made durable before the retraction, so both commits are acknowledged with nothing after them in the stream.",
+        s.take_trace()
+    );
+}
+
+#[test]
 fn two_tables_truncated_at_once_are_retracted_one_after_the_other() {
     let mut s = streaming(&[]);
     s.wal("Relation items", &[relation(&super::items())]);
