@@ -55,7 +55,8 @@ enum Step {
         full: bool,
         last: Option<Key>,
     },
-    /// Every table's pages are done.
+    /// Nothing is out: before `start`, while an answer is being handled, and once every
+    /// table's pages are done (then `jobs` is empty too: `is_done`).
     Done,
 }
 
@@ -66,8 +67,9 @@ pub(crate) enum Retracted {
     Waiting,
     /// Ask PostgreSQL this (under the snapshot) and hand the answer to `on_pg_answer`.
     AskPg(String),
-    /// Every key to retract is deleted and durable (verification is the owner's call:
-    /// `verify`).
+    /// Every table's keys to delete are deleted and durable (or there were none). Checking
+    /// the result is the owner's call: it asks Feldera for each table's count
+    /// (`ask_count`, read by `read_count_answer`).
     Done,
 }
 
