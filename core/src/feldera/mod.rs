@@ -15,7 +15,7 @@ pub use query::{
     classify_transaction_token, CommitOutcome, QueryOutcome, StartTransactionOutcome,
     TransactionTokenOutcome,
 };
-pub use request::{EndpointError, FelderaEndpoint, HttpRequest, Method};
+pub use request::{redact_userinfo, EndpointError, FelderaEndpoint, HttpRequest, Method};
 pub use response::{
     body_prefix, classify_completion, classify_ingress, classify_pipeline, error_from,
     is_transient_status, CompletionOutcome, FelderaError, IngressOutcome, ParseErrorSummary,

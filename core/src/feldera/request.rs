@@ -9,6 +9,7 @@
 use crate::contract::names::percent_encode_component;
 use crate::contract::Name;
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,11 +70,32 @@ impl fmt::Debug for HttpRequest {
             .collect();
         f.debug_struct("HttpRequest")
             .field("method", &self.method)
-            .field("url", &self.url)
+            .field("url", &redact_userinfo(&self.url))
             .field("headers", &headers)
             .field("body_bytes", &self.body.len())
             .field("timeout_ms", &self.timeout_ms)
             .finish()
+    }
+}
+
+/// `url` as a message, a log line or `Debug` may show it: the user info of its authority
+/// (`user:password@`) replaced by `***@`. The configuration refuses a `FELDERA_URL` with user
+/// info, but a URL can reach a printer by other paths (a library caller, the fuzzer), and
+/// user info is a password or a token (the user name too: some services take the token
+/// there), so all of it is hidden. A password may hold a raw `/` or `@`: everything up to the
+/// last `@` before any query or fragment counts as user info (generated paths
+/// percent-encode `@`, so this hides nothing else of slotline's own URLs).
+/// `http://user:pw@host:8080/p` is shown as `http://***@host:8080/p`.
+pub fn redact_userinfo(url: &str) -> Cow<'_, str> {
+    // Without a scheme (`user:password@host`, refused as no URL), the text is all authority.
+    let start = url
+        .find("://")
+        .map_or(0, |scheme_end| scheme_end + "://".len());
+    let rest = &url[start..];
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => Cow::Owned(format!("{}***{}", &url[..start], &rest[at..])),
+        None => Cow::Borrowed(url),
     }
 }
 
@@ -112,7 +134,7 @@ pub struct FelderaEndpoint {
 impl fmt::Debug for FelderaEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FelderaEndpoint")
-            .field("pipeline_url", &self.pipeline_url)
+            .field("pipeline_url", &redact_userinfo(&self.pipeline_url))
             .field(
                 "api_key",
                 &self.authorization.as_ref().map(|_| "<redacted>"),
@@ -275,6 +297,7 @@ fn check_base_url(text: &str) -> Result<String, EndpointError> {
         accepted: BASE_URL_ACCEPTED,
     };
     let text = text.trim();
+    let shown = redact_userinfo(text);
     let lower = text.to_ascii_lowercase();
     let scheme_len = ["http://", "https://"]
         .iter()
@@ -283,18 +306,18 @@ fn check_base_url(text: &str) -> Result<String, EndpointError> {
     let Some((scheme, rest)) = scheme_len.and_then(|n| Some((text.get(..n)?, text.get(n..)?)))
     else {
         return Err(refuse(format!(
-            "`{text}` is not an http:// or https:// URL"
+            "`{shown}` is not an http:// or https:// URL"
         )));
     };
     let rest = rest.trim_end_matches('/');
     if rest.split('/').next().unwrap_or_default().is_empty() {
-        return Err(refuse(format!("`{text}` has no host")));
+        return Err(refuse(format!("`{shown}` has no host")));
     }
     if let Some(c) = rest
         .chars()
         .find(|c| matches!(c, '?' | '#') || c.is_whitespace())
     {
-        return Err(refuse(format!("`{text}` contains `{}`", c.escape_debug())));
+        return Err(refuse(format!("`{shown}` contains `{}`", c.escape_debug())));
     }
     Ok(format!("{scheme}{rest}"))
 }

@@ -125,6 +125,54 @@ fn debug_output_never_shows_the_api_key_or_body() {
 }
 
 #[test]
+fn user_info_is_masked_in_debug_output_and_errors() {
+    // The configuration refuses such a FELDERA_URL; the endpoint itself takes it, so every
+    // printer of its URLs must hide it.
+    let e = FelderaEndpoint::new("http://alice:pw-s3cret@h:1/api", "p", Some("k")).unwrap();
+    let request = e.get_pipeline(5);
+    let printed = format!("{request:?} {e:?}");
+    assert!(!printed.contains("alice"), "{printed}");
+    assert!(!printed.contains("pw-s3cret"), "{printed}");
+    assert!(
+        printed.contains("http://***@h:1/api/v0/pipelines/p"),
+        "{printed}"
+    );
+    // Still sent as given: masking is for printing only.
+    assert_eq!(request.url, "http://alice:pw-s3cret@h:1/api/v0/pipelines/p");
+    for bad in [
+        "ftp://alice:pw-s3cret@h",
+        "alice:pw-s3cret@h",
+        "http://alice:pw-s3cret@h/a b",
+    ] {
+        let error = FelderaEndpoint::new(bad, "p", None)
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains("pw-s3cret"), "{error}");
+        assert!(!error.contains("alice"), "{error}");
+        assert!(error.contains("***@h"), "{error}");
+    }
+}
+
+#[test]
+fn redact_userinfo_hides_everything_up_to_the_last_at_of_the_authority() {
+    assert_eq!(redact_userinfo("http://h:1/p"), "http://h:1/p");
+    assert_eq!(redact_userinfo("http://u@h"), "http://***@h");
+    assert_eq!(
+        redact_userinfo("https://u:p@h:443/x"),
+        "https://***@h:443/x"
+    );
+    // A password with a raw `/` or `@` is hidden whole.
+    assert_eq!(redact_userinfo("http://u:a/b@c@h/x"), "http://***@h/x");
+    // An `@` in the query is not user info.
+    assert_eq!(
+        redact_userinfo("http://h/query?sql=a@b"),
+        "http://h/query?sql=a@b"
+    );
+    assert_eq!(redact_userinfo("u:p@h"), "***@h");
+    assert_eq!(redact_userinfo(""), "");
+}
+
+#[test]
 fn bad_base_urls_pipelines_and_keys_are_refused_saying_what_is_accepted() {
     let err = |url: &str| {
         FelderaEndpoint::new(url, "p", None)

@@ -314,7 +314,8 @@ impl Check {
 
     fn on_pipeline(&mut self, reply: Reply<'_>) {
         let pipeline = self.env.config.feldera_pipeline.clone();
-        let url = self.env.config.feldera_url.clone();
+        // Printed on stdout: never with user info (see `redact_userinfo`).
+        let url = crate::feldera::redact_userinfo(&self.env.config.feldera_url).into_owned();
         let mut lines = Vec::new();
         let schema = match classify_pipeline(reply) {
             PipelineOutcome::Ready(info) => {

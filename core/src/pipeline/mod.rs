@@ -70,7 +70,7 @@ use crate::backoff::{Backoff, ProgressDeadline};
 use crate::config::{AckMode, Config, ConfigError, CrashPoint, TablesSpec};
 use crate::contract::routes::{parse_pair, parse_tables, Route};
 use crate::crash::CrashInjector;
-use crate::feldera::{FelderaEndpoint, Reply};
+use crate::feldera::{redact_userinfo, FelderaEndpoint, Reply};
 use crate::io::{exit, Command, Driver, Input, Level, Topic};
 use crate::outbox::Thresholds;
 use crate::progress::ProgressReport;
@@ -332,7 +332,9 @@ fn config_error(config: &Config, variable: &str, accepted: impl Into<String>) ->
             }
             TablesSpec::List(_) => None,
         },
-        "FELDERA_URL" => Some(config.feldera_url.clone()),
+        // The configuration refuses user info in FELDERA_URL; masked all the same, since
+        // this message goes to stderr and logs as it is.
+        "FELDERA_URL" => Some(redact_userinfo(&config.feldera_url).into_owned()),
         "FELDERA_PIPELINE" => Some(config.feldera_pipeline.clone()),
         "FELDERA_API_KEY" => Some("(not shown)".to_owned()),
         "PG_SLOT" => Some(config.slot.clone()),

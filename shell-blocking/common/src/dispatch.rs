@@ -140,7 +140,12 @@ pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRo
             exec.close(conn);
         }
         Command::Http { id, request } => {
-            tracing::debug!("{id}: {} {}", request.method, request.url);
+            // Through `redact_userinfo`: a URL's user info is a credential.
+            tracing::debug!(
+                "{id}: {} {}",
+                request.method,
+                slotline_core::feldera::redact_userinfo(&request.url)
+            );
             exec.http(id, request);
         }
         Command::Log {

@@ -7,13 +7,23 @@
 //!
 //! Owns the subscriber and the mapping of `Command::Log` onto events. Never formats a
 //! `Config` or a request body: the core's messages are already free of secrets, and the
-//! shells log only ids, methods, URLs and addresses.
+//! shells log only ids, methods, URLs (user info masked) and addresses.
+//!
+//! `RUST_LOG` reaches below INFO only for slotline's own targets. Dependencies log through
+//! the same subscriber (the `log` crate's records included), and what they log below INFO
+//! holds secrets: at TRACE `ureq_proto` dumps every byte it writes and reads (the
+//! `Authorization` header with the API key, every row sent), and `ureq` prints request
+//! paths unmasked; TLS libraries log handshake details. No directive can let them through
+//! (`RUST_LOG=trace` or `RUST_LOG=ureq_proto=trace` alike): their warnings and errors stay.
 
 use slotline_core::config::LogFormat;
 use slotline_core::io::{Level, Topic};
 use std::io::{IsTerminal, Write};
 use std::sync::OnceLock;
-use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing::Metadata;
+use tracing_subscriber::filter::{filter_fn, EnvFilter, LevelFilter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// The target of every event, so `RUST_LOG=slotline=debug` selects slotline's own lines.
 pub const TARGET: &str = "slotline";
@@ -38,15 +48,42 @@ static PROGRAM: OnceLock<&'static str> = OnceLock::new();
 /// first one.
 pub fn init(program: &'static str, format: LogFormat, filter: EnvFilter) {
     let _already_named = PROGRAM.set(program);
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // An event is written when both filters let it through: `RUST_LOG`, and the cap on
+    // dependencies (see the module docs).
+    let subscriber = tracing_subscriber::registry()
+        .with(filter)
+        .with(filter_fn(within_dependency_cap));
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false);
+    // Also routes the `log` crate's records (ureq's, rustls's) through these filters.
     let _already_set = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => subscriber.with(layer).try_init(),
+        LogFormat::Json => subscriber.with(layer.json()).try_init(),
     };
+}
+
+/// The most detailed level at which a dependency's events are written, whatever `RUST_LOG`
+/// says (see the module docs).
+pub const DEPENDENCY_CAP: tracing::Level = tracing::Level::INFO;
+
+/// Whether `target` is slotline's own: the topics of `emit` (`slotline`, `slotline::ack`,
+/// ...) and the modules of its crates (`slotline::...` of the tokio shell,
+/// `slotline_shell::...`, `slotline_blocking::...`, `slotline_core::...`).
+pub fn is_own_target(target: &str) -> bool {
+    target == TARGET || target.starts_with("slotline::") || target.starts_with("slotline_")
+}
+
+/// Lets through every event of slotline's own targets (`RUST_LOG` decides those) and a
+/// dependency's events at `DEPENDENCY_CAP` or above only.
+pub fn within_dependency_cap(metadata: &Metadata<'_>) -> bool {
+    is_written(metadata.target(), *metadata.level())
+}
+
+/// `within_dependency_cap` for an event of `target` at `level`.
+pub fn is_written(target: &str, level: tracing::Level) -> bool {
+    is_own_target(target) || level <= DEPENDENCY_CAP
 }
 
 /// Emits a `Command::Log` line at its level, under the topic's target (`slotline::ack`, ...)
@@ -98,4 +135,39 @@ pub fn plain_exit_line(code: i32, reason: &str) -> String {
 pub fn flush() {
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    #[test]
+    fn dependencies_are_capped_at_info_and_slotline_is_not() {
+        for own in [
+            "slotline",
+            "slotline::ack",
+            "slotline_shell::dispatch",
+            "slotline_blocking::conn",
+        ] {
+            assert!(is_written(own, Level::TRACE), "{own}");
+        }
+        // The targets that printed the API key, rows and paths at TRACE and DEBUG.
+        for dependency in [
+            "ureq_proto::util",
+            "ureq::run",
+            "ureq::unversioned::transport::tcp",
+            "rustls::client::hs",
+            "tokio_rustls",
+            "log",
+        ] {
+            assert!(!is_written(dependency, Level::TRACE), "{dependency}");
+            assert!(!is_written(dependency, Level::DEBUG), "{dependency}");
+            assert!(is_written(dependency, Level::INFO), "{dependency}");
+            assert!(is_written(dependency, Level::WARN), "{dependency}");
+            assert!(is_written(dependency, Level::ERROR), "{dependency}");
+        }
+        // Only the exact crate prefixes count as slotline's.
+        assert!(!is_written("slotlinex", Level::DEBUG));
+    }
 }

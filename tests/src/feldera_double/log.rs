@@ -19,6 +19,8 @@ pub struct LogNote {
     pub table: Option<String>,
     pub rows: Option<u64>,
     pub error_code: Option<String>,
+    /// The request's `Authorization` header (filled in by the logging middleware).
+    pub authorization: Option<String>,
 }
 
 /// One logged request.
@@ -38,6 +40,9 @@ pub struct RequestRecord {
     pub error_code: Option<String>,
     /// Events in an ingress body, rows in a query answer.
     pub rows: Option<u64>,
+    /// The `Authorization` header as received (the double accepts any), so a test can tell
+    /// that an API key was sent; never part of `to_json`, which `/control` serves.
+    pub authorization: Option<String>,
     /// Since the double started.
     pub started: Duration,
     pub finished: Duration,
@@ -112,6 +117,7 @@ impl RequestLog {
             status,
             error_code: note.error_code,
             rows: note.rows,
+            authorization: note.authorization,
             started: started.saturating_duration_since(self.origin),
             finished: finished.saturating_duration_since(self.origin),
         });

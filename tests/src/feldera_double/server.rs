@@ -72,14 +72,21 @@ async fn log_requests(State(shared): State<Arc<Shared>>, req: Request, next: Nex
         return next.run(req).await;
     }
     let method = req.method().to_string();
+    let authorization = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
     let seq = shared.log().arrival();
     let started = Instant::now();
     let resp = next.run(req).await;
-    let note = resp
-        .extensions()
-        .get::<LogNote>()
-        .cloned()
-        .unwrap_or_default();
+    let note = LogNote {
+        authorization,
+        ..resp
+            .extensions()
+            .get::<LogNote>()
+            .cloned()
+            .unwrap_or_default()
+    };
     let status = resp.status().as_u16();
     shared
         .log()
