@@ -18,7 +18,8 @@
 use crate::Lsn;
 use std::collections::{BTreeSet, VecDeque};
 
-/// A batch's sequence number in the outbox, starting at 1. Batch `n` is sent before `n+1`.
+/// A batch's sequence number in the outbox, starting at 1. Batch `n` is cut before `n+1`,
+/// and on each table its request goes out first (tables are written side by side).
 pub type BatchSeq = u64;
 
 /// A commit waiting for its batches.

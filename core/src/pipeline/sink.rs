@@ -148,12 +148,13 @@ impl Sink {
         })
     }
 
-    /// The oldest batch in flight.
-    /// Batches sent and not yet durable (or taken out by a Feldera transaction).
+    /// Batches in the window: sent and not yet durable (a batch a Feldera transaction took
+    /// out with `take_accepted` no longer counts).
     pub(crate) fn len(&self) -> usize {
         self.batches.len()
     }
 
+    /// The oldest batch in flight.
     pub(crate) fn oldest(&self) -> Option<&InFlight> {
         self.batches.front()
     }
