@@ -1,6 +1,8 @@
 //! What every part of the pipeline shares: the ordered command queue, id allocation, the
-//! current time, and the exit latch (after `Exit`, nothing else is ever emitted).
+//! current time, the exit latch (after `Exit`, nothing else is ever emitted), and the
+//! ingress requests still out across sessions (`writes`).
 
+use super::writes::Writes;
 use crate::io::{Command, ConnId, HttpId, Level, Topic};
 use crate::time::Now;
 use std::collections::VecDeque;
@@ -12,6 +14,9 @@ pub(crate) struct Ctx {
     next_http: u64,
     exited: bool,
     pub(crate) now: Now,
+    /// Ingress requests out, and which session sent them: a session never writes to a table
+    /// while an earlier session's request to it may still deliver records.
+    pub(crate) writes: Writes,
 }
 
 impl Ctx {

@@ -64,6 +64,7 @@ mod starting;
 mod startup;
 mod stopping;
 mod streaming;
+mod writes;
 
 use crate::ack::{AckTracker, BatchSeq};
 use crate::backoff::{Backoff, ProgressDeadline};
@@ -756,6 +757,9 @@ impl Pipeline {
                 _ => Next::Stay,
             },
             Input::HttpDone { id, status, body } => {
+                if let Some(write) = cx.ctx.writes.ended(id) {
+                    return earlier_write_ended(cx, phase, &write, &format!("answered {status}"));
+                }
                 let reply = Reply::Answered {
                     status,
                     body: &body,
@@ -763,6 +767,9 @@ impl Pipeline {
                 route_http(cx, phase, id, reply)
             }
             Input::HttpFailed { id, error } => {
+                if let Some(write) = cx.ctx.writes.ended(id) {
+                    return earlier_write_ended(cx, phase, &write, &format!("failed: {error}"));
+                }
                 route_http(cx, phase, id, Reply::Failed { error: &error })
             }
             Input::Tick => {
@@ -886,6 +893,36 @@ impl Pipeline {
         }
         self.timers = timers;
     }
+}
+
+/// An ingress request of an ended session ended: nothing of it can arrive any more, so the
+/// table it wrote to is free again (`writes`); the current phase's sinks may post to it.
+fn earlier_write_ended(
+    cx: &mut Cx<'_>,
+    phase: &mut Phase,
+    write: &writes::Write,
+    how: &str,
+) -> Next {
+    let left = cx.ctx.writes.blocks(&write.segment);
+    cx.ctx.note(
+        Level::Debug,
+        Topic::Batch,
+        format!(
+            "an ingress request of session {} to {} ended ({how}); {left} more of an ended session to it still out",
+            write.session, write.segment
+        ),
+    );
+    if left > 0 {
+        return Next::Stay;
+    }
+    match phase {
+        Phase::Snapshotting(s) => s.resume_writes(cx),
+        Phase::Streaming(s) => s.resume_writes(cx),
+        Phase::Retracting(s) => s.resume_writes(cx),
+        Phase::Stopping(s) => s.resume_writes(cx),
+        Phase::Starting(_) | Phase::BackingOff { .. } | Phase::Exited => {}
+    }
+    Next::Stay
 }
 
 fn route_http(cx: &mut Cx<'_>, phase: &mut Phase, id: crate::io::HttpId, reply: Reply<'_>) -> Next {

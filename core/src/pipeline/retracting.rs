@@ -71,6 +71,12 @@ impl Retracting {
         &self.streaming
     }
 
+    /// An ingress request of an ended session ended: lanes it held back may post now.
+    pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
+        self.streaming.resume_writes(cx);
+        self.retraction.resume_writes(cx);
+    }
+
     /// The stream, for the phase that follows (streaming again, or stopping).
     pub(crate) fn into_streaming(self) -> Streaming {
         self.streaming

@@ -112,6 +112,11 @@ impl Retraction {
         matches!(self.step, Step::Done) && self.jobs.is_empty()
     }
 
+    /// An ingress request of an ended session ended: lanes it held back may post now.
+    pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
+        self.sink.resume(cx.ctx, &cx.env.endpoint);
+    }
+
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
         self.sink.arm(timers);
     }

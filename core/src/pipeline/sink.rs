@@ -32,7 +32,7 @@ use crate::feldera::{
     classify_completion, classify_ingress, CompletionOutcome, FelderaEndpoint, IngressOutcome,
     Reply,
 };
-use crate::io::{Command, HttpId, Level};
+use crate::io::{Command, HttpId, Level, Topic};
 use crate::outbox::Batch;
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
@@ -205,7 +205,13 @@ impl Sink {
         self.lanes.len() - 1
     }
 
-    /// Every lane without a request out posts its oldest queued body.
+    /// An ingress request of an ended session ended: lanes it held back may post now.
+    pub(crate) fn resume(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint) {
+        self.post_queued(ctx, endpoint);
+    }
+
+    /// Every lane without a request out posts its oldest queued body, unless a request of
+    /// an ended session to its table may still be delivering records (`writes`).
     fn post_queued(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint) {
         for lane in 0..self.lanes.len() {
             if self.lanes[lane].posting.is_some() {
@@ -221,7 +227,25 @@ impl Sink {
             let Some((seq, part)) = found else {
                 continue;
             };
+            let segment = &self.lanes[lane].segment;
+            let earlier = ctx.writes.blocks(segment);
+            if earlier > 0 {
+                if ctx.writes.first_wait(segment) {
+                    let table = self.lanes[lane].table.clone();
+                    ctx.note(
+                        Level::Info,
+                        Topic::Batch,
+                        format!(
+                            "{table}: waiting until {earlier} ingress request(s) of an ended session end before writing to it again \
+                             (Feldera queues a request's records as they arrive; each ends within its {} s timeout)",
+                            INGRESS_TIMEOUT_MS / 1000
+                        ),
+                    );
+                }
+                continue;
+            }
             let http = ctx.http_id();
+            ctx.writes.started(http, segment);
             let body = part.body.take().unwrap_or_default();
             part.state = PartState::Posting(http);
             ctx.push(Command::Http {

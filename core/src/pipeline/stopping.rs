@@ -60,6 +60,11 @@ impl Stopping {
         &self.streaming
     }
 
+    /// An ingress request of an ended session ended: lanes it held back may post now.
+    pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
+        self.streaming.resume_writes(cx);
+    }
+
     /// Closes both connections; returns the last batch number used.
     pub(crate) fn close(self, ctx: &mut Ctx) -> BatchSeq {
         if let Some(mut confirm) = self.confirm {

@@ -196,6 +196,11 @@ impl Streaming {
             || ack.pending_commits() > 0
     }
 
+    /// An ingress request of an ended session ended: lanes it held back may post now.
+    pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
+        self.sink.resume(cx.ctx, &cx.env.endpoint);
+    }
+
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
         timers.set(TimerKind::StatusInterval, self.status.next_at());
         if self.can_send() {

@@ -259,6 +259,14 @@ impl Snapshotting {
         self.sink.oldest().map(|b| b.seq)
     }
 
+    /// An ingress request of an ended session ended: lanes it held back may post now.
+    pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
+        self.sink.resume(cx.ctx, &cx.env.endpoint);
+        if let Some(retraction) = self.retraction.as_mut() {
+            retraction.resume_writes(cx);
+        }
+    }
+
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
         if self.sink.has_room() {
             if let Some(at) = self.outbox.linger_deadline() {

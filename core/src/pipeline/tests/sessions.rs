@@ -237,3 +237,34 @@ fn a_slot_created_again_below_the_old_flush_starts_a_new_acknowledgement_history
         s.take_trace()
     );
 }
+
+#[test]
+fn a_new_session_writes_to_a_table_only_after_the_ended_sessions_request_to_it_ended() {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    assert_eq!(
+        s.waiting_requests(),
+        1,
+        "tx 700's ingress request is out, unanswered"
+    );
+    s.disconnect();
+    s.advance(1_000);
+    s.wal(
+        "Relation users",
+        &[relation(&users(ReplicaIdentity::Default))],
+    );
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    assert_eq!(
+        s.waiting_requests(),
+        1,
+        "the replay must not be posted while the old request may still deliver records"
+    );
+    s.accept();
+    assert_eq!(s.waiting_requests(), 1, "now the replay goes out");
+    s.settle();
+    assert_eq!(s.confirmed, crate::Lsn(0x2100));
+    rule!(
+        "Session 1 ends while its ingress request for tx 700 is still out (Feldera may still be reading it and queueing its records). Session 2 replays tx 700 but holds the batch back until that request ended: only then is anything of session 2 posted to users, so nothing of the old request can land after the replay.",
+        s.take_trace()
+    );
+}

@@ -1,0 +1,119 @@
+//! The ingress requests still out, across sessions: which table each writes to and which
+//! session sent it.
+//!
+//! Feldera queues a request's records as its body arrives, so a request keeps writing for
+//! as long as it uploads, whether or not its sender still waits for it. Ending a session
+//! forgets its batches but cannot stop its requests: the shell runs each to its end (an
+//! answer, a failure, or its timeout, after which its connection is closed and nothing more
+//! of it arrives) and reports that end like any other. Until then a later session must not
+//! write to the same table: its replay could arrive before the old request's last records,
+//! which would then overwrite newer values (or undo a delete) for good. So a sink's lane
+//! posts only when no request of an earlier session to its table is still out
+//! ([`Writes::blocks`]), and the pipeline lets the sinks post again when such a request
+//! ends. The wait is bounded by the old request's timeout (`sink::INGRESS_TIMEOUT_MS`),
+//! which the shell enforces.
+//!
+//! Owns: the ledger. Never decides what a request means for a batch (see `sink`).
+
+use crate::io::HttpId;
+use std::collections::BTreeMap;
+
+/// One ingress request out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Write {
+    /// The table's URL segment (`Name::url_segment`), which identifies its endpoint.
+    pub(crate) segment: String,
+    pub(crate) session: u32,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Writes {
+    session: u32,
+    out: BTreeMap<HttpId, Write>,
+    /// Tables whose wait was already logged in this session.
+    noted: Vec<String>,
+}
+
+impl Writes {
+    /// A new session starts: requests sent from now on are its own.
+    pub(crate) fn start_session(&mut self, session: u32) {
+        self.session = session;
+        self.noted.clear();
+    }
+
+    /// An ingress request to `segment` was handed to the shell.
+    pub(crate) fn started(&mut self, id: HttpId, segment: &str) {
+        self.out.insert(
+            id,
+            Write {
+                segment: segment.to_owned(),
+                session: self.session,
+            },
+        );
+    }
+
+    /// The request `id` ended (answered or failed): `Some` when it was an ingress request of
+    /// an earlier session, which may free a table.
+    pub(crate) fn ended(&mut self, id: HttpId) -> Option<Write> {
+        let write = self.out.remove(&id)?;
+        (write.session < self.session).then_some(write)
+    }
+
+    /// How many requests of earlier sessions to `segment` are still out: while any is, the
+    /// current session must not write to that table.
+    pub(crate) fn blocks(&self, segment: &str) -> usize {
+        self.out
+            .values()
+            .filter(|w| w.segment == segment && w.session < self.session)
+            .count()
+    }
+
+    /// Whether this session has not yet said that it waits for `segment` (true once).
+    pub(crate) fn first_wait(&mut self, segment: &str) -> bool {
+        if self.noted.iter().any(|s| s == segment) {
+            return false;
+        }
+        self.noted.push(segment.to_owned());
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_requests_of_earlier_sessions_block_a_table_until_they_end() {
+        let mut writes = Writes::default();
+        writes.start_session(1);
+        writes.started(HttpId(1), "users");
+        writes.started(HttpId(2), "items");
+        assert_eq!(
+            writes.blocks("users"),
+            0,
+            "a session's own requests never block it"
+        );
+        writes.start_session(2);
+        assert_eq!((writes.blocks("users"), writes.blocks("items")), (1, 1));
+        writes.started(HttpId(3), "users");
+        assert_eq!(writes.ended(HttpId(3)), None, "the current session's own");
+        assert_eq!(
+            writes.ended(HttpId(1)).map(|w| w.segment),
+            Some("users".to_owned())
+        );
+        assert_eq!(writes.blocks("users"), 0);
+        assert_eq!(writes.blocks("items"), 1);
+        assert_eq!(writes.ended(HttpId(1)), None, "ends once");
+    }
+
+    #[test]
+    fn a_wait_is_noted_once_per_table_and_session() {
+        let mut writes = Writes::default();
+        writes.start_session(2);
+        assert!(writes.first_wait("users"));
+        assert!(!writes.first_wait("users"));
+        writes.start_session(3);
+        assert!(writes.first_wait("users"));
+    }
+}
