@@ -2,6 +2,7 @@
 //! current time, the exit latch (after `Exit`, nothing else is ever emitted), and the
 //! ingress requests still out across sessions (`writes`).
 
+use super::settle::Gate;
 use super::writes::Writes;
 use crate::io::{Command, ConnId, HttpId, Level, Topic};
 use crate::time::Now;
@@ -17,6 +18,9 @@ pub(crate) struct Ctx {
     /// Ingress requests out, and which session sent them: a session never writes to a table
     /// while an earlier session's request to it may still deliver records.
     pub(crate) writes: Writes,
+    /// Requests for table data wait here until an open Feldera transaction is settled
+    /// (`settle`).
+    pub(crate) gate: Gate,
 }
 
 impl Ctx {

@@ -349,7 +349,14 @@ impl FelderaTxn {
     }
 
     fn on_started(&mut self, ctx: &mut Ctx, reply: Reply<'_>) -> TxnStep {
-        let id = match classify_start_transaction(reply) {
+        let outcome = classify_start_transaction(reply);
+        if matches!(
+            outcome,
+            StartTransactionOutcome::Started { .. } | StartTransactionOutcome::AlreadyOpen(_)
+        ) {
+            ctx.own_transaction();
+        }
+        let id = match outcome {
             StartTransactionOutcome::Started { transaction_id } => {
                 ctx.note(
                     Level::Debug,

@@ -58,6 +58,7 @@ mod retracting;
 mod retraction;
 #[cfg(any(test, feature = "testing"))]
 pub mod script;
+mod settle;
 mod sink;
 mod snapshotting;
 mod starting;
@@ -756,6 +757,16 @@ impl Pipeline {
                 Phase::Stopping(s) => s.on_pg_closed(cx, conn, error),
                 _ => Next::Stay,
             },
+            Input::HttpDone { id, status, body } if cx.ctx.settle_owns(id) => {
+                let reply = Reply::Answered {
+                    status,
+                    body: &body,
+                };
+                settled(cx, reply)
+            }
+            Input::HttpFailed { id, error } if cx.ctx.settle_owns(id) => {
+                settled(cx, Reply::Failed { error: &error })
+            }
             Input::HttpDone { id, status, body } => {
                 if let Some(write) = cx.ctx.writes.ended(id) {
                     return earlier_write_ended(cx, phase, &write, &format!("answered {status}"));
@@ -892,6 +903,14 @@ impl Pipeline {
             timers.set(TimerKind::Progress, at);
         }
         self.timers = timers;
+    }
+}
+
+/// An answer to the settling of an open Feldera transaction (`settle`).
+fn settled(cx: &mut Cx<'_>, reply: Reply<'_>) -> Next {
+    match cx.ctx.on_settle_reply(&cx.env.endpoint, reply) {
+        Ok(()) => Next::Stay,
+        Err(failure) => Next::Fail(failure),
     }
 }
 

@@ -23,7 +23,7 @@ use crate::ack::BatchSeq;
 use crate::config::{AckMode, CrashPoint};
 use crate::contract::Name;
 use crate::feldera::{classify_query, QueryOutcome, Reply};
-use crate::io::{Command, HttpId, Level, Topic};
+use crate::io::{HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
 use crate::retract::{
     count_query, existence_query, leftovers, page_query, read_count, Key, KeyPlan, LeftoverPlan,
@@ -147,13 +147,9 @@ impl Retraction {
         };
         let query = page_query(&job.keys, after, self.page_rows);
         let http = cx.ctx.http_id();
-        cx.ctx.push(Command::Http {
-            id: http,
-            request: cx
-                .env
-                .endpoint
-                .query(&query.sql, super::sink::POLL_TIMEOUT_MS),
-        });
+        let endpoint = &cx.env.endpoint;
+        let request = endpoint.query(&query.sql, super::sink::POLL_TIMEOUT_MS);
+        cx.ctx.push_table_request(endpoint, http, request);
         self.step = Step::Query { http, query };
     }
 
@@ -413,13 +409,9 @@ fn cut(cx: &mut Cx<'_>, outbox: &mut Outbox, sink: &mut Sink, names: &[Name], re
 /// Asks Feldera how many rows `plan`'s table holds; the answer is read by `read_count_answer`.
 pub(crate) fn ask_count(cx: &mut Cx<'_>, plan: &KeyPlan) -> HttpId {
     let http = cx.ctx.http_id();
-    cx.ctx.push(Command::Http {
-        id: http,
-        request: cx
-            .env
-            .endpoint
-            .query(&count_query(plan), super::sink::POLL_TIMEOUT_MS),
-    });
+    let endpoint = &cx.env.endpoint;
+    let request = endpoint.query(&count_query(plan), super::sink::POLL_TIMEOUT_MS);
+    cx.ctx.push_table_request(endpoint, http, request);
     http
 }
 

@@ -208,6 +208,11 @@ pub struct Script {
     endpoints: Vec<String>,
     /// Each token issued and the short name traces show for it (`t1`, `t2`, ...).
     token_names: std::collections::BTreeMap<String, String>,
+    /// A Feldera transaction is open (started through `step`, or left by an earlier run:
+    /// set it before the pipeline's first request). Tokens accepted while it is open stay
+    /// in progress until `step` answers its commit.
+    pub transaction_open: bool,
+    tokens_in_transaction: std::collections::BTreeSet<String>,
     /// Feldera's tables as completed requests left them.
     pub feldera: super::fake_feldera::FakeFeldera,
     completed_bodies: Vec<String>,
@@ -312,6 +317,8 @@ impl Script {
             incarnation: 1,
             endpoints: Vec::new(),
             token_names: std::collections::BTreeMap::new(),
+            transaction_open: false,
+            tokens_in_transaction: std::collections::BTreeSet::new(),
             feldera: fake_feldera_for(schema),
             completed_bodies: Vec::new(),
             wal_end: Lsn::ZERO,
@@ -660,6 +667,9 @@ impl Script {
         let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(origin);
         self.token_names
             .insert(token.clone(), format!("t{}", self.tokens));
+        if self.transaction_open {
+            self.tokens_in_transaction.insert(token.clone());
+        }
         self.answer(200, &format!("{{\"token\":\"{token}\"}}"));
     }
 
@@ -686,6 +696,8 @@ impl Script {
         ));
         self.endpoints.clear();
         self.bodies_by_token.clear();
+        self.transaction_open = false;
+        self.tokens_in_transaction.clear();
         self.feldera.empty_all();
     }
 
@@ -751,9 +763,26 @@ impl Script {
         if request.url.contains("/ingress/") {
             self.accept();
         } else if request.url.ends_with("/start_transaction") {
-            self.answer(200, r#"{"transaction_id":1}"#);
+            if self.transaction_open {
+                self.answer(
+                    409,
+                    r#"{"message":"Cannot perform this operation while there is a transaction in progress","error_code":"TransactionInProgress","details":null}"#,
+                );
+            } else {
+                self.transaction_open = true;
+                self.answer(200, r#"{"transaction_id":1}"#);
+            }
         } else if request.url.ends_with("/commit_transaction") {
-            self.answer(200, r#""Transaction commit initiated""#);
+            if self.transaction_open {
+                self.transaction_open = false;
+                self.tokens_in_transaction.clear();
+                self.answer(200, r#""Transaction commit initiated""#);
+            } else {
+                self.answer(
+                    400,
+                    r#"{"message":"This operation requires an active transaction, but none is currently in progress","error_code":"NoTransactionInProgress","details":null}"#,
+                );
+            }
         } else if request.url.contains("/query?") {
             let sql = query_sql(&request.url);
             let answer = self
@@ -761,6 +790,13 @@ impl Script {
                 .query(&sql)
                 .unwrap_or_else(|| panic!("the fake Feldera does not model {sql}"));
             self.answer(200, &answer);
+        } else if request
+            .url
+            .split("token=")
+            .nth(1)
+            .is_some_and(|t| self.tokens_in_transaction.contains(t))
+        {
+            self.in_progress();
         } else if request
             .url
             .split("token=")

@@ -248,10 +248,8 @@ impl Sink {
             ctx.writes.started(http, segment);
             let body = part.body.take().unwrap_or_default();
             part.state = PartState::Posting(http);
-            ctx.push(Command::Http {
-                id: http,
-                request: endpoint.ingress(&self.lanes[lane].table, body, INGRESS_TIMEOUT_MS),
-            });
+            let request = endpoint.ingress(&self.lanes[lane].table, body, INGRESS_TIMEOUT_MS);
+            ctx.push_table_request(endpoint, http, request);
             self.lanes[lane].posting = Some((http, seq));
         }
     }

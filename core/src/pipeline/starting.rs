@@ -81,6 +81,9 @@ impl Starting {
     pub(crate) fn begin(cx: &mut Cx<'_>) -> Result<Starting, Failure> {
         let config = &cx.env.config;
         cx.run.sessions += 1;
+        cx.ctx.settle_at_session_start(
+            config.feldera_transactions != crate::config::FelderaTransactions::Off,
+        );
         cx.ctx.writes.start_session(cx.run.sessions);
         let application_name = format!("slotline/{}", config.slot);
         let repl = PgLink::open(cx.ctx, &config.pg, true, &application_name).map_err(|e| {

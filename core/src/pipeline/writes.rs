@@ -60,6 +60,12 @@ impl Writes {
         (write.session < self.session).then_some(write)
     }
 
+    /// A request that was never sent after all (it waited behind `settle`'s gate when its
+    /// session ended).
+    pub(crate) fn forget(&mut self, id: HttpId) {
+        self.out.remove(&id);
+    }
+
     /// How many requests of earlier sessions to `segment` are still out: while any is, the
     /// current session must not write to that table.
     pub(crate) fn blocks(&self, segment: &str) -> usize {

@@ -282,3 +282,30 @@ fn inconsistent_mode_copies_first_and_creates_the_slot_afterwards() {
         trace
     );
 }
+
+#[test]
+fn a_copy_first_commits_a_feldera_transaction_left_open_then_writes_outside_it() {
+    let mut s = Script::with_state(
+        &[
+            TABLES,
+            ("SNAPSHOT_MODE", "initial"),
+            ("FELDERA_TRANSACTIONS", "large"),
+        ],
+        seeded(1..4, 1, 2),
+        SCHEMA,
+        None,
+    );
+    s.transaction_open = true;
+    run_until_streaming(&mut s);
+    assert_eq!(s.exit(), None);
+    assert!(!s.transaction_open, "the open transaction was committed");
+    assert_eq!(s.feldera.rows("users"), 3);
+    let trace = s.take_trace();
+    let first_ingress = trace.find("POST ingress").expect("the copy was sent");
+    let commit = trace.find("POST /commit_transaction").expect("a commit");
+    assert!(commit < first_ingress, "{trace}");
+    rule!(
+        "With FELDERA_TRANSACTIONS on, a transaction an earlier run left open would swallow the copy (nothing ingested completes before its commit). The copy's first request to Feldera waits: start_transaction answers 409, commit_transaction commits the old transaction, and only then do the copy's batches go out, outside any transaction.",
+        trace
+    );
+}

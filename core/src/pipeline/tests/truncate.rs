@@ -280,3 +280,31 @@ fn a_crash_after_the_query_and_mid_delete_leaves_the_transaction_unacknowledged(
         out
     );
 }
+
+#[test]
+fn a_truncate_first_in_its_session_settles_a_feldera_transaction_left_open_before_reading_keys() {
+    let mut s = streaming(&[("FELDERA_TRANSACTIONS", "large")]);
+    seed_users(&mut s, 1..4);
+    s.transaction_open = true;
+    s.wal(
+        "tx 700: TRUNCATE users (replayed first thing in this session)",
+        &[
+            begin(0x2100, 700),
+            truncate(0x2010, &[16384]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+    drive(&mut s);
+    assert!(!s.transaction_open, "the open transaction was committed");
+    assert_eq!(keys(&s, "users"), Vec::<String>::new());
+    assert_eq!(s.confirmed, Lsn(0x2100));
+    let trace = s.take_trace();
+    assert!(
+        trace.find("POST /commit_transaction").unwrap() < trace.find("GET query").unwrap(),
+        "{trace}"
+    );
+    rule!(
+        "A replayed TRUNCATE is the session's first Feldera work while a transaction is left open: its key query would miss what the transaction holds and its deletes would join it and never complete. The query waits until start_transaction (409) and commit_transaction settled the old transaction; then keys are read, deleted and verified as usual.",
+        trace
+    );
+}
