@@ -119,3 +119,75 @@ fn a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole
         a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole(shell);
     }
 }
+
+const TABLE_ROWS: u64 = 40_000;
+
+/// A run killed inside a Feldera transaction leaves it open; the state file is deleted (the
+/// documented way to ask for a new snapshot) and the connector restarted. Everything the copy
+/// sends would join that transaction and never complete: the session must commit it first.
+fn a_re_snapshot_commits_a_feldera_transaction_left_open_by_a_killed_run(shell: Shell) {
+    let env = Env::new("txn_resnap", SETUP, schema());
+    env.sql(&format!(
+        "INSERT INTO users SELECT g, 'seed' FROM generate_series(1, {TABLE_ROWS}) g"
+    ));
+    let config = [
+        ("TABLES", "users"),
+        ("SNAPSHOT_MODE", "initial"),
+        ("FELDERA_TRANSACTIONS", "large"),
+        ("BATCH_MAX_ROWS", "1000"),
+    ];
+    let mut crashing: Vec<(&str, &str)> = config.to_vec();
+    crashing.push(("CRASH_AT", "after_send"));
+    let mut first = env.start(shell, &crashing);
+    assert!(
+        env.wait_snapshot_complete_and_caught_up(Duration::from_secs(180)),
+        "the first copy did not finish:\n{}",
+        first.log_text()
+    );
+    env.sql("INSERT INTO users SELECT g, 'big' FROM generate_series(100001, 103000) g");
+    assert_eq!(
+        first.wait_exit(Duration::from_secs(60)),
+        Some(70),
+        "no crash inside the Feldera transaction:\n{}",
+        first.log_text()
+    );
+    assert_eq!(
+        calls(&env, "start_transaction"),
+        calls(&env, "commit_transaction") + 1,
+        "the crash left a transaction open"
+    );
+
+    std::fs::remove_file(env.state_path()).expect("remove the state file");
+    let mut second = env.start(shell, &config);
+    assert!(
+        env.wait_snapshot_complete_and_caught_up(Duration::from_secs(180)),
+        "the re-snapshot did not finish:\n{}",
+        second.log_text()
+    );
+    assert!(
+        second.log_text().contains("a Feldera transaction is open"),
+        "{}",
+        second.log_text()
+    );
+    env.assert_rows_equal("users", "users", "id");
+    assert_eq!(
+        second.stop(Duration::from_secs(15)),
+        Some(0),
+        "{}",
+        second.log_text()
+    );
+}
+
+mod a_re_snapshot_commits_a_feldera_transaction_left_open_by_a_killed_run {
+    use super::*;
+
+    #[test]
+    fn tokio() {
+        a_re_snapshot_commits_a_feldera_transaction_left_open_by_a_killed_run(Shell::Tokio);
+    }
+
+    #[test]
+    fn blocking() {
+        a_re_snapshot_commits_a_feldera_transaction_left_open_by_a_killed_run(Shell::Blocking);
+    }
+}
