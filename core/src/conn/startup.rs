@@ -1,4 +1,7 @@
-//! Startup and authentication: from the StartupMessage to the first ReadyForQuery.
+//! Startup and authentication: from the StartupMessage to the first ReadyForQuery, and on
+//! PostgreSQL 17 and newer the `SET transaction_timeout = 0` that follows it before the
+//! connection is reported ready (that timeout cannot be a startup parameter: 15 and 16
+//! refuse unknown ones).
 //!
 //! This module owns the authentication exchange (trust, cleartext, MD5, SCRAM-SHA-256 with
 //! channel binding over TLS) and the messages allowed before the connection is ready. It
