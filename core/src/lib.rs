@@ -115,6 +115,9 @@
 //! - **Values are read under pinned session settings:**
 //!   [`wire::frontend::PINNED_SESSION_SETTINGS`] sent at startup,
 //!   [`startup::checks::pinned_settings`] checks what the server reports.
+//! - **No server-side timeout ends a session that waits by design:**
+//!   [`wire::frontend::DISABLED_SERVER_TIMEOUTS`] sent at startup, and
+//!   [`wire::frontend::DISABLE_TRANSACTION_TIMEOUT`] before a 17+ connection is ready (`conn`).
 #![forbid(unsafe_code)]
 
 pub mod ack;

@@ -418,6 +418,11 @@ impl PgCluster {
         }
     }
 
+    /// The whole server log so far (every test of the binary that shares this cluster).
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
     /// The last lines of the server log, for failure messages.
     pub fn server_log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();

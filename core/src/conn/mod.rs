@@ -353,7 +353,8 @@ impl Connection {
         match &mut self.state {
             State::Startup(startup) => {
                 let binding = startup::Binding::of(self.tls.as_ref());
-                match startup.handle(message, &self.config, binding, &mut self.out)? {
+                let version = self.parameters.get("server_version").map(String::as_str);
+                match startup.handle(message, &self.config, binding, version, &mut self.out)? {
                     StartupStep::Continue => {}
                     StartupStep::KeyData(key) => self.backend_key = Some(key),
                     StartupStep::Ready => self.state = State::Ready,

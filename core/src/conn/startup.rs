@@ -1,4 +1,7 @@
-//! Startup and authentication: from the StartupMessage to the first ReadyForQuery.
+//! Startup and authentication: from the StartupMessage to the first ReadyForQuery, and on
+//! PostgreSQL 17 and newer the `SET transaction_timeout = 0` that follows it before the
+//! connection is reported ready (that timeout cannot be a startup parameter: 15 and 16
+//! refuse unknown ones).
 //!
 //! This module owns the authentication exchange (trust, cleartext, MD5, SCRAM-SHA-256 with
 //! channel binding over TLS) and the messages allowed before the connection is ready. It
@@ -55,6 +58,11 @@ pub(crate) enum Startup {
     ScramOk,
     /// Authenticated: parameters and the key arrive, then ReadyForQuery.
     Authenticated,
+    /// The server (17 or newer) said ReadyForQuery; `SET transaction_timeout = 0` was sent
+    /// and its CommandComplete is awaited: the connection is not ready before it.
+    DisablingTransactionTimeout,
+    /// The SET completed; its ReadyForQuery follows.
+    TransactionTimeoutDisabled,
 }
 
 impl fmt::Debug for Startup {
@@ -72,14 +80,20 @@ impl Startup {
             Startup::ScramFinal(_) => "SCRAM authentication (client-final sent)",
             Startup::ScramOk => "SCRAM authentication (server verified)",
             Startup::Authenticated => "startup (authenticated, awaiting ReadyForQuery)",
+            Startup::DisablingTransactionTimeout => "startup (switching transaction_timeout off)",
+            Startup::TransactionTimeoutDisabled => {
+                "startup (transaction_timeout off, awaiting ReadyForQuery)"
+            }
         }
     }
 
+    /// `server_version`: what the server reported so far (ParameterStatus), if anything.
     pub(crate) fn handle(
         &mut self,
         message: BackendMessage,
         config: &ConnectionConfig,
         binding: Binding<'_>,
+        server_version: Option<&str>,
         out: &mut Outbox,
     ) -> Result<StartupStep, ConnError> {
         let unexpected = |message: &BackendMessage, during: &'static str| ConnError::Unexpected {
@@ -88,7 +102,9 @@ impl Startup {
         };
         let during = self.name();
         match (std::mem::replace(self, Startup::Authenticated), message) {
-            // Any error before ReadyForQuery ends the connection: the server closes it.
+            // Any error before ReadyForQuery ends the connection: the server closes it. An
+            // error answering `SET transaction_timeout` fails it too: that session could be
+            // cut off in the middle of a copy, and the caller closes a failed connection.
             (_, BackendMessage::ErrorResponse(err)) => Err(ConnError::Server(err)),
             (Startup::AwaitRequest, BackendMessage::Authentication(auth)) => {
                 *self = request(auth, config, binding, out)?;
@@ -124,13 +140,39 @@ impl Startup {
                 out.events.push_back(Event::BackendKeyData(key.clone()));
                 Ok(StartupStep::KeyData(key))
             }
-            (Startup::Authenticated, BackendMessage::ReadyForQuery(_)) => {
+            (Startup::Authenticated, BackendMessage::ReadyForQuery(_))
+                if has_transaction_timeout(server_version) =>
+            {
+                frontend::encode_query(frontend::DISABLE_TRANSACTION_TIMEOUT, &mut out.transmit)
+                    .map_err(ConnError::Encode)?;
+                *self = Startup::DisablingTransactionTimeout;
+                Ok(StartupStep::Continue)
+            }
+            (Startup::DisablingTransactionTimeout, BackendMessage::CommandComplete { tag })
+                if tag == "SET" =>
+            {
+                *self = Startup::TransactionTimeoutDisabled;
+                Ok(StartupStep::Continue)
+            }
+            (
+                Startup::Authenticated | Startup::TransactionTimeoutDisabled,
+                BackendMessage::ReadyForQuery(_),
+            ) => {
                 out.events.push_back(Event::Ready);
                 Ok(StartupStep::Ready)
             }
             (_, other) => Err(unexpected(&other, during)),
         }
     }
+}
+
+/// Whether the server has `transaction_timeout` (17 and newer). A server that reports no
+/// version (only test doubles do) or one that cannot be read gets nothing: the startup
+/// checks refuse what they cannot read.
+fn has_transaction_timeout(server_version: Option<&str>) -> bool {
+    server_version
+        .and_then(crate::ops::slot::parse_server_version)
+        .is_some_and(|version| version >= frontend::TRANSACTION_TIMEOUT_SINCE)
 }
 
 fn scram_error(err: std::io::Error) -> ConnError {

@@ -231,6 +231,23 @@ impl Script {
         Script::with_state(config, pg, schema, None)
     }
 
+    /// `new`, with `tweak` setting up the fake servers before the pipeline's first
+    /// connection is answered.
+    pub fn new_tweaked(
+        config: &[(&str, &str)],
+        pg: FakePg,
+        schema: &str,
+        tweak: impl FnOnce(&mut Script),
+    ) -> Script {
+        let mut script = Script::assemble(config, pg, schema, None, |config, now| {
+            let pipeline = Pipeline::new(config, 7, now).expect("scripted pipeline starts");
+            Machine::Pipeline(Box::new(pipeline))
+        });
+        tweak(&mut script);
+        script.drain();
+        script
+    }
+
     /// `new`, with a state file already in the state directory (`None`: absent).
     pub fn with_state(
         config: &[(&str, &str)],
@@ -1065,6 +1082,12 @@ impl Script {
     }
 
     fn answer_query(&mut self, conn: ConnId, sql: &str) -> Vec<BackendMessage> {
+        if sql == crate::wire::frontend::DISABLE_TRANSACTION_TIMEOUT {
+            return vec![
+                BackendMessage::CommandComplete { tag: "SET".into() },
+                BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+            ];
+        }
         if let Some(answer) = self.answer_snapshot_query(sql) {
             return answer;
         }

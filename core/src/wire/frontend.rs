@@ -25,6 +25,30 @@ pub const PINNED_SESSION_SETTINGS: [(&str, &str); 6] = [
     ("client_encoding", "UTF8"),
 ];
 
+/// Server-side timeouts switched off on every connection, sent as startup parameters
+/// (docs/postgres.md, "Session settings that change the bytes"). A role's or database's
+/// defaults would otherwise end slotline's sessions while they wait by design: a COPY held
+/// back by Feldera's pace, a worker idle between ranges, the replication connection that
+/// must stay in its transaction while workers read its exported snapshot, a monitor idle
+/// between checks. Each such end restarts the whole copy. A client's startup parameters take
+/// precedence over `ALTER ROLE`/`ALTER DATABASE ... SET`.
+/// `transaction_timeout` is not here: PostgreSQL 15 and 16 refuse an unknown startup
+/// parameter with a FATAL error, so it is switched off after startup on 17 and newer
+/// ([`TRANSACTION_TIMEOUT_SINCE`]).
+pub const DISABLED_SERVER_TIMEOUTS: [(&str, &str); 4] = [
+    ("statement_timeout", "0"),
+    ("lock_timeout", "0"),
+    ("idle_in_transaction_session_timeout", "0"),
+    ("idle_session_timeout", "0"),
+];
+
+/// The first `server_version_num` that has `transaction_timeout`.
+pub const TRANSACTION_TIMEOUT_SINCE: u32 = 170_000;
+
+/// Sent once startup is over on servers from [`TRANSACTION_TIMEOUT_SINCE`] on, for the same
+/// reason as [`DISABLED_SERVER_TIMEOUTS`].
+pub const DISABLE_TRANSACTION_TIMEOUT: &str = "SET transaction_timeout = 0";
+
 /// What identifies a session at startup.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartupParams<'a> {
@@ -60,7 +84,8 @@ fn encode_error(message: &'static str) -> impl FnOnce(std::io::Error) -> EncodeE
     }
 }
 
-/// StartupMessage (protocol 3.0) with the identity and [`PINNED_SESSION_SETTINGS`].
+/// StartupMessage (protocol 3.0) with the identity, [`PINNED_SESSION_SETTINGS`] and
+/// [`DISABLED_SERVER_TIMEOUTS`].
 pub fn encode_startup(params: &StartupParams<'_>, buf: &mut BytesMut) -> Result<(), EncodeError> {
     let mut pairs = vec![
         ("user", params.user),
@@ -71,6 +96,7 @@ pub fn encode_startup(params: &StartupParams<'_>, buf: &mut BytesMut) -> Result<
         pairs.push(("replication", "database"));
     }
     pairs.extend(PINNED_SESSION_SETTINGS);
+    pairs.extend(DISABLED_SERVER_TIMEOUTS);
     frontend::startup_message(pairs, buf).map_err(encode_error("StartupMessage"))
 }
 
@@ -173,7 +199,7 @@ mod tests {
     }
 
     #[test]
-    fn startup_carries_identity_replication_and_pinned_settings() {
+    fn startup_carries_identity_replication_pinned_settings_and_disabled_timeouts() {
         let mut buf = BytesMut::new();
         let params = StartupParams {
             user: "alice",
@@ -208,6 +234,14 @@ mod tests {
                 "3",
                 "client_encoding",
                 "UTF8",
+                "statement_timeout",
+                "0",
+                "lock_timeout",
+                "0",
+                "idle_in_transaction_session_timeout",
+                "0",
+                "idle_session_timeout",
+                "0",
                 "",
                 ""
             ]

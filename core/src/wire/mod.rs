@@ -18,7 +18,9 @@ pub use backend::{
     Notification, RowDescription, TransactionStatus,
 };
 pub use framing::{Frame, Framer, MAX_FRAME_LEN};
-pub use frontend::{EncodeError, StartupParams, StatusUpdate, PINNED_SESSION_SETTINGS};
+pub use frontend::{
+    EncodeError, StartupParams, StatusUpdate, DISABLED_SERVER_TIMEOUTS, PINNED_SESSION_SETTINGS,
+};
 pub use pg_error::PgError;
 pub use reader::Reader;
 pub use replication::{PrimaryKeepalive, ReplicationMessage, XLogData};

@@ -5,6 +5,7 @@
 mod auth;
 mod query;
 mod stream;
+mod timeouts;
 mod tls;
 
 use bytes::Bytes;

@@ -309,3 +309,44 @@ fn a_copy_first_commits_a_feldera_transaction_left_open_then_writes_outside_it()
         trace
     );
 }
+
+#[test]
+fn from_postgresql_17_every_connection_switches_transaction_timeout_off_before_its_first_query() {
+    let pairs = [
+        TABLES,
+        ("SNAPSHOT_MODE", "initial"),
+        ("SNAPSHOT_WORKERS", "2"),
+        ("SLOT_CHECK_INTERVAL_MS", "1000"),
+    ];
+    let mut s = Script::new_tweaked(&pairs, seeded(1..4, 1, 2), SCHEMA, |s| {
+        s.set_server_version("17.2")
+    });
+    run_until_streaming(&mut s);
+    s.advance(1_500);
+    s.settle();
+    assert_eq!(s.exit(), None);
+    let trace = s.take_trace();
+    // The first query of each connection, in the order the connections opened.
+    let mut first: Vec<(&str, &str)> = Vec::new();
+    for line in trace.lines() {
+        let mut words = line.split_whitespace().skip(2);
+        let (Some(conn), Some(kind)) = (words.next(), words.next()) else {
+            continue;
+        };
+        if !conn.starts_with("pg#") || kind != "query" || first.iter().any(|(c, _)| *c == conn) {
+            continue;
+        }
+        let query = line.split(" query ").nth(1).unwrap_or_default();
+        first.push((conn, query));
+    }
+    let opened = trace
+        .lines()
+        .filter(|l| l.contains(" startup user="))
+        .count();
+    // The replication connection, the slot monitor and two workers.
+    assert!(opened >= 4, "{opened} connections:\n{trace}");
+    assert_eq!(first.len(), opened, "a connection asked nothing:\n{trace}");
+    for (conn, query) in &first {
+        assert_eq!(*query, "SET transaction_timeout = 0", "{conn}:\n{trace}");
+    }
+}
