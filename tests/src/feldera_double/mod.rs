@@ -276,6 +276,17 @@ impl FelderaDouble {
         self.shared.fail_next_ingress(count, mode, error_code);
     }
 
+    /// The next `requests` ingress calls to input table `table` (named as for `table`) have
+    /// their bodies read at about `bytes_per_sec`: the double reads a piece, queues the
+    /// records it completed, then sleeps, so the upload takes long and the client's writes
+    /// block on TCP backpressure. Replaces any slow reading planned for that table;
+    /// `requests == 0` ends it. `InvalidInput` for an unknown table or a zero rate.
+    pub fn read_slowly(&self, table: &str, requests: usize, bytes_per_sec: u64) -> io::Result<()> {
+        self.shared
+            .read_slowly(table, requests, bytes_per_sec)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    }
+
     /// The next `count` successful ad-hoc queries answer 200, stream their rows, then end
     /// with Feldera's `{"error": "..."}` line (an error after streaming started).
     pub fn fail_next_queries(&self, count: usize) {
@@ -365,12 +376,7 @@ impl FelderaDouble {
     /// One input table by its schema name (exactly), or by an ingress-style name
     /// (unquoted case-insensitive, `"Quoted"` exact).
     pub fn table(&self, name: &str) -> Option<TableSnapshot> {
-        let schema = &self.shared.schema;
-        let index = schema
-            .inputs
-            .iter()
-            .position(|r| r.name == name)
-            .or_else(|| schema.input_by_path(name))?;
+        let index = self.shared.input_index(name)?;
         self.tables().into_iter().nth(index)
     }
 
