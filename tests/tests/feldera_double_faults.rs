@@ -1,11 +1,12 @@
 //! The Feldera double's faults and lifecycle over real HTTP: completion delays, restart,
-//! pause, injected 503s, the request log, the `/control` endpoints, stopping, and the
-//! `feldera-double` binary.
+//! pause, injected 503s, bodies queued as they arrive and read slowly on demand, the
+//! request log, the `/control` endpoints, stopping, and the `feldera-double` binary.
 
 #[path = "feldera_double/client.rs"]
 mod client;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -425,4 +426,224 @@ fn removed_endpoints_make_their_tokens_answer_410_unknown_endpoint() {
         vec![1, 2],
         "what the removed endpoint accepted is still processed"
     );
+}
+
+/// The name column of row `id` of `t`, as processed so far.
+fn name_of(double: &slotline_tests::feldera_double::FelderaDouble, id: i64) -> Option<String> {
+    double.table("t").unwrap().rows.iter().find_map(|r| {
+        (r.row["id"].as_i64() == Some(id)).then(|| r.row["name"].as_str().map(str::to_string))?
+    })
+}
+
+/// Polls `check` until it holds; panics with `what` after 5 s.
+fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// An ingress request written by hand over TCP, so the test decides when each part of the
+/// body leaves (a plain client writes it all at once).
+struct RawUpload {
+    stream: TcpStream,
+}
+
+impl RawUpload {
+    /// Sends the head of a request to `t` announcing `body_len` bytes of body.
+    fn start(double: &slotline_tests::feldera_double::FelderaDouble, body_len: usize) -> RawUpload {
+        let mut stream = TcpStream::connect(double.addr()).expect("connect to the double");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        let head = format!(
+            "POST /v0/pipelines/{PIPELINE}/ingress/t?format=json&update_format=insert_delete HTTP/1.1\r\n\
+             Host: {}\r\nContent-Type: application/json\r\nContent-Length: {body_len}\r\n\
+             Connection: close\r\n\r\n",
+            double.addr()
+        );
+        stream.write_all(head.as_bytes()).expect("send the head");
+        RawUpload { stream }
+    }
+
+    fn send(&mut self, part: &str) {
+        self.stream.write_all(part.as_bytes()).expect("send a part");
+        self.stream.flush().expect("flush");
+    }
+
+    /// The answer's status and body (the server closes the connection after it).
+    fn answer(mut self) -> (u16, String) {
+        let mut text = String::new();
+        self.stream
+            .read_to_string(&mut text)
+            .expect("read the answer");
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no status line in {text:?}"));
+        let body = text
+            .split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        (status, body)
+    }
+}
+
+#[test]
+fn records_are_queued_and_processed_as_the_body_arrives_before_it_ends() {
+    let double = start();
+    let first = "{\"insert\": {\"id\": 1}}\n{\"insert\": {\"id\": 2}}\n{\"insert\": {\"id\"";
+    let rest = ": 3}}\n";
+    let mut upload = RawUpload::start(&double, first.len() + rest.len());
+    upload.send(first);
+    wait_until("the first two records are processed", || {
+        ids(&double) == vec![1, 2]
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(ids(&double), vec![1, 2], "a split line waits for its end");
+    assert_eq!(double.status()["queued_records"], 0);
+
+    upload.send(rest);
+    let (status, body) = upload.answer();
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).expect("JSON answer");
+    let token = answer["token"].as_str().expect("a token");
+    assert_eq!(
+        Client::new(&double).completion(token).json()["status"],
+        "complete"
+    );
+    assert_eq!(ids(&double), vec![1, 2, 3]);
+}
+
+#[test]
+fn concurrent_requests_upsert_a_key_in_the_order_their_records_arrive() {
+    let double = start();
+    double
+        .read_slowly("t", 1, 2000)
+        .expect("t is an input table");
+    // The slow request sets key 1 first and key 2 last, with padding between that takes
+    // about 0.8 s to read; the quick one, sent meanwhile, sets both.
+    let mut slow_body = String::from("{\"insert\": {\"id\": 1, \"name\": \"slow\"}}\n");
+    for id in 100..160 {
+        slow_body.push_str(&format!("{{\"insert\": {{\"id\": {id}}}}}\n"));
+    }
+    slow_body.push_str("{\"insert\": {\"id\": 2, \"name\": \"slow\"}}\n");
+    let slow = {
+        let c = Client::new(&double);
+        std::thread::spawn(move || c.ingress("t", &slow_body))
+    };
+    wait_until("the slow request's first record is processed", || {
+        name_of(&double, 1).as_deref() == Some("slow")
+    });
+    let c = Client::new(&double);
+    c.ingest_ok(
+        "t",
+        "{\"insert\": {\"id\": 1, \"name\": \"quick\"}}\n{\"insert\": {\"id\": 2, \"name\": \"quick\"}}",
+    );
+    assert!(
+        !slow.is_finished(),
+        "precondition: the slow request is still uploading"
+    );
+    assert_eq!(name_of(&double, 2).as_deref(), Some("quick"));
+
+    let r = slow.join().expect("the slow client");
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        name_of(&double, 1).as_deref(),
+        Some("quick"),
+        "arrived last, though its request ended first"
+    );
+    assert_eq!(
+        name_of(&double, 2).as_deref(),
+        Some("slow"),
+        "arrived last, though its request started first"
+    );
+    assert_eq!(double.table("t").unwrap().rows.len(), 62);
+}
+
+#[test]
+fn records_that_arrived_stay_queued_when_the_client_goes_away_mid_body() {
+    let double = start_with(config().with_completion_delay(CompletionDelay::Never));
+    let part = "{\"insert\": {\"id\": 1}}\n{\"insert\": {\"id\": 2}}\n{\"insert\": {\"id";
+    let mut upload = RawUpload::start(&double, part.len() + 1000);
+    upload.send(part);
+    wait_until("two records are queued", || {
+        double.status()["queued_records"] == 2
+    });
+    drop(upload);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        double.status()["queued_records"],
+        2,
+        "still queued after the client left"
+    );
+    assert!(ids(&double).is_empty(), "not processed before a release");
+    double.release_completions();
+    assert_eq!(ids(&double), vec![1, 2]);
+}
+
+#[test]
+fn a_request_uploading_across_a_restart_loses_what_it_sends_afterwards() {
+    let double = start();
+    let (first, second) = ("{\"insert\": {\"id\": 1}}\n", "{\"insert\": {\"id\": 2}}\n");
+    let mut upload = RawUpload::start(&double, first.len() + second.len());
+    upload.send(first);
+    wait_until("the first record is processed", || ids(&double) == vec![1]);
+    double.restart(true);
+    upload.send(second);
+    let (status, body) = upload.answer();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("PipelineInteractionUnreachable"), "{body}");
+    assert_eq!(
+        ids(&double),
+        vec![1],
+        "the record sent after the restart is dropped"
+    );
+    assert_eq!(double.status()["queued_records"], 0);
+}
+
+#[test]
+fn slow_reading_is_planned_over_http_for_the_next_requests_of_one_table() {
+    let double = start();
+    let c = Client::new(&double);
+    let r = c.post(
+        "/control/read_slowly",
+        r#"{"table": "nope", "requests": 1, "bytes_per_sec": 100}"#,
+    );
+    assert_eq!(
+        (r.status, r.error_code()),
+        (400, "BadControlRequest".to_string())
+    );
+    let r = c.post(
+        "/control/read_slowly",
+        r#"{"table": "T", "requests": 1, "bytes_per_sec": 0}"#,
+    );
+    assert_eq!(r.status, 400, "a zero rate never ends");
+    let r = c.post(
+        "/control/read_slowly",
+        r#"{"table": "T", "requests": 1, "bytes_per_sec": 2000}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        double.status()["slow_reads"],
+        json!([{"table": "t", "requests": 1, "bytes_per_sec": 2000}])
+    );
+
+    let body: String = (0..40)
+        .map(|id| format!("{{\"insert\": {{\"id\": {id}}}}}\n"))
+        .collect();
+    assert!(body.len() >= 800);
+    let sent = Instant::now();
+    c.ingest_ok("t", &body);
+    assert!(
+        sent.elapsed() >= Duration::from_millis(350),
+        "{} bytes at 2000 B/s took {:?}",
+        body.len(),
+        sent.elapsed()
+    );
+    assert_eq!(double.status()["slow_reads"], json!([]), "one request only");
+    assert_eq!(ids(&double).len(), 40);
 }

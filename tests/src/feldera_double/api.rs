@@ -7,26 +7,35 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, Query, RawQuery, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use http_body_util::BodyExt;
 use serde_json::json;
 
 use super::error::{api_error, invalid_param, note, unknown_pipeline};
 use super::faults::FailMode;
-use super::ingress::{count_discarded, errors_details, parse_body, reject_as_csv, Parsed};
+use super::ingress::{errors_details, BodyMode, BodyReader, Completed, ParseError};
 use super::query;
 use super::shared::Shared;
-use super::state::{Completion, TokenError};
+use super::state::{Completion, Restarted, TokenError, Upload};
 use super::token::CompletionToken;
 
 type Params = Query<BTreeMap<String, String>>;
+
+/// After answering, at most this much of an unread ingress body is read and dropped.
+const MAX_DRAINED_BYTES: usize = 256 * 1024 * 1024;
+/// A slowly read body is read in pieces of about this share of a second, so its records
+/// trickle in even when the client's bytes arrived in one large chunk.
+const SLOW_PIECES_PER_SEC: u64 = 20;
+/// The largest piece a slow read takes at once.
+const MAX_SLOW_PIECE_BYTES: usize = 64 * 1024;
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -123,14 +132,19 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
     .into_response()
 }
 
+/// Reads the body as it arrives (see `read_body`); the answer waits for its end.
 async fn ingress(
     State(shared): State<Arc<Shared>>,
     Path((pipeline, table)): Path<(String, String)>,
     RawQuery(raw_query): RawQuery,
     Query(params): Params,
-    body: Bytes,
+    mut body: Body,
 ) -> Response {
-    let mut resp = ingress_inner(&shared, &pipeline, &table, raw_query, &params, &body).await;
+    let mut resp = ingress_inner(&shared, &pipeline, &table, raw_query, &params, &mut body).await;
+    // An answer sent while the client is still writing makes the server close a socket
+    // with unread data, and the reset that follows can destroy the answer before the
+    // client reads it: read the rest first.
+    drain(&mut body).await;
     note(&mut resp, |n| n.table = Some(table));
     resp
 }
@@ -141,7 +155,7 @@ async fn ingress_inner(
     table: &str,
     raw_query: Option<String>,
     params: &BTreeMap<String, String>,
-    body: &[u8],
+    body: &mut Body,
 ) -> Response {
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(pipeline);
@@ -154,11 +168,13 @@ async fn ingress_inner(
             json!({"endpoint_name": format!("{table}.api-ingress-json"), "stream_name": table}),
         );
     };
-    let array = params.get("array").is_some_and(|v| v == "true");
-    let parse = match format_of(params) {
-        Ok(true) => None,
-        Ok(false) => Some(reject_as_csv(body)),
-        Err(resp) => return *resp,
+    let mode = match (format_of(params), shared.discard) {
+        (Err(resp), _) => return *resp,
+        (Ok(_), true) => BodyMode::Discard,
+        (Ok(true), false) => BodyMode::Json {
+            array: params.get("array").is_some_and(|v| v == "true"),
+        },
+        (Ok(false), false) => BodyMode::Csv,
     };
     let spelling = format!("{table}?{}", raw_query.unwrap_or_default());
     let Some(endpoint) = shared.state().endpoint_for(&spelling) else {
@@ -169,6 +185,8 @@ async fn ingress_inner(
             json!({}),
         );
     };
+    // Only the start waits for a pause: records arriving after a pause began mid-body are
+    // queued, and wait with everything else until the resume.
     if !shared.wait_unpaused().await {
         return api_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -177,21 +195,139 @@ async fn ingress_inner(
             json!({}),
         );
     }
-    let failure = shared.state().faults.take_ingress_failure();
+    let (failure, upload, slow) = {
+        let mut st = shared.state();
+        let failure = st.faults.take_ingress_failure();
+        // A request refused before reading does not use up a planned slow read.
+        let refused = failure.as_ref().map(|f| f.mode) == Some(FailMode::BeforeApply);
+        let slow = (!refused)
+            .then(|| st.faults.take_slow_read(index))
+            .flatten();
+        (failure, st.begin_upload(index, endpoint), slow)
+    };
     if let Some(f) = failure.as_ref().filter(|f| f.mode == FailMode::BeforeApply) {
         return injected_503(&f.error_code, false);
     }
-    let parsed = parse.unwrap_or_else(|| match shared.discard {
-        true => count_discarded(body),
-        false => parse_body(&shared.schema.inputs[index], body, array),
-    });
-    let events = parsed.events;
-    let mut resp = apply(shared, index, endpoint, parsed);
+    let (events, errors) = match read_body(shared, &upload, mode, slow, body).await {
+        Ok(read) => read,
+        Err(resp) => return *resp,
+    };
+    let mut resp = answer(shared, &upload, &errors);
     if let Some(f) = failure {
         resp = injected_503(&f.error_code, true);
     }
     note(&mut resp, |n| n.rows = Some(events));
     resp
+}
+
+/// Reads the body piece by piece and queues the records of every line a piece completes
+/// before reading on, as Feldera's endpoints do: a request still uploading has its first
+/// records queued (and, after the completion delay, processed), and what was queued stays
+/// queued if the client goes away before the end. `slow`: read at about that many bytes
+/// per second. Returns the events seen and the parse errors.
+async fn read_body(
+    shared: &Shared,
+    upload: &Upload,
+    mode: BodyMode,
+    slow: Option<u64>,
+    body: &mut Body,
+) -> Result<(u64, Vec<ParseError>), Box<Response>> {
+    let mut reader = BodyReader::new(&shared.schema.inputs[upload.table], mode);
+    let piece_len = slow.map_or(usize::MAX, |rate| {
+        usize::try_from(rate / SLOW_PIECES_PER_SEC)
+            .unwrap_or(MAX_SLOW_PIECE_BYTES)
+            .clamp(1, MAX_SLOW_PIECE_BYTES)
+    });
+    loop {
+        let chunk = match body.frame().await {
+            None => break,
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                // Trailers carry no records.
+                Err(_) => continue,
+            },
+            Some(Err(e)) => return Err(Box::new(disconnected(&e))),
+        };
+        for piece in chunk.chunks(piece_len) {
+            let done = reader.feed(piece).map_err(|_| Box::new(line_too_long()))?;
+            queue(shared, upload, done)?;
+            if let Some(rate) = slow {
+                let secs = piece.len() as f64 / rate as f64;
+                tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+            }
+        }
+    }
+    queue(shared, upload, reader.finish())?;
+    Ok((reader.events, reader.errors))
+}
+
+fn queue(shared: &Shared, upload: &Upload, done: Completed) -> Result<(), Box<Response>> {
+    shared
+        .state()
+        .queue(upload, done.changes, done.records, Instant::now())
+        .map_err(|Restarted| Box::new(restarted_mid_body()))
+}
+
+/// Reads and drops what is left of a body, up to `MAX_DRAINED_BYTES`.
+async fn drain(body: &mut Body) {
+    let mut drained = 0usize;
+    while drained <= MAX_DRAINED_BYTES {
+        match body.frame().await {
+            Some(Ok(frame)) => drained += frame.data_ref().map_or(0, |d| d.len()),
+            None | Some(Err(_)) => return,
+        }
+    }
+}
+
+/// The answer to a body read to its end: a token, or `ParseErrors` (the valid events
+/// were queued all the same).
+fn answer(shared: &Shared, upload: &Upload, errors: &[ParseError]) -> Response {
+    if !errors.is_empty() {
+        return api_error(
+            StatusCode::BAD_REQUEST,
+            "ParseErrors",
+            format!("errors parsing input data ({} errors)", errors.len()),
+            errors_details(errors),
+        );
+    }
+    let token = shared.state().token(upload);
+    match token {
+        Ok(token) => Json(json!({ "token": token })).into_response(),
+        Err(Restarted) => restarted_mid_body(),
+    }
+}
+
+/// The request began before a restart: the pipeline process it was talking to is gone.
+fn restarted_mid_body() -> Response {
+    api_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "PipelineInteractionUnreachable",
+        "the pipeline restarted while the request was uploading; records sent after the \
+         restart were dropped",
+        json!({}),
+    )
+}
+
+/// Only the request log sees this answer: the client is gone.
+fn disconnected(e: &axum::Error) -> Response {
+    api_error(
+        StatusCode::BAD_REQUEST,
+        "IncompleteRequestBody",
+        format!("the client went away before the body ended ({e}); what arrived is queued"),
+        json!({}),
+    )
+}
+
+fn line_too_long() -> Response {
+    api_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "LineTooLong",
+        format!(
+            "the double holds at most {} bytes of one line (of an array body: of the body)",
+            super::ingress::MAX_UNFINISHED_BYTES
+        ),
+        json!({}),
+    )
 }
 
 /// `Ok(true)` for JSON, `Ok(false)` for CSV (Feldera's default), an error response for
@@ -214,30 +350,6 @@ fn format_of(params: &BTreeMap<String, String>) -> Result<bool, Box<Response>> {
             format!("unknown input format `{other}` (the double accepts `json`)"),
             json!({"format": other}),
         ))),
-    }
-}
-
-fn apply(shared: &Shared, table: usize, endpoint: u64, parsed: Parsed) -> Response {
-    let Parsed {
-        changes, errors, ..
-    } = parsed;
-    let token = if errors.is_empty() || !changes.is_empty() {
-        Some(
-            shared
-                .state()
-                .accept(table, endpoint, changes, Instant::now()),
-        )
-    } else {
-        None
-    };
-    match token {
-        Some(token) if errors.is_empty() => Json(json!({ "token": token })).into_response(),
-        _ => api_error(
-            StatusCode::BAD_REQUEST,
-            "ParseErrors",
-            format!("errors parsing input data ({} errors)", errors.len()),
-            errors_details(&errors),
-        ),
     }
 }
 

@@ -26,6 +26,7 @@ use super::state::CompletionDelay;
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/control/fail_ingress", post(fail_ingress))
+        .route("/control/read_slowly", post(read_slowly))
         .route("/control/fail_query", post(fail_query))
         .route("/control/query_format", post(query_format))
         .route("/control/unavailable", post(unavailable).delete(available))
@@ -96,6 +97,29 @@ async fn fail_ingress(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
         .unwrap_or(DEFAULT_INGRESS_FAILURE_CODE);
     shared.fail_next_ingress(req.count, mode, code);
     ok(json!({"queued": req.count, "mode": req.mode, "error_code": code}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadSlowly {
+    table: String,
+    requests: usize,
+    bytes_per_sec: u64,
+}
+
+async fn read_slowly(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let req: ReadSlowly = match decode(&body) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    match shared.read_slowly(&req.table, req.requests, req.bytes_per_sec) {
+        Ok(()) => ok(json!({
+            "table": req.table,
+            "requests": req.requests,
+            "bytes_per_sec": req.bytes_per_sec,
+        })),
+        Err(e) => api_error(StatusCode::BAD_REQUEST, "BadControlRequest", e, json!({})),
+    }
 }
 
 #[derive(Deserialize)]

@@ -1,11 +1,11 @@
 //! Injected faults: failing the next ingress calls with 503 before or after applying them,
-//! failing queries after streaming started, and answering 503 on every `/v0` call for a
-//! while. (Pause and restart live in `state`,
+//! reading the next ingress bodies of a table slowly, failing queries after streaming
+//! started, and answering 503 on every `/v0` call for a while. (Pause and restart live in `state`,
 //! because they change what the pipeline does rather than what one response says.)
 //!
 //! Owns: the fault queue and the unavailability window. Never builds HTTP responses.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Error code of injected ingress failures unless another is asked for: the manager's
@@ -31,6 +31,13 @@ pub struct IngressFailure {
     pub error_code: String,
 }
 
+/// The next `requests` ingress bodies of a table are read at about `bytes_per_sec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowRead {
+    pub requests: usize,
+    pub bytes_per_sec: u64,
+}
+
 /// All `/v0` calls answer 503 until `until` (or until cleared when `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unavailable {
@@ -45,6 +52,8 @@ pub struct Faults {
     unavailable: Option<Unavailable>,
     /// Queries still to fail after their rows were streamed.
     query_midstream: usize,
+    /// By input table index.
+    slow_reads: BTreeMap<usize, SlowRead>,
 }
 
 /// More queued failures than this is a test bug, not a plan.
@@ -65,6 +74,40 @@ impl Faults {
     /// The failure planned for this ingress call, if any.
     pub fn take_ingress_failure(&mut self) -> Option<IngressFailure> {
         self.ingress.pop_front()
+    }
+
+    /// The next `requests` ingress bodies of `table` are read at `bytes_per_sec` (replacing
+    /// any slow reading planned for it; zero requests ends it).
+    pub fn read_slowly(&mut self, table: usize, requests: usize, bytes_per_sec: u64) {
+        debug_assert!(bytes_per_sec > 0, "a rate of zero would never finish");
+        if requests == 0 {
+            self.slow_reads.remove(&table);
+        } else {
+            self.slow_reads.insert(
+                table,
+                SlowRead {
+                    requests,
+                    bytes_per_sec,
+                },
+            );
+        }
+    }
+
+    /// The rate at which this ingress body of `table` is to be read, if slowly (consumes
+    /// one planned request).
+    pub fn take_slow_read(&mut self, table: usize) -> Option<u64> {
+        let plan = self.slow_reads.get_mut(&table)?;
+        let rate = plan.bytes_per_sec;
+        plan.requests -= 1;
+        if plan.requests == 0 {
+            self.slow_reads.remove(&table);
+        }
+        Some(rate)
+    }
+
+    /// Slow reads still planned, as `(table index, plan)`.
+    pub fn slow_reads(&self) -> Vec<(usize, SlowRead)> {
+        self.slow_reads.iter().map(|(t, p)| (*t, *p)).collect()
     }
 
     /// The next `count` successful queries end with an `{"error": ...}` line.
@@ -126,6 +169,15 @@ mod tests {
             Some("Y".to_string())
         );
         assert_eq!(f.take_ingress_failure(), None);
+
+        f.read_slowly(2, 2, 100);
+        assert_eq!(f.take_slow_read(1), None, "another table");
+        assert_eq!(f.take_slow_read(2), Some(100));
+        assert_eq!(f.take_slow_read(2), Some(100));
+        assert_eq!(f.take_slow_read(2), None, "two requests only");
+        f.read_slowly(2, 5, 100);
+        f.read_slowly(2, 0, 100);
+        assert_eq!(f.take_slow_read(2), None, "zero requests ends it");
 
         let t0 = Instant::now();
         f.set_unavailable(t0, Some(Duration::from_millis(10)), "PipelineUnavailable");

@@ -1,6 +1,9 @@
-//! An ingress request body (`format=json`, `update_format=insert_delete`) → the changes of
-//! its valid events plus one parse error per invalid event. Like Feldera, a bad event does
-//! not spoil the request: the caller ingests the valid ones and still answers 400.
+//! An ingress request body (`format=json`, `update_format=insert_delete`), read piece by
+//! piece as it arrives → the changes of each complete valid event plus one parse error per
+//! invalid event. Like Feldera, a bad event does not spoil the request: the caller ingests
+//! the valid ones and still answers 400. Like Feldera's line splitter, a line is handed over
+//! as soon as its newline has arrived, so a request's first records can be queued while the
+//! rest of its body is still on the wire.
 //!
 //! Owns: splitting the body into events and numbering them. Never touches state.
 
@@ -11,6 +14,9 @@ use super::schema::Relation;
 
 /// At most this many errors are listed in a `ParseErrors` body (`num_errors` counts all).
 const MAX_LISTED_ERRORS: usize = 1000;
+/// The unfinished line (in array mode: the whole body) may hold at most this much: a test
+/// never sends more, and a runaway body must not take the machine's memory.
+pub const MAX_UNFINISHED_BYTES: usize = 256 * 1024 * 1024;
 
 /// One rejected event, as Feldera reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,107 +28,156 @@ pub struct ParseError {
     pub invalid_text: Option<String>,
 }
 
-/// The result of parsing one request body.
-#[derive(Debug, Default)]
-pub struct Parsed {
+/// How a request's body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyMode {
+    /// `format=json`: one event per line, or with `array` one JSON array of events.
+    Json { array: bool },
+    /// `format` absent or `csv`: the double does not parse CSV, so every non-blank line is
+    /// a parse error and nothing is ingested. A JSON body sent without `format=json` fails
+    /// the same way against real Feldera (as CSV).
+    Csv,
+    /// A discarding double (`DoubleConfig::with_discard`): nothing is parsed or applied;
+    /// each non-blank line counts as one record, so tokens and the request log still tell
+    /// how many rows arrived.
+    Discard,
+}
+
+/// What one piece of a body completed.
+#[derive(Debug, Default, PartialEq)]
+pub struct Completed {
     pub changes: Vec<Change>,
+    /// Records this piece adds to its endpoint's count: the changes, or the lines when
+    /// discarding.
+    pub records: u64,
+}
+
+/// The unfinished line grew past `MAX_UNFINISHED_BYTES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineTooLong;
+
+/// One request body being read.
+#[derive(Debug)]
+pub struct BodyReader<'a> {
+    rel: &'a Relation,
+    mode: BodyMode,
+    /// Bytes after the last newline seen (in array mode: everything so far).
+    unfinished: Vec<u8>,
     /// Events seen, valid or not.
     pub events: u64,
     pub errors: Vec<ParseError>,
 }
 
-/// Parses a body of newline-separated events, or one JSON array of events when `array`.
-pub fn parse_body(rel: &Relation, body: &[u8], array: bool) -> Parsed {
-    let mut parsed = Parsed::default();
-    if array {
+impl<'a> BodyReader<'a> {
+    pub fn new(rel: &'a Relation, mode: BodyMode) -> BodyReader<'a> {
+        BodyReader {
+            rel,
+            mode,
+            unfinished: Vec::new(),
+            events: 0,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Reads the next piece of the body and returns what the lines it completed carry; a
+    /// line split across pieces is read once its newline arrives.
+    pub fn feed(&mut self, piece: &[u8]) -> Result<Completed, LineTooLong> {
+        let mut done = Completed::default();
+        let array = self.mode == BodyMode::Json { array: true };
+        match piece.iter().rposition(|b| *b == b'\n') {
+            Some(last) if !array => {
+                let mut lines = std::mem::take(&mut self.unfinished);
+                lines.extend_from_slice(&piece[..last]);
+                for line in lines.split(|b| *b == b'\n') {
+                    self.read_line(line, &mut done);
+                }
+                self.unfinished.extend_from_slice(&piece[last + 1..]);
+            }
+            _ => self.unfinished.extend_from_slice(piece),
+        }
+        if self.unfinished.len() > MAX_UNFINISHED_BYTES {
+            return Err(LineTooLong);
+        }
+        Ok(done)
+    }
+
+    /// The body ended: reads its last line (one without a newline), or the whole array.
+    pub fn finish(&mut self) -> Completed {
+        let mut done = Completed::default();
+        let rest = std::mem::take(&mut self.unfinished);
+        if self.mode == (BodyMode::Json { array: true }) {
+            self.read_array(&rest, &mut done);
+        } else {
+            self.read_line(&rest, &mut done);
+        }
+        done
+    }
+
+    fn read_line(&mut self, line: &[u8], done: &mut Completed) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        match self.mode {
+            BodyMode::Discard => {
+                self.events += 1;
+                done.records += 1;
+            }
+            BodyMode::Csv => self.reject(
+                "request parsed as CSV (Feldera's default `format`); the double accepts only \
+                 `format=json`: send `?format=json`"
+                    .to_string(),
+                line,
+            ),
+            BodyMode::Json { .. } => match serde_json::from_slice::<Json>(line) {
+                Ok(event) => self.read_event(&event, Some(line), done),
+                Err(e) => self.reject(format!("invalid JSON: {e}"), line),
+            },
+        }
+    }
+
+    /// Feldera's splitter hands over whole top-level values, so an array's events are
+    /// queued together once its closing bracket has arrived.
+    fn read_array(&mut self, body: &[u8], done: &mut Completed) {
         match serde_json::from_slice::<Json>(body) {
             Ok(Json::Array(events)) => {
                 for event in &events {
-                    parse_one(rel, event, &mut parsed, None);
+                    self.read_event(event, None, done);
                 }
             }
-            Ok(_) | Err(_) => {
-                parsed.events = 1;
-                parsed.errors.push(ParseError {
-                    description: "with `array=true` the body must be one JSON array of events"
-                        .to_string(),
-                    event_number: 1,
-                    field: None,
-                    invalid_text: Some(excerpt(body)),
-                });
-            }
-        }
-        return parsed;
-    }
-    for line in body.split(|b| *b == b'\n') {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice::<Json>(line) {
-            Ok(event) => parse_one(rel, &event, &mut parsed, Some(line)),
-            Err(e) => {
-                parsed.events += 1;
-                parsed.errors.push(ParseError {
-                    description: format!("invalid JSON: {e}"),
-                    event_number: parsed.events,
-                    field: None,
-                    invalid_text: Some(excerpt(line)),
-                });
-            }
+            Ok(_) | Err(_) => self.reject(
+                "with `array=true` the body must be one JSON array of events".to_string(),
+                body,
+            ),
         }
     }
-    parsed
-}
 
-/// Body for a CSV request (`format` absent or `csv`): the double does not parse CSV, so
-/// every non-blank line is reported as a parse error and nothing is ingested. A JSON body
-/// sent without `format=json` fails the same way against real Feldera (as CSV).
-pub fn reject_as_csv(body: &[u8]) -> Parsed {
-    let mut parsed = Parsed::default();
-    for line in body.split(|b| *b == b'\n') {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        parsed.events += 1;
-        parsed.errors.push(ParseError {
-            description: "request parsed as CSV (Feldera's default `format`); the double \
-                          accepts only `format=json`: send `?format=json`"
-                .to_string(),
-            event_number: parsed.events,
+    fn reject(&mut self, description: String, text: &[u8]) {
+        self.events += 1;
+        self.errors.push(ParseError {
+            description,
+            event_number: self.events,
             field: None,
-            invalid_text: Some(excerpt(line)),
+            invalid_text: Some(excerpt(text)),
         });
     }
-    parsed
-}
 
-/// Body for a discarding double (`DoubleConfig::with_discard`): nothing is parsed or
-/// applied; each non-blank line counts as one event, so the request log still tells how
-/// many rows arrived.
-pub fn count_discarded(body: &[u8]) -> Parsed {
-    let events = body
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
-        .count() as u64;
-    Parsed {
-        events,
-        ..Parsed::default()
-    }
-}
-
-fn parse_one(rel: &Relation, event: &Json, parsed: &mut Parsed, line: Option<&[u8]>) {
-    parsed.events += 1;
-    match parse_event(rel, event) {
-        Ok(changes) => parsed.changes.extend(changes),
-        Err(e) => parsed.errors.push(ParseError {
-            description: e.description,
-            event_number: parsed.events,
-            field: e.field,
-            invalid_text: Some(match line {
-                Some(l) => excerpt(l),
-                None => event.to_string(),
+    fn read_event(&mut self, event: &Json, line: Option<&[u8]>, done: &mut Completed) {
+        self.events += 1;
+        match parse_event(self.rel, event) {
+            Ok(changes) => {
+                done.records += changes.len() as u64;
+                done.changes.extend(changes);
+            }
+            Err(e) => self.errors.push(ParseError {
+                description: e.description,
+                event_number: self.events,
+                field: e.field,
+                invalid_text: Some(match line {
+                    Some(l) => excerpt(l),
+                    None => event.to_string(),
+                }),
             }),
-        }),
+        }
     }
 }
 
@@ -169,13 +224,89 @@ mod tests {
             .remove(0)
     }
 
+    /// What a whole body gave, read in pieces of `piece_len` bytes.
+    #[derive(Debug, PartialEq)]
+    struct Parsed {
+        changes: Vec<Change>,
+        records: u64,
+        events: u64,
+        errors: Vec<ParseError>,
+    }
+
+    fn read_in_pieces(rel: &Relation, body: &[u8], mode: BodyMode, piece_len: usize) -> Parsed {
+        let mut reader = BodyReader::new(rel, mode);
+        let (mut changes, mut records) = (Vec::new(), 0);
+        for piece in body.chunks(piece_len.max(1)) {
+            let done = reader.feed(piece).expect("short lines");
+            changes.extend(done.changes);
+            records += done.records;
+        }
+        let done = reader.finish();
+        changes.extend(done.changes);
+        records += done.records;
+        Parsed {
+            changes,
+            records,
+            events: reader.events,
+            errors: reader.errors,
+        }
+    }
+
+    fn parse_body(rel: &Relation, body: &[u8], array: bool) -> Parsed {
+        read_in_pieces(rel, body, BodyMode::Json { array }, body.len())
+    }
+
     #[test]
     fn a_discarded_body_counts_its_non_blank_lines_and_carries_no_change() {
         let body = b"{\"insert\": {\"id\": 1}}\n\n  \nnot even json\n{\"delete\": {\"id\": 2}}";
-        let p = count_discarded(body);
-        assert_eq!(p.events, 3);
+        let p = read_in_pieces(&rel(true), body, BodyMode::Discard, body.len());
+        assert_eq!((p.events, p.records), (3, 3));
         assert!(p.changes.is_empty());
         assert!(p.errors.is_empty());
+    }
+
+    #[test]
+    fn a_body_read_one_byte_at_a_time_gives_what_it_gives_read_whole() {
+        let body = b"{\"insert\": {\"id\": 1, \"Name\": \"\xc3\xa9\"}}\n\nnot json\n{\"delete\": {\"id\": 2}}";
+        for mode in [
+            BodyMode::Json { array: false },
+            BodyMode::Csv,
+            BodyMode::Discard,
+        ] {
+            assert_eq!(
+                read_in_pieces(&rel(true), body, mode, 1),
+                read_in_pieces(&rel(true), body, mode, body.len()),
+                "{mode:?}"
+            );
+        }
+        let array = b"[{\"insert\": {\"id\": 1}}, {\"delete\": {\"id\": 1}}]";
+        let mode = BodyMode::Json { array: true };
+        assert_eq!(
+            read_in_pieces(&rel(true), array, mode, 1),
+            read_in_pieces(&rel(true), array, mode, array.len())
+        );
+    }
+
+    #[test]
+    fn a_line_is_handed_over_once_its_newline_arrives_and_not_before() {
+        let rel = rel(true);
+        let mut reader = BodyReader::new(&rel, BodyMode::Json { array: false });
+        let first = reader
+            .feed(b"{\"insert\": {\"id\": 1}}\n{\"insert\": {\"id\"")
+            .unwrap();
+        assert_eq!(first.records, 1, "the complete line, not the split one");
+        let second = reader.feed(b": 2}}").unwrap();
+        assert_eq!(second, Completed::default(), "still no newline");
+        assert_eq!(reader.feed(b"\n").unwrap().records, 1);
+        assert_eq!(reader.finish(), Completed::default());
+        assert_eq!((reader.events, reader.errors.len()), (2, 0));
+    }
+
+    #[test]
+    fn csv_lines_are_all_rejected_and_carry_no_record() {
+        let p = read_in_pieces(&rel(true), b"1,a\n\n2,b", BodyMode::Csv, 3);
+        assert_eq!((p.events, p.records, p.errors.len()), (2, 0, 2));
+        assert_eq!(p.errors[1].event_number, 2);
     }
 
     #[test]

@@ -11,6 +11,17 @@
 //! // dropping `double` stops the server and frees the port
 //! ```
 //!
+//! Ingress bodies are read as they arrive, as Feldera reads them: every line is parsed once
+//! its newline is in, and the records of each piece of a body join the table's queue at
+//! once, in arrival order, so concurrent requests to one table interleave record by record
+//! and a step may begin mid-body. The completion delay counts from a record's arrival. A
+//! token, given when the body ended, covers every record queued on its endpoint until then.
+//! What arrived stays queued when the client goes away mid-body (it gets no answer and no
+//! token). A request still uploading when the pipeline restarts loses the rest (it went to
+//! the old pipeline process) and answers 503. `read_slowly` makes the next requests to a
+//! table upload slowly, so a test can end a client while its request is still being read
+//! and watch those records land after later requests' records.
+//!
 //! Module map (one job each): `schema` (relations, name matching), `temporal`/`value`/
 //! `convert` (typed values and their JSON forms), `row`/`ingress` (events and bodies),
 //! `query_parse`/`query` (the ad-hoc SQL subset), `table` (keyed upsert and multiset
@@ -78,8 +89,8 @@ pub struct DoubleConfig {
     /// Serve HTTPS with this certificate instead of plain HTTP.
     pub tls: Option<TlsIdentity>,
     /// A benchmark sink: ingress bodies are accepted (a token, completed after the delay)
-    /// but never parsed nor applied, so tables stay empty; the request log still counts
-    /// each body's non-blank lines as its rows. Measures a client without the double's own
+    /// but never parsed nor applied, so tables stay empty; each body's non-blank lines are
+    /// counted as its records (for tokens) and as its rows in the request log. Measures a client without the double's own
     /// cost of parsing and applying every row.
     pub discard: bool,
 }
@@ -276,6 +287,17 @@ impl FelderaDouble {
         self.shared.fail_next_ingress(count, mode, error_code);
     }
 
+    /// The next `requests` ingress calls to input table `table` (named as for `table`) have
+    /// their bodies read at about `bytes_per_sec`: the double reads a piece, queues the
+    /// records it completed, then sleeps, so the upload takes long and the client's writes
+    /// block on TCP backpressure. Replaces any slow reading planned for that table;
+    /// `requests == 0` ends it. `InvalidInput` for an unknown table or a zero rate.
+    pub fn read_slowly(&self, table: &str, requests: usize, bytes_per_sec: u64) -> io::Result<()> {
+        self.shared
+            .read_slowly(table, requests, bytes_per_sec)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    }
+
     /// The next `count` successful ad-hoc queries answer 200, stream their rows, then end
     /// with Feldera's `{"error": "..."}` line (an error after streaming started).
     pub fn fail_next_queries(&self, count: usize) {
@@ -317,15 +339,17 @@ impl FelderaDouble {
         self.shared.state().remove_endpoints();
     }
 
-    /// A new incarnation: earlier tokens answer 410 PipelineRestarted, accepted but
-    /// unprocessed requests and an open transaction are lost, a pause ends; processed
-    /// rows survive only with `keep_state`. Returns the new incarnation UUID.
+    /// A new incarnation: earlier tokens answer 410 PipelineRestarted, queued but
+    /// unprocessed records and an open transaction are lost, a request still uploading
+    /// loses the rest of its body (and answers 503), a pause ends; processed rows survive
+    /// only with `keep_state`. Returns the new incarnation UUID.
     pub fn restart(&self, keep_state: bool) -> String {
         self.shared.restart(keep_state)
     }
 
     /// Ingress calls wait until `resume` (503 PipelineInteractionUnreachable after the
-    /// proxy timeout, not ingested) and nothing is processed meanwhile.
+    /// proxy timeout, not ingested) and nothing is processed meanwhile. A request that was
+    /// already reading its body keeps queueing what arrives.
     pub fn pause(&self) {
         self.shared.pause(None);
     }
@@ -338,7 +362,7 @@ impl FelderaDouble {
         self.shared.set_proxy_timeout(timeout);
     }
 
-    /// Applies to requests accepted from now on.
+    /// Applies to records arriving from now on.
     pub fn set_completion_delay(&self, delay: CompletionDelay) {
         self.shared.set_completion_delay(delay);
     }
@@ -349,7 +373,7 @@ impl FelderaDouble {
         self.shared.set_hold_commits(hold);
     }
 
-    /// Processes every request accepted so far (ends a `Never` wait or a long delay).
+    /// Processes every record queued so far (ends a `Never` wait or a long delay).
     pub fn release_completions(&self) {
         self.shared.release_completions();
     }
@@ -365,17 +389,12 @@ impl FelderaDouble {
     /// One input table by its schema name (exactly), or by an ingress-style name
     /// (unquoted case-insensitive, `"Quoted"` exact).
     pub fn table(&self, name: &str) -> Option<TableSnapshot> {
-        let schema = &self.shared.schema;
-        let index = schema
-            .inputs
-            .iter()
-            .position(|r| r.name == name)
-            .or_else(|| schema.input_by_path(name))?;
+        let index = self.shared.input_index(name)?;
         self.tables().into_iter().nth(index)
     }
 
-    /// Incarnation, step, pause, queue length, delay and queued failures as JSON (the
-    /// body of `GET /control/status`).
+    /// Incarnation, step, pause, queue length (`pending_groups`, `queued_records`), delay,
+    /// queued failures and planned slow reads as JSON (the body of `GET /control/status`).
     pub fn status(&self) -> Json {
         self.shared.status_json()
     }

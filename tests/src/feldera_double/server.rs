@@ -33,7 +33,8 @@ use super::log::LogNote;
 use super::shared::Shared;
 use super::{api, control};
 
-/// Largest request body accepted (Feldera itself streams; a test never needs more).
+/// Largest control request body accepted (ingress bodies are read as a stream and limited
+/// by `ingress::MAX_UNFINISHED_BYTES` instead).
 const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
 /// How long in-flight requests (e.g. one waiting on a paused pipeline) may delay a stop.
 const STOP_GRACE: Duration = Duration::from_millis(500);

@@ -78,6 +78,35 @@ impl Shared {
             .fail_next_ingress(count, mode, error_code);
     }
 
+    /// An input table by its schema name (exactly), or by an ingress-style name (unquoted
+    /// case-insensitive, `"Quoted"` exact).
+    pub fn input_index(&self, name: &str) -> Option<usize> {
+        self.schema
+            .inputs
+            .iter()
+            .position(|r| r.name == name)
+            .or_else(|| self.schema.input_by_path(name))
+    }
+
+    /// Plans slow reading for `table` (see `FelderaDouble::read_slowly`).
+    pub fn read_slowly(
+        &self,
+        table: &str,
+        requests: usize,
+        bytes_per_sec: u64,
+    ) -> Result<(), String> {
+        let index = self
+            .input_index(table)
+            .ok_or_else(|| format!("no input table `{table}`"))?;
+        if bytes_per_sec == 0 {
+            return Err("bytes_per_sec must be at least 1".to_string());
+        }
+        self.state()
+            .faults
+            .read_slowly(index, requests, bytes_per_sec);
+        Ok(())
+    }
+
     pub fn fail_next_queries(&self, count: usize) {
         self.state().faults.fail_next_queries(count);
     }

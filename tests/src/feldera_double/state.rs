@@ -1,21 +1,27 @@
 //! The pipeline the double pretends to run: one incarnation's tables, its input endpoints,
-//! the queue of accepted-but-unprocessed requests, completion, transactions, pause and
+//! the queue of arrived-but-unprocessed records, completion, transactions, pause and
 //! restart.
 //!
-//! Model: an accepted request joins a FIFO queue of groups; a group is processed (applied to
-//! the tables, one step) once its completion delay has elapsed and the pipeline is not
-//! paused. Queries and inspection see processed state only, and a token is complete once
-//! every request up to it on its endpoint is processed.
+//! Model: records are queued as their request's body arrives, not when the request ends
+//! (Feldera's endpoints parse and queue each piece of a body as it is read). Each piece's
+//! records join a FIFO queue of groups in arrival order, so concurrent requests to one
+//! table interleave; a group is processed (applied to the tables, one step) once its
+//! completion delay, counted from its arrival, has elapsed and the pipeline is not paused.
+//! A step may therefore begin mid-body. Every endpoint counts the records queued on it; a
+//! request's token carries that count when its body ended, and is complete once every
+//! record up to it on its endpoint is processed. Queries and inspection see processed state
+//! only.
 //!
 //! Transactions, as Feldera runs them: one at a time (a second start is refused while one
-//! is open); starting one takes in what was accepted and not processed yet; it holds every
-//! request accepted while it is open (their tokens are in progress, with a step: their
-//! records are in the circuit); a commit only starts the commit and queues the held
-//! requests as one group, processed like any other (after the completion delay, in one
-//! step): the commit is asynchronous. Committing with none open is refused.
+//! is open); starting one takes in what was queued and not processed yet; it holds every
+//! record queued while it is open (their tokens are in progress, with a step: their records
+//! are in the circuit); a commit only starts the commit and queues the held records as one
+//! group, processed like any other (after the completion delay, in one step): the commit is
+//! asynchronous. Committing with none open is refused.
 //!
-//! A restart drops the queue and any open transaction (what was accepted but not processed
-//! is lost, as in Feldera) and, if asked, the tables.
+//! A restart drops the queue and any open transaction (what was queued but not processed
+//! is lost, as in Feldera) and, if asked, the tables. A request still uploading belongs to
+//! the incarnation it started in: its later records are refused (see `Upload`).
 //!
 //! Owns: all of that state. Never sees HTTP; time arrives as `now`.
 
@@ -35,20 +41,25 @@ use super::token::CompletionToken;
 /// Feldera refuses more distinct HTTP input endpoints than this (429 ApiConnectionLimit).
 pub const MAX_INGRESS_ENDPOINTS: usize = 100;
 
-/// How long after acceptance a request is processed.
+/// How long after their arrival records are processed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompletionDelay {
-    /// Processed this long after acceptance (zero: at once).
+    /// Processed this long after arrival (zero: at once).
     Fixed(Duration),
     /// Processed only when released (`release_completions`).
     Never,
 }
 
+/// Records of one request that arrived together.
 #[derive(Debug)]
 struct Batch {
     table: usize,
     endpoint: u64,
-    seq: u64,
+    /// The endpoint's record count after this batch: its records are `end - records + 1
+    /// ..= end`.
+    end: u64,
+    records: u64,
+    /// Empty in a discarding double, whose records are counted only.
     changes: Vec<Change>,
 }
 
@@ -63,11 +74,30 @@ struct Group {
 
 #[derive(Debug, Default, Clone)]
 struct EndpointCounters {
-    accepted: u64,
-    /// Step in which each processed request (by `seq - 1`) was processed; requests on one
-    /// endpoint are processed in order, so its length is the processed count.
-    processed_steps: Vec<u64>,
+    queued: u64,
+    processed: u64,
+    /// `(record count after a batch, step that processed it)`, one per processed batch;
+    /// an endpoint's records are processed in order, so both columns ascend.
+    steps: Vec<(u64, u64)>,
 }
+
+/// A request reading its body: where its records go. It belongs to the incarnation it
+/// started in.
+///
+/// A restart of Feldera is a new pipeline process: the connection of a request still
+/// uploading went to the old one and dies with it, so nothing it sends afterwards reaches
+/// the new incarnation. The double keeps the connection but drops those records and
+/// answers 503 (what the manager answers when the pipeline goes away mid-request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    pub table: usize,
+    pub endpoint: u64,
+    incarnation: String,
+}
+
+/// The pipeline restarted since the upload began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restarted;
 
 /// Answer to a completion query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,21 +187,37 @@ impl Pipeline {
         Some(id)
     }
 
-    /// Accepts a request's valid changes and returns its token.
-    pub fn accept(
-        &mut self,
-        table: usize,
-        endpoint: u64,
-        changes: Vec<Change>,
-        now: Instant,
-    ) -> String {
-        let counters = &mut self.counters[endpoint as usize];
-        counters.accepted += 1;
-        let seq = counters.accepted;
-        let batch = Batch {
+    /// Starts reading a request's body for `table` on `endpoint` (from `endpoint_for`).
+    pub fn begin_upload(&self, table: usize, endpoint: u64) -> Upload {
+        Upload {
             table,
             endpoint,
-            seq,
+            incarnation: self.incarnation.clone(),
+        }
+    }
+
+    /// Queues records that just arrived for `upload`: `records` counts toward its
+    /// endpoint's tokens, `changes` are what they do to the table (none when discarding).
+    pub fn queue(
+        &mut self,
+        upload: &Upload,
+        changes: Vec<Change>,
+        records: u64,
+        now: Instant,
+    ) -> Result<(), Restarted> {
+        if upload.incarnation != self.incarnation {
+            return Err(Restarted);
+        }
+        if records == 0 {
+            return Ok(());
+        }
+        let counters = &mut self.counters[upload.endpoint as usize];
+        counters.queued += records;
+        let batch = Batch {
+            table: upload.table,
+            endpoint: upload.endpoint,
+            end: counters.queued,
+            records,
             changes,
         };
         match &mut self.txn {
@@ -187,12 +233,29 @@ impl Pipeline {
                 self.advance(now);
             }
         }
-        CompletionToken {
-            u: self.incarnation.clone(),
-            e: endpoint,
-            c: seq,
+        Ok(())
+    }
+
+    /// The token of an upload whose body ended: it covers every record queued on its
+    /// endpoint so far (Feldera reads the endpoint's count once the body is parsed), its
+    /// own and any that concurrent requests queued before.
+    pub fn token(&self, upload: &Upload) -> Result<String, Restarted> {
+        if upload.incarnation != self.incarnation {
+            return Err(Restarted);
         }
-        .encode()
+        Ok(CompletionToken {
+            u: self.incarnation.clone(),
+            e: upload.endpoint,
+            c: self.counters[upload.endpoint as usize].queued,
+        }
+        .encode())
+    }
+
+    /// Records queued and not processed yet (held by a transaction included).
+    pub fn queued_records(&self) -> u64 {
+        let held = self.txn.iter().flat_map(|(_, batches)| batches);
+        let pending = self.pending.iter().flat_map(|g| &g.batches);
+        held.chain(pending).map(|b| b.records).sum()
     }
 
     fn ready_at(&self, now: Instant) -> Option<Instant> {
@@ -222,12 +285,9 @@ impl Pipeline {
                     self.tables[batch.table].apply(rel, change);
                 }
                 let c = &mut self.counters[batch.endpoint as usize];
-                debug_assert_eq!(
-                    c.processed_steps.len() as u64 + 1,
-                    batch.seq,
-                    "FIFO per endpoint"
-                );
-                c.processed_steps.push(self.step);
+                debug_assert_eq!(c.processed + batch.records, batch.end, "FIFO per endpoint");
+                c.processed = batch.end;
+                c.steps.push((batch.end, self.step));
             }
         }
     }
@@ -256,19 +316,15 @@ impl Pipeline {
             .get(token.e as usize)
             .ok_or(TokenError::UnknownEndpoint(token.e))?;
         // Feldera reports the step that processed the token's data.
-        Ok(
-            match token
-                .c
-                .checked_sub(1)
-                .map(|i| c.processed_steps.get(i as usize))
-            {
-                Some(Some(step)) => Completion::Complete { step: *step },
-                Some(None) => Completion::InProgress {
-                    step: self.in_circuit(token.e, token.c).then_some(self.step + 1),
-                },
-                None => Completion::Complete { step: 0 },
-            },
-        )
+        if token.c > c.processed {
+            return Ok(Completion::InProgress {
+                step: self.in_circuit(token.e, token.c).then_some(self.step + 1),
+            });
+        }
+        let batch = c.steps.partition_point(|(end, _)| *end < token.c);
+        Ok(Completion::Complete {
+            step: c.steps.get(batch).map_or(0, |(_, step)| *step),
+        })
     }
 
     /// Forgets every ingress spelling; their ids stay known as removed, never reused.
@@ -278,10 +334,11 @@ impl Pipeline {
         self.endpoints.clear();
     }
 
-    /// Whether request `seq` of `endpoint` is held by the open transaction or queued with a
-    /// committed one (its records are in the circuit, not yet processed to completion).
-    fn in_circuit(&self, endpoint: u64, seq: u64) -> bool {
-        let held = |b: &Batch| b.endpoint == endpoint && b.seq == seq;
+    /// Whether record `count` of `endpoint` is held by the open transaction or queued with
+    /// a committed one (in the circuit, not yet processed to completion).
+    fn in_circuit(&self, endpoint: u64, count: u64) -> bool {
+        let held =
+            |b: &Batch| b.endpoint == endpoint && b.end - b.records < count && count <= b.end;
         self.txn
             .as_ref()
             .is_some_and(|(_, batches)| batches.iter().any(held))
@@ -292,7 +349,7 @@ impl Pipeline {
                 .any(|g| g.batches.iter().any(held))
     }
 
-    /// Opens a transaction, which takes in what was accepted and not processed yet (outside
+    /// Opens a transaction, which takes in what was queued and not processed yet (outside
     /// a committed transaction); `Err(open id)` when one is already open.
     pub fn start_transaction(&mut self, now: Instant) -> Result<u64, u64> {
         if let Some((id, _)) = &self.txn {
@@ -359,6 +416,7 @@ impl Pipeline {
             "step": self.step,
             "paused": self.paused,
             "pending_groups": self.pending.len(),
+            "queued_records": self.queued_records(),
             "transaction_id": self.txn.as_ref().map(|(id, _)| *id),
             "completion_delay_ms": match self.completion_delay {
                 CompletionDelay::Fixed(d) => json!(d.as_millis() as u64),
@@ -369,6 +427,11 @@ impl Pipeline {
             "phase": self.phase.runtime_status(),
             "hold_commits": self.hold_commits,
             "queued_ingress_failures": self.faults.queued_ingress_failures(),
+            "slow_reads": self.faults.slow_reads().iter().map(|(table, plan)| json!({
+                "table": self.schema.inputs[*table].name,
+                "requests": plan.requests,
+                "bytes_per_sec": plan.bytes_per_sec,
+            })).collect::<Vec<_>>(),
         })
     }
 
@@ -402,6 +465,98 @@ mod tests {
         vec![Change::Insert(vec![Value::Int(id)])]
     }
 
+    /// A whole request arriving at once: its records, then its token.
+    fn accept(p: &mut Pipeline, endpoint: u64, changes: Vec<Change>, now: Instant) -> String {
+        let upload = p.begin_upload(0, endpoint);
+        let records = changes.len() as u64;
+        p.queue(&upload, changes, records, now)
+            .expect("same incarnation");
+        p.token(&upload).expect("same incarnation")
+    }
+
+    fn upsert(id: i64, name: &str) -> Vec<Change> {
+        vec![Change::Insert(vec![
+            Value::Int(id),
+            Value::Str(name.into()),
+        ])]
+    }
+
+    fn named_pipeline() -> Pipeline {
+        let schema = Schema::parse(json!({"inputs": [{"name": "t", "fields": [
+            {"name": "id", "columntype": {"type": "BIGINT", "nullable": false}},
+            {"name": "name", "columntype": {"type": "VARCHAR", "nullable": true}}],
+            "primary_key": ["id"]}], "outputs": []}))
+        .expect("schema");
+        Pipeline::new(
+            Arc::new(schema),
+            CompletionDelay::Fixed(Duration::ZERO),
+            Duration::from_secs(1),
+        )
+    }
+
+    #[test]
+    fn records_of_concurrent_uploads_apply_in_arrival_order_not_request_order() {
+        let mut p = named_pipeline();
+        let now = Instant::now();
+        let e = p.endpoint_for("t").unwrap();
+        let (slow, fast) = (p.begin_upload(0, e), p.begin_upload(0, e));
+        p.queue(&slow, upsert(1, "slow first"), 1, now).unwrap();
+        p.queue(&fast, upsert(1, "fast"), 1, now).unwrap();
+        let fast_token = p.token(&fast).unwrap();
+        p.queue(&slow, upsert(1, "slow last"), 1, now).unwrap();
+        let slow_token = p.token(&slow).unwrap();
+        let rows = p.tables[0].visible_rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0][1], Value::Str("slow last".into()));
+        let count = |t: &str| CompletionToken::decode(t).unwrap().c;
+        assert_eq!(
+            (count(&fast_token), count(&slow_token)),
+            (2, 3),
+            "a token covers what its endpoint queued up to the end of its body"
+        );
+        assert_eq!(
+            status(&mut p, &fast_token, now),
+            Completion::Complete { step: 2 },
+            "each arrival is its own step"
+        );
+    }
+
+    #[test]
+    fn a_token_is_complete_only_once_the_last_record_it_covers_is_processed() {
+        let mut p = named_pipeline();
+        let t0 = Instant::now();
+        let e = p.endpoint_for("t").unwrap();
+        let upload = p.begin_upload(0, e);
+        p.queue(&upload, upsert(1, "a"), 1, t0).unwrap();
+        p.completion_delay = CompletionDelay::Never;
+        p.queue(&upload, upsert(2, "b"), 1, t0).unwrap();
+        assert_eq!(
+            (rows(&p), p.queued_records()),
+            (1, 1),
+            "the first piece was processed mid-body"
+        );
+        let token = p.token(&upload).unwrap();
+        assert_eq!(
+            status(&mut p, &token, t0),
+            Completion::InProgress { step: None }
+        );
+        p.release_completions(t0);
+        assert_eq!(status(&mut p, &token, t0), Completion::Complete { step: 2 });
+    }
+
+    #[test]
+    fn an_upload_begun_before_a_restart_queues_nothing_after_it() {
+        let mut p = named_pipeline();
+        let now = Instant::now();
+        let e = p.endpoint_for("t").unwrap();
+        let upload = p.begin_upload(0, e);
+        p.queue(&upload, upsert(1, "before"), 1, now).unwrap();
+        p.restart(true, now);
+        assert_eq!(p.queue(&upload, upsert(2, "after"), 1, now), Err(Restarted));
+        assert_eq!(p.token(&upload), Err(Restarted));
+        assert_eq!((rows(&p), p.queued_records()), (1, 0));
+    }
+
     fn rows(p: &Pipeline) -> usize {
         p.tables[0].visible_rows().len()
     }
@@ -416,7 +571,7 @@ mod tests {
         let mut p = pipeline(CompletionDelay::Fixed(Duration::from_millis(10)));
         let t0 = Instant::now();
         let e = p.endpoint_for("t?format=json").unwrap();
-        let a = p.accept(0, e, insert(1), t0);
+        let a = accept(&mut p, e, insert(1), t0);
         assert_eq!(
             status(&mut p, &a, t0),
             Completion::InProgress { step: None }
@@ -441,8 +596,8 @@ mod tests {
         let e = p.endpoint_for("t").unwrap();
         assert_eq!(p.start_transaction(now), Ok(1));
         assert_eq!(p.start_transaction(now), Err(1));
-        let a = p.accept(0, e, insert(1), now);
-        let b = p.accept(0, e, insert(2), now);
+        let a = accept(&mut p, e, insert(1), now);
+        let b = accept(&mut p, e, insert(2), now);
         assert_eq!(
             (rows(&p), status(&mut p, &b, now)),
             (0, Completion::InProgress { step: Some(1) }),
@@ -464,9 +619,9 @@ mod tests {
         let mut p = pipeline(CompletionDelay::Fixed(delay));
         let t0 = Instant::now();
         let e = p.endpoint_for("t").unwrap();
-        let before = p.accept(0, e, insert(1), t0);
+        let before = accept(&mut p, e, insert(1), t0);
         assert_eq!(p.start_transaction(t0), Ok(1));
-        let inside = p.accept(0, e, insert(2), t0);
+        let inside = accept(&mut p, e, insert(2), t0);
         let later = t0 + 2 * delay;
         assert_eq!(
             status(&mut p, &before, later),
@@ -495,7 +650,7 @@ mod tests {
         let e = p.endpoint_for("t").unwrap();
         p.hold_commits = true;
         assert_eq!(p.start_transaction(now), Ok(1));
-        let a = p.accept(0, e, insert(1), now);
+        let a = accept(&mut p, e, insert(1), now);
         assert_eq!(p.commit_transaction(now), Some(1));
         assert_eq!(rows(&p), 0, "the commit waits");
         assert_eq!(
@@ -515,7 +670,7 @@ mod tests {
         let mut p = pipeline(CompletionDelay::Never);
         let now = Instant::now();
         let e = p.endpoint_for("t").unwrap();
-        let a = p.accept(0, e, insert(1), now);
+        let a = accept(&mut p, e, insert(1), now);
         p.restart(true, now);
         let t = CompletionToken::decode(&a).unwrap();
         assert_eq!(p.completion(&t, now), Err(TokenError::Restarted));

@@ -14,7 +14,8 @@ pub struct CompletionToken {
     pub u: String,
     /// Input endpoint the request went through.
     pub e: u64,
-    /// The request's position on that endpoint (1-based count of accepted requests).
+    /// Records queued on that endpoint when the request's body ended: the token covers
+    /// records 1 to `c`.
     pub c: u64,
 }
 
