@@ -224,6 +224,70 @@ fn a_new_incarnations_token_never_vouches_for_rows_the_old_one_lost_blocking() {
     feldera_restart_under_a_running_connector(Shell::Blocking);
 }
 
+/// A session ends while Feldera is still reading its request for T5 (Feldera queues a
+/// request's records as they arrive); the next session replays T5 and T6 on the same
+/// table. The old request's late records must not land after the replay: the new session
+/// writes to the table only once the old request ended.
+fn session_ends_while_a_request_still_uploads(shell: Shell) {
+    let env = Env::new("stale_upload", SETUP, schema());
+    let mut connector = env.start(shell, &[TABLES, LINGER_0]);
+    assert!(
+        env.wait_caught_up(Duration::from_secs(30)),
+        "not streaming:\n{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users SELECT g, 'v0' FROM generate_series(1, 800) g");
+    assert!(env.wait_caught_up(Duration::from_secs(30)));
+
+    env.feldera
+        .read_slowly("users", 1, 4_000)
+        .expect("a slow read of the next request");
+    env.sql("UPDATE users SET name = 'v5'");
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = env.sql(&format!(
+        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{}' AND active_pid IS NOT NULL",
+        env.slot_name()
+    ));
+    assert_eq!(killed, "t", "no walsender to terminate");
+    env.sql("UPDATE users SET name = 'v6'");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(90)),
+        "no catch-up after the session ended:\n{}",
+        connector.log_text()
+    );
+    let stale: Vec<i64> = env
+        .feldera
+        .table("users")
+        .map(|t| {
+            t.rows
+                .iter()
+                .filter(|r| r.row["name"] != "v6")
+                .filter_map(|r| r.row["id"].as_i64())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        stale.is_empty(),
+        "{} of 800 rows kept an older value than the slot acknowledged:\n{}",
+        stale.len(),
+        connector.log_text()
+    );
+    env.assert_rows_equal("users", "users", "id");
+    let log = connector.log_text();
+    assert!(log.contains("session 2 starting"), "no new session:\n{log}");
+    assert_eq!(connector.stop(Duration::from_secs(15)), Some(0), "{log}");
+}
+
+#[test]
+fn a_request_of_an_ended_session_never_lands_after_the_replay_tokio() {
+    session_ends_while_a_request_still_uploads(Shell::Tokio);
+}
+
+#[test]
+fn a_request_of_an_ended_session_never_lands_after_the_replay_blocking() {
+    session_ends_while_a_request_still_uploads(Shell::Blocking);
+}
+
 /// `(delay_ms, attempt)` of every "reconnecting in N ms (attempt k, ...)" line.
 fn reconnects(log: &str) -> Vec<(u64, u32)> {
     log.lines()
