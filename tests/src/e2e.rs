@@ -254,15 +254,37 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Terminates the walsender streaming this environment's slot (the connector's session
+    /// ends as if the connection broke); false when none streams.
+    pub fn kill_walsender(&self) -> bool {
+        let slot = self.slot_name();
+        self.pg.psql("postgres", &format!(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{slot}' AND active_pid IS NOT NULL"
+        )) == "t"
+    }
+}
+
+/// Runs each named `fn(Shell)` as two tests, `tokio_shell::name` and `blocking_shell::name`.
+#[macro_export]
+macro_rules! both_shells {
+    ($($name:ident),* $(,)?) => {
+        mod tokio_shell {
+            $(#[test] fn $name() { super::$name($crate::e2e::Shell::Tokio) })*
+        }
+        mod blocking_shell {
+            $(#[test] fn $name() { super::$name($crate::e2e::Shell::Blocking) })*
+        }
+    };
+}
+
 impl Drop for Env {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.state_dir);
         // Drop the slot and the database so the shared cluster does not fill up.
         let slot = self.slot_name();
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.pg.psql("postgres", &format!(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{slot}' AND active_pid IS NOT NULL"
-            ));
+            self.kill_walsender();
             self.pg.psql("postgres", &format!(
                 "SELECT pg_drop_replication_slot('{slot}') FROM pg_replication_slots WHERE slot_name = '{slot}' AND NOT active"
             ));

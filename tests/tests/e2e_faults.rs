@@ -8,7 +8,7 @@
 //! - The walsender killed mid-stream: a new session, nothing lost.
 
 use serde_json::json;
-use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::e2e::{Connector, Env, Shell};
 use slotline_tests::feldera_double::{CompletionDelay, DoubleConfig};
 use slotline_tests::pg::wait_for;
 use std::time::Duration;
@@ -224,6 +224,14 @@ fn a_new_incarnations_token_never_vouches_for_rows_the_old_one_lost_blocking() {
     feldera_restart_under_a_running_connector(Shell::Blocking);
 }
 
+/// Feldera matches PostgreSQL, a second session did the work, and the connector stops.
+fn converged_in_a_second_session(env: &Env, connector: &mut Connector) {
+    env.assert_rows_equal("users", "users", "id");
+    let log = connector.log_text();
+    assert!(log.contains("session 2 starting"), "no new session:\n{log}");
+    assert_eq!(connector.stop(Duration::from_secs(15)), Some(0), "{log}");
+}
+
 /// A session ends while Feldera is still reading its request for T5 (Feldera queues a
 /// request's records as they arrive); the next session replays T5 and T6 on the same
 /// table. The old request's late records must not land after the replay: the new session
@@ -244,11 +252,7 @@ fn session_ends_while_a_request_still_uploads(shell: Shell) {
         .expect("a slow read of the next request");
     env.sql("UPDATE users SET name = 'v5'");
     std::thread::sleep(Duration::from_millis(1500));
-    let killed = env.sql(&format!(
-        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{}' AND active_pid IS NOT NULL",
-        env.slot_name()
-    ));
-    assert_eq!(killed, "t", "no walsender to terminate");
+    assert!(env.kill_walsender(), "no walsender to terminate");
     env.sql("UPDATE users SET name = 'v6'");
     assert!(
         env.wait_caught_up(Duration::from_secs(90)),
@@ -272,10 +276,7 @@ fn session_ends_while_a_request_still_uploads(shell: Shell) {
         stale.len(),
         connector.log_text()
     );
-    env.assert_rows_equal("users", "users", "id");
-    let log = connector.log_text();
-    assert!(log.contains("session 2 starting"), "no new session:\n{log}");
-    assert_eq!(connector.stop(Duration::from_secs(15)), Some(0), "{log}");
+    converged_in_a_second_session(&env, &mut connector);
 }
 
 #[test]
@@ -421,11 +422,7 @@ fn walsender_killed_mid_stream(shell: Shell) {
         (ingress_accepted(&env) >= 1).then_some(())
     });
     assert!(sent.is_some(), "{}", connector.log_text());
-    let killed = env.sql(&format!(
-        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{}' AND active_pid IS NOT NULL",
-        env.slot_name()
-    ));
-    assert_eq!(killed, "t", "no walsender to terminate");
+    assert!(env.kill_walsender(), "no walsender to terminate");
     env.sql("UPDATE users SET id = 20, name = 'moved' WHERE id = 2");
     env.sql("DELETE FROM users WHERE id = 3");
     env.sql("INSERT INTO users VALUES (3, 'again'), (5, 'e')");
@@ -434,10 +431,7 @@ fn walsender_killed_mid_stream(shell: Shell) {
         "no catch-up after the walsender died:\n{}",
         connector.log_text()
     );
-    env.assert_rows_equal("users", "users", "id");
-    let log = connector.log_text();
-    assert!(log.contains("session 2 starting"), "no new session:\n{log}");
-    assert_eq!(connector.stop(Duration::from_secs(15)), Some(0), "{log}");
+    converged_in_a_second_session(&env, &mut connector);
 }
 
 #[test]

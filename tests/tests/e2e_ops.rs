@@ -451,18 +451,7 @@ fn failover_slot_follows_the_server_version(shell: Shell) {
     }
 }
 
-macro_rules! both_shells {
-    ($($name:ident),* $(,)?) => {
-        mod tokio_shell {
-            $(#[test] fn $name() { super::$name(super::Shell::Tokio) })*
-        }
-        mod blocking_shell {
-            $(#[test] fn $name() { super::$name(super::Shell::Blocking) })*
-        }
-    };
-}
-
-both_shells!(
+slotline_tests::both_shells!(
     check_of_a_correct_setup_is_all_green,
     check_of_a_broken_setup_prints_one_line_per_problem,
     check_on_wal_level_replica_names_it,

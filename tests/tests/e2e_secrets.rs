@@ -328,18 +328,7 @@ fn configuration_errors_print_no_secret(shell: Shell) {
     );
 }
 
-macro_rules! both_shells {
-    ($($name:ident),* $(,)?) => {
-        mod tokio_shell {
-            $(#[test] fn $name() { super::$name(super::Shell::Tokio) })*
-        }
-        mod blocking_shell {
-            $(#[test] fn $name() { super::$name(super::Shell::Blocking) })*
-        }
-    };
-}
-
-both_shells!(
+slotline_tests::both_shells!(
     streaming_check_and_status_print_no_secret,
     configuration_errors_print_no_secret,
 );
