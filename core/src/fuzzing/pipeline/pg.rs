@@ -9,10 +9,17 @@
 //! again. Server bytes wait in a per-connection queue until the harness delivers them, so
 //! they reach the pipeline in whatever chunks the fuzz input chooses, and never while the
 //! pipeline has paused reading.
+//!
+//! Every change is also kept as a value history per key (`history`), which is what the
+//! harness compares Feldera's tables with: users are inserted with fresh ids and then
+//! renamed, re-keyed and deleted; items live on a key space of four skus that are inserted,
+//! overwritten and deleted again and again, so a change that lands late or twice shows as a
+//! wrong value rather than as an extra row.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
+use serde_json::{json, Value};
 
 use crate::io::ConnId;
 use crate::pgoutput::{encode, OldKind, Relation};
@@ -34,6 +41,14 @@ pub(super) const ITEMS: u32 = 16390;
 pub(super) const START: Lsn = Lsn(0x10_0000);
 /// Distance between consecutive WAL records of a transaction, and between transactions.
 const RECORD: u64 = 0x30;
+/// How many skus the items table ever holds: small, so keys are written again and again.
+const SKUS: usize = 4;
+
+/// A row of a table as Feldera shows it: the table's URL segment and the key's JSON text.
+pub(super) type Key = (&'static str, String);
+
+/// One change of a key: the end of its transaction and the row after it (`None`: deleted).
+pub(super) type Version = (Lsn, Option<Value>);
 
 /// The session settings the server reports at startup (what the pipeline pinned).
 const REPORTED: [(&str, &str); 4] = [
@@ -75,7 +90,10 @@ fn relation(oid: u32) -> Relation {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Change {
     InsertUser,
-    InsertItem,
+    /// Inserts the chosen sku, or overwrites its quantity when it exists.
+    UpsertItem,
+    /// Deletes the chosen sku, or inserts it when it does not exist.
+    DeleteItem,
     /// A new name for an existing user (the key stays).
     UpdateUser,
     /// An existing user gets a new id: PostgreSQL sends the old key with the update.
@@ -86,7 +104,8 @@ pub(super) enum Change {
 impl Change {
     fn of(byte: u8) -> Change {
         match byte & 7 {
-            1 | 6 => Change::InsertItem,
+            1 => Change::UpsertItem,
+            6 => Change::DeleteItem,
             2 => Change::UpdateUser,
             3 => Change::UpdateUserKey,
             4 => Change::DeleteUser,
@@ -172,11 +191,22 @@ pub(super) struct FakePg {
     /// Positions the pipeline has been told it may acknowledge: commit ends and idle
     /// keepalives it received, the slot's positions it read, and zero.
     pub(super) told: BTreeSet<Lsn>,
+    /// Positions the pipeline may acknowledge without being idle: commit ends and the
+    /// slot's positions it read.
+    pub(super) busy_positions: BTreeSet<Lsn>,
+    /// Keepalives the pipeline has read between transactions, each with whether a
+    /// transaction was open in the stream when it arrived; the harness takes them after
+    /// every delivery to judge whether the pipeline could have been idle.
+    pub(super) keepalives_read: Vec<(Lsn, bool)>,
     busy_answers: u32,
     refusals: u32,
     slow: bool,
     wal_sender_timeout: &'static str,
     live_users: Vec<u64>,
+    /// The quantity of each sku that exists.
+    items: BTreeMap<usize, u64>,
+    /// Every change of every key, in commit order (see the module docs).
+    pub(super) history: BTreeMap<Key, Vec<Version>>,
     next_user: u64,
     next_change: u64,
     next_xid: u32,
@@ -196,11 +226,15 @@ impl FakePg {
             head: START,
             confirmed: slot_exists.then_some(START),
             told: BTreeSet::from([Lsn::ZERO]),
+            busy_positions: BTreeSet::from([Lsn::ZERO]),
+            keepalives_read: Vec::new(),
             busy_answers: u32::from(slot_busy),
             refusals: 0,
             slow,
             wal_sender_timeout,
             live_users: Vec::new(),
+            items: BTreeMap::new(),
+            history: BTreeMap::new(),
             next_user: 1,
             next_change: 1,
             next_xid: 700,
@@ -292,9 +326,11 @@ impl FakePg {
                 Mark::Commit(end_lsn) => {
                     conn.open_tx = false;
                     self.told.insert(end_lsn);
+                    self.busy_positions.insert(end_lsn);
                 }
                 Mark::Idle(at) => {
                     self.told.insert(at);
+                    self.keepalives_read.push((at, conn.open_tx));
                 }
             }
         }
@@ -437,6 +473,7 @@ impl FakePg {
             self.wal.clear();
             self.confirmed = Some(self.head);
             self.told.insert(self.head);
+            self.busy_positions.insert(self.head);
             let head = self.head.to_string();
             vec![vec![
                 Some("slotline_p".to_owned()),
@@ -455,6 +492,7 @@ impl FakePg {
             return Vec::new();
         };
         self.told.insert(confirmed);
+        self.busy_positions.insert(confirmed);
         let busy = replication && self.busy_answers > 0;
         if busy {
             self.busy_answers -= 1;
@@ -527,9 +565,19 @@ impl FakePg {
         Some(update.flush)
     }
 
+    /// The slot's confirmed position, `None` while it does not exist.
+    pub(super) fn confirmed(&self) -> Option<Lsn> {
+        self.confirmed
+    }
+
     /// PostgreSQL commits a transaction (see `Event::Tx`); a streaming session gets it at
-    /// the end of its queue.
+    /// the end of its queue. Before the slot exists nothing is committed: with
+    /// `SNAPSHOT_MODE=never` such rows would never reach Feldera, and the oracle compares
+    /// whole tables.
     pub(super) fn commit(&mut self, changes: &[u8]) {
+        if self.confirmed.is_none() {
+            return;
+        }
         let xid = self.next_xid;
         self.next_xid += 1;
         let start = Lsn(self.head.0 + RECORD);
@@ -544,7 +592,7 @@ impl FakePg {
         let mut markers = Vec::new();
         for (i, byte) in changes.iter().enumerate() {
             let at = Lsn(start.0 + RECORD * (i as u64 + 1));
-            let (relation, payload, marker) = self.change(*byte);
+            let (relation, payload, marker) = self.change(*byte, end);
             pieces.push(Piece::Message {
                 at,
                 relation: Some(relation),
@@ -576,8 +624,8 @@ impl FakePg {
     }
 
     /// One change: its relation, its pgoutput message, and the text that shows it in an
-    /// ingress body.
-    fn change(&mut self, byte: u8) -> (u32, Vec<u8>, String) {
+    /// ingress body. Its effect is added to `history` at the transaction's `end`.
+    fn change(&mut self, byte: u8, end: Lsn) -> (u32, Vec<u8>, String) {
         let n = self.next_change;
         self.next_change += 1;
         let name = format!("r{n}");
@@ -588,17 +636,46 @@ impl FakePg {
             {
                 Change::InsertUser
             }
+            Change::DeleteItem if !self.items.contains_key(&(chosen % SKUS)) => Change::UpsertItem,
             kind => kind,
         };
         let index = chosen % self.live_users.len().max(1);
         match kind {
-            Change::InsertItem => {
-                let (sku, qty) = (format!("s{n}"), n.to_string());
+            Change::UpsertItem => {
+                let slot = chosen % SKUS;
+                let (sku, qty) = (format!("s{slot}"), n.to_string());
                 let row = encode::row(&[Some(&sku), Some(&qty)]);
-                (ITEMS, encode::insert(ITEMS, row), format!("\"{sku}\""))
+                let payload = if self.items.insert(slot, n).is_some() {
+                    encode::update(ITEMS, None, row)
+                } else {
+                    encode::insert(ITEMS, row)
+                };
+                self.record(
+                    "items",
+                    json!(sku),
+                    end,
+                    Some(json!({"sku": sku, "qty": n})),
+                );
+                (ITEMS, payload, format!("{{\"sku\":\"{sku}\",\"qty\":{n}}}"))
+            }
+            Change::DeleteItem => {
+                let slot = chosen % SKUS;
+                self.items.remove(&slot);
+                let sku = format!("s{slot}");
+                let key = encode::row(&[Some(&sku), None]);
+                self.record("items", json!(sku), end, None);
+                let payload = encode::delete(ITEMS, OldKind::Key, key);
+                (ITEMS, payload, format!("{{\"delete\":{{\"sku\":\"{sku}\""))
             }
             Change::UpdateUser => {
-                let id = self.live_users[index].to_string();
+                let id = self.live_users[index];
+                self.record(
+                    "users",
+                    json!(id),
+                    end,
+                    Some(json!({"id": id, "name": name})),
+                );
+                let id = id.to_string();
                 let row = encode::row(&[Some(&id), Some(&name)]);
                 (
                     USERS,
@@ -607,11 +684,18 @@ impl FakePg {
                 )
             }
             Change::UpdateUserKey => {
-                let old = self.live_users[index].to_string();
+                let old = self.live_users[index];
                 let new = self.next_user;
                 self.next_user += 1;
                 self.live_users[index] = new;
-                let new = new.to_string();
+                self.record("users", json!(old), end, None);
+                self.record(
+                    "users",
+                    json!(new),
+                    end,
+                    Some(json!({"id": new, "name": name})),
+                );
+                let (old, new) = (old.to_string(), new.to_string());
                 let old_key = encode::row(&[Some(&old), None]);
                 let row = encode::row(&[Some(&new), Some(&name)]);
                 let payload = encode::update(USERS, Some((OldKind::Key, old_key)), row);
@@ -619,6 +703,7 @@ impl FakePg {
             }
             Change::DeleteUser => {
                 let id = self.live_users.remove(index);
+                self.record("users", json!(id), end, None);
                 let key = id.to_string();
                 let payload = encode::delete(USERS, OldKind::Key, encode::row(&[Some(&key), None]));
                 (USERS, payload, format!("{{\"delete\":{{\"id\":{id}}}}}"))
@@ -627,11 +712,35 @@ impl FakePg {
                 let id = self.next_user;
                 self.next_user += 1;
                 self.live_users.push(id);
+                self.record(
+                    "users",
+                    json!(id),
+                    end,
+                    Some(json!({"id": id, "name": name})),
+                );
                 let id = id.to_string();
                 let row = encode::row(&[Some(&id), Some(&name)]);
                 (USERS, encode::insert(USERS, row), format!("\"{name}\""))
             }
         }
+    }
+
+    fn record(&mut self, table: &'static str, key: Value, end: Lsn, row: Option<Value>) {
+        self.history
+            .entry((table, key.to_string()))
+            .or_default()
+            .push((end, row));
+    }
+
+    /// The tables as PostgreSQL holds them now: the last version of every key that exists.
+    pub(super) fn tables(&self) -> BTreeMap<Key, Value> {
+        self.history
+            .iter()
+            .filter_map(|(key, versions)| {
+                let row = versions.last()?.1.clone()?;
+                Some((key.clone(), row))
+            })
+            .collect()
     }
 
     /// WAL for unpublished tables moves the head on; a streaming session hears a keepalive.
