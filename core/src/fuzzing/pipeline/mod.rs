@@ -10,7 +10,8 @@
 //! the pipeline is built inside.
 //!
 //! After every input the harness drains the commands, carries them out, and checks:
-//! - the flush position (reported in status updates, and in `status()`) never decreases;
+//! - the flush position (reported in status updates, and in `status()`) never decreases
+//!   within a session;
 //! - it is always a position the pipeline was told it may acknowledge (the end of a commit
 //!   it received, an idle keepalive, the slot's own position), and every commit ending at
 //!   or before it has all its changes in records Feldera made durable, in any session;
@@ -152,6 +153,8 @@ struct Harness {
     status_flush: (u32, bool, Lsn),
     /// How many transactions of the WAL, from the front, are known durable.
     verified: usize,
+    /// The last flush each connection reported.
+    reported: BTreeMap<ConnId, Lsn>,
     /// Keepalive positions that arrived while the pipeline could be idle.
     idle_keepalives: BTreeSet<Lsn>,
     /// What Feldera's tables and the slot were at the last table check.
@@ -197,6 +200,7 @@ impl Harness {
             exited: None,
             status_flush: (0, false, Lsn::ZERO),
             verified: 0,
+            reported: BTreeMap::new(),
             idle_keepalives: BTreeSet::new(),
             tables_checked: None,
             no_progress_secs: setup.no_progress_secs(),
@@ -297,12 +301,17 @@ impl Harness {
         if self.stop_requested {
             return;
         }
+        self.pg.heal();
         let start = self.now.mono;
         for _ in 0..CATCH_UP_ROUNDS {
             if let Some(code) = self.exited {
+                // A timeout shorter than the reconnect backoff's cap (30 s) may expire in a
+                // healthy world; a longer one only if the pipeline makes no progress there.
                 let healthy_secs = self.now.mono.since(start) / 1_000_000;
                 assert!(
-                    code != 69 || healthy_secs < self.no_progress_secs,
+                    code != 69
+                        || self.no_progress_secs < 60
+                        || healthy_secs < self.no_progress_secs,
                     "exit 69 after {healthy_secs} s of a healthy world: the pipeline stalled"
                 );
                 return;
@@ -490,7 +499,7 @@ impl Harness {
             Command::PgWrite { conn, bytes } => {
                 self.assert_open(conn, "PgWrite");
                 for flush in self.pg.write(conn, &bytes) {
-                    self.on_status_update(flush);
+                    self.on_status_update(conn, flush);
                 }
             }
             Command::PgPauseRead { conn } => {
@@ -557,13 +566,16 @@ impl Harness {
         }
     }
 
-    fn on_status_update(&mut self, flush: Lsn) {
-        let before = self.run.reported_flush;
+    /// A status update on `conn`. Its flush never goes backwards on one connection; a new
+    /// session starts from the slot's own position, which may be behind what an earlier
+    /// session reported (a status update lost with its connection).
+    fn on_status_update(&mut self, conn: ConnId, flush: Lsn) {
+        let before = self.reported.insert(conn, flush).unwrap_or(Lsn::ZERO);
         assert!(
             flush >= before,
-            "a status update reported flush {flush} after {before}: the flush position went backwards"
+            "a status update on {conn} reported flush {flush} after {before}: the flush position went backwards"
         );
-        self.run.reported_flush = flush;
+        self.run.reported_flush = self.run.reported_flush.max(flush);
         self.run.status_updates += 1;
         self.check_flush(flush, "a status update");
     }

@@ -254,6 +254,12 @@ impl FakePg {
         self.refusals += attempts;
     }
 
+    /// The server turns healthy: no more refused connections, the slot is free.
+    pub(super) fn heal(&mut self) {
+        self.refusals = 0;
+        self.busy_answers = 0;
+    }
+
     /// Either side ended the connection: the server forgets it.
     pub(super) fn close(&mut self, id: ConnId) {
         self.conns.remove(&id);

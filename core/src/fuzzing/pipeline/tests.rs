@@ -54,7 +54,8 @@ fn a_flush_at_a_position_never_received_is_caught() {
 fn a_flush_that_goes_backwards_is_caught() {
     let mut harness = after(&[GOOD, Deliver(0), Tx(vec![0, 0, 0]), Deliver(0), GOOD, GOOD]);
     assert!(harness.run.reported_flush > START, "{:?}", harness.run);
-    harness.on_status_update(START);
+    let conn = harness.pg.session().expect("the session's connection");
+    harness.on_status_update(conn, START);
 }
 
 #[test]
