@@ -221,6 +221,8 @@ pub(super) struct FakeFeldera {
     durable_lines: HashSet<String>,
     /// The tables as they are now.
     pub(super) tables: BTreeMap<Key, Value>,
+    /// Rows changed since the harness last looked (`take_touched`).
+    touched: BTreeSet<Key>,
     /// A transaction is open.
     transaction: bool,
     /// Requests ingested while the open transaction was: their tokens wait for its commit.
@@ -342,7 +344,9 @@ impl FakeFeldera {
     /// One record reaches its table: an insert replaces the row of its key, a delete
     /// removes it.
     pub(super) fn land(&mut self, request: u32, table: &'static str, record: String) {
-        apply(&mut self.tables, table, &record);
+        if let Some(key) = apply(&mut self.tables, table, &record) {
+            self.touched.insert(key);
+        }
         if self.durable.contains(&request) {
             self.durable_lines.insert(record.clone());
         }
@@ -353,6 +357,7 @@ impl FakeFeldera {
     /// gone.
     pub(super) fn restart(&mut self, lossy: bool) {
         self.restarts += 1;
+        self.touched.extend(self.tables.keys().cloned());
         self.incarnation += 1;
         self.endpoints.clear();
         self.transaction = false;
@@ -370,6 +375,7 @@ impl FakeFeldera {
             for (_, table, record) in &self.log {
                 apply(&mut self.tables, table, record);
             }
+            self.touched.extend(self.tables.keys().cloned());
         } else {
             let landed: Vec<u32> = self.log.iter().map(|(request, _, _)| *request).collect();
             for request in landed {
@@ -513,6 +519,11 @@ impl FakeFeldera {
         COMPLETION_ANSWERS[0]
     }
 
+    /// The rows changed since the last call.
+    pub(super) fn take_touched(&mut self) -> BTreeSet<Key> {
+        std::mem::take(&mut self.touched)
+    }
+
     /// Whether a durable record contains `marker`.
     pub(super) fn holds(&self, marker: &str) -> bool {
         self.durable_lines.iter().any(|line| line.contains(marker))
@@ -520,8 +531,9 @@ impl FakeFeldera {
 }
 
 /// Queues one NDJSON record into `tables`. The pipeline writes only `insert` and `delete`
-/// records with the key column; anything else is a bug it must not send.
-fn apply(tables: &mut BTreeMap<Key, Value>, table: &'static str, record: &str) {
+/// records with the key column; anything else is a bug it must not send. Returns the row's
+/// key.
+fn apply(tables: &mut BTreeMap<Key, Value>, table: &'static str, record: &str) -> Option<Key> {
     let parsed: Value = match serde_json::from_str(record) {
         Ok(value) => value,
         Err(e) => panic!("Feldera cannot parse the record {record:?} for {table}: {e}"),
@@ -540,8 +552,9 @@ fn apply(tables: &mut BTreeMap<Key, Value>, table: &'static str, record: &str) {
     };
     let key = (table, key.to_string());
     if insert {
-        tables.insert(key, row.clone());
+        tables.insert(key.clone(), row.clone());
     } else {
         tables.remove(&key);
     }
+    Some(key)
 }

@@ -153,12 +153,14 @@ struct Harness {
     status_flush: (u32, bool, Lsn),
     /// How many transactions of the WAL, from the front, are known durable.
     verified: usize,
+    /// See `held_prefix`.
+    held: usize,
     /// The last flush each connection reported.
     reported: BTreeMap<ConnId, Lsn>,
     /// Keepalive positions that arrived while the pipeline could be idle.
     idle_keepalives: BTreeSet<Lsn>,
-    /// What Feldera's tables and the slot were at the last table check.
-    tables_checked: Option<(BTreeMap<pg::Key, serde_json::Value>, Option<Lsn>)>,
+    /// The slot's position at the last table check.
+    tables_checked: Option<Lsn>,
     no_progress_secs: u64,
     run: PipelineRun,
 }
@@ -200,6 +202,7 @@ impl Harness {
             exited: None,
             status_flush: (0, false, Lsn::ZERO),
             verified: 0,
+            held: 0,
             reported: BTreeMap::new(),
             idle_keepalives: BTreeSet::new(),
             tables_checked: None,
@@ -284,16 +287,24 @@ impl Harness {
     /// the bytes are fed.
     fn judge_keepalives(&mut self) {
         for (at, open) in std::mem::take(&mut self.pg.keepalives_read) {
-            let durable = self
-                .pg
-                .wal
-                .iter()
-                .filter(|tx| tx.end <= at)
-                .all(|tx| tx.markers.iter().all(|marker| self.feldera.holds(marker)));
-            if !open && durable {
+            let before = self.pg.wal.partition_point(|tx| tx.end <= at);
+            if !open && self.held_prefix() >= before {
                 self.idle_keepalives.insert(at);
             }
         }
+    }
+
+    /// How many transactions of the WAL, from the front, have every change in a record
+    /// Feldera made durable. Durable records are never forgotten, so the count only grows.
+    fn held_prefix(&mut self) -> usize {
+        self.held = self.held.min(self.pg.wal.len());
+        while let Some(tx) = self.pg.wal.get(self.held) {
+            if !tx.markers.iter().all(|marker| self.feldera.holds(marker)) {
+                break;
+            }
+            self.held += 1;
+        }
+        self.held
     }
 
     /// The world turns healthy (see the module docs) and the run ends with the oracle.
@@ -386,44 +397,44 @@ impl Harness {
     }
 
     /// Every row of Feldera holds a value PostgreSQL's key had at or after the slot's
-    /// confirmed position (see the module docs).
+    /// confirmed position (see the module docs). Only rows that can have become wrong
+    /// since the last check are looked at: those Feldera changed, and those with a change
+    /// the slot's position passed since (a position going back only allows more).
     fn check_tables(&mut self) {
         let confirmed = self.pg.confirmed();
-        if self
-            .tables_checked
-            .as_ref()
-            .is_some_and(|(tables, at)| *at == confirmed && *tables == self.feldera.tables)
-        {
-            return;
+        let mut keys: BTreeSet<pg::Key> = self.feldera.take_touched();
+        if let Some(upto) = confirmed.filter(|c| Some(*c) > self.tables_checked) {
+            keys.extend(self.pg.changed_between(self.tables_checked, upto));
         }
-        let keys: BTreeSet<&pg::Key> = self
-            .feldera
-            .tables
-            .keys()
-            .chain(self.pg.history.keys())
-            .collect();
-        for key in keys {
-            let now = self.feldera.tables.get(key);
-            let Some(versions) = self.pg.history.get(key) else {
-                panic!(
-                    "Feldera holds {}[{}] = {now:?}, a key PostgreSQL never had",
-                    key.0, key.1
-                );
-            };
-            let covered = confirmed.and_then(|c| versions.iter().rposition(|(end, _)| *end <= c));
-            let allowed = &versions[covered.unwrap_or(0)..];
-            let ok = allowed.iter().any(|(_, row)| row.as_ref() == now)
-                || (covered.is_none() && now.is_none());
+        self.tables_checked = confirmed;
+        for key in &keys {
+            self.check_row(key, confirmed);
+        }
+    }
+
+    fn check_row(&self, key: &pg::Key, confirmed: Option<Lsn>) {
+        let now = self.feldera.tables.get(key);
+        let Some(versions) = self.pg.history.get(key) else {
             assert!(
-                ok,
-                "Feldera holds {}[{}] = {now:?} with the slot at {confirmed:?}: the slot covers {:?}, so only {:?} may be there",
+                now.is_none(),
+                "Feldera holds {}[{}] = {now:?}, a key PostgreSQL never had",
                 key.0,
-                key.1,
-                covered.map(|i| &versions[i]),
-                allowed.iter().map(|(_, row)| row).collect::<Vec<_>>()
+                key.1
             );
-        }
-        self.tables_checked = Some((self.feldera.tables.clone(), confirmed));
+            return;
+        };
+        let covered = confirmed.and_then(|c| versions.iter().rposition(|(end, _)| *end <= c));
+        let allowed = &versions[covered.unwrap_or(0)..];
+        let ok = allowed.iter().any(|(_, row)| row.as_ref() == now)
+            || (covered.is_none() && now.is_none());
+        assert!(
+            ok,
+            "Feldera holds {}[{}] = {now:?} with the slot at {confirmed:?}: the slot covers {:?}, so only {:?} may be there",
+            key.0,
+            key.1,
+            covered.map(|i| &versions[i]),
+            allowed.iter().map(|(_, row)| row).collect::<Vec<_>>()
+        );
     }
 
     /// The server side ends a connection: the pipeline hears of it unless it closed it

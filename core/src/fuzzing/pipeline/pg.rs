@@ -207,6 +207,8 @@ pub(super) struct FakePg {
     items: BTreeMap<usize, u64>,
     /// Every change of every key, in commit order (see the module docs).
     pub(super) history: BTreeMap<Key, Vec<Version>>,
+    /// The keys each transaction changed, by its end.
+    changed: BTreeMap<Lsn, Vec<Key>>,
     next_user: u64,
     next_change: u64,
     next_xid: u32,
@@ -235,6 +237,7 @@ impl FakePg {
             live_users: Vec::new(),
             items: BTreeMap::new(),
             history: BTreeMap::new(),
+            changed: BTreeMap::new(),
             next_user: 1,
             next_change: 1,
             next_xid: 700,
@@ -732,10 +735,19 @@ impl FakePg {
     }
 
     fn record(&mut self, table: &'static str, key: Value, end: Lsn, row: Option<Value>) {
-        self.history
-            .entry((table, key.to_string()))
-            .or_default()
-            .push((end, row));
+        let key = (table, key.to_string());
+        self.changed.entry(end).or_default().push(key.clone());
+        self.history.entry(key).or_default().push((end, row));
+    }
+
+    /// The keys of transactions ending after `after` (all when `None`) and up to `upto`.
+    pub(super) fn changed_between(&self, after: Option<Lsn>, upto: Lsn) -> Vec<Key> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let from = after.map_or(Unbounded, Excluded);
+        self.changed
+            .range((from, Included(upto)))
+            .flat_map(|(_, keys)| keys.iter().cloned())
+            .collect()
     }
 
     /// The tables as PostgreSQL holds them now: the last version of every key that exists.
