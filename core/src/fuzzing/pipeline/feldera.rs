@@ -25,7 +25,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::pg::Key;
+use super::workload::Key;
 use crate::feldera::HttpRequest;
 use crate::io::HttpId;
 

@@ -36,6 +36,7 @@
 mod feldera;
 mod input;
 mod pg;
+mod workload;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -371,7 +372,7 @@ impl Harness {
 
     /// The oracle of a finished run: Feldera's tables equal PostgreSQL's.
     fn compare_tables(&mut self) {
-        let source = self.pg.tables();
+        let source = self.pg.workload.tables();
         let target = &self.feldera.tables;
         let wrong: Vec<String> = source
             .keys()
@@ -402,9 +403,9 @@ impl Harness {
     /// the slot's position passed since (a position going back only allows more).
     fn check_tables(&mut self) {
         let confirmed = self.pg.confirmed();
-        let mut keys: BTreeSet<pg::Key> = self.feldera.take_touched();
+        let mut keys: BTreeSet<workload::Key> = self.feldera.take_touched();
         if let Some(upto) = confirmed.filter(|c| Some(*c) > self.tables_checked) {
-            keys.extend(self.pg.changed_between(self.tables_checked, upto));
+            keys.extend(self.pg.workload.changed_between(self.tables_checked, upto));
         }
         self.tables_checked = confirmed;
         for key in &keys {
@@ -412,9 +413,9 @@ impl Harness {
         }
     }
 
-    fn check_row(&self, key: &pg::Key, confirmed: Option<Lsn>) {
+    fn check_row(&self, key: &workload::Key, confirmed: Option<Lsn>) {
         let now = self.feldera.tables.get(key);
-        let Some(versions) = self.pg.history.get(key) else {
+        let Some(versions) = self.pg.workload.history.get(key) else {
             assert!(
                 now.is_none(),
                 "Feldera holds {}[{}] = {now:?}, a key PostgreSQL never had",
