@@ -409,17 +409,19 @@ impl FakeFeldera {
             Waiting::Pipeline | Waiting::Other => {
                 PIPELINE_ANSWERS[index(class, PIPELINE_ANSWERS.len())]
             }
+            // The first two answers of each say what Feldera's state is: a 409 only while
+            // a transaction is open, a 400 NoTransactionInProgress only while none is.
             Waiting::StartTransaction => match index(class, START_ANSWERS.len()) {
-                0 if self.transaction => START_ANSWERS[1],
-                0 => {
+                0 | 1 if self.transaction => START_ANSWERS[1],
+                0 | 1 => {
                     self.transaction = true;
                     START_ANSWERS[0]
                 }
                 i => START_ANSWERS[i],
             },
             Waiting::CommitTransaction => match index(class, COMMIT_ANSWERS.len()) {
-                0 if !self.transaction => COMMIT_ANSWERS[1],
-                0 => {
+                0 | 1 if !self.transaction => COMMIT_ANSWERS[1],
+                0 | 1 => {
                     self.transaction = false;
                     self.in_transaction.clear();
                     self.commits += 1;
