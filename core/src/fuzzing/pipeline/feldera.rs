@@ -1,14 +1,31 @@
 //! The fake Feldera of the pipeline target: it holds every request the pipeline made until
-//! the fuzz input answers it, with any class of answer, in any order, and records what
-//! became durable: the body of an ingress request whose token an answer called
-//! `complete`, and, as in Feldera, of every earlier request on the same table (in accepted
-//! mode: whose ingress was answered with a token). Transactions are started and committed
-//! with any class of answer too.
+//! the fuzz input answers it, with any class of answer, in any order, and keeps the input
+//! tables as Feldera would.
+//!
+//! - An ingress request's records are queued into its table as its body arrives: the fuzz
+//!   input lands them a few at a time (`upload`), interleaved with other requests, and the
+//!   rest land just before a 200 (Feldera answers once it has read the whole body). Any
+//!   other answer ends the upload: what landed stays, the rest never arrives. A request
+//!   keeps landing records until it is answered, whichever session sent it.
+//! - Tokens are Feldera's: base64 of the incarnation, the table's endpoint and a count. A
+//!   token complete makes its request durable and every earlier one of the same
+//!   incarnation and endpoint (in accepted mode a 200 does). A token of an earlier
+//!   incarnation answers 410 `PipelineRestarted`.
+//! - One transaction at a time: `start_transaction` answers 409 while one is open (a run may
+//!   find one open at the start), `commit_transaction` 400 while none is; the tokens of
+//!   records ingested while one is open stay `inprogress` (with a step once the answer
+//!   would have been `complete`) until its commit.
+//! - A restart (`restart`) begins a new incarnation: requests out fail, the transaction is
+//!   gone, and the tables either keep everything or fall back to the durable records alone
+//!   (only what no completion vouched for is lost, as the promise assumes).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
-use bytes::Bytes;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::Value;
 
+use super::workload::Key;
 use crate::feldera::HttpRequest;
 use crate::io::HttpId;
 
@@ -138,15 +155,44 @@ pub(super) const COMPLETION_ANSWERS: [(u16, &str); 9] = [
     (502, ""),
 ];
 
+/// The tables the fake holds, with their key column (the same as `PIPELINE`'s schema).
+const TABLES: [(&str, &str); 2] = [("users", "id"), ("items", "sku")];
+
+const RESTARTED: (u16, &str) = (
+    410,
+    r#"{"message":"pipeline restarted","error_code":"PipelineRestarted","details":{}}"#,
+);
+/// A token of an open transaction whose records are in the circuit: Feldera knows the step,
+/// and completes it only once the transaction's commit finished.
+const IN_CIRCUIT: (u16, &str) = (200, r#"{"status":"inprogress","step":3}"#);
+
+/// An ingress request being read.
+#[derive(Debug)]
+struct Upload {
+    table: &'static str,
+    /// Numbers requests in arrival order.
+    request: u32,
+    /// Records of the body not yet queued.
+    pending: VecDeque<String>,
+}
+
 #[derive(Debug)]
 enum Waiting {
     Pipeline,
-    /// Table, body.
-    Ingress(String, Bytes),
+    Ingress(Upload),
     Completion(String),
     StartTransaction,
     CommitTransaction,
     Other,
+}
+
+/// A token Feldera gave out.
+#[derive(Debug, Clone)]
+struct Issued {
+    incarnation: u32,
+    endpoint: usize,
+    count: u32,
+    request: u32,
 }
 
 /// An answer for the harness to feed.
@@ -158,19 +204,35 @@ pub(super) enum Answer {
 
 #[derive(Debug, Default)]
 pub(super) struct FakeFeldera {
-    waiting: Vec<(HttpId, Waiting)>,
+    /// Requests not answered yet, with whether a restart cut them off.
+    waiting: Vec<(HttpId, Waiting, bool)>,
     accepted_mode: bool,
-    /// Acceptance order, table and body of every accepted request.
-    bodies_by_token: BTreeMap<String, (u32, String, Bytes)>,
-    /// Tokens whose bodies are durable.
-    completed: HashSet<String>,
-    tokens: u32,
-    durable_bodies: HashSet<Bytes>,
-    /// Every durable body, one after the other.
-    durable_text: String,
+    incarnation: u32,
+    /// The endpoint of each table this incarnation has seen: its index.
+    endpoints: Vec<&'static str>,
+    count: u32,
+    requests: u32,
+    tokens: BTreeMap<String, Issued>,
+    /// Requests whose records are durable.
+    durable: BTreeSet<u32>,
+    /// Every record queued, with its request and table, in the order it landed.
+    log: Vec<(u32, &'static str, String)>,
+    /// The records of durable requests, each once.
+    durable_lines: HashSet<String>,
+    /// The tables as they are now.
+    pub(super) tables: BTreeMap<Key, Value>,
+    /// Rows changed since the harness last looked (`take_touched`).
+    touched: BTreeSet<Key>,
+    /// A transaction is open.
+    transaction: bool,
+    /// Requests ingested while the open transaction was: their tokens wait for its commit.
+    in_transaction: BTreeSet<u32>,
     pub(super) durable_batches: u32,
     /// `commit_transaction` calls answered 200.
     pub(super) commits: u32,
+    pub(super) restarts: u32,
+    /// Records landed while their request was not the newest on the table.
+    pub(super) interleaved: u32,
 }
 
 /// Which answer a class byte picks: half of all values give the good answer, an eighth
@@ -183,29 +245,45 @@ fn index(class: u8, len: usize) -> usize {
     }
 }
 
+fn table_of(segment: &str) -> Option<&'static str> {
+    TABLES.iter().find(|(t, _)| *t == segment).map(|(t, _)| *t)
+}
+
 impl FakeFeldera {
-    pub(super) fn new(accepted_mode: bool) -> FakeFeldera {
+    pub(super) fn new(accepted_mode: bool, transaction_open: bool) -> FakeFeldera {
         FakeFeldera {
             accepted_mode,
+            transaction: transaction_open,
             ..FakeFeldera::default()
         }
     }
 
-    /// A request arrives. Asking for the completion of a token Feldera never gave out is a
-    /// pipeline bug, reported as an error.
+    /// A request arrives. Asking for the completion of a token Feldera never gave out, or
+    /// posting to a table it does not have, is a pipeline bug, reported as an error.
     pub(super) fn request(&mut self, id: HttpId, request: HttpRequest) -> Result<(), String> {
         let path = request.url.strip_prefix(PIPELINE_URL).unwrap_or("?");
         let waiting = if path.is_empty() {
             Waiting::Pipeline
         } else if let Some(rest) = path.strip_prefix("/ingress/") {
-            let table = rest.split('?').next().unwrap_or_default().to_owned();
-            Waiting::Ingress(table, request.body)
+            let segment = rest.split('?').next().unwrap_or_default();
+            let Some(table) = table_of(segment) else {
+                return Err(format!(
+                    "{id} posts to table {segment:?}, which Feldera does not have"
+                ));
+            };
+            self.requests += 1;
+            let text = String::from_utf8_lossy(&request.body);
+            Waiting::Ingress(Upload {
+                table,
+                request: self.requests,
+                pending: text.lines().map(str::to_owned).collect(),
+            })
         } else if path == "/start_transaction" {
             Waiting::StartTransaction
         } else if path == "/commit_transaction" {
             Waiting::CommitTransaction
         } else if let Some(token) = path.strip_prefix("/completion_status?token=") {
-            if !self.bodies_by_token.contains_key(token) {
+            if !self.tokens.contains_key(token) {
                 return Err(format!(
                     "{id} asks for the completion of token {token:?}, which Feldera never gave out"
                 ));
@@ -214,8 +292,108 @@ impl FakeFeldera {
         } else {
             Waiting::Other
         };
-        self.waiting.push((id, waiting));
+        self.waiting.push((id, waiting, false));
         Ok(())
+    }
+
+    /// Whether any request waits for an answer.
+    pub(super) fn busy(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Up to `n` more records of one uploading request (`pick` modulo how many upload) land
+    /// in its table.
+    pub(super) fn upload(&mut self, pick: u8, n: u8) {
+        let uploading: Vec<usize> = (0..self.waiting.len())
+            .filter(|i| match &self.waiting[*i] {
+                (_, Waiting::Ingress(upload), false) => !upload.pending.is_empty(),
+                _ => false,
+            })
+            .collect();
+        if uploading.is_empty() {
+            return;
+        }
+        let at = uploading[usize::from(pick) % uploading.len()];
+        let newest = uploading.iter().rev().find(|i| {
+            matches!(&self.waiting[**i].1, Waiting::Ingress(u) if Some(u.table) == self.table_at(at))
+        });
+        if newest != Some(&at) {
+            self.interleaved += 1;
+        }
+        let mut records = Vec::new();
+        if let (_, Waiting::Ingress(upload), _) = &mut self.waiting[at] {
+            for _ in 0..n {
+                let Some(record) = upload.pending.pop_front() else {
+                    break;
+                };
+                records.push((upload.request, upload.table, record));
+            }
+        }
+        for (request, table, record) in records {
+            self.land(request, table, record);
+        }
+    }
+
+    fn table_at(&self, at: usize) -> Option<&'static str> {
+        match &self.waiting.get(at)?.1 {
+            Waiting::Ingress(upload) => Some(upload.table),
+            _ => None,
+        }
+    }
+
+    /// One record reaches its table: an insert replaces the row of its key, a delete
+    /// removes it.
+    pub(super) fn land(&mut self, request: u32, table: &'static str, record: String) {
+        if let Some(key) = apply(&mut self.tables, table, &record) {
+            self.touched.insert(key);
+        }
+        if self.durable.contains(&request) {
+            self.durable_lines.insert(record.clone());
+        }
+        self.log.push((request, table, record));
+    }
+
+    /// Feldera restarts (see the module docs); `lossy`: what no completion vouched for is
+    /// gone.
+    pub(super) fn restart(&mut self, lossy: bool) {
+        self.restarts += 1;
+        self.touched.extend(self.tables.keys().cloned());
+        self.incarnation += 1;
+        self.endpoints.clear();
+        self.transaction = false;
+        self.in_transaction.clear();
+        for (_, waiting, dead) in &mut self.waiting {
+            *dead = true;
+            if let Waiting::Ingress(upload) = waiting {
+                upload.pending.clear();
+            }
+        }
+        if lossy {
+            let durable = &self.durable;
+            self.log.retain(|(request, _, _)| durable.contains(request));
+            self.tables.clear();
+            for (_, table, record) in &self.log {
+                apply(&mut self.tables, table, record);
+            }
+            self.touched.extend(self.tables.keys().cloned());
+        } else {
+            let landed: Vec<u32> = self.log.iter().map(|(request, _, _)| *request).collect();
+            for request in landed {
+                self.make_durable(request);
+            }
+        }
+    }
+
+    fn make_durable(&mut self, request: u32) {
+        if !self.durable.insert(request) {
+            return;
+        }
+        self.durable_batches += 1;
+        for (r, _, record) in &self.log {
+            if *r == request {
+                self.durable_lines.insert(record.clone());
+            }
+        }
     }
 
     /// Answers one waiting request (see `Event::Answer`).
@@ -223,55 +401,42 @@ impl FakeFeldera {
         if self.waiting.is_empty() {
             return None;
         }
-        let (id, waiting) = self.waiting.remove(usize::from(pick) % self.waiting.len());
-        let (status, body) = match &waiting {
+        let (id, waiting, dead) = self.waiting.remove(usize::from(pick) % self.waiting.len());
+        if dead {
+            return Some((id, Answer::Failed("connection reset by peer")));
+        }
+        let (status, body) = match waiting {
             Waiting::Pipeline | Waiting::Other => {
                 PIPELINE_ANSWERS[index(class, PIPELINE_ANSWERS.len())]
             }
-            Waiting::StartTransaction => START_ANSWERS[index(class, START_ANSWERS.len())],
-            Waiting::CommitTransaction => {
-                let i = index(class, COMMIT_ANSWERS.len());
-                self.commits += u32::from(i == 0);
-                COMMIT_ANSWERS[i]
-            }
-            Waiting::Ingress(table, body) => {
+            // The first two answers of each say what Feldera's state is: a 409 only while
+            // a transaction is open, a 400 NoTransactionInProgress only while none is.
+            Waiting::StartTransaction => match index(class, START_ANSWERS.len()) {
+                0 | 1 if self.transaction => START_ANSWERS[1],
+                0 | 1 => {
+                    self.transaction = true;
+                    START_ANSWERS[0]
+                }
+                i => START_ANSWERS[i],
+            },
+            Waiting::CommitTransaction => match index(class, COMMIT_ANSWERS.len()) {
+                0 | 1 if !self.transaction => COMMIT_ANSWERS[1],
+                0 | 1 => {
+                    self.transaction = false;
+                    self.in_transaction.clear();
+                    self.commits += 1;
+                    COMMIT_ANSWERS[0]
+                }
+                i => COMMIT_ANSWERS[i],
+            },
+            Waiting::Ingress(upload) => {
                 let i = index(class, INGRESS_ANSWERS.len());
                 if i < 2 {
-                    self.tokens += 1;
-                    let token = format!("t{}", self.tokens);
-                    self.bodies_by_token
-                        .insert(token.clone(), (self.tokens, table.clone(), body.clone()));
-                    if self.accepted_mode {
-                        self.durable(body.clone());
-                    }
-                    let status = INGRESS_ANSWERS[i].0;
-                    let body = format!("{{\"token\":\"{token}\"}}");
-                    return Some((id, Answer::Done { status, body }));
+                    return Some((id, self.accept(upload, INGRESS_ANSWERS[i].0)));
                 }
                 INGRESS_ANSWERS[i]
             }
-            Waiting::Completion(token) => {
-                let i = index(class, COMPLETION_ANSWERS.len());
-                if i == 0 {
-                    // A token complete means every earlier one on its table is.
-                    if let Some((order, table, _)) = self.bodies_by_token.get(token).cloned() {
-                        let mut covered: Vec<(u32, String, Bytes)> = self
-                            .bodies_by_token
-                            .iter()
-                            .filter(|(k, (o, t, _))| {
-                                *t == table && *o <= order && !self.completed.contains(*k)
-                            })
-                            .map(|(k, (o, _, b))| (*o, k.clone(), b.clone()))
-                            .collect();
-                        covered.sort_by_key(|(o, _, _)| *o);
-                        for (_, key, body) in covered {
-                            self.completed.insert(key);
-                            self.durable(body);
-                        }
-                    }
-                }
-                COMPLETION_ANSWERS[i]
-            }
+            Waiting::Completion(token) => self.completion(&token, class),
         };
         let answer = if status == 0 {
             Answer::Failed(body)
@@ -284,18 +449,114 @@ impl FakeFeldera {
         Some((id, answer))
     }
 
-    fn durable(&mut self, body: Bytes) {
-        self.durable_batches += 1;
-        if let Ok(text) = std::str::from_utf8(&body) {
-            if !self.durable_bodies.contains(&body) {
-                self.durable_text.push_str(text);
-                self.durable_bodies.insert(body);
+    /// The whole body was read: the rest of its records land, and a token is given out.
+    fn accept(&mut self, mut upload: Upload, status: u16) -> Answer {
+        for record in std::mem::take(&mut upload.pending) {
+            self.land(upload.request, upload.table, record);
+        }
+        let endpoint = match self.endpoints.iter().position(|t| *t == upload.table) {
+            Some(endpoint) => endpoint,
+            None => {
+                self.endpoints.push(upload.table);
+                self.endpoints.len() - 1
             }
+        };
+        self.count += 1;
+        let origin = format!(
+            "{{\"u\":\"incarnation-{}\",\"e\":{endpoint},\"c\":{}}}",
+            self.incarnation, self.count
+        );
+        let token = URL_SAFE_NO_PAD.encode(origin);
+        let issued = Issued {
+            incarnation: self.incarnation,
+            endpoint,
+            count: self.count,
+            request: upload.request,
+        };
+        self.tokens.insert(token.clone(), issued);
+        if self.transaction {
+            self.in_transaction.insert(upload.request);
+        }
+        if self.accepted_mode {
+            self.make_durable(upload.request);
+        }
+        Answer::Done {
+            status,
+            body: format!("{{\"token\":\"{token}\"}}"),
         }
     }
 
-    /// Whether a durable body contains `marker`.
-    pub(super) fn holds(&self, marker: &str) -> bool {
-        self.durable_text.contains(marker)
+    /// What Feldera says about `token`: 410 when it is of an earlier incarnation, in
+    /// progress while its records wait for a transaction's commit.
+    fn completion(&mut self, token: &str, class: u8) -> (u16, &'static str) {
+        let i = index(class, COMPLETION_ANSWERS.len());
+        let Some(issued) = self.tokens.get(token).cloned() else {
+            return COMPLETION_ANSWERS[i];
+        };
+        if i > 1 {
+            return COMPLETION_ANSWERS[i];
+        }
+        if issued.incarnation != self.incarnation {
+            return RESTARTED;
+        }
+        if i == 1 {
+            return COMPLETION_ANSWERS[1];
+        }
+        if self.in_transaction.contains(&issued.request) {
+            return IN_CIRCUIT;
+        }
+        let covered: Vec<u32> = self
+            .tokens
+            .values()
+            .filter(|t| {
+                t.incarnation == issued.incarnation
+                    && t.endpoint == issued.endpoint
+                    && t.count <= issued.count
+            })
+            .map(|t| t.request)
+            .collect();
+        for request in covered {
+            self.make_durable(request);
+        }
+        COMPLETION_ANSWERS[0]
     }
+
+    /// The rows changed since the last call.
+    pub(super) fn take_touched(&mut self) -> BTreeSet<Key> {
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Whether a durable record contains `marker`.
+    pub(super) fn holds(&self, marker: &str) -> bool {
+        self.durable_lines.iter().any(|line| line.contains(marker))
+    }
+}
+
+/// Queues one NDJSON record into `tables`. The pipeline writes only `insert` and `delete`
+/// records with the key column; anything else is a bug it must not send. Returns the row's
+/// key.
+fn apply(tables: &mut BTreeMap<Key, Value>, table: &'static str, record: &str) -> Option<Key> {
+    let parsed: Value = match serde_json::from_str(record) {
+        Ok(value) => value,
+        Err(e) => panic!("Feldera cannot parse the record {record:?} for {table}: {e}"),
+    };
+    let column = TABLES
+        .iter()
+        .find(|(t, _)| *t == table)
+        .map_or("", |(_, column)| *column);
+    let (row, insert) = match (parsed.get("insert"), parsed.get("delete")) {
+        (Some(row), None) => (row, true),
+        (None, Some(row)) => (row, false),
+        _ => panic!("the record {record:?} for {table} is neither an insert nor a delete"),
+    };
+    let Some(key) = row.get(column) else {
+        panic!("the record {record:?} for {table} has no {column}");
+    };
+    let key = (table, key.to_string());
+    if insert {
+        tables.insert(key.clone(), row.clone());
+    } else {
+        tables.remove(&key);
+    }
+    Some(key)
 }

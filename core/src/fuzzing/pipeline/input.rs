@@ -54,7 +54,7 @@ pub struct Setup {
     pub small_batches: bool,
     /// `MAX_IN_FLIGHT_BATCHES`.
     pub window: u8,
-    /// `FELDERA_TRANSACTIONS`.
+    /// `FELDERA_TRANSACTIONS`; the last value also finds a Feldera transaction open.
     pub transactions: u8,
     /// Seed of the backoff jitter (0 to 15).
     pub seed: u8,
@@ -77,7 +77,8 @@ const CRASH_AT: [Option<&str>; 8] = [
 ];
 const COMPLETION_TIMEOUT_MS: [&str; 4] = ["60000", "100", "1000", "5000"];
 const MAX_IN_FLIGHT_BATCHES: [&str; 4] = ["1", "4", "2", "8"];
-const FELDERA_TRANSACTIONS: [&str; 4] = ["off", "large", "all", "off"];
+/// Index 3 is `large` with a transaction left open in Feldera before the run.
+const FELDERA_TRANSACTIONS: [&str; 4] = ["off", "large", "all", "large"];
 
 fn pick<T: Copy>(table: &[T], index: u8) -> T {
     table[usize::from(index) % table.len()]
@@ -128,6 +129,17 @@ impl Setup {
 
     pub(super) fn wal_sender_timeout(&self) -> &'static str {
         pick(&WAL_SENDER_TIMEOUT, self.wal_sender_timeout)
+    }
+
+    /// Feldera has a transaction open when the run starts (a run before stopped inside it).
+    pub(super) fn transaction_open(&self) -> bool {
+        self.transactions & 3 == 3
+    }
+
+    pub(super) fn no_progress_secs(&self) -> u64 {
+        pick(&NO_PROGRESS_TIMEOUT_SECS, self.no_progress)
+            .parse()
+            .unwrap_or(u64::MAX)
     }
 
     pub(super) fn crash_configured(&self) -> bool {
@@ -215,10 +227,16 @@ pub enum Event {
     ServerEnds(u8),
     /// The next `arg % 4` connection attempts are refused.
     RefuseConnects(u8),
+    /// One ingress request Feldera is reading (`pick` modulo how many) queues its next
+    /// `1 + n % 4` records.
+    Upload { pick: u8, n: u8 },
+    /// Feldera restarts: with bit 0 the tables keep only what a completion vouched for,
+    /// otherwise everything.
+    FelderaRestart(u8),
 }
 
 /// Events per opcode: the opcode byte is taken modulo this.
-const OPCODES: u8 = 11;
+const OPCODES: u8 = 13;
 /// Most changes in one transaction, and most body bytes of a corrupt frame.
 pub(super) const MAX_CHANGES: usize = 5;
 const MAX_CORRUPT_BODY: u8 = 31;
@@ -250,7 +268,12 @@ impl Event {
             7 => Event::Disconnect(input.byte()),
             8 => Event::Shutdown,
             9 => Event::ServerEnds(input.byte()),
-            _ => Event::RefuseConnects(input.byte()),
+            10 => Event::RefuseConnects(input.byte()),
+            11 => Event::Upload {
+                pick: input.byte(),
+                n: input.byte(),
+            },
+            _ => Event::FelderaRestart(input.byte()),
         }
     }
 
@@ -280,6 +303,8 @@ impl Event {
             Event::Shutdown => (8, Vec::new()),
             Event::ServerEnds(arg) => (9, vec![*arg]),
             Event::RefuseConnects(n) => (10, vec![*n]),
+            Event::Upload { pick, n } => (11, vec![*pick, *n]),
+            Event::FelderaRestart(flags) => (12, vec![*flags]),
         };
         out.push(opcode);
         out.extend(args);
@@ -340,6 +365,8 @@ mod tests {
             Event::Shutdown,
             Event::ServerEnds(1),
             Event::RefuseConnects(2),
+            Event::Upload { pick: 3, n: 1 },
+            Event::FelderaRestart(1),
         ];
         let bytes = encode(&setup, &events);
         let mut input = Cursor::new(&bytes);

@@ -10,10 +10,16 @@
 //! the pipeline is built inside.
 //!
 //! After every input the harness drains the commands, carries them out, and checks:
-//! - the flush position (reported in status updates, and in `status()`) never decreases;
+//! - the flush position (reported in status updates, and in `status()`) never decreases
+//!   within a session;
 //! - it is always a position the pipeline was told it may acknowledge (the end of a commit
 //!   it received, an idle keepalive, the slot's own position), and every commit ending at
-//!   or before it has all its changes in bodies Feldera made durable, in any session;
+//!   or before it has all its changes in records Feldera made durable, in any session;
+//! - a keepalive's position becomes the flush only if the keepalive arrived while the
+//!   pipeline was idle: no transaction open in the stream, every commit before it durable;
+//! - Feldera's tables reflect everything the slot's confirmed position covers: each row
+//!   holds the value of the last change the slot covers or of a later one, never an older
+//!   one (a replay may re-apply, a late record must not undo);
 //! - nothing follows `Exit`, and no deadline either; exit 0 only after a stop was asked
 //!   for, exit 70 only with a crash point configured;
 //! - commands are drained before the next input; ids are never reused; nothing is written
@@ -21,12 +27,18 @@
 //! - while work is pending (rows buffered, a batch in flight, a transaction open, a session
 //!   ended and not yet replaced, a stop under way) `poll_timeout` gives a deadline;
 //! - time never goes backwards, and the pipeline never panics.
+//!
+//! When the input is used up and the pipeline is still running, the world turns healthy
+//! (`catch_up`): every byte is delivered, every request answered well, time moves from
+//! deadline to deadline. The pipeline must then acknowledge every commit, and Feldera's
+//! tables must equal PostgreSQL's, row for row.
 
 mod feldera;
 mod input;
 mod pg;
+mod workload;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
@@ -65,6 +77,12 @@ const FIXED: [(&str, &str); 8] = [
 /// two fuzz events before the harness calls it a livelock.
 const SETTLE_LIMIT: usize = 10_000;
 
+/// Rounds of a healthy world (deliver, answer, tick) `catch_up` allows before it calls the
+/// pipeline stalled; every round moves time to the next deadline at least.
+const CATCH_UP_ROUNDS: usize = 400;
+/// Requests answered per catch-up round: answers may make the pipeline ask again.
+const CATCH_UP_ANSWERS: usize = 64;
+
 /// What a run reached, for tests that check the seeds go beyond startup.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PipelineRun {
@@ -78,6 +96,12 @@ pub struct PipelineRun {
     pub durable_batches: u32,
     /// Feldera transactions committed (answered 200).
     pub commits: u32,
+    /// Feldera restarts.
+    pub restarts: u32,
+    /// Records that landed while a newer request to their table was also being read.
+    pub interleaved: u32,
+    /// The run ended with the pipeline caught up and Feldera's tables equal to PostgreSQL's.
+    pub converged: bool,
     /// Times the pipeline paused reading (backpressure or a stop).
     pub pauses: u32,
     pub exit: Option<i32>,
@@ -99,9 +123,12 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
         harness.apply(&event);
         harness.settle();
     }
+    harness.catch_up();
     harness.run.streams = harness.pg.streams_started;
     harness.run.durable_batches = harness.feldera.durable_batches;
     harness.run.commits = harness.feldera.commits;
+    harness.run.restarts = harness.feldera.restarts;
+    harness.run.interleaved = harness.feldera.interleaved;
     harness.run
 }
 
@@ -127,6 +154,15 @@ struct Harness {
     status_flush: (u32, bool, Lsn),
     /// How many transactions of the WAL, from the front, are known durable.
     verified: usize,
+    /// See `held_prefix`.
+    held: usize,
+    /// The last flush each connection reported.
+    reported: BTreeMap<ConnId, Lsn>,
+    /// Keepalive positions that arrived while the pipeline could be idle.
+    idle_keepalives: BTreeSet<Lsn>,
+    /// The slot's position at the last table check.
+    tables_checked: Option<Lsn>,
+    no_progress_secs: u64,
     run: PipelineRun,
 }
 
@@ -156,7 +192,7 @@ impl Harness {
                 setup.slow_pg,
                 setup.wal_sender_timeout(),
             ),
-            feldera: FakeFeldera::new(setup.accepted),
+            feldera: FakeFeldera::new(setup.accepted, setup.transaction_open()),
             queued: VecDeque::new(),
             state_answers: VecDeque::new(),
             conns: BTreeSet::new(),
@@ -167,6 +203,11 @@ impl Harness {
             exited: None,
             status_flush: (0, false, Lsn::ZERO),
             verified: 0,
+            held: 0,
+            reported: BTreeMap::new(),
+            idle_keepalives: BTreeSet::new(),
+            tables_checked: None,
+            no_progress_secs: setup.no_progress_secs(),
             run: PipelineRun::default(),
         };
         harness.drain();
@@ -179,6 +220,7 @@ impl Harness {
             Event::Tx(changes) => self.pg.commit(changes),
             Event::Deliver(max) => {
                 if let Some((conn, bytes, eof)) = self.pg.deliver(usize::from(*max)) {
+                    self.judge_keepalives();
                     self.feed(Input::PgBytes {
                         conn,
                         bytes: Bytes::from(bytes),
@@ -229,7 +271,171 @@ impl Harness {
             }
             Event::ServerEnds(arg) => self.pg.server_ends(arg & 1 != 0),
             Event::RefuseConnects(n) => self.pg.refuse(u32::from(n % 4)),
+            Event::Upload { pick, n } => {
+                self.feldera.upload(*pick, 1 + n % 4);
+                self.check_tables();
+            }
+            Event::FelderaRestart(flags) => {
+                self.feldera.restart(flags & 1 != 0);
+                self.check_tables();
+            }
         }
+    }
+
+    /// The keepalives a delivery carries could be acknowledged if the pipeline was idle
+    /// when it read them: no transaction open in the stream and every commit before them
+    /// durable. Feldera changes nothing while the pipeline reads, so this is judged before
+    /// the bytes are fed.
+    fn judge_keepalives(&mut self) {
+        for (at, open) in std::mem::take(&mut self.pg.keepalives_read) {
+            let before = self.pg.wal.partition_point(|tx| tx.end <= at);
+            if !open && self.held_prefix() >= before {
+                self.idle_keepalives.insert(at);
+            }
+        }
+    }
+
+    /// How many transactions of the WAL, from the front, have every change in a record
+    /// Feldera made durable. Durable records are never forgotten, so the count only grows.
+    fn held_prefix(&mut self) -> usize {
+        self.held = self.held.min(self.pg.wal.len());
+        while let Some(tx) = self.pg.wal.get(self.held) {
+            if !tx.markers.iter().all(|marker| self.feldera.holds(marker)) {
+                break;
+            }
+            self.held += 1;
+        }
+        self.held
+    }
+
+    /// The world turns healthy (see the module docs) and the run ends with the oracle.
+    fn catch_up(&mut self) {
+        if self.stop_requested {
+            return;
+        }
+        self.pg.heal();
+        let start = self.now.mono;
+        for _ in 0..CATCH_UP_ROUNDS {
+            if let Some(code) = self.exited {
+                // A timeout shorter than the reconnect backoff's cap (30 s) may expire in a
+                // healthy world; a longer one only if the pipeline makes no progress there.
+                let healthy_secs = self.now.mono.since(start) / 1_000_000;
+                assert!(
+                    code != 69
+                        || self.no_progress_secs < 60
+                        || healthy_secs < self.no_progress_secs,
+                    "exit 69 after {healthy_secs} s of a healthy world: the pipeline stalled"
+                );
+                return;
+            }
+            if self.caught_up() {
+                return self.compare_tables();
+            }
+            while let Some((conn, bytes, eof)) = self.pg.deliver(0) {
+                self.judge_keepalives();
+                self.feed(Input::PgBytes {
+                    conn,
+                    bytes: Bytes::from(bytes),
+                });
+                if eof {
+                    self.world_closes(conn, None);
+                }
+                self.settle();
+            }
+            for _ in 0..CATCH_UP_ANSWERS {
+                if !self.feldera.busy() {
+                    break;
+                }
+                self.apply(&Event::Answer { pick: 0, class: 0 });
+                self.settle();
+            }
+            self.apply(&Event::TickAtDeadline(0));
+            self.settle();
+        }
+        let status = self.pipeline.status();
+        panic!(
+            "the pipeline did not catch up in {CATCH_UP_ROUNDS} rounds of a healthy world: slot at {:?}, last commit {:?}, {status:?}",
+            self.pg.confirmed(),
+            self.pg.wal.last().map(|tx| tx.end)
+        );
+    }
+
+    /// Every commit is confirmed to the slot, and nothing is left to send or to answer.
+    fn caught_up(&self) -> bool {
+        let status = self.pipeline.status();
+        let last = self.pg.wal.last().map(|tx| tx.end);
+        !self.feldera.busy()
+            && status.buffered_rows == 0
+            && status.batch_in_flight.is_none()
+            && last.is_none_or(|end| self.pg.confirmed() >= Some(end))
+    }
+
+    /// The oracle of a finished run: Feldera's tables equal PostgreSQL's.
+    fn compare_tables(&mut self) {
+        let source = self.pg.workload.tables();
+        let target = &self.feldera.tables;
+        let wrong: Vec<String> = source
+            .keys()
+            .chain(target.keys())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter(|key| source.get(*key) != target.get(*key))
+            .map(|key| {
+                format!(
+                    "{}[{}]: PostgreSQL {:?}, Feldera {:?}",
+                    key.0,
+                    key.1,
+                    source.get(key),
+                    target.get(key)
+                )
+            })
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "caught up, but Feldera's tables differ from PostgreSQL's: {wrong:#?}"
+        );
+        self.run.converged = true;
+    }
+
+    /// Every row of Feldera holds a value PostgreSQL's key had at or after the slot's
+    /// confirmed position (see the module docs). Only rows that can have become wrong
+    /// since the last check are looked at: those Feldera changed, and those with a change
+    /// the slot's position passed since (a position going back only allows more).
+    fn check_tables(&mut self) {
+        let confirmed = self.pg.confirmed();
+        let mut keys: BTreeSet<workload::Key> = self.feldera.take_touched();
+        if let Some(upto) = confirmed.filter(|c| Some(*c) > self.tables_checked) {
+            keys.extend(self.pg.workload.changed_between(self.tables_checked, upto));
+        }
+        self.tables_checked = confirmed;
+        for key in &keys {
+            self.check_row(key, confirmed);
+        }
+    }
+
+    fn check_row(&self, key: &workload::Key, confirmed: Option<Lsn>) {
+        let now = self.feldera.tables.get(key);
+        let Some(versions) = self.pg.workload.history.get(key) else {
+            assert!(
+                now.is_none(),
+                "Feldera holds {}[{}] = {now:?}, a key PostgreSQL never had",
+                key.0,
+                key.1
+            );
+            return;
+        };
+        let covered = confirmed.and_then(|c| versions.iter().rposition(|(end, _)| *end <= c));
+        let allowed = &versions[covered.unwrap_or(0)..];
+        let ok = allowed.iter().any(|(_, row)| row.as_ref() == now)
+            || (covered.is_none() && now.is_none());
+        assert!(
+            ok,
+            "Feldera holds {}[{}] = {now:?} with the slot at {confirmed:?}: the slot covers {:?}, so only {:?} may be there",
+            key.0,
+            key.1,
+            covered.map(|i| &versions[i]),
+            allowed.iter().map(|(_, row)| row).collect::<Vec<_>>()
+        );
     }
 
     /// The server side ends a connection: the pipeline hears of it unless it closed it
@@ -254,6 +460,7 @@ impl Harness {
             } else if let Some(input) = self.state_answers.pop_front() {
                 self.feed(input);
             } else if let Some((conn, bytes)) = self.pg.take_auto() {
+                self.judge_keepalives();
                 self.feed(Input::PgBytes {
                     conn,
                     bytes: Bytes::from(bytes),
@@ -304,7 +511,7 @@ impl Harness {
             Command::PgWrite { conn, bytes } => {
                 self.assert_open(conn, "PgWrite");
                 for flush in self.pg.write(conn, &bytes) {
-                    self.on_status_update(flush);
+                    self.on_status_update(conn, flush);
                 }
             }
             Command::PgPauseRead { conn } => {
@@ -371,22 +578,30 @@ impl Harness {
         }
     }
 
-    fn on_status_update(&mut self, flush: Lsn) {
-        let before = self.run.reported_flush;
+    /// A status update on `conn`. Its flush never goes backwards on one connection; a new
+    /// session starts from the slot's own position, which may be behind what an earlier
+    /// session reported (a status update lost with its connection).
+    fn on_status_update(&mut self, conn: ConnId, flush: Lsn) {
+        let before = self.reported.insert(conn, flush).unwrap_or(Lsn::ZERO);
         assert!(
             flush >= before,
-            "a status update reported flush {flush} after {before}: the flush position went backwards"
+            "a status update on {conn} reported flush {flush} after {before}: the flush position went backwards"
         );
-        self.run.reported_flush = flush;
+        self.run.reported_flush = self.run.reported_flush.max(flush);
         self.run.status_updates += 1;
         self.check_flush(flush, "a status update");
     }
 
-    /// `flush` is a position the pipeline was told, and every commit up to it is durable.
+    /// `flush` is a position the pipeline was told, a keepalive's only if it was idle, and
+    /// every commit up to it is durable.
     fn check_flush(&mut self, flush: Lsn, source: &str) {
         assert!(
             self.pg.told.contains(&flush),
             "{source} has flush {flush}: not a commit end, idle keepalive or slot position the pipeline received"
+        );
+        assert!(
+            self.pg.busy_positions.contains(&flush) || self.idle_keepalives.contains(&flush),
+            "{source} has flush {flush}: a keepalive's position, but every keepalive there came while a transaction was open or a commit before it was not durable"
         );
         while let Some(tx) = self.pg.wal.get(self.verified).filter(|tx| tx.end <= flush) {
             for marker in &tx.markers {
@@ -419,6 +634,7 @@ impl Harness {
         );
         self.status_flush = (status.sessions, status.streaming, status.flush);
         self.check_flush(status.flush, "status()");
+        self.check_tables();
         let session = self.pg.session();
         let pending = [
             (status.buffered_rows > 0, "rows are buffered"),

@@ -9,13 +9,15 @@
 //! again. Server bytes wait in a per-connection queue until the harness delivers them, so
 //! they reach the pipeline in whatever chunks the fuzz input chooses, and never while the
 //! pipeline has paused reading.
+//! What each transaction changes, and every key's history, is the `workload`'s.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
+use super::workload::Workload;
 use crate::io::ConnId;
-use crate::pgoutput::{encode, OldKind, Relation};
+use crate::pgoutput::{encode, Relation};
 use crate::startup::catalog;
 use crate::time::PgTime;
 use crate::wire::backend::{
@@ -34,7 +36,6 @@ pub(super) const ITEMS: u32 = 16390;
 pub(super) const START: Lsn = Lsn(0x10_0000);
 /// Distance between consecutive WAL records of a transaction, and between transactions.
 const RECORD: u64 = 0x30;
-
 /// The session settings the server reports at startup (what the pipeline pinned).
 const REPORTED: [(&str, &str); 4] = [
     ("DateStyle", "ISO, MDY"),
@@ -68,30 +69,6 @@ fn relation(oid: u32) -> Relation {
     match catalog::parse_relation(&views) {
         Ok(relation) => relation,
         Err(e) => panic!("the fake catalog describes table {oid} badly: {e}"),
-    }
-}
-
-/// What one change of a transaction does (the low three bits of its byte).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Change {
-    InsertUser,
-    InsertItem,
-    /// A new name for an existing user (the key stays).
-    UpdateUser,
-    /// An existing user gets a new id: PostgreSQL sends the old key with the update.
-    UpdateUserKey,
-    DeleteUser,
-}
-
-impl Change {
-    fn of(byte: u8) -> Change {
-        match byte & 7 {
-            1 | 6 => Change::InsertItem,
-            2 => Change::UpdateUser,
-            3 => Change::UpdateUserKey,
-            4 => Change::DeleteUser,
-            _ => Change::InsertUser,
-        }
     }
 }
 
@@ -172,13 +149,19 @@ pub(super) struct FakePg {
     /// Positions the pipeline has been told it may acknowledge: commit ends and idle
     /// keepalives it received, the slot's positions it read, and zero.
     pub(super) told: BTreeSet<Lsn>,
+    /// Positions the pipeline may acknowledge without being idle: commit ends and the
+    /// slot's positions it read.
+    pub(super) busy_positions: BTreeSet<Lsn>,
+    /// Keepalives the pipeline has read between transactions, each with whether a
+    /// transaction was open in the stream when it arrived; the harness takes them after
+    /// every delivery to judge whether the pipeline could have been idle.
+    pub(super) keepalives_read: Vec<(Lsn, bool)>,
     busy_answers: u32,
     refusals: u32,
     slow: bool,
     wal_sender_timeout: &'static str,
-    live_users: Vec<u64>,
-    next_user: u64,
-    next_change: u64,
+    /// What the transactions change, and each key's history.
+    pub(super) workload: Workload,
     next_xid: u32,
     pub(super) streams_started: u32,
 }
@@ -196,13 +179,13 @@ impl FakePg {
             head: START,
             confirmed: slot_exists.then_some(START),
             told: BTreeSet::from([Lsn::ZERO]),
+            busy_positions: BTreeSet::from([Lsn::ZERO]),
+            keepalives_read: Vec::new(),
             busy_answers: u32::from(slot_busy),
             refusals: 0,
             slow,
             wal_sender_timeout,
-            live_users: Vec::new(),
-            next_user: 1,
-            next_change: 1,
+            workload: Workload::default(),
             next_xid: 700,
             streams_started: 0,
         }
@@ -218,6 +201,12 @@ impl FakePg {
 
     pub(super) fn refuse(&mut self, attempts: u32) {
         self.refusals += attempts;
+    }
+
+    /// The server turns healthy: no more refused connections, the slot is free.
+    pub(super) fn heal(&mut self) {
+        self.refusals = 0;
+        self.busy_answers = 0;
     }
 
     /// Either side ended the connection: the server forgets it.
@@ -292,9 +281,11 @@ impl FakePg {
                 Mark::Commit(end_lsn) => {
                     conn.open_tx = false;
                     self.told.insert(end_lsn);
+                    self.busy_positions.insert(end_lsn);
                 }
                 Mark::Idle(at) => {
                     self.told.insert(at);
+                    self.keepalives_read.push((at, conn.open_tx));
                 }
             }
         }
@@ -437,6 +428,7 @@ impl FakePg {
             self.wal.clear();
             self.confirmed = Some(self.head);
             self.told.insert(self.head);
+            self.busy_positions.insert(self.head);
             let head = self.head.to_string();
             vec![vec![
                 Some("slotline_p".to_owned()),
@@ -455,6 +447,7 @@ impl FakePg {
             return Vec::new();
         };
         self.told.insert(confirmed);
+        self.busy_positions.insert(confirmed);
         let busy = replication && self.busy_answers > 0;
         if busy {
             self.busy_answers -= 1;
@@ -527,9 +520,19 @@ impl FakePg {
         Some(update.flush)
     }
 
+    /// The slot's confirmed position, `None` while it does not exist.
+    pub(super) fn confirmed(&self) -> Option<Lsn> {
+        self.confirmed
+    }
+
     /// PostgreSQL commits a transaction (see `Event::Tx`); a streaming session gets it at
-    /// the end of its queue.
+    /// the end of its queue. Before the slot exists nothing is committed: with
+    /// `SNAPSHOT_MODE=never` such rows would never reach Feldera, and the oracle compares
+    /// whole tables.
     pub(super) fn commit(&mut self, changes: &[u8]) {
+        if self.confirmed.is_none() {
+            return;
+        }
         let xid = self.next_xid;
         self.next_xid += 1;
         let start = Lsn(self.head.0 + RECORD);
@@ -544,7 +547,7 @@ impl FakePg {
         let mut markers = Vec::new();
         for (i, byte) in changes.iter().enumerate() {
             let at = Lsn(start.0 + RECORD * (i as u64 + 1));
-            let (relation, payload, marker) = self.change(*byte);
+            let (relation, payload, marker) = self.workload.change(*byte, end);
             pieces.push(Piece::Message {
                 at,
                 relation: Some(relation),
@@ -573,65 +576,6 @@ impl FakePg {
             send(conn, &tx, end);
         }
         self.wal.push(tx);
-    }
-
-    /// One change: its relation, its pgoutput message, and the text that shows it in an
-    /// ingress body.
-    fn change(&mut self, byte: u8) -> (u32, Vec<u8>, String) {
-        let n = self.next_change;
-        self.next_change += 1;
-        let name = format!("r{n}");
-        let chosen = usize::from(byte >> 4);
-        let kind = match Change::of(byte) {
-            Change::UpdateUser | Change::UpdateUserKey | Change::DeleteUser
-                if self.live_users.is_empty() =>
-            {
-                Change::InsertUser
-            }
-            kind => kind,
-        };
-        let index = chosen % self.live_users.len().max(1);
-        match kind {
-            Change::InsertItem => {
-                let (sku, qty) = (format!("s{n}"), n.to_string());
-                let row = encode::row(&[Some(&sku), Some(&qty)]);
-                (ITEMS, encode::insert(ITEMS, row), format!("\"{sku}\""))
-            }
-            Change::UpdateUser => {
-                let id = self.live_users[index].to_string();
-                let row = encode::row(&[Some(&id), Some(&name)]);
-                (
-                    USERS,
-                    encode::update(USERS, None, row),
-                    format!("\"{name}\""),
-                )
-            }
-            Change::UpdateUserKey => {
-                let old = self.live_users[index].to_string();
-                let new = self.next_user;
-                self.next_user += 1;
-                self.live_users[index] = new;
-                let new = new.to_string();
-                let old_key = encode::row(&[Some(&old), None]);
-                let row = encode::row(&[Some(&new), Some(&name)]);
-                let payload = encode::update(USERS, Some((OldKind::Key, old_key)), row);
-                (USERS, payload, format!("\"{name}\""))
-            }
-            Change::DeleteUser => {
-                let id = self.live_users.remove(index);
-                let key = id.to_string();
-                let payload = encode::delete(USERS, OldKind::Key, encode::row(&[Some(&key), None]));
-                (USERS, payload, format!("{{\"delete\":{{\"id\":{id}}}}}"))
-            }
-            Change::InsertUser => {
-                let id = self.next_user;
-                self.next_user += 1;
-                self.live_users.push(id);
-                let id = id.to_string();
-                let row = encode::row(&[Some(&id), Some(&name)]);
-                (USERS, encode::insert(USERS, row), format!("\"{name}\""))
-            }
-        }
     }
 
     /// WAL for unpublished tables moves the head on; a streaming session hears a keepalive.

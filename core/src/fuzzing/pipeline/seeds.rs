@@ -18,6 +18,12 @@ const SECOND: Event = Answer {
     class: 0x80,
 };
 
+/// Answers the second of two waiting requests (the newest) well.
+const LATEST: Event = Answer {
+    pick: 0xff,
+    class: 0,
+};
+
 /// The class byte that picks answer `index` of a table of `len` answers.
 fn class(index: usize, len: usize) -> Event {
     let class = (0xa0..=0xff)
@@ -325,6 +331,69 @@ fn seeds() -> Vec<Seed> {
             reached: |run| {
                 run.streams == 2 && run.reported_flush > START && run.status_updates >= 3
             },
+        },
+        Seed {
+            // A session ends while Feldera still reads its request (user 1 inserted); the
+            // next session replays it with a rename. The old request's record lands only
+            // after the replay was posted, completed and acknowledged unless the next
+            // session waits for it: it must never leave the older name in Feldera.
+            name: "hand-late-upload",
+            setup: Setup {
+                window: 1,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0]).into(),
+                vec![TickAtDeadline(0)],
+                tx(&[2]).into(),
+                vec![Disconnect(0), TickAtDeadline(0), LATEST, Deliver(0)],
+                vec![TickAtDeadline(0), LATEST, TickAtDeadline(0), LATEST],
+                vec![Upload { pick: 0, n: 3 }, GOOD, TickAtDeadline(0)],
+                vec![LATEST, LATEST, TickAtDeadline(0), LATEST, LATEST],
+            ]
+            .concat(),
+            reached: |run| run.streams == 2 && run.converged && run.reported_flush > START,
+        },
+        Seed {
+            // Feldera restarts and loses a batch it had accepted but not completed; the next
+            // batch on the same table completes in the new incarnation. Its token vouches
+            // for nothing of the old one: the lost batch is never acknowledged, the old
+            // token answers 410 and the next session sends it again.
+            name: "hand-feldera-restart",
+            setup: Setup {
+                window: 1,
+                linger: 1,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0]).into(),
+                vec![GOOD, TickAtDeadline(0), SECOND, FelderaRestart(1)],
+                tx(&[0x10]).into(),
+                vec![GOOD, TickAtDeadline(0), GOOD, TickAtDeadline(0), GOOD],
+                vec![TickAtDeadline(0), GOOD, TickAtDeadline(0), GOOD],
+            ]
+            .concat(),
+            reached: |run| run.streams == 2 && run.restarts == 1 && run.converged,
+        },
+        Seed {
+            // A run finds a Feldera transaction left open: with FELDERA_TRANSACTIONS=large the
+            // session commits it before its first batch (one row: no transaction of its
+            // own), or nothing it sends would complete.
+            name: "hand-transaction-left-open",
+            setup: Setup {
+                transactions: 3,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, GOOD, GOOD, GOOD],
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0), GOOD],
+            ]
+            .concat(),
+            reached: |run| run.commits >= 1 && run.converged && run.reported_flush > START,
         },
     ]
 }

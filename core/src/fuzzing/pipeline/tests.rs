@@ -54,7 +54,8 @@ fn a_flush_at_a_position_never_received_is_caught() {
 fn a_flush_that_goes_backwards_is_caught() {
     let mut harness = after(&[GOOD, Deliver(0), Tx(vec![0, 0, 0]), Deliver(0), GOOD, GOOD]);
     assert!(harness.run.reported_flush > START, "{:?}", harness.run);
-    harness.on_status_update(START);
+    let conn = harness.pg.session().expect("the session's connection");
+    harness.on_status_update(conn, START);
 }
 
 #[test]
@@ -87,4 +88,94 @@ fn a_secret_in_a_log_line_is_caught() {
         level: crate::io::Level::Info,
         message: format!("connecting with {}", super::PG_PASSWORD),
     });
+}
+
+/// Streaming, user 1 inserted (r1) and renamed (r2) in two transactions, both acknowledged.
+fn renamed_and_acknowledged() -> Harness {
+    after(&[
+        GOOD,
+        Deliver(0),
+        Tx(vec![0]),
+        Tx(vec![2]),
+        Deliver(0),
+        TickAtDeadline(0),
+        GOOD,
+        GOOD,
+    ])
+}
+
+#[test]
+fn an_acknowledged_rename_reaches_feldera_and_the_slot() {
+    let harness = renamed_and_acknowledged();
+    let last = harness.pg.wal.last().map(|tx| tx.end);
+    assert_eq!(harness.pg.confirmed(), last);
+    let row = harness.feldera.tables.get(&("users", "1".to_owned()));
+    assert_eq!(row, Some(&serde_json::json!({"id": 1, "name": "r2"})));
+}
+
+#[test]
+#[should_panic(expected = "so only")]
+fn a_late_record_that_brings_back_an_older_value_is_caught() {
+    let mut harness = renamed_and_acknowledged();
+    harness
+        .feldera
+        .land(99, "users", r#"{"insert":{"id":1,"name":"r1"}}"#.to_owned());
+    harness.check_tables();
+}
+
+#[test]
+#[should_panic(expected = "a key PostgreSQL never had")]
+fn a_row_postgresql_never_had_is_caught() {
+    let mut harness = renamed_and_acknowledged();
+    harness
+        .feldera
+        .land(99, "items", r#"{"insert":{"sku":"s9","qty":1}}"#.to_owned());
+    harness.check_tables();
+}
+
+#[test]
+#[should_panic(expected = "Feldera's tables differ from PostgreSQL's")]
+fn a_run_that_ends_with_a_row_missing_is_caught() {
+    let mut harness = renamed_and_acknowledged();
+    harness
+        .feldera
+        .land(99, "users", r#"{"delete":{"id":1}}"#.to_owned());
+    harness.compare_tables();
+}
+
+#[test]
+#[should_panic(expected = "a keepalive's position")]
+fn a_flush_at_a_keepalive_read_inside_a_transaction_is_caught() {
+    // The keepalive arrives while a transaction's Begin was read and its Commit was not.
+    let mut harness = after(&[GOOD, Deliver(0), Tx(vec![0]), Deliver(0)]);
+    let at = Lsn(harness.pg.wal[0].end.0 + 8);
+    harness.pg.told.insert(at);
+    harness.pg.keepalives_read.push((at, true));
+    harness.judge_keepalives();
+    harness.check_flush(at, "a hand-made flush");
+}
+
+#[test]
+fn a_lossy_restart_keeps_exactly_what_a_completion_vouched_for() {
+    let mut harness = after(&[
+        GOOD,
+        Deliver(0),
+        Tx(vec![0]),
+        Deliver(0),
+        TickAtDeadline(0),
+        GOOD,
+        GOOD,
+        Tx(vec![0]),
+        Deliver(0),
+        TickAtDeadline(0),
+        GOOD,
+    ]);
+    assert_eq!(harness.feldera.tables.len(), 2, "both users landed");
+    harness.apply(&FelderaRestart(1));
+    let kept: Vec<&(&str, String)> = harness.feldera.tables.keys().collect();
+    assert_eq!(
+        kept,
+        [&("users", "1".to_owned())],
+        "user 2 was never completed"
+    );
 }

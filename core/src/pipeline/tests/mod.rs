@@ -17,6 +17,7 @@ mod acks;
 mod batching;
 mod changes;
 mod feldera_answers;
+mod idle_properties;
 mod ops;
 mod pipelining;
 mod progress;
