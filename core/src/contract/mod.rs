@@ -20,7 +20,7 @@ pub use names::{
 };
 pub use routes::{parse_pair, parse_tables, resolve, PgTable, ResolvedRoute, Route, RouteError};
 pub use schema::{
-    parse_pipeline, parse_program_schema, PipelineInfo, Schema, SchemaError, Side, Table,
-    UnreadableRelation,
+    parse_pipeline, parse_program_schema, FaultTolerance, PipelineInfo, Schema, SchemaError, Side,
+    Table, UnreadableRelation,
 };
 pub use types::{ColumnType, Field, Name, SqlType};

@@ -73,6 +73,47 @@ pub struct PipelineInfo {
     pub program_status: Option<String>,
     pub deployment_status: Option<String>,
     pub schema: Schema,
+    /// `runtime_config.fault_tolerance.model`: what of the pipeline's state survives a
+    /// restart of the pipeline process.
+    pub fault_tolerance: FaultTolerance,
+    /// How often Feldera checkpoints on its own, in seconds, as Feldera applies it
+    /// (`runtime_config.fault_tolerance.checkpoint_interval_secs`, forced into 1 to 3600);
+    /// `None` when it never does: fault tolerance off, or the interval set to `null`.
+    pub checkpoint_interval_secs: Option<u64>,
+}
+
+/// Feldera's fault-tolerance model (`runtime_config.fault_tolerance.model`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultTolerance {
+    /// Off (Feldera's default): a restarted pipeline comes back with empty tables, or from a
+    /// checkpoint an operator requested.
+    None,
+    /// Back to the last checkpoint; input after it is replayed by connectors that can.
+    AtLeastOnce,
+    /// Back to the last checkpoint, plus a journal of the input after it.
+    ExactlyOnce,
+}
+
+impl FaultTolerance {
+    /// The model as Feldera spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultTolerance::None => "none",
+            FaultTolerance::AtLeastOnce => "at_least_once",
+            FaultTolerance::ExactlyOnce => "exactly_once",
+        }
+    }
+
+    /// Whether a restarted pipeline resumes from its last checkpoint on its own.
+    pub fn survives_restart(self) -> bool {
+        !matches!(self, FaultTolerance::None)
+    }
+}
+
+impl fmt::Display for FaultTolerance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Why a schema could not be read.
@@ -261,6 +302,8 @@ pub fn parse_pipeline(body: &[u8]) -> Result<PipelineInfo, SchemaError> {
         Some(info) => info,
     };
     let raw: RawProgramInfo = from_value_at("program_info", info)?;
+    let (fault_tolerance, checkpoint_interval_secs) =
+        read_fault_tolerance(object.get("runtime_config"))?;
     Ok(PipelineInfo {
         name: object
             .get("name")
@@ -269,7 +312,103 @@ pub fn parse_pipeline(body: &[u8]) -> Result<PipelineInfo, SchemaError> {
         program_status,
         deployment_status: object.get("deployment_status").map(status_text),
         schema: convert_schema("program_info.schema", raw.schema)?,
+        fault_tolerance,
+        checkpoint_interval_secs,
     })
+}
+
+/// What `runtime_config.fault_tolerance` may be, for errors.
+const FT_ACCEPTED: &str = "what Feldera accepts there: absent or null (fault tolerance off), \
+     an object {\"model\": \"none\", \"at_least_once\" or \"exactly_once\" (default \
+     exactly_once), \"checkpoint_interval_secs\": seconds or null (default 60)}, or the legacy \
+     strings \"initial_state\" and \"latest_checkpoint\" (exactly_once)";
+
+/// Feldera's default `checkpoint_interval_secs`, and the range it forces values into.
+const DEFAULT_CHECKPOINT_INTERVAL_SECS: u64 = 60;
+const CHECKPOINT_INTERVAL_RANGE: (u64, u64) = (1, 3600);
+
+/// Reads `runtime_config.fault_tolerance` as Feldera's serde does (`FtConfig` and
+/// `deserialize_fault_tolerance` in feldera-types' config.rs): absent or null is off; a map
+/// without `model` is exactly_once (`"none"`, in any case, is off); a map without
+/// `checkpoint_interval_secs` checkpoints every 60 s, one with `null` never on its own.
+/// The manager re-serializes every configuration it stores (`{"model": "none",
+/// "checkpoint_interval_secs": 60}` when off), but older rows may keep older forms.
+///
+/// Anything Feldera's serde refuses is a [`SchemaError`] naming the path: the manager
+/// refuses to store such a configuration and the pipeline cannot start with one, so this
+/// never refuses a pipeline Feldera runs. `runtime_config` absent (a test double, a
+/// trimmed answer) counts as off, as the empty configuration does in Feldera.
+/// Returns the model and the interval in effect (see [`PipelineInfo`]).
+fn read_fault_tolerance(
+    runtime_config: Option<&Value>,
+) -> Result<(FaultTolerance, Option<u64>), SchemaError> {
+    const PATH: &str = "runtime_config.fault_tolerance";
+    let config = match runtime_config {
+        None | Some(Value::Null) => return Ok((FaultTolerance::None, None)),
+        Some(Value::Object(config)) => config,
+        Some(other) => {
+            return Err(SchemaError::invalid(
+                "runtime_config",
+                format!("the runtime configuration is {}", json_kind(other)),
+                "an object (Feldera's RuntimeConfig)",
+            ))
+        }
+    };
+    let (model, interval) = match config.get("fault_tolerance") {
+        None | Some(Value::Null) => return Ok((FaultTolerance::None, None)),
+        Some(Value::String(legacy))
+            if matches!(legacy.as_str(), "initial_state" | "latest_checkpoint") =>
+        {
+            (
+                FaultTolerance::ExactlyOnce,
+                Some(DEFAULT_CHECKPOINT_INTERVAL_SECS),
+            )
+        }
+        Some(Value::Object(ft)) => {
+            let model = match ft.get("model") {
+                None => FaultTolerance::ExactlyOnce,
+                Some(Value::String(m)) if m.eq_ignore_ascii_case("none") => FaultTolerance::None,
+                Some(Value::String(m)) if m == "at_least_once" => FaultTolerance::AtLeastOnce,
+                Some(Value::String(m)) if m == "exactly_once" => FaultTolerance::ExactlyOnce,
+                Some(other) => {
+                    return Err(SchemaError::invalid(
+                        &format!("{PATH}.model"),
+                        format!("unknown fault tolerance model {other}"),
+                        "\"none\", \"at_least_once\" or \"exactly_once\" (absent: exactly_once)",
+                    ))
+                }
+            };
+            let interval = match ft.get("checkpoint_interval_secs") {
+                None => Some(DEFAULT_CHECKPOINT_INTERVAL_SECS),
+                Some(Value::Null) => None,
+                Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
+                Some(other) => {
+                    return Err(SchemaError::invalid(
+                        &format!("{PATH}.checkpoint_interval_secs"),
+                        format!("the interval is {other}"),
+                        "a whole number of seconds, or null (absent: 60)",
+                    ))
+                }
+            };
+            (model, interval)
+        }
+        Some(other) => {
+            let shown = match other {
+                Value::String(s) => format!("the string {}", Value::String(s.clone())),
+                other => json_kind(other).to_owned(),
+            };
+            return Err(SchemaError::invalid(
+                PATH,
+                format!("the fault tolerance configuration is {shown}"),
+                FT_ACCEPTED,
+            ));
+        }
+    };
+    let (min, max) = CHECKPOINT_INTERVAL_RANGE;
+    let interval = interval
+        .filter(|_| model.survives_restart())
+        .map(|secs| secs.clamp(min, max));
+    Ok((model, interval))
 }
 
 /// Parses a bare program schema (`{"inputs": [...], "outputs": [...]}`).

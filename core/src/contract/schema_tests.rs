@@ -377,3 +377,124 @@ fn a_keyed_table_is_queryable_unless_a_key_column_has_lateness() {
     );
     assert!(table(late, true).queryable());
 }
+
+/// The pipeline GET answer with `runtime_config` spelled as given (`None`: absent).
+fn pipeline_with_runtime_config(runtime_config: Option<&str>) -> String {
+    let runtime_config =
+        runtime_config.map_or(String::new(), |rc| format!(r#""runtime_config":{rc},"#));
+    format!(
+        r#"{{"name":"p",{runtime_config}"program_status":"Success","deployment_status":"Running",
+            "program_info":{{"schema":{{"inputs":[{RELATION_T}],"outputs":[{ERROR_VIEW}]}}}}}}"#
+    )
+}
+
+/// The model and the checkpoint interval in effect.
+type Durability = (FaultTolerance, Option<u64>);
+
+fn fault_tolerance_of(runtime_config: Option<&str>) -> Result<Durability, SchemaError> {
+    parse_pipeline(pipeline_with_runtime_config(runtime_config).as_bytes())
+        .map(|info| (info.fault_tolerance, info.checkpoint_interval_secs))
+}
+
+#[test]
+fn fault_tolerance_is_read_in_every_shape_feldera_accepts() {
+    use FaultTolerance::{AtLeastOnce, ExactlyOnce, None as Off};
+    let cases: &[(Option<&str>, Durability)] = &[
+        // No runtime configuration, or none of fault tolerance: off.
+        (None, (Off, None)),
+        (Some("null"), (Off, None)),
+        (Some("{}"), (Off, None)),
+        (Some(r#"{"workers":8,"fault_tolerance":null}"#), (Off, None)),
+        // What the manager writes back (it re-serializes every configuration it stores).
+        (
+            Some(
+                r#"{"workers":8,"storage":{"backend":{"name":"default"}},"fault_tolerance":{"model":"none","checkpoint_interval_secs":60}}"#,
+            ),
+            (Off, None),
+        ),
+        (Some(r#"{"fault_tolerance":{"model":"NONE"}}"#), (Off, None)),
+        (
+            Some(r#"{"fault_tolerance":{"model":"at_least_once","checkpoint_interval_secs":60}}"#),
+            (AtLeastOnce, Some(60)),
+        ),
+        (
+            Some(r#"{"fault_tolerance":{"model":"exactly_once","checkpoint_interval_secs":15}}"#),
+            (ExactlyOnce, Some(15)),
+        ),
+        // A map without `model` is exactly_once; without an interval, 60 s.
+        (Some(r#"{"fault_tolerance":{}}"#), (ExactlyOnce, Some(60))),
+        (
+            Some(r#"{"fault_tolerance":{"checkpoint_interval_secs":120}}"#),
+            (ExactlyOnce, Some(120)),
+        ),
+        // `null` turns periodic checkpoints off; Feldera forces others into 1..=3600.
+        (
+            Some(r#"{"fault_tolerance":{"model":"exactly_once","checkpoint_interval_secs":null}}"#),
+            (ExactlyOnce, None),
+        ),
+        (
+            Some(r#"{"fault_tolerance":{"checkpoint_interval_secs":0}}"#),
+            (ExactlyOnce, Some(1)),
+        ),
+        (
+            Some(r#"{"fault_tolerance":{"checkpoint_interval_secs":86400}}"#),
+            (ExactlyOnce, Some(3600)),
+        ),
+        // The legacy strings.
+        (
+            Some(r#"{"fault_tolerance":"initial_state"}"#),
+            (ExactlyOnce, Some(60)),
+        ),
+        (
+            Some(r#"{"fault_tolerance":"latest_checkpoint"}"#),
+            (ExactlyOnce, Some(60)),
+        ),
+    ];
+    for (runtime_config, expected) in cases {
+        assert_eq!(
+            fault_tolerance_of(*runtime_config).as_ref(),
+            Ok(expected),
+            "{runtime_config:?}"
+        );
+    }
+}
+
+#[test]
+fn fault_tolerance_names_and_restarts() {
+    assert_eq!(
+        [
+            FaultTolerance::None,
+            FaultTolerance::AtLeastOnce,
+            FaultTolerance::ExactlyOnce
+        ]
+        .map(|ft| (ft.name(), ft.survives_restart())),
+        [
+            ("none", false),
+            ("at_least_once", true),
+            ("exactly_once", true)
+        ]
+    );
+    assert_eq!(FaultTolerance::AtLeastOnce.to_string(), "at_least_once");
+}
+
+#[test]
+fn fault_tolerance_feldera_refuses_is_an_error_naming_the_path() {
+    let err = |rc: &str| fault_tolerance_of(Some(rc)).unwrap_err().to_string();
+    assert_snapshot!(err(r#"{"fault_tolerance":{"model":"twice"}}"#), @r#"Feldera schema at `runtime_config.fault_tolerance.model`: unknown fault tolerance model "twice"; accepted: "none", "at_least_once" or "exactly_once" (absent: exactly_once)"#);
+    // Feldera reads model names exactly (only "none" in any case).
+    assert_snapshot!(err(r#"{"fault_tolerance":{"model":"Exactly_Once"}}"#), @r#"Feldera schema at `runtime_config.fault_tolerance.model`: unknown fault tolerance model "Exactly_Once"; accepted: "none", "at_least_once" or "exactly_once" (absent: exactly_once)"#);
+    assert_snapshot!(err(r#"{"fault_tolerance":{"model":null}}"#), @r#"Feldera schema at `runtime_config.fault_tolerance.model`: unknown fault tolerance model null; accepted: "none", "at_least_once" or "exactly_once" (absent: exactly_once)"#);
+    assert_snapshot!(err(r#"{"fault_tolerance":{"checkpoint_interval_secs":-5}}"#), @"Feldera schema at `runtime_config.fault_tolerance.checkpoint_interval_secs`: the interval is -5; accepted: a whole number of seconds, or null (absent: 60)");
+    assert_snapshot!(err(r#"{"fault_tolerance":"always"}"#), @r#"Feldera schema at `runtime_config.fault_tolerance`: the fault tolerance configuration is the string "always"; accepted: what Feldera accepts there: absent or null (fault tolerance off), an object {"model": "none", "at_least_once" or "exactly_once" (default exactly_once), "checkpoint_interval_secs": seconds or null (default 60)}, or the legacy strings "initial_state" and "latest_checkpoint" (exactly_once)"#);
+    assert!(err(r#"{"fault_tolerance":true}"#).contains("is a boolean"));
+    assert_snapshot!(err(r#""fast""#), @"Feldera schema at `runtime_config`: the runtime configuration is a string; accepted: an object (Feldera's RuntimeConfig)");
+}
+
+#[test]
+fn an_uncompiled_program_says_so_whatever_its_fault_tolerance() {
+    let body = r#"{"name":"p","program_status":"Pending","runtime_config":{"fault_tolerance":"always"},"program_info":null}"#;
+    assert!(matches!(
+        parse_pipeline(body.as_bytes()),
+        Err(SchemaError::NotCompiled { .. })
+    ));
+}

@@ -1,6 +1,7 @@
 //! Fuzz harness: arbitrary bytes into every Feldera answer parser. The only property is
 //! totality: no input may panic (or allocate without bound).
 
+use super::checkpoint::{classify_checkpoint, classify_checkpoint_status, classify_stats};
 use super::query::{
     classify_commit_transaction, classify_query, classify_start_transaction,
     classify_transaction_token,
@@ -13,7 +14,9 @@ use crate::contract::schema::parse_program_schema;
 use crate::contract::{ColumnType, Field, Name, SqlType};
 
 /// Statuses that exercise every branch of the classifiers.
-const STATUSES: [u16; 12] = [200, 202, 204, 301, 400, 404, 408, 409, 410, 429, 500, 503];
+const STATUSES: [u16; 13] = [
+    200, 202, 204, 301, 400, 404, 408, 409, 410, 429, 500, 501, 503,
+];
 
 /// Feeds `data` as the body of every status to every classifier, and to the schema and row
 /// parsers.
@@ -26,6 +29,9 @@ pub fn fuzz_feldera_responses(data: &[u8]) {
         let _ = classify_start_transaction(reply);
         let _ = classify_commit_transaction(reply);
         let _ = classify_transaction_token(reply);
+        let _ = classify_stats(reply);
+        let _ = classify_checkpoint(reply);
+        let _ = classify_checkpoint_status(reply);
         let _ = error_from(status, data).to_string();
         if let super::query::QueryOutcome::Rows(rows) = classify_query(reply) {
             let fields = [

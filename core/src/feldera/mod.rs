@@ -3,6 +3,7 @@
 //! The core builds every Feldera URL and body and reads every answer; shells only execute
 //! [`HttpRequest`]s and hand back a [`Reply`].
 
+pub mod checkpoint;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
 pub mod query;
@@ -10,6 +11,10 @@ pub mod request;
 pub mod response;
 pub mod token;
 
+pub use checkpoint::{
+    classify_checkpoint, classify_checkpoint_status, classify_stats, CheckpointFailed,
+    CheckpointOutcome, CheckpointStatusOutcome, FaultTolerance, StatsOutcome,
+};
 pub use query::{
     classify_commit_transaction, classify_query, classify_start_transaction,
     classify_transaction_token, CommitOutcome, QueryOutcome, StartTransactionOutcome,

@@ -271,6 +271,34 @@ impl FelderaEndpoint {
         self.request(Method::Post, url, Bytes::new(), timeout_ms)
     }
 
+    /// `GET .../stats`: the pipeline's statistics, read for
+    /// `global_metrics.incarnation_uuid`.
+    pub fn stats(&self, timeout_ms: u64) -> HttpRequest {
+        let url = format!("{}/stats", self.pipeline_url);
+        self.request(Method::Get, url, Bytes::new(), timeout_ms)
+    }
+
+    /// `POST .../checkpoint`: asks for a checkpoint; the answer carries its sequence number.
+    pub fn checkpoint(&self, timeout_ms: u64) -> HttpRequest {
+        let url = format!("{}/checkpoint", self.pipeline_url);
+        self.request(Method::Post, url, Bytes::new(), timeout_ms)
+    }
+
+    /// `GET .../checkpoint_status`, with `?incarnation_uuid=...` when given: Feldera then
+    /// answers 400 `IncarnationUuidMismatch` if the pipeline process is no longer that
+    /// incarnation (pipelines before v0.337 ignore the parameter).
+    pub fn checkpoint_status(&self, incarnation: Option<&str>, timeout_ms: u64) -> HttpRequest {
+        let url = match incarnation {
+            Some(uuid) => format!(
+                "{}/checkpoint_status?incarnation_uuid={}",
+                self.pipeline_url,
+                percent_encode_component(uuid)
+            ),
+            None => format!("{}/checkpoint_status", self.pipeline_url),
+        };
+        self.request(Method::Get, url, Bytes::new(), timeout_ms)
+    }
+
     fn request(&self, method: Method, url: String, body: Bytes, timeout_ms: u64) -> HttpRequest {
         let mut headers = Vec::with_capacity(2);
         if let Some(auth) = &self.authorization {

@@ -94,6 +94,42 @@ fn transactions_are_posts_to_their_endpoints() {
 }
 
 #[test]
+fn stats_and_checkpoints_use_their_endpoints() {
+    let stats = endpoint().stats(2_000);
+    assert_eq!(stats.method, Method::Get);
+    assert_eq!(stats.url, "http://127.0.0.1:8080/v0/pipelines/shop/stats");
+    assert_eq!(stats.timeout_ms, 2_000);
+    let checkpoint = endpoint().checkpoint(3_000);
+    assert_eq!(checkpoint.method, Method::Post);
+    assert!(checkpoint.body.is_empty());
+    assert_eq!(
+        checkpoint.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/checkpoint"
+    );
+    let status = endpoint().checkpoint_status(None, 4_000);
+    assert_eq!(status.method, Method::Get);
+    assert_eq!(
+        status.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/checkpoint_status"
+    );
+}
+
+#[test]
+fn checkpoint_status_carries_the_incarnation_percent_encoded() {
+    let request = endpoint().checkpoint_status(Some("0198c2d4-7e1a-7b3c-9f00-1a2b3c4d5e6f"), 1_000);
+    assert_eq!(
+        request.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/checkpoint_status?incarnation_uuid=0198c2d4-7e1a-7b3c-9f00-1a2b3c4d5e6f"
+    );
+    // Whatever came back as an incarnation cannot add parameters or change the path.
+    let request = endpoint().checkpoint_status(Some("a b&c=d/e?f#g%"), 1_000);
+    assert_eq!(
+        request.url,
+        "http://127.0.0.1:8080/v0/pipelines/shop/checkpoint_status?incarnation_uuid=a%20b%26c%3Dd%2Fe%3Ff%23g%25"
+    );
+}
+
+#[test]
 fn every_request_carries_the_bearer_key_when_configured() {
     let e = FelderaEndpoint::new("http://h", "p", Some("apikey:s3cret")).unwrap();
     for request in [
@@ -103,6 +139,9 @@ fn every_request_carries_the_bearer_key_when_configured() {
         e.query("SELECT 1", 1),
         e.start_transaction(1),
         e.commit_transaction(1),
+        e.stats(1),
+        e.checkpoint(1),
+        e.checkpoint_status(Some("u"), 1),
     ] {
         assert_eq!(
             request.header("Authorization"),

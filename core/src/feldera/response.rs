@@ -202,6 +202,14 @@ fn hint_for(status: u16, error_code: Option<&str>) -> Option<&'static str> {
             "the input endpoint of the token was removed; nothing was acknowledged, slotline \
              reconnects and replays from the slot"
         }
+        (400, "IncarnationUuidMismatch") => {
+            "the pipeline process restarted since the checkpoint was requested; what no \
+             checkpoint holds may be lost"
+        }
+        (501, "EnterpriseFeature") => {
+            "this Feldera edition lacks the feature (checkpoints and fault tolerance need \
+             Feldera's enterprise edition)"
+        }
         (500, "InitializationError") => {
             "the pipeline failed to initialize; fix its program or configuration and start it \
              again, then restart slotline"
