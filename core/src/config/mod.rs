@@ -64,6 +64,32 @@ pub enum FelderaTransactions {
     All,
 }
 
+/// What a batch must reach in Feldera before its changes are acknowledged to PostgreSQL
+/// (`FELDERA_DURABILITY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FelderaDurability {
+    /// `Checkpoint` when the pipeline's fault tolerance brings it back from its last
+    /// checkpoint after a restart, `Completion` when it has none.
+    Auto,
+    /// A successful Feldera checkpoint taken after the batch completed: what survives a
+    /// restart of the pipeline.
+    Checkpoint,
+    /// Feldera's completion (processed and written to every output, not stored): a restart
+    /// of a pipeline without fault tolerance empties it, and slotline seeds it again
+    /// (`FELDERA_RESTART`).
+    Completion,
+}
+
+/// What slotline does when the pipeline restarted without fault tolerance, its tables
+/// empty (`FELDERA_RESTART`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FelderaRestart {
+    /// Seed it again: a new snapshot of every table, then streaming.
+    Resnapshot,
+    /// Exit, for an operator to decide.
+    Exit,
+}
+
 /// How the target is seeded before streaming.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SnapshotMode {
@@ -160,6 +186,13 @@ pub struct Config {
     pub max_in_flight_batches: usize,
     /// `FELDERA_TRANSACTIONS`.
     pub feldera_transactions: FelderaTransactions,
+    /// `FELDERA_DURABILITY`.
+    pub feldera_durability: FelderaDurability,
+    /// `FELDERA_CHECKPOINT_INTERVAL_SECS`: how often checkpoint durability asks Feldera for
+    /// a checkpoint.
+    pub feldera_checkpoint_interval_secs: u64,
+    /// `FELDERA_RESTART`.
+    pub feldera_restart: FelderaRestart,
     /// `SNAPSHOT_WORKERS`: connections copying in parallel (never more than the work).
     pub snapshot_workers: usize,
     /// `RETRACT_PAGE_ROWS`: keys read from Feldera per page when retracting.
@@ -285,6 +318,9 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("BATCH_LINGER_MS", Some("50")),
     ("MAX_IN_FLIGHT_BATCHES", Some("4")),
     ("FELDERA_TRANSACTIONS", Some("off")),
+    ("FELDERA_DURABILITY", Some("auto")),
+    ("FELDERA_CHECKPOINT_INTERVAL_SECS", Some("60")),
+    ("FELDERA_RESTART", Some("resnapshot")),
     ("SNAPSHOT_WORKERS", Some("4")),
     ("RETRACT_PAGE_ROWS", Some("10000")),
     ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),
@@ -360,6 +396,33 @@ impl Config {
             Some(slot) => parse::slot_name("PG_SLOT", slot)?.to_owned(),
             None => parse::default_slot_name(&feldera_pipeline),
         };
+        let ack_mode = parse_enum(
+            &pairs,
+            "FELDERA_ACK_MODE",
+            &[
+                ("completed", AckMode::Completed),
+                ("accepted", AckMode::Accepted),
+            ],
+        )?;
+        let feldera_durability = parse_enum(
+            &pairs,
+            "FELDERA_DURABILITY",
+            &[
+                ("auto", FelderaDurability::Auto),
+                ("checkpoint", FelderaDurability::Checkpoint),
+                ("completion", FelderaDurability::Completion),
+            ],
+        )?;
+        if (ack_mode, feldera_durability) == (AckMode::Accepted, FelderaDurability::Checkpoint) {
+            return Err(ConfigError::new(
+                "FELDERA_DURABILITY",
+                Some(pairs.get_or_default("FELDERA_DURABILITY")),
+                "not checkpoint together with FELDERA_ACK_MODE=accepted: that acknowledges \
+                 what Feldera only accepted, and a checkpoint cannot hold what was not \
+                 processed yet; use FELDERA_ACK_MODE=completed, or FELDERA_DURABILITY=auto or \
+                 completion",
+            ));
+        }
         Ok(Config {
             pg: PgConnConfig::from_pairs(&pairs)?,
             publication: pairs.required("PG_PUBLICATION", "the name of an existing publication")?,
@@ -369,14 +432,7 @@ impl Config {
             feldera_pipeline,
             feldera_api_key: pairs.get("FELDERA_API_KEY").map(Secret::new),
             feldera_ca_cert: pairs.get("FELDERA_CA_CERT").map(str::to_owned),
-            ack_mode: parse_enum(
-                &pairs,
-                "FELDERA_ACK_MODE",
-                &[
-                    ("completed", AckMode::Completed),
-                    ("accepted", AckMode::Accepted),
-                ],
-            )?,
+            ack_mode,
             require_primary_key: parse_bool(&pairs, "FELDERA_REQUIRE_PRIMARY_KEY")?,
             completion_timeout_ms: parse_u64_in(
                 &pairs,
@@ -405,6 +461,21 @@ impl Config {
                     ("off", FelderaTransactions::Off),
                     ("large", FelderaTransactions::Large),
                     ("all", FelderaTransactions::All),
+                ],
+            )?,
+            feldera_durability,
+            feldera_checkpoint_interval_secs: parse_u64_in(
+                &pairs,
+                "FELDERA_CHECKPOINT_INTERVAL_SECS",
+                1,
+                3_600,
+            )?,
+            feldera_restart: parse_enum(
+                &pairs,
+                "FELDERA_RESTART",
+                &[
+                    ("resnapshot", FelderaRestart::Resnapshot),
+                    ("exit", FelderaRestart::Exit),
                 ],
             )?,
             snapshot_workers: parse_u64_in(&pairs, "SNAPSHOT_WORKERS", 1, 64)? as usize,

@@ -41,6 +41,9 @@ fn defaults_follow_the_design_table() {
     );
     assert_eq!(c.max_in_flight_batches, 4);
     assert_eq!(c.feldera_transactions, FelderaTransactions::Off);
+    assert_eq!(c.feldera_durability, FelderaDurability::Auto);
+    assert_eq!(c.feldera_checkpoint_interval_secs, 60);
+    assert_eq!(c.feldera_restart, FelderaRestart::Resnapshot);
     assert_eq!(c.no_progress_timeout_secs, 300);
     assert_eq!(c.shutdown_confirm_ms, 5000);
     assert_eq!(c.log_format, LogFormat::Text);
@@ -246,6 +249,67 @@ fn in_flight_window_and_feldera_transactions_are_read_and_checked() {
     insta::assert_snapshot!(error(&[("MAX_IN_FLIGHT_BATCHES", "0")]), @r#"MAX_IN_FLIGHT_BATCHES="0" is invalid: a whole number from 1 to 64"#);
     insta::assert_snapshot!(error(&[("MAX_IN_FLIGHT_BATCHES", "65")]), @r#"MAX_IN_FLIGHT_BATCHES="65" is invalid: a whole number from 1 to 64"#);
     insta::assert_snapshot!(error(&[("FELDERA_TRANSACTIONS", "yes")]), @r#"FELDERA_TRANSACTIONS="yes" is invalid: one of off, large, all"#);
+}
+
+#[test]
+fn durability_checkpoint_interval_and_restart_are_read_and_checked() {
+    let c = with(&[
+        ("FELDERA_DURABILITY", "Checkpoint"),
+        ("FELDERA_CHECKPOINT_INTERVAL_SECS", "1"),
+        ("FELDERA_RESTART", "exit"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (
+            c.feldera_durability,
+            c.feldera_checkpoint_interval_secs,
+            c.feldera_restart
+        ),
+        (FelderaDurability::Checkpoint, 1, FelderaRestart::Exit)
+    );
+    let c = with(&[
+        ("FELDERA_DURABILITY", "completion"),
+        ("FELDERA_CHECKPOINT_INTERVAL_SECS", "3600"),
+        ("FELDERA_RESTART", "RESNAPSHOT"),
+    ])
+    .unwrap();
+    assert_eq!(
+        (
+            c.feldera_durability,
+            c.feldera_checkpoint_interval_secs,
+            c.feldera_restart
+        ),
+        (
+            FelderaDurability::Completion,
+            3600,
+            FelderaRestart::Resnapshot
+        )
+    );
+    insta::assert_snapshot!(error(&[("FELDERA_DURABILITY", "stored")]), @r#"FELDERA_DURABILITY="stored" is invalid: one of auto, checkpoint, completion"#);
+    insta::assert_snapshot!(error(&[("FELDERA_CHECKPOINT_INTERVAL_SECS", "0")]), @r#"FELDERA_CHECKPOINT_INTERVAL_SECS="0" is invalid: a whole number from 1 to 3600"#);
+    insta::assert_snapshot!(error(&[("FELDERA_CHECKPOINT_INTERVAL_SECS", "3601")]), @r#"FELDERA_CHECKPOINT_INTERVAL_SECS="3601" is invalid: a whole number from 1 to 3600"#);
+    insta::assert_snapshot!(error(&[("FELDERA_CHECKPOINT_INTERVAL_SECS", "1m")]), @r#"FELDERA_CHECKPOINT_INTERVAL_SECS="1m" is invalid: a whole number from 1 to 3600"#);
+    insta::assert_snapshot!(error(&[("FELDERA_RESTART", "ignore")]), @r#"FELDERA_RESTART="ignore" is invalid: one of resnapshot, exit"#);
+}
+
+#[test]
+fn checkpoint_durability_refuses_acknowledging_on_acceptance() {
+    let refused = with(&[
+        ("FELDERA_DURABILITY", "checkpoint"),
+        ("FELDERA_ACK_MODE", "accepted"),
+    ])
+    .unwrap_err();
+    assert_eq!(refused.variable, "FELDERA_DURABILITY");
+    insta::assert_snapshot!(refused, @r#"FELDERA_DURABILITY="checkpoint" is invalid: not checkpoint together with FELDERA_ACK_MODE=accepted: that acknowledges what Feldera only accepted, and a checkpoint cannot hold what was not processed yet; use FELDERA_ACK_MODE=completed, or FELDERA_DURABILITY=auto or completion"#);
+    // The unsafe mode stays available where it was: with auto or completion durability.
+    for durability in ["auto", "completion"] {
+        let c = with(&[
+            ("FELDERA_DURABILITY", durability),
+            ("FELDERA_ACK_MODE", "accepted"),
+        ])
+        .unwrap();
+        assert_eq!(c.ack_mode, AckMode::Accepted);
+    }
 }
 
 #[test]

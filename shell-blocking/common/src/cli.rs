@@ -148,6 +148,33 @@ pub struct Cli {
         default_value = default_of("FELDERA_TRANSACTIONS")
     )]
     pub feldera_transactions: Option<String>,
+    /// What a batch must reach before it is acknowledged: auto (checkpoint when the pipeline
+    /// has fault tolerance, else completion), checkpoint (a Feldera checkpoint holds it) or
+    /// completion (Feldera processed it)
+    #[arg(
+        long,
+        global = true,
+        env = "FELDERA_DURABILITY",
+        default_value = default_of("FELDERA_DURABILITY")
+    )]
+    pub feldera_durability: Option<String>,
+    /// How often checkpoint durability asks Feldera for a checkpoint, in seconds (1 to 3600)
+    #[arg(
+        long,
+        global = true,
+        env = "FELDERA_CHECKPOINT_INTERVAL_SECS",
+        default_value = default_of("FELDERA_CHECKPOINT_INTERVAL_SECS")
+    )]
+    pub feldera_checkpoint_interval_secs: Option<String>,
+    /// When the pipeline restarted without fault tolerance (its tables empty): resnapshot
+    /// (seed it again) or exit
+    #[arg(
+        long,
+        global = true,
+        env = "FELDERA_RESTART",
+        default_value = default_of("FELDERA_RESTART")
+    )]
+    pub feldera_restart: Option<String>,
     /// Connections copying the initial snapshot in parallel (never more than the work)
     #[arg(long, global = true, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
     pub snapshot_workers: Option<String>,
