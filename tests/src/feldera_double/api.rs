@@ -1,6 +1,7 @@
 //! The `/v0` HTTP routes: pipeline status with schema, ingress, completion status, ad-hoc
-//! query and transactions, each answering in Feldera's shapes and error codes, plus the
-//! gate that answers 503 on every `/v0` call while the pipeline is made unavailable.
+//! query, transactions, stats and checkpoints, each answering in Feldera's shapes and error
+//! codes, plus the gate that answers 503 on every `/v0` call while the pipeline is made
+//! unavailable.
 //!
 //! Owns: request decoding and response encoding. Semantics live in `state`, `ingress`,
 //! `query`; this file only routes and translates.
@@ -19,12 +20,14 @@ use axum::{Json, Router};
 use http_body_util::BodyExt;
 use serde_json::json;
 
+use super::checkpoint::ft_config_json;
 use super::error::{api_error, invalid_param, note, unknown_pipeline};
 use super::faults::FailMode;
 use super::ingress::{errors_details, BodyMode, BodyReader, Completed, ParseError};
 use super::query;
 use super::shared::Shared;
 use super::state::{Completion, Restarted, TokenError, Upload};
+use super::stats::stats_json;
 use super::token::CompletionToken;
 
 type Params = Query<BTreeMap<String, String>>;
@@ -54,6 +57,12 @@ pub fn routes() -> Router<Arc<Shared>> {
             "/v0/pipelines/{pipeline}/commit_transaction",
             post(commit_transaction),
         )
+        .route("/v0/pipelines/{pipeline}/stats", get(stats))
+        .route("/v0/pipelines/{pipeline}/checkpoint", post(checkpoint))
+        .route(
+            "/v0/pipelines/{pipeline}/checkpoint_status",
+            get(checkpoint_status),
+        )
 }
 
 /// Middleware: while an unavailability window is open every `/v0` call gets 503; while the
@@ -79,13 +88,16 @@ pub async fn unavailable_gate(
         );
     }
     // The pipeline GET is the manager's database; every endpoint below it is the pipeline's.
-    let pipeline_endpoint = req
+    // Of those, `checkpoint_status` answers in every phase: Feldera's handler never asks for
+    // the controller (`server.rs`, `checkpoint_status`), whose absence makes the others'
+    // phase errors.
+    let segments: Vec<&str> = req
         .uri()
         .path()
         .split('/')
         .filter(|s| !s.is_empty())
-        .count()
-        > 3;
+        .collect();
+    let pipeline_endpoint = segments.len() > 3 && segments[3] != "checkpoint_status";
     match phase {
         Some((status, code, message)) if pipeline_endpoint => {
             api_error(status, &code, message, json!(null))
@@ -112,7 +124,7 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
         "program_version": 1,
         "program_code": "",
         "program_config": {},
-        "runtime_config": {},
+        "runtime_config": {"fault_tolerance": ft_config_json(st.fault_tolerance)},
         "program_status": "Success",
         "program_error": {},
         "program_info": {
@@ -502,5 +514,76 @@ async fn commit_transaction(
             "This operation requires an active transaction, but none is currently in progress",
             json!(null),
         ),
+    }
+}
+
+/// `ControllerStatus` (`server.rs`, `stats`); a paused pipeline answers with state `Paused`.
+async fn stats(State(shared): State<Arc<Shared>>, Path(pipeline): Path<String>) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    let body = {
+        let mut st = shared.state();
+        let now = Instant::now();
+        st.advance(now);
+        stats_json(&st, now)
+    };
+    Json(body).into_response()
+}
+
+/// Feldera hands out the sequence number at once and checkpoints in the background
+/// (`server.rs`, `checkpoint`): even a checkpoint that cannot succeed (no storage) is
+/// answered 200 and fails in `checkpoint_status`.
+async fn checkpoint(State(shared): State<Arc<Shared>>, Path(pipeline): Path<String>) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    let (seq, incarnation) = {
+        let mut st = shared.state();
+        let seq = st.request_checkpoint(Instant::now());
+        (seq, st.incarnation.clone())
+    };
+    Json(json!({"checkpoint_sequence_number": seq, "incarnation_uuid": incarnation}))
+        .into_response()
+}
+
+/// `CheckpointStatus`, or 400 `IncarnationUuidMismatch` when `incarnation_uuid` names
+/// another incarnation (`server.rs`, `check_incarnation_uuid`; `server/error.rs`).
+async fn checkpoint_status(
+    State(shared): State<Arc<Shared>>,
+    Path(pipeline): Path<String>,
+    Query(params): Params,
+) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    let requested = match params
+        .get("incarnation_uuid")
+        .map(|u| uuid::Uuid::parse_str(u))
+    {
+        None => None,
+        Some(Ok(u)) => Some(u),
+        // actix's `web::Query` refuses it before the handler runs: 400, plain text.
+        Some(Err(e)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("Query deserialize error: {e}"),
+            )
+                .into_response();
+        }
+    };
+    let (expected, body) = {
+        let mut st = shared.state();
+        st.advance(Instant::now());
+        (st.incarnation.clone(), st.checkpoints.status_json())
+    };
+    match requested {
+        Some(u) if uuid::Uuid::parse_str(&expected).ok() != Some(u) => api_error(
+            StatusCode::BAD_REQUEST,
+            "IncarnationUuidMismatch",
+            format!("Incarnation UUID mismatch ({u} in request, expected {expected})"),
+            json!({"requested": u.to_string(), "expected": expected}),
+        ),
+        _ => Json(body).into_response(),
     }
 }

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::checkpoint::FtModel;
 use super::error::api_error;
 use super::faults::{FailMode, DEFAULT_INGRESS_FAILURE_CODE, DEFAULT_UNAVAILABLE_CODE};
 use super::phase::Phase;
@@ -31,6 +32,11 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/control/query_format", post(query_format))
         .route("/control/unavailable", post(unavailable).delete(available))
         .route("/control/restart", post(restart))
+        .route("/control/crash_restart", post(crash_restart))
+        .route("/control/fault_tolerance", post(fault_tolerance))
+        .route("/control/checkpoint_delay", post(checkpoint_delay))
+        .route("/control/hold_checkpoints", post(hold_checkpoints))
+        .route("/control/fail_checkpoints", post(fail_checkpoints))
         .route("/control/phase", post(phase))
         .route("/control/remove_endpoints", post(remove_endpoints))
         .route("/control/pause", post(pause))
@@ -191,6 +197,79 @@ async fn restart(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     match decode::<Restart>(&body) {
         Ok(req) => {
             ok(json!({"incarnation": shared.restart(req.keep_state), "keep_state": req.keep_state}))
+        }
+        Err(resp) => *resp,
+    }
+}
+
+async fn crash_restart(State(shared): State<Arc<Shared>>) -> Response {
+    ok(json!({"incarnation": shared.crash_restart()}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultTolerance {
+    /// Absent, null or `"none"`: no fault tolerance; `"at_least_once"`, `"exactly_once"`.
+    model: Option<String>,
+}
+
+async fn fault_tolerance(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let req: FaultTolerance = match decode(&body) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    match FtModel::parse(req.model.as_deref()) {
+        Ok(model) => {
+            shared.set_fault_tolerance(model);
+            ok(json!({"model": model.map_or("none", FtModel::as_str)}))
+        }
+        Err(e) => api_error(StatusCode::BAD_REQUEST, "BadControlRequest", e, json!({})),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckpointDelay {
+    ms: u64,
+}
+
+async fn checkpoint_delay(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match decode::<CheckpointDelay>(&body) {
+        Ok(req) => {
+            shared.set_checkpoint_delay(Duration::from_millis(req.ms));
+            ok(json!({"ms": req.ms}))
+        }
+        Err(resp) => *resp,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HoldCheckpoints {
+    hold: bool,
+}
+
+async fn hold_checkpoints(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match decode::<HoldCheckpoints>(&body) {
+        Ok(req) => {
+            shared.hold_checkpoints(req.hold);
+            ok(json!({"hold": req.hold}))
+        }
+        Err(resp) => *resp,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailCheckpoints {
+    count: usize,
+}
+
+async fn fail_checkpoints(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match decode::<FailCheckpoints>(&body) {
+        Ok(req) => {
+            shared.fail_next_checkpoints(req.count);
+            ok(json!({"queued": req.count}))
         }
         Err(resp) => *resp,
     }

@@ -32,7 +32,7 @@ pub struct RequestRecord {
     /// Path and query as received (still percent-encoded).
     pub path: String,
     /// `pipeline`, `ingress`, `completion_status`, `query`, `start_transaction`,
-    /// `commit_transaction` or `other`.
+    /// `commit_transaction`, `stats`, `checkpoint`, `checkpoint_status` or `other`.
     pub endpoint: String,
     /// The table segment of an ingress path, percent-decoded.
     pub table: Option<String>,
@@ -156,6 +156,9 @@ pub fn endpoint_kind(path: &str) -> &'static str {
         ["v0", "pipelines", _, "query"] => "query",
         ["v0", "pipelines", _, "start_transaction"] => "start_transaction",
         ["v0", "pipelines", _, "commit_transaction"] => "commit_transaction",
+        ["v0", "pipelines", _, "stats"] => "stats",
+        ["v0", "pipelines", _, "checkpoint"] => "checkpoint",
+        ["v0", "pipelines", _, "checkpoint_status"] => "checkpoint_status",
         _ => "other",
     }
 }
@@ -176,5 +179,11 @@ mod tests {
             "completion_status"
         );
         assert_eq!(endpoint_kind("/v0/pipelines/p/ingress"), "other");
+        assert_eq!(endpoint_kind("/v0/pipelines/p/stats"), "stats");
+        assert_eq!(endpoint_kind("/v0/pipelines/p/checkpoint"), "checkpoint");
+        assert_eq!(
+            endpoint_kind("/v0/pipelines/p/checkpoint_status?incarnation_uuid=x"),
+            "checkpoint_status"
+        );
     }
 }

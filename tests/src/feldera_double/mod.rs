@@ -22,14 +22,34 @@
 //! table upload slowly, so a test can end a client while its request is still being read
 //! and watch those records land after later requests' records.
 //!
+//! Checkpoints, incarnations and fault tolerance (`docs/feldera.md`, "Checkpoints,
+//! incarnations and fault tolerance"): `set_fault_tolerance` chooses Feldera's model
+//! (none by default, which the double treats as a pipeline without storage);
+//! `POST /checkpoint` answers a sequence number (0, 1, ... in each incarnation) and the
+//! checkpoint saves the processed tables when it starts: at once, or right after the
+//! commit of a transaction that is open or committing. It ends after `set_checkpoint_delay`
+//! (200 ms by default; `hold_checkpoints` keeps it until released), successfully unless
+//! `fail_next_checkpoints` planned a failure; without fault tolerance it fails at once, as
+//! a real pipeline without storage. A request made while a checkpoint is being written
+//! shares that checkpoint, as in Feldera. Two restarts: `restart(keep_state)` chooses
+//! whether the tables survive; `crash_restart` brings back what fault tolerance would
+//! (nothing without it, the last successful checkpoint with `at_least_once`, every
+//! processed step with `exactly_once`, whose journal Feldera replays). Both make a new
+//! incarnation: old tokens answer 410, `/checkpoint_status` with the old
+//! `incarnation_uuid` answers 400 `IncarnationUuidMismatch`, the queue and any open
+//! transaction are lost.
+//!
 //! Module map (one job each): `schema` (relations, name matching), `temporal`/`value`/
 //! `convert` (typed values and their JSON forms), `row`/`ingress` (events and bodies),
 //! `query_parse`/`query` (the ad-hoc SQL subset), `table` (keyed upsert and multiset
-//! semantics), `state` (incarnation, completion queue, transactions, restart), `token`,
-//! `faults`, `log`, `api` (`/v0`), `control` (`/control`), `shared`, `server` (with its
-//! optional HTTPS listener). This file is the public handle only.
+//! semantics), `state` (incarnation, completion queue, transactions, restart),
+//! `checkpoint` (fault tolerance, checkpoint numbering, status and saved tables), `stats`
+//! (the `/stats` body), `token`, `faults`, `log`, `api` (`/v0`), `control` (`/control`),
+//! `shared`, `server` (with its optional HTTPS listener). This file is the public handle
+//! only.
 
 mod api;
+mod checkpoint;
 mod control;
 mod convert;
 mod error;
@@ -44,6 +64,7 @@ mod schema;
 mod server;
 mod shared;
 mod state;
+mod stats;
 mod table;
 mod temporal;
 mod token;
@@ -57,12 +78,14 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
+pub use checkpoint::{CheckpointCounts, DEFAULT_CHECKPOINT_DELAY};
 pub use faults::FailMode;
 pub use log::RequestRecord;
 pub use phase::Phase;
 pub use state::CompletionDelay;
 pub use token::CompletionToken;
 
+use checkpoint::FtModel;
 use faults::{DEFAULT_INGRESS_FAILURE_CODE, DEFAULT_UNAVAILABLE_CODE};
 use schema::Schema;
 use server::Server;
@@ -342,9 +365,58 @@ impl FelderaDouble {
     /// A new incarnation: earlier tokens answer 410 PipelineRestarted, queued but
     /// unprocessed records and an open transaction are lost, a request still uploading
     /// loses the rest of its body (and answers 503), a pause ends; processed rows survive
-    /// only with `keep_state`. Returns the new incarnation UUID.
+    /// only with `keep_state`, whatever the fault tolerance (the test decides; see
+    /// `crash_restart` for what Feldera would bring back). Checkpoint numbering and status
+    /// start afresh; the last successful checkpoint survives only with `keep_state`.
+    /// Returns the new incarnation UUID.
     pub fn restart(&self, keep_state: bool) -> String {
         self.shared.restart(keep_state)
+    }
+
+    /// The pipeline process dies and a new one starts, as after a crash: everything
+    /// `restart` does, and the tables come back as fault tolerance brings them back:
+    /// empty without it; as of the last successful checkpoint (empty if none) with
+    /// `at_least_once`; as processed with `exactly_once` (Feldera replays its journal of
+    /// every step). A checkpoint still being written is lost. Returns the new incarnation
+    /// UUID.
+    pub fn crash_restart(&self) -> String {
+        self.shared.crash_restart()
+    }
+
+    /// Feldera's fault-tolerance model: `None` or `"none"` (the default; the double then
+    /// has no storage and every checkpoint fails), `"at_least_once"`, `"exactly_once"`.
+    /// Shown in `runtime_config.fault_tolerance` of the pipeline GET. `InvalidInput` for
+    /// another name.
+    pub fn set_fault_tolerance(&self, model: Option<&str>) -> io::Result<()> {
+        let model =
+            FtModel::parse(model).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        self.shared.set_fault_tolerance(model);
+        Ok(())
+    }
+
+    /// How long a checkpoint takes to write from its start (default
+    /// `DEFAULT_CHECKPOINT_DELAY`); applies to checkpoints that start from now on.
+    pub fn set_checkpoint_delay(&self, delay: Duration) {
+        self.shared.set_checkpoint_delay(delay);
+    }
+
+    /// `true`: checkpoints that start from now on stay in progress until `false` releases
+    /// the one being written (it ends at once, with its planned outcome).
+    pub fn hold_checkpoints(&self, hold: bool) {
+        self.shared.hold_checkpoints(hold);
+    }
+
+    /// The next `count` checkpoints that start fail (`checkpoint_status.failure`; `success`
+    /// and the saved state stay as they were). Every request sharing a checkpoint shares
+    /// its failure.
+    pub fn fail_next_checkpoints(&self, count: usize) {
+        self.shared.fail_next_checkpoints(count);
+    }
+
+    /// Checkpoint requests since the start, and how many of them succeeded or failed so
+    /// far (over all incarnations; requests lost in a restart are in neither).
+    pub fn checkpoint_counts(&self) -> CheckpointCounts {
+        self.shared.checkpoint_counts()
     }
 
     /// Ingress calls wait until `resume` (503 PipelineInteractionUnreachable after the
@@ -394,7 +466,8 @@ impl FelderaDouble {
     }
 
     /// Incarnation, step, pause, queue length (`pending_groups`, `queued_records`), delay,
-    /// queued failures and planned slow reads as JSON (the body of `GET /control/status`).
+    /// queued failures, planned slow reads, fault tolerance and checkpoints as JSON (the
+    /// body of `GET /control/status`).
     pub fn status(&self) -> Json {
         self.shared.status_json()
     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use tokio::sync::watch;
 
+use super::checkpoint::{CheckpointCounts, FtModel};
 use super::faults::FailMode;
 use super::log::{RequestLog, RequestRecord};
 use super::schema::Schema;
@@ -134,6 +135,44 @@ impl Shared {
         };
         self.paused.send_replace(false);
         incarnation
+    }
+
+    /// A pipeline process restart with the tables fault tolerance brings back (see
+    /// `Pipeline::crash_restart`); returns the new incarnation. Also resumes.
+    pub fn crash_restart(&self) -> String {
+        let incarnation = {
+            let mut st = self.state();
+            st.crash_restart(Instant::now());
+            st.incarnation.clone()
+        };
+        self.paused.send_replace(false);
+        incarnation
+    }
+
+    pub fn set_fault_tolerance(&self, model: Option<FtModel>) {
+        self.state().fault_tolerance = model;
+    }
+
+    /// Applies to checkpoints that start from now on.
+    pub fn set_checkpoint_delay(&self, delay: Duration) {
+        self.state().checkpoints.delay = delay;
+    }
+
+    pub fn hold_checkpoints(&self, hold: bool) {
+        let mut st = self.state();
+        let now = Instant::now();
+        st.checkpoints.set_hold(hold, now);
+        st.advance(now);
+    }
+
+    pub fn fail_next_checkpoints(&self, count: usize) {
+        self.state().checkpoints.fail_next(count);
+    }
+
+    pub fn checkpoint_counts(&self) -> CheckpointCounts {
+        let mut st = self.state();
+        st.advance(Instant::now());
+        st.checkpoints.counts()
     }
 
     pub fn pause(&self, proxy_timeout: Option<Duration>) {

@@ -23,14 +23,21 @@
 //! is lost, as in Feldera) and, if asked, the tables. A request still uploading belongs to
 //! the incarnation it started in: its later records are refused (see `Upload`).
 //!
+//! Checkpoints (see `checkpoint`): a checkpoint starts when requested unless a transaction
+//! is open or committing, else right after the commit is processed; it saves the processed
+//! tables as they are when it starts. A crash restart (`crash_restart`) brings the tables
+//! back as fault tolerance would: empty without it, as of the last successful checkpoint
+//! with at-least-once, as processed with exactly-once (the journal replays every step).
+//!
 //! Owns: all of that state. Never sees HTTP; time arrives as `now`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value as Json};
 
+use super::checkpoint::{Checkpoints, FtModel, Snapshot};
 use super::faults::Faults;
 use super::phase::Phase;
 use super::row::Change;
@@ -68,8 +75,8 @@ struct Group {
     /// `None`: waits for a release.
     ready_at: Option<Instant>,
     batches: Vec<Batch>,
-    /// A committed transaction: its records are in the circuit already.
-    transaction: bool,
+    /// A committed transaction (its id): its records are in the circuit already.
+    transaction: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -139,13 +146,36 @@ pub struct Pipeline {
     /// Committed transactions wait for a release (`release_completions`) whatever the
     /// completion delay: a commit that takes as long as a test needs.
     pub hold_commits: bool,
+    /// `None`: no fault tolerance, and (in the double) no storage.
+    pub fault_tolerance: Option<FtModel>,
+    pub checkpoints: Checkpoints,
+    /// When this incarnation's process started.
+    pub started_at: SystemTime,
+    /// When the process whose state this one carries on started (Feldera's
+    /// `initial_start_time`).
+    pub initial_start: SystemTime,
+    /// Records queued in this incarnation, plus those restored (`total_input_records`).
+    pub total_input_records: u64,
+    /// Records processed, restored with the state (`total_processed_records`).
+    pub total_processed_records: u64,
     endpoints: BTreeMap<String, u64>,
     /// Endpoint ids removed since they were created (their tokens answer 410).
     removed: BTreeSet<u64>,
     counters: Vec<EndpointCounters>,
     pending: VecDeque<Group>,
     txn: Option<(u64, Vec<Batch>)>,
+    txn_started: Option<Instant>,
     next_txn_id: u64,
+}
+
+/// The transaction state `/stats` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnState {
+    None,
+    /// Open: `(id, records so far, since)`.
+    Started(u64, u64, Instant),
+    /// Committed, not processed yet: `(id, records)`.
+    Committing(u64, u64),
 }
 
 impl Pipeline {
@@ -163,11 +193,18 @@ impl Pipeline {
             query_array: false,
             phase: Phase::Running,
             hold_commits: false,
+            fault_tolerance: None,
+            checkpoints: Checkpoints::default(),
+            started_at: SystemTime::now(),
+            initial_start: SystemTime::now(),
+            total_input_records: 0,
+            total_processed_records: 0,
             endpoints: BTreeMap::new(),
             removed: BTreeSet::new(),
             counters: Vec::new(),
             pending: VecDeque::new(),
             txn: None,
+            txn_started: None,
             next_txn_id: 1,
         }
     }
@@ -211,6 +248,7 @@ impl Pipeline {
         if records == 0 {
             return Ok(());
         }
+        self.total_input_records += records;
         let counters = &mut self.counters[upload.endpoint as usize];
         counters.queued += records;
         let batch = Batch {
@@ -227,7 +265,7 @@ impl Pipeline {
                 self.pending.push_back(Group {
                     ready_at,
                     batches: vec![batch],
-                    transaction: false,
+                    transaction: None,
                 });
                 // A zero delay means processed at once, not "when someone next looks".
                 self.advance(now);
@@ -265,31 +303,80 @@ impl Pipeline {
         }
     }
 
-    /// Processes every queued group that is due, in order. Call before reading state.
+    /// Processes every queued group that is due, in order, and starts and ends
+    /// checkpoints on the way (a paused pipeline still ends the one being written). Call
+    /// before reading state.
     pub fn advance(&mut self, now: Instant) {
-        if self.paused {
-            return;
-        }
-        while self
-            .pending
-            .front()
-            .is_some_and(|g| g.ready_at.is_some_and(|t| t <= now))
-        {
-            let Some(group) = self.pending.pop_front() else {
+        self.checkpoints.finish_due(now);
+        while !self.paused {
+            let Some(at) = self
+                .pending
+                .front()
+                .and_then(|g| g.ready_at)
+                .filter(|t| *t <= now)
+            else {
                 break;
             };
+            self.process_front();
+            // A checkpoint delayed by this commit starts right after it.
+            self.start_checkpoint(at);
+            self.checkpoints.finish_due(now);
+        }
+        self.start_checkpoint(now);
+        self.checkpoints.finish_due(now);
+    }
+
+    /// Applies the first queued group as one step.
+    fn process_front(&mut self) {
+        if let Some(group) = self.pending.pop_front() {
             self.step += 1;
             for batch in group.batches {
                 let rel = &self.schema.inputs[batch.table];
                 for change in batch.changes {
                     self.tables[batch.table].apply(rel, change);
                 }
+                self.total_processed_records += batch.records;
                 let c = &mut self.counters[batch.endpoint as usize];
                 debug_assert_eq!(c.processed + batch.records, batch.end, "FIFO per endpoint");
                 c.processed = batch.end;
                 c.steps.push((batch.end, self.step));
             }
         }
+    }
+
+    /// Starts a checkpoint for the waiting requests unless a transaction holds it back.
+    fn start_checkpoint(&mut self, at: Instant) {
+        if self.checkpoints.waiting() && self.transaction() == TxnState::None {
+            let snapshot = Snapshot {
+                tables: self.tables.clone(),
+                step: self.step,
+                processed_records: self.total_processed_records,
+            };
+            self.checkpoints.start(snapshot, at);
+        }
+    }
+
+    /// A `POST /checkpoint`: its sequence number (see `Checkpoints::request`).
+    pub fn request_checkpoint(&mut self, now: Instant) -> u64 {
+        self.advance(now);
+        let seq = self.checkpoints.request(self.fault_tolerance.is_some());
+        self.advance(now);
+        seq
+    }
+
+    /// The open transaction, else the oldest commit not processed yet.
+    pub fn transaction(&self) -> TxnState {
+        let records = |batches: &[Batch]| batches.iter().map(|b| b.records).sum();
+        if let (Some((id, held)), Some(since)) = (&self.txn, self.txn_started) {
+            return TxnState::Started(*id, records(held), since);
+        }
+        self.pending
+            .iter()
+            .find_map(|g| {
+                g.transaction
+                    .map(|id| TxnState::Committing(id, records(&g.batches)))
+            })
+            .unwrap_or(TxnState::None)
     }
 
     /// Makes every queued group due now (the "never until released" release).
@@ -345,7 +432,7 @@ impl Pipeline {
             || self
                 .pending
                 .iter()
-                .filter(|g| g.transaction)
+                .filter(|g| g.transaction.is_some())
                 .any(|g| g.batches.iter().any(held))
     }
 
@@ -361,7 +448,7 @@ impl Pipeline {
         let mut taken = Vec::new();
         let mut kept = VecDeque::new();
         for group in self.pending.drain(..) {
-            if group.transaction {
+            if group.transaction.is_some() {
                 kept.push_back(group);
             } else {
                 taken.extend(group.batches);
@@ -369,6 +456,7 @@ impl Pipeline {
         }
         self.pending = kept;
         self.txn = Some((id, taken));
+        self.txn_started = Some(now);
         Ok(id)
     }
 
@@ -376,6 +464,7 @@ impl Pipeline {
     /// processed later like any other; `None` if none is open.
     pub fn commit_transaction(&mut self, now: Instant) -> Option<u64> {
         let (id, batches) = self.txn.take()?;
+        self.txn_started = None;
         let ready_at = if self.hold_commits {
             None
         } else {
@@ -384,7 +473,7 @@ impl Pipeline {
         self.pending.push_back(Group {
             ready_at,
             batches,
-            transaction: true,
+            transaction: Some(id),
         });
         self.advance(now);
         Some(id)
@@ -393,20 +482,67 @@ impl Pipeline {
     /// A new incarnation: old tokens answer 410, the queue and any open transaction are
     /// lost, endpoints start afresh; the tables survive only when `keep_state`. What was
     /// due by `now` was processed before the restart.
+    ///
+    /// Also a new pipeline process for checkpoints: numbering and status start afresh, a
+    /// checkpoint in progress is lost, and the last successful one stays only with
+    /// `keep_state`.
     pub fn restart(&mut self, keep_state: bool, now: Instant) {
         self.advance(now);
+        self.new_process();
+        self.checkpoints.new_incarnation(keep_state);
+        if !keep_state {
+            self.restore(None);
+        }
+    }
+
+    /// A pipeline process restart, and the tables as fault tolerance brings them back:
+    /// empty without it, the last successful checkpoint (or empty) with at-least-once, as
+    /// processed with exactly-once (checkpoint plus journal replay). Otherwise as `restart`.
+    pub fn crash_restart(&mut self, now: Instant) {
+        self.advance(now);
+        let ft = self.fault_tolerance;
+        let restored = match ft {
+            None => Some(None),
+            Some(FtModel::AtLeastOnce) => Some(self.checkpoints.last().cloned()),
+            Some(FtModel::ExactlyOnce) => None,
+        };
+        self.new_process();
+        self.checkpoints.new_incarnation(ft.is_some());
+        if let Some(snapshot) = restored {
+            self.restore(snapshot);
+        }
+    }
+
+    /// What every restart does: a new incarnation without queue, transaction, endpoints or
+    /// pause.
+    fn new_process(&mut self) {
         self.incarnation = uuid::Uuid::new_v4().to_string();
         self.pending.clear();
         self.txn = None;
+        self.txn_started = None;
         self.endpoints.clear();
         self.removed.clear();
         self.counters.clear();
         self.paused = false;
         self.phase = Phase::Running;
-        if !keep_state {
-            self.tables = self.schema.inputs.iter().map(TableState::new).collect();
-            self.step = 0;
-        }
+        self.started_at = SystemTime::now();
+        self.total_input_records = self.total_processed_records;
+    }
+
+    /// Replaces the processed state with a checkpoint's (`None`: empty, a fresh start).
+    fn restore(&mut self, snapshot: Option<Snapshot>) {
+        let snapshot = snapshot.unwrap_or_else(|| {
+            self.initial_start = self.started_at;
+            Snapshot {
+                tables: self.schema.inputs.iter().map(TableState::new).collect(),
+                step: 0,
+                processed_records: 0,
+            }
+        });
+        self.tables = snapshot.tables;
+        self.step = snapshot.step;
+        self.total_processed_records = snapshot.processed_records;
+        self.total_input_records = snapshot.processed_records;
     }
 
     /// A summary for `GET /control/status`.
@@ -426,6 +562,8 @@ impl Pipeline {
             "query_array": self.query_array,
             "phase": self.phase.runtime_status(),
             "hold_commits": self.hold_commits,
+            "fault_tolerance": self.fault_tolerance.map(FtModel::as_str),
+            "checkpoints": self.checkpoints.control_json(),
             "queued_ingress_failures": self.faults.queued_ingress_failures(),
             "slow_reads": self.faults.slow_reads().iter().map(|(table, plan)| json!({
                 "table": self.schema.inputs[*table].name,
@@ -449,247 +587,5 @@ impl Pipeline {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::feldera_double::value::Value;
-
-    fn pipeline(delay: CompletionDelay) -> Pipeline {
-        let schema = Schema::parse(json!({"inputs": [{"name": "t", "fields": [
-            {"name": "id", "columntype": {"type": "BIGINT", "nullable": false}}],
-            "primary_key": ["id"]}], "outputs": []}))
-        .expect("schema");
-        Pipeline::new(Arc::new(schema), delay, Duration::from_secs(1))
-    }
-
-    fn insert(id: i64) -> Vec<Change> {
-        vec![Change::Insert(vec![Value::Int(id)])]
-    }
-
-    /// A whole request arriving at once: its records, then its token.
-    fn accept(p: &mut Pipeline, endpoint: u64, changes: Vec<Change>, now: Instant) -> String {
-        let upload = p.begin_upload(0, endpoint);
-        let records = changes.len() as u64;
-        p.queue(&upload, changes, records, now)
-            .expect("same incarnation");
-        p.token(&upload).expect("same incarnation")
-    }
-
-    fn upsert(id: i64, name: &str) -> Vec<Change> {
-        vec![Change::Insert(vec![
-            Value::Int(id),
-            Value::Str(name.into()),
-        ])]
-    }
-
-    fn named_pipeline() -> Pipeline {
-        let schema = Schema::parse(json!({"inputs": [{"name": "t", "fields": [
-            {"name": "id", "columntype": {"type": "BIGINT", "nullable": false}},
-            {"name": "name", "columntype": {"type": "VARCHAR", "nullable": true}}],
-            "primary_key": ["id"]}], "outputs": []}))
-        .expect("schema");
-        Pipeline::new(
-            Arc::new(schema),
-            CompletionDelay::Fixed(Duration::ZERO),
-            Duration::from_secs(1),
-        )
-    }
-
-    #[test]
-    fn records_of_concurrent_uploads_apply_in_arrival_order_not_request_order() {
-        let mut p = named_pipeline();
-        let now = Instant::now();
-        let e = p.endpoint_for("t").unwrap();
-        let (slow, fast) = (p.begin_upload(0, e), p.begin_upload(0, e));
-        p.queue(&slow, upsert(1, "slow first"), 1, now).unwrap();
-        p.queue(&fast, upsert(1, "fast"), 1, now).unwrap();
-        let fast_token = p.token(&fast).unwrap();
-        p.queue(&slow, upsert(1, "slow last"), 1, now).unwrap();
-        let slow_token = p.token(&slow).unwrap();
-        let rows = p.tables[0].visible_rows();
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0][1], Value::Str("slow last".into()));
-        let count = |t: &str| CompletionToken::decode(t).unwrap().c;
-        assert_eq!(
-            (count(&fast_token), count(&slow_token)),
-            (2, 3),
-            "a token covers what its endpoint queued up to the end of its body"
-        );
-        assert_eq!(
-            status(&mut p, &fast_token, now),
-            Completion::Complete { step: 2 },
-            "each arrival is its own step"
-        );
-    }
-
-    #[test]
-    fn a_token_is_complete_only_once_the_last_record_it_covers_is_processed() {
-        let mut p = named_pipeline();
-        let t0 = Instant::now();
-        let e = p.endpoint_for("t").unwrap();
-        let upload = p.begin_upload(0, e);
-        p.queue(&upload, upsert(1, "a"), 1, t0).unwrap();
-        p.completion_delay = CompletionDelay::Never;
-        p.queue(&upload, upsert(2, "b"), 1, t0).unwrap();
-        assert_eq!(
-            (rows(&p), p.queued_records()),
-            (1, 1),
-            "the first piece was processed mid-body"
-        );
-        let token = p.token(&upload).unwrap();
-        assert_eq!(
-            status(&mut p, &token, t0),
-            Completion::InProgress { step: None }
-        );
-        p.release_completions(t0);
-        assert_eq!(status(&mut p, &token, t0), Completion::Complete { step: 2 });
-    }
-
-    #[test]
-    fn an_upload_begun_before_a_restart_queues_nothing_after_it() {
-        let mut p = named_pipeline();
-        let now = Instant::now();
-        let e = p.endpoint_for("t").unwrap();
-        let upload = p.begin_upload(0, e);
-        p.queue(&upload, upsert(1, "before"), 1, now).unwrap();
-        p.restart(true, now);
-        assert_eq!(p.queue(&upload, upsert(2, "after"), 1, now), Err(Restarted));
-        assert_eq!(p.token(&upload), Err(Restarted));
-        assert_eq!((rows(&p), p.queued_records()), (1, 0));
-    }
-
-    fn rows(p: &Pipeline) -> usize {
-        p.tables[0].visible_rows().len()
-    }
-
-    fn status(p: &mut Pipeline, token: &str, now: Instant) -> Completion {
-        let t = CompletionToken::decode(token).expect("own token decodes");
-        p.completion(&t, now).expect("current incarnation")
-    }
-
-    #[test]
-    fn requests_are_processed_in_order_once_due_and_not_while_paused() {
-        let mut p = pipeline(CompletionDelay::Fixed(Duration::from_millis(10)));
-        let t0 = Instant::now();
-        let e = p.endpoint_for("t?format=json").unwrap();
-        let a = accept(&mut p, e, insert(1), t0);
-        assert_eq!(
-            status(&mut p, &a, t0),
-            Completion::InProgress { step: None }
-        );
-        p.paused = true;
-        assert_eq!(
-            status(&mut p, &a, t0 + Duration::from_millis(20)),
-            Completion::InProgress { step: None }
-        );
-        p.paused = false;
-        assert_eq!(
-            status(&mut p, &a, t0 + Duration::from_millis(20)),
-            Completion::Complete { step: 1 }
-        );
-        assert_eq!(rows(&p), 1);
-    }
-
-    #[test]
-    fn a_transaction_holds_its_requests_until_commit() {
-        let mut p = pipeline(CompletionDelay::Fixed(Duration::ZERO));
-        let now = Instant::now();
-        let e = p.endpoint_for("t").unwrap();
-        assert_eq!(p.start_transaction(now), Ok(1));
-        assert_eq!(p.start_transaction(now), Err(1));
-        let a = accept(&mut p, e, insert(1), now);
-        let b = accept(&mut p, e, insert(2), now);
-        assert_eq!(
-            (rows(&p), status(&mut p, &b, now)),
-            (0, Completion::InProgress { step: Some(1) }),
-            "in the circuit, not complete"
-        );
-        assert_eq!(p.commit_transaction(now), Some(1));
-        assert_eq!(rows(&p), 2);
-        assert_eq!(
-            status(&mut p, &a, now),
-            status(&mut p, &b, now),
-            "one step for the whole transaction"
-        );
-        assert_eq!(p.commit_transaction(now), None);
-    }
-
-    #[test]
-    fn the_commit_is_asynchronous_and_a_start_takes_in_what_waits() {
-        let delay = Duration::from_millis(10);
-        let mut p = pipeline(CompletionDelay::Fixed(delay));
-        let t0 = Instant::now();
-        let e = p.endpoint_for("t").unwrap();
-        let before = accept(&mut p, e, insert(1), t0);
-        assert_eq!(p.start_transaction(t0), Ok(1));
-        let inside = accept(&mut p, e, insert(2), t0);
-        let later = t0 + 2 * delay;
-        assert_eq!(
-            status(&mut p, &before, later),
-            Completion::InProgress { step: Some(1) },
-            "taken into the transaction: not processed before its commit"
-        );
-        assert_eq!(p.commit_transaction(later), Some(1));
-        assert_eq!(rows(&p), 0, "the commit only started");
-        assert_eq!(p.start_transaction(later), Ok(2), "a new one may start");
-        let done = later + delay;
-        assert_eq!(
-            status(&mut p, &inside, done),
-            Completion::Complete { step: 1 }
-        );
-        assert_eq!(
-            status(&mut p, &before, done),
-            Completion::Complete { step: 1 }
-        );
-        assert_eq!(rows(&p), 2);
-    }
-
-    #[test]
-    fn held_commits_wait_for_a_release_while_other_requests_are_processed() {
-        let mut p = pipeline(CompletionDelay::Fixed(Duration::ZERO));
-        let now = Instant::now();
-        let e = p.endpoint_for("t").unwrap();
-        p.hold_commits = true;
-        assert_eq!(p.start_transaction(now), Ok(1));
-        let a = accept(&mut p, e, insert(1), now);
-        assert_eq!(p.commit_transaction(now), Some(1));
-        assert_eq!(rows(&p), 0, "the commit waits");
-        assert_eq!(
-            status(&mut p, &a, now),
-            Completion::InProgress { step: Some(1) }
-        );
-        p.release_completions(now);
-        p.advance(now);
-        assert_eq!(
-            (rows(&p), status(&mut p, &a, now)),
-            (1, Completion::Complete { step: 1 })
-        );
-    }
-
-    #[test]
-    fn restart_loses_the_queue_and_invalidates_tokens() {
-        let mut p = pipeline(CompletionDelay::Never);
-        let now = Instant::now();
-        let e = p.endpoint_for("t").unwrap();
-        let a = accept(&mut p, e, insert(1), now);
-        p.restart(true, now);
-        let t = CompletionToken::decode(&a).unwrap();
-        assert_eq!(p.completion(&t, now), Err(TokenError::Restarted));
-        p.release_completions(now);
-        p.advance(now);
-        assert_eq!(rows(&p), 0);
-    }
-
-    #[test]
-    fn more_than_the_endpoint_limit_is_refused() {
-        let mut p = pipeline(CompletionDelay::Never);
-        for i in 0..MAX_INGRESS_ENDPOINTS {
-            assert!(p.endpoint_for(&format!("t?n={i}")).is_some());
-        }
-        assert_eq!(
-            p.endpoint_for("t?n=0"),
-            Some(0),
-            "a known spelling keeps its id"
-        );
-        assert_eq!(p.endpoint_for("t?n=new"), None);
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

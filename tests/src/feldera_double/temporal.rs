@@ -231,6 +231,22 @@ pub fn format_timestamp_tz_query(d: &Date, t: &Time) -> String {
     format!("{}Z", format_timestamp_query(d, t))
 }
 
+/// A moment as chrono serializes a `DateTime<Utc>` (RFC 3339 in UTC ending in `Z`, with
+/// none or 3, 6 or 9 fraction digits): how Feldera writes `failed_at`, `delayed_since` and
+/// `started_at`.
+pub fn format_system_time(t: std::time::SystemTime) -> String {
+    let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
+    let rem = secs.rem_euclid(86_400);
+    let time = Time {
+        hour: (rem / 3600) as u8,
+        minute: (rem % 3600 / 60) as u8,
+        second: (rem % 60) as u8,
+        nanos: since.subsec_nanos(),
+    };
+    format_timestamp_tz_query(&civil_from_days(secs.div_euclid(86_400)), &time)
+}
+
 fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -326,6 +342,16 @@ mod tests {
         );
         assert!(parse_timestamp_tz("2024-01-02 03:04:05").is_err());
         assert!(parse_timestamp_tz("2024-01-02T03:04:05+0100").is_err());
+    }
+
+    #[test]
+    fn system_times_print_as_chrono_prints_a_utc_datetime() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 120_000_000);
+        assert_eq!(format_system_time(t), "2023-11-14T22:13:20.120Z");
+        assert_eq!(
+            format_system_time(std::time::UNIX_EPOCH),
+            "1970-01-01T00:00:00Z"
+        );
     }
 
     #[test]
