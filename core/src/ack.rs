@@ -13,6 +13,15 @@
 //! then everything below it has been read, and WAL written to unpublished tables is
 //! released. Positions never move backwards.
 //!
+//! With checkpoints (`FELDERA_DURABILITY=checkpoint`, see `docs/contract.md`) a fourth fact
+//! joins them: what Feldera's last successful **checkpoint** holds. Then the position the
+//! rules above reach is only **complete** (processed by Feldera, lost by a restart that
+//! resumes from the checkpoint), and the flush follows it only through checkpoints: a
+//! checkpoint requested when the complete position was C holds every commit up to C. The
+//! flush may also follow the complete position directly while no write to Feldera has
+//! completed since the request of the last successful checkpoint (idle keepalives and
+//! commits without routed rows add nothing a restart could lose).
+//!
 //! It never decides when to send a status update or a batch; it only answers "how far".
 
 use crate::Lsn;
@@ -34,7 +43,17 @@ struct PendingCommit {
 #[derive(Clone, Debug, Default)]
 pub struct AckTracker {
     received: Lsn,
+    /// What may be reported to PostgreSQL.
     flush: Lsn,
+    /// The last commit (or idle keepalive) whose rows Feldera completed: `flush` itself
+    /// unless `checkpointing`.
+    complete: Lsn,
+    /// Only checkpoints move `flush` past what a checkpoint holds.
+    checkpointing: bool,
+    /// Writes to Feldera (stream, snapshot or retraction batches) that completed so far,
+    /// and how many of them the last successful checkpoint holds.
+    writes_completed: u64,
+    writes_saved: u64,
     in_transaction: bool,
     pending: VecDeque<PendingCommit>,
     /// Every batch `<= durable_prefix` is durable.
@@ -43,6 +62,14 @@ pub struct AckTracker {
     durable_ahead: BTreeSet<BatchSeq>,
     /// The highest batch any commit has needed so far.
     highest_needed: BatchSeq,
+}
+
+/// What a checkpoint requested now will hold: every commit up to `complete`, and the first
+/// `writes` completed writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointMark {
+    pub complete: Lsn,
+    pub writes: u64,
 }
 
 /// Why the flush position moved, for traces.
@@ -64,7 +91,60 @@ impl AckTracker {
         AckTracker {
             received: confirmed,
             flush: confirmed,
+            complete: confirmed,
             ..AckTracker::default()
+        }
+    }
+
+    /// Checkpoint mode on or off (between sessions, or before the first).
+    pub fn set_checkpointing(&mut self, on: bool) {
+        self.checkpointing = on;
+        self.follow_complete();
+    }
+
+    pub fn checkpointing(&self) -> bool {
+        self.checkpointing
+    }
+
+    /// The position Feldera completed (processed), at or ahead of `flush`.
+    pub fn complete(&self) -> Lsn {
+        self.complete
+    }
+
+    /// A write to Feldera completed (any batch: stream, snapshot, retraction).
+    pub fn on_write_complete(&mut self) {
+        self.writes_completed += 1;
+    }
+
+    /// Whether something Feldera completed is not yet in a successful checkpoint.
+    pub fn unsaved(&self) -> bool {
+        self.writes_completed > self.writes_saved
+    }
+
+    /// What a checkpoint requested now holds.
+    pub fn checkpoint_mark(&self) -> CheckpointMark {
+        CheckpointMark {
+            complete: self.complete,
+            writes: self.writes_completed,
+        }
+    }
+
+    /// The checkpoint requested at `mark` succeeded. Returns whether the flush moved.
+    pub fn on_checkpoint_saved(&mut self, mark: CheckpointMark) -> bool {
+        let before = self.flush;
+        self.writes_saved = self.writes_saved.max(mark.writes);
+        // A session that started after the request begins at its slot (`start_from_slot`),
+        // possibly below `mark.complete`: never report past what this session completed.
+        self.flush = self.flush.max(mark.complete.min(self.complete));
+        self.follow_complete();
+        self.flush > before
+    }
+
+    /// Without checkpoints, or with nothing completed since the last checkpoint's request,
+    /// the flush is the complete position.
+    fn follow_complete(&mut self) {
+        if !self.checkpointing || !self.unsaved() {
+            self.flush = self.flush.max(self.complete);
         }
     }
 
@@ -99,6 +179,7 @@ impl AckTracker {
         debug_assert!(self.pending.is_empty() && !self.in_transaction);
         let replaced = (self.flush > slot_confirmed).then_some(self.flush);
         self.flush = slot_confirmed;
+        self.complete = slot_confirmed;
         self.received = slot_confirmed;
         replaced
     }
@@ -141,11 +222,12 @@ impl AckTracker {
     /// A primary keepalive. `idle` is the caller's word that nothing is buffered or in
     /// flight; the tracker adds its own condition (no open transaction, no pending commit).
     pub fn on_keepalive(&mut self, wal_end: Lsn, idle: bool) -> Option<Advance> {
-        if !idle || self.in_transaction || !self.pending.is_empty() || wal_end <= self.flush {
+        if !idle || self.in_transaction || !self.pending.is_empty() || wal_end <= self.complete {
             return None;
         }
         self.received = self.received.max(wal_end);
-        self.flush = wal_end;
+        self.complete = wal_end;
+        self.follow_complete();
         Some(Advance::Idle { wal_end })
     }
 
@@ -156,6 +238,10 @@ impl AckTracker {
         *self = AckTracker {
             durable_prefix: last_cut,
             highest_needed: last_cut,
+            complete: self.complete,
+            checkpointing: self.checkpointing,
+            writes_completed: self.writes_completed,
+            writes_saved: self.writes_saved,
             ..AckTracker::new(self.flush)
         };
     }
@@ -167,14 +253,15 @@ impl AckTracker {
                 break;
             }
             self.pending.pop_front();
-            if front.end_lsn > self.flush {
-                self.flush = front.end_lsn;
+            if front.end_lsn > self.complete {
+                self.complete = front.end_lsn;
                 advanced = Some(Advance::Commit {
                     end_lsn: front.end_lsn,
                     through_batch: front.needs,
                 });
             }
         }
+        self.follow_complete();
         advanced
     }
 }
@@ -291,6 +378,60 @@ mod tests {
         assert_eq!(ack.flush(), Lsn(20));
     }
 
+    /// A commit whose one batch completed (a write Feldera completed).
+    fn durable_commit(ack: &mut AckTracker, end: u64, batch: BatchSeq) {
+        ack.on_begin();
+        ack.on_commit(Lsn(end), batch);
+        ack.on_write_complete();
+        ack.on_batch_durable(batch);
+    }
+
+    #[test]
+    fn with_checkpoints_the_flush_moves_to_what_was_complete_when_the_checkpoint_was_requested() {
+        let mut ack = AckTracker::new(Lsn(100));
+        ack.set_checkpointing(true);
+        durable_commit(&mut ack, 200, 1);
+        assert_eq!((ack.complete(), ack.flush()), (Lsn(200), Lsn(100)));
+        let mark = ack.checkpoint_mark();
+        // Completed after the request: the checkpoint may not hold it.
+        durable_commit(&mut ack, 300, 2);
+        assert!(ack.on_checkpoint_saved(mark));
+        assert_eq!((ack.complete(), ack.flush()), (Lsn(300), Lsn(200)));
+        assert!(ack.unsaved());
+        // The next checkpoint holds everything: the flush follows completion again, also
+        // through an idle keepalive.
+        let mark = ack.checkpoint_mark();
+        assert!(ack.on_checkpoint_saved(mark));
+        assert_eq!(ack.flush(), Lsn(300));
+        assert!(ack.on_keepalive(Lsn(400), true).is_some());
+        assert_eq!(ack.flush(), Lsn(400));
+    }
+
+    #[test]
+    fn with_checkpoints_an_idle_keepalive_waits_while_something_completed_is_not_held() {
+        let mut ack = AckTracker::new(Lsn(100));
+        ack.set_checkpointing(true);
+        durable_commit(&mut ack, 200, 1);
+        assert!(ack.on_keepalive(Lsn(500), true).is_some());
+        assert_eq!((ack.complete(), ack.flush()), (Lsn(500), Lsn(100)));
+        // A checkpoint requested now holds it all, keepalive included.
+        let mark = ack.checkpoint_mark();
+        ack.on_checkpoint_saved(mark);
+        assert_eq!(ack.flush(), Lsn(500));
+    }
+
+    #[test]
+    fn a_checkpoint_of_an_earlier_session_never_moves_a_new_slot_past_its_own_history() {
+        let mut ack = AckTracker::new(Lsn(100));
+        ack.set_checkpointing(true);
+        durable_commit(&mut ack, 900, 1);
+        let mark = ack.checkpoint_mark();
+        ack.reset_session(1);
+        ack.start_from_slot(Lsn(150));
+        ack.on_checkpoint_saved(mark);
+        assert_eq!(ack.flush(), Lsn(150));
+    }
+
     #[derive(Clone, Debug)]
     enum Step {
         Commit { gap: u64, rows_in_new_batch: bool },
@@ -341,6 +482,70 @@ mod tests {
                 let mut in_order = 0;
                 for (e, b) in &commits { if *b <= prefix { in_order = *e; } else { break; } }
                 prop_assert!(ack.flush().0 <= in_order.max(idle_floor), "flush {} beyond durable {}", ack.flush(), in_order);
+            }
+        }
+
+        /// With checkpoints, the flush never passes a commit whose rows no successful
+        /// checkpoint holds: every commit with rows at or below the flush completed before
+        /// the request of a checkpoint that succeeded.
+        #[test]
+        fn with_checkpoints_the_flush_never_passes_rows_no_checkpoint_holds(
+            steps in proptest::collection::vec((step(), 0..4u8), 1..80)
+        ) {
+            let mut ack = AckTracker::new(Lsn::ZERO);
+            ack.set_checkpointing(true);
+            let mut end = 0u64;
+            let mut batch = 0u64;
+            let mut commits: Vec<(u64, u64)> = Vec::new();
+            // When each batch completed (a logical clock), and the requests made so far.
+            let mut clock = 0u64;
+            let mut completed_at: std::collections::BTreeMap<u64, u64> = Default::default();
+            let mut requested: Vec<(CheckpointMark, u64)> = Vec::new();
+            // The latest request time of a checkpoint that succeeded.
+            let mut saved_at: Option<u64> = None;
+            for (s, checkpoint) in steps {
+                clock += 1;
+                let before = ack.flush();
+                match s {
+                    Step::Commit { gap, rows_in_new_batch } => {
+                        end += gap;
+                        if rows_in_new_batch { batch += 1; }
+                        commits.push((end, batch));
+                        ack.on_begin();
+                        ack.on_commit(Lsn(end), batch);
+                    }
+                    Step::Durable(b) => {
+                        if b <= batch && !completed_at.contains_key(&b) {
+                            completed_at.insert(b, clock);
+                            ack.on_write_complete();
+                            ack.on_batch_durable(b);
+                        }
+                    }
+                    Step::Keepalive { ahead, idle } => {
+                        // WAL only grows: later commits end after the keepalive's position.
+                        end += ahead;
+                        ack.on_keepalive(Lsn(end), idle);
+                    }
+                }
+                match checkpoint {
+                    1 => requested.push((ack.checkpoint_mark(), clock)),
+                    2 if !requested.is_empty() => {
+                        let (mark, at) = requested.remove(0);
+                        ack.on_checkpoint_saved(mark);
+                        saved_at = saved_at.max(Some(at));
+                    }
+                    _ => {}
+                }
+                prop_assert!(ack.flush() >= before);
+                prop_assert!(ack.flush() <= ack.complete());
+                for (e, b) in &commits {
+                    // A commit covered by the flush needs every batch up to its own.
+                    if *e > ack.flush().0 || *b == 0 { continue; }
+                    for needed in 1..=*b {
+                        let held = completed_at.get(&needed).is_some_and(|c| saved_at.is_some_and(|s| *c <= s));
+                        prop_assert!(held, "flush {} passes commit {e} whose batch {needed} no checkpoint holds", ack.flush());
+                    }
+                }
             }
         }
     }

@@ -34,10 +34,14 @@ pub enum TimerKind {
     SlotMonitor,
     /// An operator's command (`check`, `status`, `drop-slot`) gives up waiting.
     OperationDeadline,
+    /// Time to ask Feldera for its incarnation (the keeper).
+    FelderaWatch,
+    /// Time to request a Feldera checkpoint, or to ask about the one requested.
+    Checkpoint,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 12] = [
+    pub const ALL: [TimerKind; 14] = [
         TimerKind::StatusInterval,
         TimerKind::Linger,
         TimerKind::CompletionPoll,
@@ -50,6 +54,8 @@ impl TimerKind {
         TimerKind::Progress,
         TimerKind::SlotMonitor,
         TimerKind::OperationDeadline,
+        TimerKind::FelderaWatch,
+        TimerKind::Checkpoint,
     ];
 
     fn index(self) -> usize {

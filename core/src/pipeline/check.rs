@@ -412,7 +412,7 @@ impl Check {
         let (Some(state), true) = (&self.state, self.slot_read) else {
             return Vec::new();
         };
-        let plan = self.startup.plan(&self.env, state);
+        let plan = self.startup.plan(&self.env, state, None);
         let mut lines: Vec<Line> = plan
             .warnings
             .iter()

@@ -46,6 +46,7 @@
 
 mod check;
 mod ctx;
+mod durability;
 #[cfg(any(test, feature = "testing"))]
 mod fake_feldera;
 mod feldera_txn;
@@ -80,6 +81,8 @@ use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind, TimerTable};
 pub use check::Check;
 use ctx::Ctx;
+pub use durability::CheckpointCounts;
+use durability::{FelderaFacts, Keeper, News};
 pub use inspect::{DropSlot, Inspect};
 use meter::Meter;
 pub use meter::{Counts, WaitHistogram, WAIT_BUCKETS_US};
@@ -101,6 +104,9 @@ pub struct Status {
     pub sessions: u32,
     pub streaming: bool,
     pub flush: crate::Lsn,
+    /// What Feldera completed (processed): the flush itself unless acknowledgements wait
+    /// for checkpoints (`FELDERA_DURABILITY`).
+    pub complete: crate::Lsn,
     pub received: crate::Lsn,
     pub buffered_rows: u64,
     /// The oldest batch sent and not yet durable.
@@ -126,6 +132,8 @@ pub struct Status {
     pub progress_deadline: Mono,
     /// Something waits to become durable (the no-progress deadline runs).
     pub pending_work: bool,
+    /// Feldera checkpoints and restarts this run saw.
+    pub checkpoints: CheckpointCounts,
 }
 
 impl Status {
@@ -222,6 +230,9 @@ pub(crate) struct Run {
     /// A session of this run found the slot usable (or created it): if a later session
     /// finds it invalidated, it was lost while this process ran.
     pub(crate) slot_seen_valid: bool,
+    /// The Feldera pipeline's fault tolerance and incarnation, and how this run
+    /// acknowledges (`durability`).
+    pub(crate) feldera: FelderaFacts,
 }
 
 impl Run {
@@ -232,6 +243,13 @@ impl Run {
         self.backoff.reset();
         self.last_failure = None;
         self.batches_durable += 1;
+    }
+
+    /// A batch written to Feldera (stream, snapshot or retraction) is complete: progress,
+    /// and something a checkpoint must hold before the flush may pass it.
+    pub(crate) fn write_durable(&mut self, now: Mono) {
+        self.ack.on_write_complete();
+        self.progressed(now);
     }
 }
 
@@ -310,6 +328,8 @@ pub struct Pipeline {
     phase: Phase,
     timers: TimerTable,
     monitor: Option<Monitor>,
+    /// The session's watch over the Feldera pipeline (restarts, checkpoints).
+    keeper: Option<Keeper>,
     meter: Meter,
 }
 
@@ -366,6 +386,7 @@ impl Pipeline {
             last_cut: 0,
             batches_durable: 0,
             slot_seen_valid: false,
+            feldera: FelderaFacts::default(),
         };
         let mut pipeline = Pipeline {
             ctx: Ctx::new(now),
@@ -374,6 +395,7 @@ impl Pipeline {
             phase: Phase::Exited,
             timers: TimerTable::default(),
             monitor: None,
+            keeper: None,
             meter: Meter::default(),
         };
         pipeline.begin();
@@ -412,6 +434,7 @@ impl Pipeline {
             sessions: self.run.sessions,
             streaming: streaming.is_some(),
             flush: self.run.ack.flush(),
+            complete: self.run.ack.complete(),
             received: self.run.ack.received(),
             buffered_rows,
             batch_in_flight,
@@ -428,6 +451,7 @@ impl Pipeline {
             last_progress: Mono(progress_deadline.0.saturating_sub(timeout_us)),
             progress_deadline,
             pending_work: self.has_pending_work(),
+            checkpoints: self.run.feldera.counts.clone(),
         }
     }
 
@@ -624,6 +648,9 @@ impl Pipeline {
     /// A slot exists for this session from now on: sample it (once per session).
     fn watch_slot(&mut self) {
         self.run.slot_seen_valid = true;
+        if self.keeper.is_none() {
+            self.keeper = Some(Keeper::start(self.ctx.now.mono));
+        }
         if self.monitor.is_none() {
             let (mut cx, _) = self.cx();
             self.monitor = Monitor::start(&mut cx);
@@ -635,6 +662,8 @@ impl Pipeline {
         if let Some(monitor) = self.monitor.take() {
             monitor.close(&mut self.ctx);
         }
+        // Answers to its requests find no owner from now on.
+        self.keeper = None;
         let last_cut = match std::mem::replace(&mut self.phase, Phase::Exited) {
             Phase::Starting(s) => {
                 s.close(&mut self.ctx);
@@ -715,8 +744,56 @@ impl Pipeline {
         })
     }
 
+    /// An answer to the keeper's request: `None` when it is not one.
+    fn dispatch_keeper(&mut self, input: &Input) -> Option<Next> {
+        let id = match input {
+            Input::HttpDone { id, .. } | Input::HttpFailed { id, .. } => *id,
+            _ => return None,
+        };
+        let keeper = self.keeper.as_mut().filter(|k| k.owns(id))?;
+        let cx = &mut Cx {
+            ctx: &mut self.ctx,
+            env: &self.env,
+            run: &mut self.run,
+        };
+        let news = match input {
+            Input::HttpDone { status, body, .. } => keeper.on_http(
+                cx,
+                id,
+                Reply::Answered {
+                    status: *status,
+                    body,
+                },
+            ),
+            Input::HttpFailed { error, .. } => keeper.on_http(cx, id, Reply::Failed { error }),
+            _ => return None,
+        };
+        Some(self.on_keeper_news(news))
+    }
+
+    /// What the keeper learned, for the phase.
+    fn on_keeper_news(&mut self, news: Result<News, Failure>) -> Next {
+        let news = match news {
+            Ok(News::Nothing) => return Next::Stay,
+            Ok(news) => news,
+            Err(failure) => return Next::Fail(failure),
+        };
+        let (mut cx, phase) = self.cx();
+        let cx = &mut cx;
+        match phase {
+            Phase::Snapshotting(s) => s.on_checkpoint(cx, &news),
+            Phase::Streaming(s) => s.on_checkpoint(cx, &news),
+            Phase::Retracting(s) => s.on_checkpoint(cx, &news),
+            Phase::Stopping(s) => s.on_checkpoint(cx, &news),
+            Phase::Starting(_) | Phase::BackingOff { .. } | Phase::Exited => Next::Stay,
+        }
+    }
+
     fn dispatch(&mut self, input: Input) -> Next {
         if let Some(next) = self.dispatch_monitor(&input) {
+            return next;
+        }
+        if let Some(next) = self.dispatch_keeper(&input) {
             return next;
         }
         let (mut cx, phase) = self.cx();
@@ -836,6 +913,18 @@ impl Pipeline {
                     }
                     Next::Stay
                 }
+                TimerKind::FelderaWatch | TimerKind::Checkpoint => match self.keeper.as_mut() {
+                    Some(keeper) => {
+                        let cx = &mut Cx {
+                            ctx: &mut self.ctx,
+                            env: &self.env,
+                            run: &mut self.run,
+                        };
+                        let news = keeper.on_timer(cx, kind);
+                        self.on_keeper_news(news)
+                    }
+                    None => Next::Stay,
+                },
                 TimerKind::SlotMonitor => {
                     if let Some(monitor) = self.monitor.as_mut() {
                         let cx = &mut Cx {
@@ -895,6 +984,9 @@ impl Pipeline {
         }
         if let Some(monitor) = &self.monitor {
             monitor.arm(&mut timers);
+        }
+        if let Some(keeper) = &self.keeper {
+            keeper.arm(&mut timers, &self.run, now);
         }
         if pending {
             timers.set(TimerKind::NoProgress, self.run.progress.deadline());

@@ -9,6 +9,7 @@
 //! Owns the held streaming session (its status updates keep flowing) and the retraction.
 
 use super::ctx::Ctx;
+use super::durability::News;
 use super::policy::{Failure, FailureKind};
 use super::retraction::{ask_count, read_count_answer, Retracted, Retraction, TableJob};
 use super::streaming::Streaming;
@@ -75,6 +76,11 @@ impl Retracting {
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
         self.streaming.resume_writes(cx);
         self.retraction.resume_writes(cx);
+    }
+
+    /// A checkpoint succeeded (or did not): the stream reports what moved.
+    pub(crate) fn on_checkpoint(&mut self, cx: &mut Cx<'_>, news: &News) -> Next {
+        self.streaming.on_checkpoint(cx, news)
     }
 
     /// The stream, for the phase that follows (streaming again, or stopping).

@@ -376,7 +376,7 @@ impl Retraction {
         let Some(batch) = self.sink.take(seq) else {
             return Ok(Retracted::Waiting);
         };
-        cx.run.progressed(cx.now());
+        cx.run.write_durable(cx.now());
         cx.ctx.note(
             Level::Debug,
             Topic::Retract,

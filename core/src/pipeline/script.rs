@@ -220,6 +220,18 @@ pub struct Script {
     /// Answers the fake servers gave while commands were being executed, fed in order once
     /// the pipeline has no command left.
     replies: VecDeque<Input>,
+    /// Requests to `GET .../stats` are traced (and their deadline shown). Off by default:
+    /// the fake Feldera answers them at once with its incarnation, unseen, so that traces
+    /// about other things do not fill with the keeper's questions every 2 s.
+    watch_visible: bool,
+    /// Requests the trace does not show: traced ids are numbered without them.
+    unseen_ids: std::collections::BTreeSet<HttpId>,
+    /// Feldera's `runtime_config.fault_tolerance.model` (`None`: no fault tolerance).
+    fault_tolerance: Option<String>,
+    /// Checkpoints Feldera was asked for, the tables as each held them (by sequence
+    /// number), and the last that succeeded.
+    checkpoints: Vec<super::fake_feldera::FakeFeldera>,
+    checkpoint_succeeded: Option<u64>,
 }
 
 const SCHEMA_PREFIX: &str = r#"{"name":"p","program_status":"Success","deployment_status":"Running","program_info":{"schema":"#;
@@ -340,7 +352,45 @@ impl Script {
             completed_bodies: Vec::new(),
             wal_end: Lsn::ZERO,
             replies: VecDeque::new(),
+            watch_visible: false,
+            unseen_ids: std::collections::BTreeSet::new(),
+            fault_tolerance: None,
+            checkpoints: Vec::new(),
+            checkpoint_succeeded: None,
         }
+    }
+
+    /// Feldera's pipeline has this fault-tolerance model (`at_least_once`, `exactly_once`),
+    /// as its `runtime_config` says; set before the pipeline reads it.
+    pub fn set_fault_tolerance(&mut self, model: &str) {
+        self.fault_tolerance = Some(model.to_owned());
+        self.schema = self.schema.replacen(
+            "{\"name\":\"p\",",
+            &format!(
+                "{{\"name\":\"p\",\"runtime_config\":{{\"fault_tolerance\":{{\"model\":\"{model}\",\"checkpoint_interval_secs\":60}}}},"
+            ),
+            1,
+        );
+    }
+
+    /// Trace the keeper's `GET .../stats` questions and their deadline from now on.
+    pub fn show_feldera_watch(&mut self) {
+        self.watch_visible = true;
+    }
+
+    /// How a request is shown in the trace: `http#N`, its id less the unseen requests
+    /// allocated before it.
+    fn shown(&self, id: HttpId) -> String {
+        let unseen = self.unseen_ids.range(..id).count() as u64;
+        format!("http#{}", id.0 - unseen)
+    }
+
+    /// `GET .../stats` as Feldera answers it: the current incarnation.
+    fn stats_body(&self) -> String {
+        format!(
+            "{{\"global_metrics\":{{\"state\":\"Running\",\"incarnation_uuid\":\"incarnation-{}\"}}}}",
+            self.incarnation
+        )
     }
 
     /// The fake server reports this `server_version` on connections opened from now on.
@@ -444,7 +494,7 @@ impl Script {
             }
         }
         self.replies.clear();
-        let deadline = self.pipeline.poll_timeout();
+        let deadline = self.shown_deadline();
         if deadline != self.last_deadline {
             if let Some(d) = deadline {
                 let line = format!("         next {} {}", d.at, d.why);
@@ -452,6 +502,21 @@ impl Script {
             }
             self.last_deadline = deadline;
         }
+    }
+
+    /// The earliest deadline the trace shows: the keeper's watch only when it is traced.
+    fn shown_deadline(&self) -> Option<Deadline> {
+        let Machine::Pipeline(pipeline) = &self.pipeline else {
+            return self.pipeline.poll_timeout();
+        };
+        if self.watch_visible || pipeline.ctx.exited() {
+            return pipeline.poll_timeout();
+        }
+        crate::timer::TimerKind::ALL
+            .into_iter()
+            .filter(|kind| *kind != crate::timer::TimerKind::FelderaWatch)
+            .filter_map(|why| pipeline.timers.get(why).map(|at| Deadline { at, why }))
+            .min_by_key(|d| d.at)
     }
 
     fn execute(&mut self, command: Command) {
@@ -525,16 +590,36 @@ impl Script {
         }
     }
 
-    fn on_http(&mut self, id: HttpId, request: HttpRequest) {
+    fn on_http(&mut self, request_id: HttpId, request: HttpRequest) {
+        let id = request_id;
         let at = self.at();
         let path = request
             .url
             .trim_start_matches("http://feldera:8080/v0/pipelines/p");
+        if path == "/stats" {
+            let body = self.stats_body();
+            if !self.watch_visible {
+                self.unseen_ids.insert(id);
+            } else {
+                let shown = self.shown(id);
+                self.note(format!("{at} -> {shown} GET stats"));
+                let incarnation = self.incarnation;
+                self.note(format!("{at} <- {shown} 200 incarnation-{incarnation}"));
+            }
+            self.replies.push_back(Input::HttpDone {
+                id,
+                status: 200,
+                body: Bytes::from(body),
+            });
+            return;
+        }
+        let id_shown = self.shown(id);
+        let id = &id_shown;
         if path.is_empty() {
             self.note(format!("{at} -> {id} GET pipeline"));
             let body = Bytes::from(self.schema.clone());
             self.replies.push_back(Input::HttpDone {
-                id,
+                id: request_id,
                 status: 200,
                 body,
             });
@@ -555,7 +640,7 @@ impl Script {
             format!("{at} -> {id} {} {path}", request.method)
         };
         self.note(line);
-        self.http.push_back((id, request));
+        self.http.push_back((request_id, request));
     }
 
     /// The bodies of the requests waiting for an answer, oldest first (ingress bodies are
@@ -602,7 +687,8 @@ impl Script {
             }
             _ => lines.join(" | "),
         };
-        self.note(format!("{} <- {id} {status} {shown}", self.at()));
+        let id_shown = self.shown(id);
+        self.note(format!("{} <- {id_shown} {status} {shown}", self.at()));
         self.feed(Input::HttpDone {
             id,
             status,
@@ -652,7 +738,8 @@ impl Script {
             .http
             .pop_front()
             .expect("a request waits for an answer");
-        self.note(format!("{} <- {id} failed: {error}", self.at()));
+        let id_shown = self.shown(id);
+        self.note(format!("{} <- {id_shown} failed: {error}", self.at()));
         self.feed(Input::HttpFailed {
             id,
             error: error.to_owned(),
@@ -705,9 +792,13 @@ impl Script {
     /// accepted and not completed is lost, its endpoints are numbered afresh, and tokens of
     /// the earlier incarnation answer 410 from now on (`step`).
     pub fn restart_feldera(&mut self) {
+        self.new_incarnation("empty");
+    }
+
+    fn new_incarnation(&mut self, how: &str) {
         self.incarnation += 1;
         self.note(format!(
-            "{} -- Feldera restarts empty (incarnation {})",
+            "{} -- Feldera restarts {how} (incarnation {})",
             self.at(),
             self.incarnation
         ));
@@ -716,6 +807,24 @@ impl Script {
         self.transaction_open = false;
         self.tokens_in_transaction.clear();
         self.feldera.empty_all();
+    }
+
+    /// Feldera restarts with fault tolerance: like `restart_feldera`, but its tables come
+    /// back as the last successful checkpoint held them (empty without one).
+    pub fn restart_feldera_from_checkpoint(&mut self) {
+        let saved = self
+            .checkpoint_succeeded
+            .and_then(|n| self.checkpoints.get(n as usize - 1).cloned());
+        let how = match self.checkpoint_succeeded {
+            Some(n) => format!("from checkpoint #{n}"),
+            None => "empty (no checkpoint succeeded)".to_owned(),
+        };
+        self.new_incarnation(&how);
+        if let Some(tables) = saved {
+            self.feldera = tables;
+        }
+        self.checkpoints.clear();
+        self.checkpoint_succeeded = None;
     }
 
     pub fn complete(&mut self) {
@@ -760,7 +869,7 @@ impl Script {
                     .nth(1)
                     .map(|t| format!(" {}", self.token_name(t)))
                     .unwrap_or_default();
-                format!("{id} {} {path}{token}", r.method)
+                format!("{} {} {path}{token}", self.shown(*id), r.method)
             })
             .collect()
     }
@@ -799,6 +908,39 @@ impl Script {
                     400,
                     r#"{"message":"This operation requires an active transaction, but none is currently in progress","error_code":"NoTransactionInProgress","details":null}"#,
                 );
+            }
+        } else if request.url.ends_with("/checkpoint") {
+            // Feldera accepts the request either way; a pipeline that cannot checkpoint
+            // reports it as the failure of that sequence number.
+            self.checkpoints.push(self.feldera.clone());
+            let body = format!(
+                "{{\"checkpoint_sequence_number\":{},\"incarnation_uuid\":\"incarnation-{}\"}}",
+                self.checkpoints.len(),
+                self.incarnation
+            );
+            self.answer(200, &body);
+        } else if request.url.contains("/checkpoint_status") {
+            let current = format!("incarnation-{}", self.incarnation);
+            let asked = request.url.split("incarnation_uuid=").nth(1);
+            if asked.is_some_and(|u| u != current) {
+                self.answer(
+                    400,
+                    r#"{"message":"the pipeline restarted since the checkpoint was requested","error_code":"IncarnationUuidMismatch","details":null}"#,
+                );
+            } else if self.fault_tolerance.is_none() {
+                let body = format!(
+                    "{{\"success\":null,\"failure\":{{\"sequence_number\":{},\"error\":\"The pipeline does not support checkpointing because storage is not configured\",\"failed_at\":\"2026-12-02T00:00:00Z\"}}}}",
+                    self.checkpoints.len()
+                );
+                self.answer(200, &body);
+            } else {
+                // Every checkpoint requested so far succeeds now.
+                let done = self.checkpoints.len() as u64;
+                self.checkpoint_succeeded = (done > 0).then_some(done);
+                let success = self
+                    .checkpoint_succeeded
+                    .map_or_else(|| "null".to_owned(), |n| n.to_string());
+                self.answer(200, &format!("{{\"success\":{success},\"failure\":null}}"));
             }
         } else if request.url.contains("/query?") {
             let sql = query_sql(&request.url);

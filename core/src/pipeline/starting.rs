@@ -1,21 +1,24 @@
 //! The Starting phase: one session's replication connection runs the startup conversation
-//! (`startup`) while Feldera is asked for the pipeline's schema and the shell reads the
-//! state file. Once the slot is known, the startup plan (`snapshot::plan`) decides: stream
+//! (`startup`) while Feldera is asked for the pipeline's schema, fault tolerance and
+//! incarnation, and the shell reads the state file. Once the slot is known, the startup plan (`snapshot::plan`) decides: stream
 //! from the slot, create it and stream, or snapshot (record `pending`, drop the old slot,
 //! create one exporting a snapshot) and hand over to the Snapshotting phase.
 //!
 //! Owns the replication connection until the stream opens or the snapshot begins, then
 //! hands it over (with any events that arrived in the same read). Never reads the stream.
 
+use super::durability::Durability;
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
 use super::snapshotting::SnapshotStart;
 use super::startup::{Answer, Ready, Startup, StartupError};
 use super::{Cx, Next};
 use crate::conn::Event;
-use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
+use crate::feldera::{
+    classify_pipeline, classify_stats, FaultTolerance, PipelineOutcome, Reply, StatsOutcome,
+};
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
-use crate::snapshot::plan::{Action, Leftovers, StateRead};
+use crate::snapshot::plan::{Action, FelderaNow, Leftovers, StateRead};
 use crate::snapshot::state::{
     rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, FORMAT_VERSION,
 };
@@ -54,6 +57,12 @@ pub(crate) struct Starting {
     repl: PgLink,
     startup: Startup,
     schema_request: Option<HttpId>,
+    /// `GET .../stats`, for the pipeline's incarnation.
+    stats_request: Option<HttpId>,
+    /// The pipeline's incarnation, once `stats` answered.
+    incarnation: Option<String>,
+    /// The pipeline's fault tolerance or this run's durability changed: say so.
+    describe: bool,
     state_read: Option<StateRead>,
     slot_read: bool,
     decision: Decision,
@@ -105,6 +114,11 @@ impl Starting {
             id: schema_request,
             request: cx.env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
         });
+        let stats_request = cx.ctx.http_id();
+        cx.ctx.push(Command::Http {
+            id: stats_request,
+            request: cx.env.endpoint.stats(super::sink::POLL_TIMEOUT_MS),
+        });
         cx.ctx.push(Command::ReadState {
             path: cx.env.state_path.clone(),
         });
@@ -114,6 +128,9 @@ impl Starting {
             repl,
             startup,
             schema_request: Some(schema_request),
+            stats_request: Some(stats_request),
+            incarnation: None,
+            describe: false,
             state_read: None,
             slot_read: false,
             decision: Decision::Gathering,
@@ -320,17 +337,34 @@ impl Starting {
 
     /// With the slot and the state file known, the plan decides.
     fn decide(&mut self, cx: &mut Cx<'_>) -> Result<(), Failure> {
-        if !self.slot_read || !matches!(self.decision, Decision::Gathering) {
+        if !self.slot_read
+            || !matches!(self.decision, Decision::Gathering)
+            || self.schema_request.is_some()
+        {
             return Ok(());
         }
-        let Some(state) = &self.state_read else {
+        let (Some(state), Some(incarnation)) = (&self.state_read, &self.incarnation) else {
             return Ok(());
         };
         let config = &cx.env.config;
         if let Some(failure) = lost_while_running(cx, self.startup.slot()) {
             return Err(failure);
         }
-        let plan = self.startup.plan(cx.env, state);
+        let seen_before = cx.run.feldera.incarnation.clone();
+        if seen_before.as_ref().is_some_and(|s| s != incarnation) {
+            cx.run.feldera.counts.incarnation_changes += 1;
+        }
+        let feldera = FelderaNow {
+            incarnation,
+            seen_before: seen_before.as_deref(),
+            keeps_state: cx.run.feldera.keeps_state(),
+            on_restart: config.feldera_restart,
+        };
+        let plan = self.startup.plan(cx.env, state, Some(feldera));
+        if self.describe || seen_before.as_ref() != Some(incarnation) {
+            self.describe_feldera(cx, incarnation);
+        }
+        cx.run.feldera.incarnation = Some(incarnation.clone());
         for line in &plan.trace {
             cx.ctx.note(Level::Debug, Topic::Snapshot, line.clone());
         }
@@ -367,6 +401,7 @@ impl Starting {
                     phase: SnapshotPhase::Pending,
                     consistent_point: None,
                     updated_at: Some(rfc3339_utc(cx.ctx.now.wall)),
+                    feldera_incarnation: cx.run.feldera.incarnation.clone(),
                 };
                 cx.ctx.push(Command::WriteState {
                     path: cx.env.state_path.clone(),
@@ -445,6 +480,10 @@ impl Starting {
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
+        if self.stats_request == Some(id) {
+            self.stats_request = None;
+            return self.on_stats(cx, reply);
+        }
         if self.schema_request != Some(id) {
             return Next::Stay;
         }
@@ -452,10 +491,14 @@ impl Starting {
         let pipeline = &cx.env.config.feldera_pipeline;
         let failure = match classify_pipeline(reply) {
             PipelineOutcome::Ready(info) => {
-                return match self.startup.on_schema(cx.ctx, &mut self.repl, info.schema) {
-                    Ok(()) => Next::Stay,
-                    Err(error) => Next::Fail(error.into()),
+                self.know_pipeline(cx, info.fault_tolerance);
+                if let Err(error) = self.startup.on_schema(cx.ctx, &mut self.repl, info.schema) {
+                    return Next::Fail(error.into());
                 }
+                return match self.decide(cx) {
+                    Ok(()) => Next::Stay,
+                    Err(failure) => Next::Fail(failure),
+                };
             }
             PipelineOutcome::NotCompiled { program_status } => Failure::new(
                 FailureKind::FelderaNotReady,
@@ -475,6 +518,96 @@ impl Starting {
             PipelineOutcome::Fatal(e) => Failure::new(
                 FailureKind::FelderaRefused,
                 format!("Feldera refused the pipeline request: {e}"),
+            ),
+        };
+        Next::Fail(failure)
+    }
+
+    /// The pipeline's fault tolerance: how this run acknowledges (`FELDERA_DURABILITY`).
+    /// Decided between sessions, so the ack tracker holds nothing pending.
+    fn know_pipeline(&mut self, cx: &mut Cx<'_>, fault_tolerance: FaultTolerance) {
+        let durability = Durability::resolve(&cx.env.config, fault_tolerance);
+        let facts = &mut cx.run.feldera;
+        let changed =
+            facts.fault_tolerance != Some(fault_tolerance) || facts.durability != Some(durability);
+        facts.fault_tolerance = Some(fault_tolerance);
+        facts.durability = Some(durability);
+        cx.run
+            .ack
+            .set_checkpointing(durability == Durability::Checkpoint);
+        self.describe = changed;
+    }
+
+    /// The startup line about Feldera: its fault tolerance and incarnation, and what that
+    /// means for acknowledgements and restarts.
+    fn describe_feldera(&self, cx: &mut Cx<'_>, incarnation: &str) {
+        let config = &cx.env.config;
+        let (Some(fault_tolerance), Some(durability)) =
+            (cx.run.feldera.fault_tolerance, cx.run.feldera.durability)
+        else {
+            return;
+        };
+        let pipeline = &config.feldera_pipeline;
+        let setting = match config.feldera_durability {
+            crate::config::FelderaDurability::Auto => "auto",
+            crate::config::FelderaDurability::Checkpoint => "checkpoint",
+            crate::config::FelderaDurability::Completion => "completion",
+        };
+        let head = format!(
+            "Feldera pipeline {pipeline}: fault tolerance {}, incarnation {incarnation}; FELDERA_DURABILITY={setting}",
+            fault_tolerance.name()
+        );
+        let (level, line) = match durability {
+            Durability::Checkpoint => (
+                Level::Info,
+                format!(
+                    "{head}: acknowledging what a Feldera checkpoint holds (one every {} s at most while something waits for it)",
+                    config.feldera_checkpoint_interval_secs
+                ),
+            ),
+            Durability::Completion if fault_tolerance.survives_restart() => (
+                Level::Warn,
+                format!(
+                    "{head}: acknowledging on completion, so a Feldera restart loses what completed after its last \
+                     checkpoint, and the slot is already past it (FELDERA_DURABILITY=auto would acknowledge on checkpoints)"
+                ),
+            ),
+            Durability::Completion => (
+                Level::Info,
+                format!(
+                    "{head}: acknowledging on completion; a restart empties the pipeline's tables, and slotline then {}",
+                    match config.feldera_restart {
+                        crate::config::FelderaRestart::Resnapshot => {
+                            "copies every table again (FELDERA_RESTART=resnapshot)"
+                        }
+                        crate::config::FelderaRestart::Exit => "exits 1 (FELDERA_RESTART=exit)",
+                    }
+                ),
+            ),
+        };
+        cx.ctx.log(level, line);
+    }
+
+    /// The pipeline's incarnation (`GET .../stats`).
+    fn on_stats(&mut self, cx: &mut Cx<'_>, reply: Reply<'_>) -> Next {
+        let pipeline = &cx.env.config.feldera_pipeline;
+        let failure = match classify_stats(reply) {
+            StatsOutcome::Incarnation(incarnation) => {
+                self.incarnation = Some(incarnation);
+                return match self.decide(cx) {
+                    Ok(()) => Next::Stay,
+                    Err(failure) => Next::Fail(failure),
+                };
+            }
+            StatsOutcome::Transient(e) => Failure::new(
+                FailureKind::FelderaUnavailable,
+                format!("Feldera unavailable: {e}"),
+            ),
+            StatsOutcome::Fatal(e) => Failure::new(
+                FailureKind::FelderaRefused,
+                format!(
+                    "cannot read Feldera pipeline {pipeline}'s incarnation (GET .../stats): {e}"
+                ),
             ),
         };
         Next::Fail(failure)

@@ -19,7 +19,7 @@ use crate::contract::routes::Route;
 use crate::contract::schema::{Schema, Table};
 use crate::ops::report::Line;
 use crate::pgoutput::Relation;
-use crate::snapshot::plan::{plan_startup, Configured, Plan, StateRead};
+use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRead};
 use crate::snapshot::state::StateRoute;
 use crate::startup::catalog::{self, CatalogError, QualifiedName, Row, SlotInfo};
 use crate::startup::checks::{self, StartupRefusal};
@@ -188,7 +188,12 @@ fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, StartupError> {
 impl Startup {
     /// The startup plan for what this conversation learned (the slot, the system id) and
     /// the state file's contents: what a start does, for `starting` and for `check`.
-    pub(super) fn plan(&self, env: &super::Env, state: &StateRead) -> Plan {
+    pub(super) fn plan(
+        &self,
+        env: &super::Env,
+        state: &StateRead,
+        feldera: Option<FelderaNow<'_>>,
+    ) -> Plan {
         let config = &env.config;
         let routes: Vec<StateRoute> = env.routes.iter().map(StateRoute::of).collect();
         let configured = Configured {
@@ -199,6 +204,7 @@ impl Startup {
             pipeline: &config.feldera_pipeline,
             database: &config.pg.database,
             routes: &routes,
+            feldera,
         };
         plan_startup(state, self.slot(), &configured, self.system_id())
     }

@@ -8,6 +8,7 @@
 //! Owns the streaming session while it drains, and the control connection.
 
 use super::ctx::Ctx;
+use super::durability::News;
 use super::pg::{LinkClosed, PgLink};
 use super::streaming::Streaming;
 use super::{Cx, Next};
@@ -38,6 +39,11 @@ struct Confirm {
 pub(crate) struct Stopping {
     streaming: Streaming,
     confirm: Option<Confirm>,
+    /// With checkpoints: the checkpoint asked for once drained did not succeed; the stop
+    /// ends with what earlier checkpoints hold.
+    checkpoint_given_up: bool,
+    /// With checkpoints: said that the stop waits for one.
+    checkpoint_asked: bool,
 }
 
 impl Stopping {
@@ -51,6 +57,8 @@ impl Stopping {
         let mut stopping = Stopping {
             streaming,
             confirm: None,
+            checkpoint_given_up: false,
+            checkpoint_asked: false,
         };
         let next = stopping.advance(cx);
         (stopping, next)
@@ -92,6 +100,25 @@ impl Stopping {
         if !self.streaming.drained() {
             return self.streaming.drain_step(cx);
         }
+        // With checkpoints, what was drained is acknowledged once a checkpoint holds it.
+        if cx.run.feldera.checkpointing()
+            && cx.run.ack.complete() > cx.run.ack.flush()
+            && cx.run.ack.unsaved()
+            && !self.checkpoint_given_up
+        {
+            cx.run.feldera.checkpoint_wanted = true;
+            if !self.checkpoint_asked {
+                self.checkpoint_asked = true;
+                cx.ctx.log(
+                    Level::Info,
+                    format!(
+                        "stopping: waiting for a Feldera checkpoint to hold everything complete up to {}",
+                        cx.run.ack.complete()
+                    ),
+                );
+            }
+            return Next::Stay;
+        }
         let target = cx.run.ack.flush();
         if self.streaming.reported() != Some(target) {
             if let Err(next) = self.streaming.send_status(cx) {
@@ -116,6 +143,17 @@ impl Stopping {
             last_seen: None,
         });
         Next::Stay
+    }
+
+    /// The stop's checkpoint (or another) succeeded or failed: move the stop on.
+    pub(crate) fn on_checkpoint(&mut self, cx: &mut Cx<'_>, news: &News) -> Next {
+        if self.confirm.is_some() {
+            return Next::Stay;
+        }
+        if *news == News::NotSaved {
+            self.checkpoint_given_up = true;
+        }
+        self.advance(cx)
     }
 
     fn then_advance(&mut self, cx: &mut Cx<'_>, next: Next) -> Next {

@@ -23,6 +23,7 @@
 //! flush position may move; this phase reports it.
 
 use super::ctx::Ctx;
+use super::durability::News;
 use super::feldera_txn::{FelderaTxn, TxnStep};
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
@@ -201,6 +202,18 @@ impl Streaming {
         self.sink.resume(cx.ctx, &cx.env.endpoint);
     }
 
+    /// A checkpoint succeeded (or did not): report a flush position that moved.
+    pub(crate) fn on_checkpoint(&mut self, cx: &mut Cx<'_>, news: &News) -> Next {
+        if *news != News::Saved || self.reported == Some(cx.run.ack.flush()) {
+            return Next::Stay;
+        }
+        cx.run.progress.on_progress(cx.ctx.now.mono);
+        match self.send_status(cx) {
+            Ok(()) => Next::Stay,
+            Err(next) => next,
+        }
+    }
+
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
         timers.set(TimerKind::StatusInterval, self.status.next_at());
         if self.can_send() {
@@ -374,7 +387,7 @@ impl Streaming {
         if idle && !ack.in_transaction() && ack.pending_commits() == 0 {
             self.caught_up = true;
         }
-        let before = ack.flush();
+        let before = ack.complete();
         if let Some(advance) = ack.on_keepalive(keepalive.wal_end, idle) {
             cx.run.progress.on_progress(cx.ctx.now.mono);
             note_advance(cx, before, advance);
@@ -483,7 +496,7 @@ impl Streaming {
 
     fn on_commit(&mut self, cx: &mut Cx<'_>, end_lsn: Lsn) -> Step {
         self.in_source_tx = false;
-        let before = cx.run.ack.flush();
+        let before = cx.run.ack.complete();
         if let Some(advance) = cx.run.ack.on_commit(end_lsn, self.outbox.seq_for_commit()) {
             cx.run.progress.on_progress(cx.ctx.now.mono);
             note_advance(cx, before, advance);
@@ -784,7 +797,7 @@ impl Streaming {
         let Some(batch) = self.sink.take(seq) else {
             return Ok(());
         };
-        cx.run.progressed(cx.ctx.now.mono);
+        cx.run.write_durable(cx.ctx.now.mono);
         cx.run
             .report
             .on_batch_durable(batch.completion_wait_us(cx.now()));
@@ -802,7 +815,7 @@ impl Streaming {
         if cx.crash_at(CrashPoint::AfterComplete) {
             return Err(Next::Crash(CrashPoint::AfterComplete));
         }
-        cx.run.progressed(cx.ctx.now.mono);
+        cx.run.write_durable(cx.ctx.now.mono);
         cx.ctx.note(
             Level::Debug,
             Topic::Batch,
@@ -822,7 +835,7 @@ impl Streaming {
         cx: &mut Cx<'_>,
         batches: std::ops::RangeInclusive<BatchSeq>,
     ) -> Step {
-        let before = cx.run.ack.flush();
+        let before = cx.run.ack.complete();
         let mut advanced = None;
         for seq in batches {
             advanced = cx.run.ack.on_batch_durable(seq).or(advanced);
@@ -964,10 +977,11 @@ fn note_advance(cx: &mut Cx<'_>, before: Lsn, advance: Advance) {
             format!("idle keepalive at {wal_end}: nothing open, buffered or in flight")
         }
     };
-    let flush = cx.run.ack.flush();
-    cx.ctx.note(
-        Level::Debug,
-        Topic::Ack,
-        format!("flush {before} -> {flush}: {why}"),
-    );
+    let (flush, complete) = (cx.run.ack.flush(), cx.run.ack.complete());
+    let line = if cx.run.ack.checkpointing() && complete != flush {
+        format!("complete {before} -> {complete}: {why}; flush stays {flush} until a Feldera checkpoint holds it")
+    } else {
+        format!("flush {before} -> {flush}: {why}")
+    };
+    cx.ctx.note(Level::Debug, Topic::Ack, line);
 }

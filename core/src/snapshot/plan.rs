@@ -18,13 +18,21 @@
 //! | complete, another system id, database, pipeline or set of routes | any | drop any slot, copy, retract leftovers |
 //! | complete | absent | the WAL since the last acknowledgement may be gone: copy, retract leftovers |
 //! | complete | lost, or confirmed before the consistent point | drop it, copy, retract leftovers |
+//! | complete, Feldera restarted without fault tolerance since | any | copy again, retract leftovers (`FELDERA_RESTART=resnapshot`), or refuse (`exit`) |
 //! | complete | present | stream from the slot |
 //!
 //! `never` ignores the state file: it creates an absent slot with `SNAPSHOT 'nothing'`,
 //! streams from a present one, and refuses a lost one (it has no copy to repair it with).
+//! A Feldera pipeline that restarted without fault tolerance is only warned about (or,
+//! with `FELDERA_RESTART=exit`, refused): `never` has no copy to seed it with.
+//!
+//! "Restarted without fault tolerance" compares the incarnation the copy was written to
+//! (recorded in the state file, else the one an earlier session of this run saw) with the
+//! pipeline's incarnation now: another one, on a pipeline whose restarts do not resume from
+//! a checkpoint, came back with empty tables.
 
 use super::state::{SnapshotPhase, StateError, StateFile, StateRoute};
-use crate::config::SnapshotMode;
+use crate::config::{FelderaRestart, SnapshotMode};
 use crate::startup::catalog::SlotInfo;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -50,6 +58,23 @@ pub struct Configured<'a> {
     pub pipeline: &'a str,
     pub database: &'a str,
     pub routes: &'a [StateRoute],
+    /// The Feldera pipeline as this start found it (`None`: not known).
+    pub feldera: Option<FelderaNow<'a>>,
+}
+
+/// The Feldera pipeline now, and what the run knew of it before.
+#[derive(Clone, Copy, Debug)]
+pub struct FelderaNow<'a> {
+    /// `global_metrics.incarnation_uuid` now.
+    pub incarnation: &'a str,
+    /// The incarnation an earlier session of this run saw (the state file's takes
+    /// precedence).
+    pub seen_before: Option<&'a str>,
+    /// A restart resumes from the last checkpoint (fault tolerance): it does not empty the
+    /// tables.
+    pub keeps_state: bool,
+    /// `FELDERA_RESTART`.
+    pub on_restart: FelderaRestart,
 }
 
 /// What to do about rows a Feldera table may hold that the copy will not carry.
@@ -258,12 +283,56 @@ impl Planner<'_> {
                 ))
             }
             Some(slot) => {
+                if let Some(lost) = self.feldera_lost(None) {
+                    self.trace.push(format!(
+                        "mode never + Feldera {lost}: its tables are empty, and there is nothing to copy them again with"
+                    ));
+                    if let Some(refusal) = self.refuse_on_restart(&lost) {
+                        return refusal;
+                    }
+                    self.warnings.push(format!(
+                        "Feldera pipeline {} {lost}: its tables lost what slotline delivered, and SNAPSHOT_MODE=never \
+                         cannot copy it again; start with SNAPSHOT_MODE=initial (with the state file deleted) to re-seed it",
+                        self.configured.pipeline
+                    ));
+                }
                 self.warn_if_unreserved(slot);
                 self.trace
                     .push("mode never + slot present: stream from it".to_owned());
                 Action::StreamOnly { create_slot: false }
             }
         }
+    }
+
+    /// "restarted without fault tolerance (incarnation A -> B)" when the pipeline's tables
+    /// were emptied since the copy (the state file's incarnation) or since an earlier
+    /// session of this run saw it.
+    fn feldera_lost(&self, file: Option<&StateFile>) -> Option<String> {
+        let feldera = self.configured.feldera?;
+        let before = file
+            .and_then(|f| f.feldera_incarnation.as_deref())
+            .or(feldera.seen_before)?;
+        (before != feldera.incarnation && !feldera.keeps_state).then(|| {
+            format!(
+                "restarted without fault tolerance (incarnation {before} -> {})",
+                feldera.incarnation
+            )
+        })
+    }
+
+    /// `FELDERA_RESTART=exit`: the refusal, naming what happened and what to do.
+    fn refuse_on_restart(&mut self, lost: &str) -> Option<Action> {
+        if self.configured.feldera?.on_restart != FelderaRestart::Exit {
+            return None;
+        }
+        self.trace
+            .push("FELDERA_RESTART=exit: refuse instead of copying again".to_owned());
+        Some(Action::Refuse(format!(
+            "Feldera pipeline {} {lost}: its tables no longer hold what slotline delivered, and the slot is past it. \
+             FELDERA_RESTART=exit stops here: start with FELDERA_RESTART=resnapshot to copy every table again \
+             (or delete {} to do the same)",
+            self.configured.pipeline, self.configured.state_path
+        )))
     }
 
     /// `SNAPSHOT_MODE=initial` (and `inconsistent`, which differs only in execution).
@@ -399,6 +468,20 @@ impl Planner<'_> {
             return self.recopy();
         };
         if lost || self.slot_older_than_copy(slot, file) {
+            return self.recopy();
+        }
+        if let Some(restarted) = self.feldera_lost(Some(file)) {
+            self.trace.push(format!(
+                "state complete + Feldera {restarted}: its tables are empty: {}copy again, retract leftovers",
+                self.drop_clause()
+            ));
+            if let Some(refusal) = self.refuse_on_restart(&restarted) {
+                return refusal;
+            }
+            self.warnings.push(format!(
+                "Feldera pipeline {} {restarted}: its tables lost what slotline delivered; {RECOPY} (FELDERA_RESTART=resnapshot)",
+                self.configured.pipeline
+            ));
             return self.recopy();
         }
         self.warn_if_unreserved(slot);

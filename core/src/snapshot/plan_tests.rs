@@ -39,6 +39,7 @@ fn configured(mode: SnapshotMode, routes: &[StateRoute]) -> Configured<'_> {
         pipeline: "shop",
         database: "app",
         routes,
+        feldera: None,
     }
 }
 
@@ -54,6 +55,7 @@ fn state(phase: SnapshotPhase) -> StateFile {
         phase,
         consistent_point: Some(Lsn(0x1A0)),
         updated_at: Some("2024-02-29T12:34:56Z".into()),
+        feldera_incarnation: None,
     }
 }
 
@@ -504,6 +506,7 @@ fn file(same: [bool; 6], complete: bool, point: Option<u64>) -> StateFile {
         },
         consistent_point: point.map(Lsn),
         updated_at: None,
+        feldera_incarnation: None,
     }
 }
 

@@ -18,7 +18,7 @@ pub const FORMAT_VERSION: u32 = 1;
 /// What a state file holds, for error messages.
 const FIELDS: &str = "version, system_id, database, slot, publication, pipeline, \
 routes [{source, target}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
-updated_at (text, or null)";
+updated_at (text, or null), and optionally feldera_incarnation (text)";
 
 /// Whether the copy recorded by a state file finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +93,11 @@ pub struct StateFile {
     /// When the file was written, as `rfc3339_utc` renders it. Informational only.
     #[serde(deserialize_with = "present")]
     pub updated_at: Option<String>,
+    /// The Feldera pipeline's incarnation (`global_metrics.incarnation_uuid`) the copy was
+    /// written to. Without fault tolerance, another incarnation means the tables the copy
+    /// seeded are gone. Absent in files written before slotline recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feldera_incarnation: Option<String>,
 }
 
 /// Refuses a missing key even for an `Option` (serde would otherwise read it as null).

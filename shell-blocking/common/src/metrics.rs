@@ -225,6 +225,46 @@ impl Collector for StatusMetrics {
             "WAL position acknowledged to PostgreSQL as durable in Feldera (bytes)",
             lsn(status.flush),
         )?;
+        gauge(
+            e,
+            "slotline_complete_lsn",
+            "WAL position Feldera completed (processed); with FELDERA_DURABILITY=checkpoint the flush waits for a checkpoint to hold it (bytes)",
+            lsn(status.complete),
+        )?;
+        gauge(
+            e,
+            "slotline_checkpoint_lag_bytes",
+            "From the acknowledged position to what Feldera completed: WAL kept until a checkpoint holds it (bytes)",
+            status.complete.saturating_distance_from(status.flush) as f64,
+        )?;
+        let checkpoints = &status.checkpoints;
+        counter(
+            e,
+            "slotline_checkpoints_requested",
+            "Feldera checkpoints requested",
+            checkpoints.requested,
+        )?;
+        counter(
+            e,
+            "slotline_checkpoints_succeeded",
+            "Feldera checkpoints that succeeded",
+            checkpoints.succeeded,
+        )?;
+        counter(e, "slotline_checkpoints_failed", "Feldera checkpoints that failed, were refused for now or timed out (nothing acknowledged for them)", checkpoints.failed)?;
+        counter(
+            e,
+            "slotline_feldera_incarnation_changes",
+            "New incarnations of the Feldera pipeline (restarts) this run saw",
+            checkpoints.incarnation_changes,
+        )?;
+        if let Some(saved) = checkpoints.last_saved {
+            gauge(
+                e,
+                "slotline_checkpoint_age_seconds",
+                "Time since the newest Feldera checkpoint slotline acknowledged with succeeded",
+                now.since(saved) as f64 / 1e6,
+            )?;
+        }
         if let Some(slot) = &status.slot {
             gauge(
                 e,
@@ -375,6 +415,7 @@ mod tests {
             sessions: 1,
             streaming: true,
             flush: slotline_core::Lsn(1),
+            complete: slotline_core::Lsn(1),
             received: slotline_core::Lsn(1),
             buffered_rows: 0,
             batch_in_flight: None,
@@ -388,6 +429,7 @@ mod tests {
             last_progress: slotline_core::time::Mono(0),
             progress_deadline: slotline_core::time::Mono(progress_deadline),
             pending_work: true,
+            checkpoints: Default::default(),
         }
     }
 
@@ -432,6 +474,7 @@ mod tests {
             sessions: 3,
             streaming: true,
             flush: slotline_core::Lsn(0x200),
+            complete: slotline_core::Lsn(0x280),
             received: slotline_core::Lsn(0x300),
             buffered_rows: 5,
             batch_in_flight: Some(4),
@@ -448,8 +491,34 @@ mod tests {
             last_progress: slotline_core::time::Mono(0),
             progress_deadline: slotline_core::time::Mono(u64::MAX),
             pending_work: false,
+            checkpoints: slotline_core::pipeline::CheckpointCounts {
+                requested: 4,
+                succeeded: 3,
+                failed: 1,
+                incarnation_changes: 2,
+                last_saved: Some(slotline_core::time::Mono(0)),
+            },
         };
         let text = render(Some(status), Clock::start()).unwrap();
+        assert_eq!(sample("slotline_complete_lsn", &text), Some(640.0));
+        assert_eq!(sample("slotline_checkpoint_lag_bytes", &text), Some(128.0));
+        assert_eq!(
+            sample("slotline_checkpoints_requested_total", &text),
+            Some(4.0)
+        );
+        assert_eq!(
+            sample("slotline_checkpoints_succeeded_total", &text),
+            Some(3.0)
+        );
+        assert_eq!(
+            sample("slotline_checkpoints_failed_total", &text),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample("slotline_feldera_incarnation_changes_total", &text),
+            Some(2.0)
+        );
+        assert!(sample("slotline_checkpoint_age_seconds", &text).is_some());
         assert_eq!(sample("slotline_flushed_lsn", &text), Some(512.0));
         assert_eq!(sample("slotline_received_lsn", &text), Some(768.0));
         assert_eq!(sample("slotline_rows_sent_total", &text), Some(11.0));

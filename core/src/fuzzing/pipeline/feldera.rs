@@ -206,6 +206,8 @@ pub(super) enum Answer {
 pub(super) struct FakeFeldera {
     /// Requests not answered yet, with whether a restart cut them off.
     waiting: Vec<(HttpId, Waiting, bool)>,
+    /// `GET .../stats` questions, answered at once (`take_stats`).
+    stats_questions: std::collections::VecDeque<HttpId>,
     accepted_mode: bool,
     incarnation: u32,
     /// The endpoint of each table this incarnation has seen: its index.
@@ -262,6 +264,10 @@ impl FakeFeldera {
     /// posting to a table it does not have, is a pipeline bug, reported as an error.
     pub(super) fn request(&mut self, id: HttpId, request: HttpRequest) -> Result<(), String> {
         let path = request.url.strip_prefix(PIPELINE_URL).unwrap_or("?");
+        if path == "/stats" {
+            self.stats_questions.push_back(id);
+            return Ok(());
+        }
         let waiting = if path.is_empty() {
             Waiting::Pipeline
         } else if let Some(rest) = path.strip_prefix("/ingress/") {
@@ -299,6 +305,18 @@ impl FakeFeldera {
     /// Whether any request waits for an answer.
     pub(super) fn busy(&self) -> bool {
         !self.waiting.is_empty()
+    }
+
+    /// The answer to the oldest `GET .../stats` not answered yet: the incarnation. Stats
+    /// questions are answered at once, like the server's own reads (a restart still shows
+    /// as a new incarnation in the next answer).
+    pub(super) fn take_stats(&mut self) -> Option<(HttpId, String)> {
+        let id = self.stats_questions.pop_front()?;
+        let body = format!(
+            "{{\"global_metrics\":{{\"state\":\"Running\",\"incarnation_uuid\":\"incarnation-{}\"}}}}",
+            self.incarnation
+        );
+        Some((id, body))
     }
 
     /// Up to `n` more records of one uploading request (`pick` modulo how many upload) land

@@ -459,6 +459,12 @@ impl Harness {
                 }
             } else if let Some(input) = self.state_answers.pop_front() {
                 self.feed(input);
+            } else if let Some((id, body)) = self.feldera.take_stats() {
+                self.feed(Input::HttpDone {
+                    id,
+                    status: 200,
+                    body: Bytes::from(body),
+                });
             } else if let Some((conn, bytes)) = self.pg.take_auto() {
                 self.judge_keepalives();
                 self.feed(Input::PgBytes {

@@ -22,6 +22,7 @@ mod leftovers;
 mod workers;
 
 use super::ctx::Ctx;
+use super::durability::News;
 use super::pg::PgLink;
 use super::policy::{Failure, FailureKind};
 use super::retraction::{ask_count, Retraction};
@@ -96,6 +97,9 @@ enum Stage {
     Preparing,
     /// Ranges are copied and sent.
     Copying,
+    /// With checkpoints: everything is durable and verified; waiting until a Feldera
+    /// checkpoint holds it before the state file may say `complete`.
+    Checkpointing,
     /// `inconsistent`: everything is durable; the slot is being created now.
     CreatingSlot,
     /// Everything is copied and durable: Feldera's counts of the retracted tables are being
@@ -541,7 +545,7 @@ impl Snapshotting {
         let Some(batch) = self.sink.take(seq) else {
             return Ok(());
         };
-        cx.run.progressed(cx.now());
+        cx.run.write_durable(cx.now());
         for (route, rows) in self.batch_rows.remove(&seq).unwrap_or_default() {
             self.progress.on_durable(route, rows);
         }
@@ -613,11 +617,41 @@ impl Snapshotting {
         self.maybe_finish(cx)
     }
 
-    /// Once the counts agree: the crash point, then `complete`.
+    /// Once the counts agree: the crash point, a checkpoint when acknowledgements wait for
+    /// one, then `complete`.
     fn finish(&mut self, cx: &mut Cx<'_>) -> Step {
         if cx.crash_at(CrashPoint::SnapshotBeforeComplete) {
             return Err(Next::Crash(CrashPoint::SnapshotBeforeComplete));
         }
+        if cx.run.feldera.checkpointing() && cx.run.ack.unsaved() {
+            // A Feldera restart resumes from its last checkpoint: a copy recorded
+            // `complete` before one holds it could be lost with nothing left to repair it.
+            self.stage = Stage::Checkpointing;
+            cx.run.feldera.checkpoint_wanted = true;
+            cx.ctx.note(
+                Level::Info,
+                Topic::Snapshot,
+                "copy verified; waiting for a Feldera checkpoint to hold it before recording it complete",
+            );
+            return Ok(());
+        }
+        self.after_checkpoint(cx)
+    }
+
+    /// A checkpoint succeeded (or did not) while the copy waits for one.
+    pub(crate) fn on_checkpoint(&mut self, cx: &mut Cx<'_>, news: &News) -> Next {
+        if self.stage != Stage::Checkpointing {
+            return Next::Stay;
+        }
+        if *news == News::Saved && !cx.run.ack.unsaved() {
+            return next_of(self.after_checkpoint(cx));
+        }
+        // Not yet everything (or it failed): the keeper asks again.
+        cx.run.feldera.checkpoint_wanted = true;
+        Next::Stay
+    }
+
+    fn after_checkpoint(&mut self, cx: &mut Cx<'_>) -> Step {
         if self.start.snapshot.is_none() {
             let Some(command) = catalog::create_slot_command(&cx.env.config.slot, false) else {
                 return fail(

@@ -16,6 +16,7 @@ macro_rules! rule {
 mod acks;
 mod batching;
 mod changes;
+mod durability;
 mod feldera_answers;
 mod idle_properties;
 mod ops;
