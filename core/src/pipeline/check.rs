@@ -323,6 +323,12 @@ impl Check {
                     "feldera",
                     format!("pipeline {pipeline} at {url} has a compiled program"),
                 ));
+                let (warn, verdict) =
+                    super::durability::verdict(&self.env.config, info.fault_tolerance);
+                lines.push(match warn {
+                    true => Line::warn("feldera durability", verdict),
+                    false => Line::ok("feldera durability", verdict),
+                });
                 let status = info.deployment_status.as_deref().unwrap_or("unknown");
                 lines.push(if status == "Running" {
                     Line::ok("feldera pipeline", "Running")

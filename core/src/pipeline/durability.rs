@@ -72,6 +72,48 @@ impl Durability {
     }
 }
 
+/// What `FELDERA_DURABILITY` means for a pipeline with this fault tolerance, in one line
+/// for `check` and `status`: whether it deserves a warning, and the words.
+pub(crate) fn verdict(config: &Config, fault_tolerance: FaultTolerance) -> (bool, String) {
+    let durability = Durability::resolve(config, fault_tolerance);
+    let model = fault_tolerance.name();
+    let copy_again = match (config.feldera_restart, config.snapshot_mode) {
+        (crate::config::FelderaRestart::Exit, _) => "slotline then exits 1 (FELDERA_RESTART=exit)",
+        (_, crate::config::SnapshotMode::Never) => {
+            "and SNAPSHOT_MODE=never cannot copy the tables again: they stay empty until re-seeded"
+        }
+        _ => "slotline then copies every table again (FELDERA_RESTART=resnapshot)",
+    };
+    match (fault_tolerance.survives_restart(), durability) {
+        (true, Durability::Checkpoint) => (
+            false,
+            format!(
+                "fault tolerance {model}: acknowledging what a Feldera checkpoint holds, so a restart loses nothing the slot passed"
+            ),
+        ),
+        (true, Durability::Completion) => (
+            true,
+            format!(
+                "fault tolerance {model}, but FELDERA_DURABILITY=completion: a Feldera restart loses what completed after \
+                 its last checkpoint, and the slot is already past it; use FELDERA_DURABILITY=auto"
+            ),
+        ),
+        (false, Durability::Completion) => (
+            false,
+            format!(
+                "fault tolerance none: acknowledging on completion; a Feldera restart empties the pipeline's tables, {copy_again}"
+            ),
+        ),
+        (false, Durability::Checkpoint) => (
+            true,
+            format!(
+                "fault tolerance none, but FELDERA_DURABILITY=checkpoint: checkpoints need storage, and a restart still \
+                 empties the tables ({copy_again})"
+            ),
+        ),
+    }
+}
+
 /// Checkpoint and restart counters, for metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CheckpointCounts {

@@ -184,6 +184,10 @@ pub struct Inspect {
     slot_fact: serde_json::Value,
     pipeline_request: HttpId,
     feldera_lines: Option<Vec<Line>>,
+    /// `GET .../stats`: the pipeline's incarnation.
+    stats_request: HttpId,
+    incarnation_line: Option<Line>,
+    incarnation: Option<String>,
     feldera_fact: serde_json::Value,
     state_line: Option<Line>,
 }
@@ -208,6 +212,11 @@ impl Inspect {
             id: pipeline_request,
             request: env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
         });
+        let stats_request = ctx.http_id();
+        ctx.push(Command::Http {
+            id: stats_request,
+            request: env.endpoint.stats(super::sink::POLL_TIMEOUT_MS),
+        });
         ctx.push(Command::ReadState {
             path: env.state_path.clone(),
         });
@@ -221,6 +230,9 @@ impl Inspect {
             slot_fact: serde_json::Value::Null,
             pipeline_request,
             feldera_lines: None,
+            stats_request,
+            incarnation_line: None,
+            incarnation: None,
             feldera_fact: serde_json::Value::Null,
             state_line: None,
         })
@@ -349,10 +361,19 @@ impl Inspect {
                     .program_status
                     .clone()
                     .unwrap_or_else(|| "unknown".into());
-                self.feldera_fact = json!({"pipeline": pipeline, "deployment_status": status, "program_status": program});
+                let (_, verdict) =
+                    super::durability::verdict(&self.env.config, info.fault_tolerance);
+                self.feldera_fact = json!({
+                    "pipeline": pipeline,
+                    "deployment_status": status,
+                    "program_status": program,
+                    "fault_tolerance": info.fault_tolerance.name(),
+                });
                 Line::info(
                     "feldera",
-                    format!("pipeline {pipeline}: deployment {status}, program {program}"),
+                    format!(
+                        "pipeline {pipeline}: deployment {status}, program {program}; {verdict}"
+                    ),
                 )
             }
             PipelineOutcome::NotCompiled { program_status } => {
@@ -405,13 +426,32 @@ impl Inspect {
         });
     }
 
+    fn on_stats(&mut self, reply: Reply<'_>) {
+        let pipeline = &self.env.config.feldera_pipeline;
+        self.incarnation_line = Some(match crate::feldera::classify_stats(reply) {
+            crate::feldera::StatsOutcome::Incarnation(incarnation) => {
+                let line = Line::info(
+                    "feldera incarnation",
+                    format!("pipeline {pipeline} runs as incarnation {incarnation}"),
+                );
+                self.incarnation = Some(incarnation);
+                line
+            }
+            crate::feldera::StatsOutcome::Transient(e) | crate::feldera::StatsOutcome::Fatal(e) => {
+                Line::warn("feldera incarnation", format!("cannot read it: {e}"))
+            }
+        });
+    }
+
     fn finish_if_ready(&mut self) {
         if self.ctx.exited() {
             return;
         }
         let timed_out = self.ctx.now.mono >= self.deadline;
-        let ready =
-            self.pg_lines.is_some() && self.feldera_lines.is_some() && self.state_line.is_some();
+        let ready = self.pg_lines.is_some()
+            && self.feldera_lines.is_some()
+            && self.incarnation_line.is_some()
+            && self.state_line.is_some();
         if !ready && !timed_out {
             return;
         }
@@ -431,6 +471,16 @@ impl Inspect {
         }
         for line in self.feldera_lines.take().unwrap_or_else(|| late("feldera")) {
             report.push(line);
+        }
+        report.push(
+            self.incarnation_line
+                .take()
+                .unwrap_or_else(|| Line::warn("feldera incarnation", "not read in time")),
+        );
+        if let (Some(incarnation), Some(fact)) =
+            (self.incarnation.take(), self.feldera_fact.as_object_mut())
+        {
+            fact.insert("incarnation".into(), json!(incarnation));
         }
         report.push(
             self.state_line
@@ -468,6 +518,15 @@ impl Driver for Inspect {
             }
             Input::HttpFailed { id, error } if id == self.pipeline_request => {
                 self.on_pipeline(Reply::Failed { error: &error });
+            }
+            Input::HttpDone { id, status, body } if id == self.stats_request => {
+                self.on_stats(Reply::Answered {
+                    status,
+                    body: &body,
+                });
+            }
+            Input::HttpFailed { id, error } if id == self.stats_request => {
+                self.on_stats(Reply::Failed { error: &error });
             }
             Input::StateRead { contents } => self.on_state(contents),
             // Interrupted: report what is known now.
