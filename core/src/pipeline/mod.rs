@@ -1026,6 +1026,7 @@ fn earlier_write_ended(
     if left > 0 {
         return Next::Stay;
     }
+    cx.ctx.release_queries(&cx.env.endpoint, &write.segment);
     match phase {
         Phase::Snapshotting(s) => s.resume_writes(cx),
         Phase::Streaming(s) => s.resume_writes(cx),

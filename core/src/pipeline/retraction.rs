@@ -149,7 +149,8 @@ impl Retraction {
         let http = cx.ctx.http_id();
         let endpoint = &cx.env.endpoint;
         let request = endpoint.query(&query.sql, super::sink::POLL_TIMEOUT_MS);
-        cx.ctx.push_table_request(endpoint, http, request);
+        let segment = job.keys.table.url_segment();
+        cx.ctx.push_table_query(endpoint, http, request, &segment);
         self.step = Step::Query { http, query };
     }
 
@@ -411,7 +412,8 @@ pub(crate) fn ask_count(cx: &mut Cx<'_>, plan: &KeyPlan) -> HttpId {
     let http = cx.ctx.http_id();
     let endpoint = &cx.env.endpoint;
     let request = endpoint.query(&count_query(plan), super::sink::POLL_TIMEOUT_MS);
-    cx.ctx.push_table_request(endpoint, http, request);
+    cx.ctx
+        .push_table_query(endpoint, http, request, &plan.table.url_segment());
     http
 }
 

@@ -13,9 +13,18 @@
 //! ends. The wait is bounded by the old request's timeout (`sink::INGRESS_TIMEOUT_MS`),
 //! which the shell enforces.
 //!
-//! Owns: the ledger. Never decides what a request means for a batch (see `sink`).
+//! Reading a table has the same hazard: a retraction that reads a table's keys (or counts
+//! its rows) while such a request still uploads would miss the rows that land afterwards,
+//! delete too little, and acknowledge a TRUNCATE whose table is not empty. So a query of a
+//! table's data waits the same way ([`Ctx::push_table_query`]): it is parked here and sent
+//! when the last such request to its table ends.
+//!
+//! Owns: the ledger and the parked queries. Never decides what a request means for a batch
+//! (see `sink`).
 
-use crate::io::HttpId;
+use super::ctx::Ctx;
+use crate::feldera::{FelderaEndpoint, HttpRequest};
+use crate::io::{HttpId, Level, Topic};
 use std::collections::BTreeMap;
 
 /// One ingress request out.
@@ -33,6 +42,8 @@ pub(crate) struct Writes {
     out: BTreeMap<HttpId, Write>,
     /// Tables whose wait was already logged in this session.
     noted: Vec<String>,
+    /// Queries of this session waiting for a table's earlier requests to end.
+    parked: Vec<(String, HttpId, HttpRequest)>,
 }
 
 impl Writes {
@@ -40,6 +51,22 @@ impl Writes {
     pub(crate) fn start_session(&mut self, session: u32) {
         self.session = session;
         self.noted.clear();
+        // Parked queries of the ended session were never sent; nobody waits for them.
+        self.parked.clear();
+    }
+
+    /// The queries parked for `segment`, once no earlier request to it is out.
+    pub(crate) fn release(&mut self, segment: &str) -> Vec<(HttpId, HttpRequest)> {
+        if self.blocks(segment) > 0 {
+            return Vec::new();
+        }
+        let (go, stay) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|(s, _, _)| s == segment);
+        self.parked = stay;
+        go.into_iter()
+            .map(|(_, id, request)| (id, request))
+            .collect()
     }
 
     /// An ingress request to `segment` was handed to the shell.
@@ -82,6 +109,42 @@ impl Writes {
         }
         self.noted.push(segment.to_owned());
         true
+    }
+}
+
+impl Ctx {
+    /// Sends a query of the data of the table at `segment`, or parks it while an ingress
+    /// request of an earlier session to that table is still out (see the module docs).
+    pub(crate) fn push_table_query(
+        &mut self,
+        endpoint: &FelderaEndpoint,
+        id: HttpId,
+        request: HttpRequest,
+        segment: &str,
+    ) {
+        let earlier = self.writes.blocks(segment);
+        if earlier == 0 {
+            return self.push_table_request(endpoint, id, request);
+        }
+        if self.writes.first_wait(segment) {
+            self.note(
+                Level::Info,
+                Topic::Batch,
+                format!(
+                    "{segment}: waiting until {earlier} ingress request(s) of an ended session end before reading it \
+                     (their records may still land; each ends within its {} s timeout)",
+                    super::sink::INGRESS_TIMEOUT_MS / 1000
+                ),
+            );
+        }
+        self.writes.parked.push((segment.to_owned(), id, request));
+    }
+
+    /// The last earlier request to `segment` ended: its parked queries go out.
+    pub(crate) fn release_queries(&mut self, endpoint: &FelderaEndpoint, segment: &str) {
+        for (id, request) in self.writes.release(segment) {
+            self.push_table_request(endpoint, id, request);
+        }
     }
 }
 

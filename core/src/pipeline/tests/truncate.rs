@@ -308,3 +308,56 @@ fn a_truncate_first_in_its_session_settles_a_feldera_transaction_left_open_befor
         trace
     );
 }
+
+#[test]
+fn a_truncate_reads_a_table_only_after_an_ended_sessions_request_to_it_ended() {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "10")]);
+    // Session 1 reads tx 700's insert; the linger cuts it into a batch and posts it.
+    s.wal(
+        "tx 700 (begin, insert users 1)",
+        &[
+            begin(0x2100, 700),
+            insert(0x2010, 16384, &[Some("1"), Some("n"), None]),
+        ],
+    );
+    s.advance(10);
+    assert_eq!(
+        s.waiting_requests(),
+        1,
+        "the insert's ingress request is out"
+    );
+    // The session ends with that request still uploading.
+    s.disconnect();
+    s.advance(1_000);
+    s.wal(
+        "Relation users",
+        &[relation(&users(ReplicaIdentity::Default))],
+    );
+    s.wal(
+        "tx 700 again: insert users 1, TRUNCATE users",
+        &[
+            begin(0x2100, 700),
+            insert(0x2010, 16384, &[Some("1"), Some("n"), None]),
+            truncate(0x2020, &[16384]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+    assert!(
+        s.waiting().iter().all(|w| !w.contains("/query")),
+        "no key query while session 1's request to users may still land rows: {:?}",
+        s.waiting()
+    );
+    // Session 1's request ends: its rows have landed, and now the keys are read.
+    s.accept();
+    assert!(
+        s.waiting().iter().any(|w| w.contains("/query")),
+        "the key query goes out once that request ended: {:?}",
+        s.waiting()
+    );
+    drive(&mut s);
+    assert_eq!(s.confirmed, Lsn(0x2100));
+    rule!(
+        "Session 1 posts tx 700's insert and ends while that request is still out. Session 2 replays tx 700, whose TRUNCATE must read users' keys: the query waits until session 1's request ended, since rows it still delivers would otherwise land after the keys were read and survive the TRUNCATE for good.",
+        s.take_trace()
+    );
+}
