@@ -1,7 +1,8 @@
 //! The whole `Pipeline` under the fuzzer.
 //!
 //! The input (see `input`) configures a pipeline and then decides, event by event, what
-//! the world does: PostgreSQL commits transactions and sends keepalives, replication bytes
+//! the world does: PostgreSQL commits transactions (TRUNCATEs among their changes) and
+//! sends keepalives, the slot is dropped or lost with a restore, replication bytes
 //! arrive in chunks of any size (with the occasional damaged frame), Feldera answers any
 //! waiting request with any class of answer, time passes (ticks at, past and between
 //! deadlines), connections break, the operator asks for a stop. The world is a fake
@@ -17,6 +18,11 @@
 //!   or before it has all its changes in records Feldera made durable, in any session;
 //! - a keepalive's position becomes the flush only if the keepalive arrived while the
 //!   pipeline was idle: no transaction open in the stream, every commit before it durable;
+//! - a session streaming from a slot created again reports only that slot's positions: at
+//!   or after its creation point and told in its life, never the higher flush of the slot
+//!   before it (`check_life_flush`);
+//! - a TRUNCATE's commit counts as durable once every key its table held when the
+//!   transaction began has a durable delete (the retraction's);
 //! - Feldera's tables reflect everything the slot's confirmed position covers: each row
 //!   holds the value of the last change the slot covers or of a later one, never an older
 //!   one (a replay may re-apply, a late record must not undo);
@@ -31,8 +37,14 @@
 //! When the input is used up and the pipeline is still running, the world turns healthy
 //! (`catch_up`): every byte is delivered, every request answered well, time moves from
 //! deadline to deadline. The pipeline must then acknowledge every commit, and Feldera's
-//! tables must equal PostgreSQL's, row for row.
+//! tables must equal PostgreSQL's, row for row, except the rows outside the promise: with
+//! `SNAPSHOT_MODE=never` a slot created again starts at the server's WAL end, and the
+//! contract (docs/contract.md, docs/snapshot.md) leaves what it never streamed (commits
+//! the dropped slot had not confirmed, commits while no slot existed, changes a restore
+//! took back) to the operator, so a key they touched is compared again only once a later
+//! change of it is covered (`Workload::lose`).
 
+mod catalog;
 mod feldera;
 mod input;
 mod pg;
@@ -58,7 +70,7 @@ const PG_PASSWORD: &str = "pg-secret-7c1e";
 const API_KEY: &str = "api-secret-52d9";
 
 /// The configuration every run shares; `Setup::variables` adds the rest.
-const FIXED: [(&str, &str); 8] = [
+const FIXED: [(&str, &str); 9] = [
     (
         "PG_URL",
         "postgres://slotline:pg-secret-7c1e@db:5432/app?sslmode=disable",
@@ -71,6 +83,8 @@ const FIXED: [(&str, &str); 8] = [
     ("TABLES", "users,items"),
     // The slot monitor's questions are not modelled by the fake server.
     ("SLOT_CHECK_INTERVAL_MS", "0"),
+    // A TRUNCATE's retraction reads Feldera's keys two at a time: several pages.
+    ("RETRACT_PAGE_ROWS", "2"),
 ];
 
 /// How many inputs the fake servers and the pipeline may exchange on their own between
@@ -104,6 +118,12 @@ pub struct PipelineRun {
     pub converged: bool,
     /// Times the pipeline paused reading (backpressure or a stop).
     pub pauses: u32,
+    /// Ad-hoc queries (a retraction's key pages and counts) answered with their rows.
+    pub queries: u32,
+    /// Slots the pipeline created (`CREATE_REPLICATION_SLOT`).
+    pub slots_created: u32,
+    /// One of them began below the highest position an earlier slot confirmed.
+    pub slot_below_flush: bool,
     pub exit: Option<i32>,
 }
 
@@ -129,6 +149,9 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
     harness.run.commits = harness.feldera.commits;
     harness.run.restarts = harness.feldera.restarts;
     harness.run.interleaved = harness.feldera.interleaved;
+    harness.run.queries = harness.feldera.queries;
+    harness.run.slots_created = harness.pg.slots_created;
+    harness.run.slot_below_flush = harness.pg.created_below;
     harness.run
 }
 
@@ -162,6 +185,8 @@ struct Harness {
     idle_keepalives: BTreeSet<Lsn>,
     /// The slot's position at the last table check.
     tables_checked: Option<Lsn>,
+    /// The slot's life (`FakePg::life`) the positions above belong to.
+    life: u32,
     no_progress_secs: u64,
     run: PipelineRun,
 }
@@ -207,6 +232,7 @@ impl Harness {
             reported: BTreeMap::new(),
             idle_keepalives: BTreeSet::new(),
             tables_checked: None,
+            life: 0,
             no_progress_secs: setup.no_progress_secs(),
             run: PipelineRun::default(),
         };
@@ -240,10 +266,7 @@ impl Harness {
                             status,
                             body: Bytes::from(body),
                         },
-                        Answer::Failed(error) => Input::HttpFailed {
-                            id,
-                            error: error.to_owned(),
-                        },
+                        Answer::Failed(error) => Input::HttpFailed { id, error },
                     });
                 }
             }
@@ -279,6 +302,28 @@ impl Harness {
                 self.feldera.restart(flags & 1 != 0);
                 self.check_tables();
             }
+            Event::SlotGone(arg) => {
+                for conn in self.pg.slot_gone(*arg) {
+                    let error = ConnFailure::new(
+                        ConnFailureKind::Broken,
+                        "terminating connection due to administrator command",
+                    );
+                    self.world_closes(conn, Some(error));
+                }
+                self.check_tables();
+            }
+        }
+    }
+
+    /// A new life of the slot (dropped, restored, created): the WAL the positions above
+    /// counted in is gone, and so are the keepalives judged idle in it.
+    fn sync_life(&mut self) {
+        if self.life != self.pg.life {
+            self.life = self.pg.life;
+            self.verified = 0;
+            self.held = 0;
+            self.idle_keepalives.clear();
+            self.tables_checked = None;
         }
     }
 
@@ -298,6 +343,7 @@ impl Harness {
     /// How many transactions of the WAL, from the front, have every change in a record
     /// Feldera made durable. Durable records are never forgotten, so the count only grows.
     fn held_prefix(&mut self) -> usize {
+        self.sync_life();
         self.held = self.held.min(self.pg.wal.len());
         while let Some(tx) = self.pg.wal.get(self.held) {
             if !tx.markers.iter().all(|marker| self.feldera.holds(marker)) {
@@ -370,7 +416,8 @@ impl Harness {
             && last.is_none_or(|end| self.pg.confirmed() >= Some(end))
     }
 
-    /// The oracle of a finished run: Feldera's tables equal PostgreSQL's.
+    /// The oracle of a finished run: Feldera's tables equal PostgreSQL's, but for the rows
+    /// outside the promise (changes that never reached a slot, see `Workload::lose`).
     fn compare_tables(&mut self) {
         let source = self.pg.workload.tables();
         let target = &self.feldera.tables;
@@ -379,6 +426,7 @@ impl Harness {
             .chain(target.keys())
             .collect::<BTreeSet<_>>()
             .into_iter()
+            .filter(|key| !self.pg.workload.is_lost(key, None))
             .filter(|key| source.get(*key) != target.get(*key))
             .map(|key| {
                 format!(
@@ -402,6 +450,7 @@ impl Harness {
     /// since the last check are looked at: those Feldera changed, and those with a change
     /// the slot's position passed since (a position going back only allows more).
     fn check_tables(&mut self) {
+        self.sync_life();
         let confirmed = self.pg.confirmed();
         let mut keys: BTreeSet<workload::Key> = self.feldera.take_touched();
         if let Some(upto) = confirmed.filter(|c| Some(*c) > self.tables_checked) {
@@ -425,6 +474,13 @@ impl Harness {
             return;
         };
         let covered = confirmed.and_then(|c| versions.iter().rposition(|(end, _)| *end <= c));
+        // A key whose changes never all reached a slot: nothing is promised until the slot
+        // covers a later change of it.
+        if let Some(until) = self.pg.workload.lost.get(key) {
+            if covered.is_none_or(|i| versions[i].0 <= *until) {
+                return;
+            }
+        }
         let allowed = &versions[covered.unwrap_or(0)..];
         let ok = allowed.iter().any(|(_, row)| row.as_ref() == now)
             || (covered.is_none() && now.is_none());
@@ -590,11 +646,26 @@ impl Harness {
         self.run.reported_flush = self.run.reported_flush.max(flush);
         self.run.status_updates += 1;
         self.check_flush(flush, "a status update");
+        if self.pg.conn_life(conn) == Some(self.pg.life) {
+            self.check_life_flush(flush, "a status update");
+        }
+    }
+
+    /// A session streaming from the current slot reports only positions of that slot: at
+    /// or after where it was created, and told in its life; never the flush of a slot
+    /// before it, which may be higher (a server restored to an earlier position).
+    fn check_life_flush(&self, flush: Lsn, source: &str) {
+        let start = self.pg.life_start;
+        assert!(
+            flush >= start && self.pg.life_told.contains(&flush),
+            "{source} has flush {flush}, but the slot it streams from began at {start} and never told it {flush}: the position of an earlier slot?"
+        );
     }
 
     /// `flush` is a position the pipeline was told, a keepalive's only if it was idle, and
     /// every commit up to it is durable.
     fn check_flush(&mut self, flush: Lsn, source: &str) {
+        self.sync_life();
         assert!(
             self.pg.told.contains(&flush),
             "{source} has flush {flush}: not a commit end, idle keepalive or slot position the pipeline received"
@@ -633,7 +704,26 @@ impl Harness {
             status.flush
         );
         self.status_flush = (status.sessions, status.streaming, status.flush);
-        self.check_flush(status.flush, "status()");
+        // The flush of a session that streamed from an earlier slot (shown until the next
+        // session streams) was only ever a position of that slot.
+        let session_life = self.pg.session().and_then(|c| self.pg.conn_life(c));
+        let current = if status.streaming {
+            session_life == Some(self.pg.life)
+        } else {
+            self.pg.stream_life == self.pg.life
+        };
+        if current {
+            self.check_flush(status.flush, "status()");
+            if status.streaming {
+                self.check_life_flush(status.flush, "status()");
+            }
+        } else {
+            assert!(
+                self.pg.told.contains(&status.flush),
+                "status() has flush {}: a position no slot ever told the pipeline",
+                status.flush
+            );
+        }
         self.check_tables();
         let session = self.pg.session();
         let pending = [
