@@ -94,6 +94,9 @@ const SETTLE_LIMIT: usize = 10_000;
 /// Rounds of a healthy world (deliver, answer, tick) `catch_up` allows before it calls the
 /// pipeline stalled; every round moves time to the next deadline at least.
 const CATCH_UP_ROUNDS: usize = 400;
+/// Seconds of a healthy world after which a working pipeline has made progress: the
+/// reconnect backoff's cap (30 s) and then some.
+const HEALTHY_GRACE_SECS: u64 = 60;
 /// Requests answered per catch-up round: answers may make the pipeline ask again.
 const CATCH_UP_ANSWERS: usize = 64;
 
@@ -365,11 +368,14 @@ impl Harness {
             if let Some(code) = self.exited {
                 // A timeout shorter than the reconnect backoff's cap (30 s) may expire in a
                 // healthy world; a longer one only if the pipeline makes no progress there.
+                // A healthy world lets a working pipeline progress within a backoff and a
+                // few answers, so a longer one that expires after `HEALTHY_GRACE_SECS` of it
+                // expired on a stall, even one that began before the world turned healthy.
                 let healthy_secs = self.now.mono.since(start) / 1_000_000;
                 assert!(
                     code != 69
                         || self.no_progress_secs < 60
-                        || healthy_secs < self.no_progress_secs,
+                        || healthy_secs < HEALTHY_GRACE_SECS.min(self.no_progress_secs),
                     "exit 69 after {healthy_secs} s of a healthy world: the pipeline stalled"
                 );
                 return;
