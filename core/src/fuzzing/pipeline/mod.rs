@@ -189,6 +189,8 @@ struct Harness {
     tables_checked: Option<Lsn>,
     /// The slot's life (`FakePg::life`) the positions above belong to.
     life: u32,
+    /// The last life of the slot in which `status()` showed the pipeline streaming.
+    streamed_life: Option<u32>,
     no_progress_secs: u64,
     run: PipelineRun,
 }
@@ -234,6 +236,7 @@ impl Harness {
             idle_keepalives: BTreeSet::new(),
             tables_checked: None,
             life: 0,
+            streamed_life: None,
             no_progress_secs: setup.no_progress_secs(),
             run: PipelineRun::default(),
         };
@@ -694,12 +697,16 @@ impl Harness {
         );
         self.status_flush = (status.sessions, status.streaming, status.flush);
         // The flush of a session that streamed from an earlier slot (shown until the next
-        // session streams) was only ever a position of that slot.
+        // session streams: the server may have answered START_REPLICATION already) was only
+        // ever a position of that slot.
         let session_life = self.pg.session().and_then(|c| self.pg.conn_life(c));
+        if status.streaming && session_life == Some(self.pg.life) {
+            self.streamed_life = Some(self.pg.life);
+        }
         let current = if status.streaming {
             session_life == Some(self.pg.life)
         } else {
-            self.pg.stream_life == self.pg.life
+            self.streamed_life == Some(self.pg.life)
         };
         if current {
             self.check_flush(status.flush, "status()");

@@ -129,8 +129,6 @@ pub(super) struct FakePg {
     /// The positions a session of the current slot has been told (commit ends, idle
     /// keepalives, the slot's own position): its flush must be one of them.
     pub(super) life_told: BTreeSet<Lsn>,
-    /// The life of the slot the last `START_REPLICATION` streamed from.
-    pub(super) stream_life: u32,
     /// Positions the pipeline has been told it may acknowledge: commit ends and idle
     /// keepalives it received, the slot's positions it read, and zero.
     pub(super) told: BTreeSet<Lsn>,
@@ -172,7 +170,6 @@ impl FakePg {
             life: 0,
             life_start: START,
             life_told: BTreeSet::from([START]),
-            stream_life: 0,
             told: BTreeSet::from([Lsn::ZERO]),
             busy_positions: BTreeSet::from([Lsn::ZERO]),
             keepalives_read: Vec::new(),
@@ -511,7 +508,6 @@ impl FakePg {
             })],
         );
         self.streams_started += 1;
-        self.stream_life = self.life;
         let (head, life) = (self.head, self.life);
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
