@@ -17,7 +17,9 @@
 //!   would have been `complete`) until its commit.
 //! - Ad-hoc queries (a retraction's key pages and counts) are answered from the tables as
 //!   a query sees them: without the records of an open transaction, which nothing reads
-//!   before its commit.
+//!   before its commit; either once Feldera processed everything else queued (those
+//!   records are then complete, as their tokens would say) or while processing lags
+//!   behind (only what completions reported).
 //! - A restart (`restart`) begins a new incarnation: requests out fail, the transaction is
 //!   gone, and the tables either keep everything or fall back to the durable records alone
 //!   (only what no completion vouched for is lost, as the promise assumes).
@@ -158,8 +160,11 @@ pub(super) const COMPLETION_ANSWERS: [(u16, &str); 9] = [
     (502, ""),
 ];
 
-/// Index 0 answers with the rows; 5 with an error line after them (an interrupted answer).
-pub(super) const QUERY_ANSWERS: [(u16, &str); 7] = [
+/// Index 0 answers with the rows once Feldera has processed everything queued, 1 with the
+/// rows as the completions answered so far left them (processing lags), 6 with an error
+/// line after the rows (an interrupted answer).
+pub(super) const QUERY_ANSWERS: [(u16, &str); 8] = [
+    (200, ""),
     (200, ""),
     (
         503,
@@ -473,11 +478,14 @@ impl FakeFeldera {
             Waiting::Query(sql) => {
                 let i = index(class, QUERY_ANSWERS.len());
                 let body = match i {
-                    0 => {
+                    0 | 1 => {
                         self.queries += 1;
-                        self.query(&sql)
+                        if i == 0 {
+                            self.process();
+                        }
+                        self.query(&sql, i == 1)
                     }
-                    5 => format!("{}{}\n", self.query(&sql), QUERY_ANSWERS[5].1),
+                    6 => format!("{}{}\n", self.query(&sql, false), QUERY_ANSWERS[6].1),
                     _ => QUERY_ANSWERS[i].1.to_owned(),
                 };
                 return Some((id, done(QUERY_ANSWERS[i].0, body)));
@@ -486,15 +494,46 @@ impl FakeFeldera {
         Some((id, done(status, body.to_owned())))
     }
 
+    /// Feldera's circuit processes every record queued outside the open transaction: a
+    /// query then shows them, and their tokens are complete. A request still uploading has
+    /// only the records that landed processed.
+    fn process(&mut self) {
+        let uploading: BTreeSet<u32> = self
+            .waiting
+            .iter()
+            .filter_map(|(_, waiting, dead)| match waiting {
+                Waiting::Ingress(upload) if !dead && !upload.pending.is_empty() => {
+                    Some(upload.request)
+                }
+                _ => None,
+            })
+            .collect();
+        let landed: BTreeSet<u32> = self.log.iter().map(|(request, _, _)| *request).collect();
+        for request in landed {
+            if self.in_transaction.contains(&request) {
+                continue;
+            }
+            if uploading.contains(&request) {
+                let lines = self.log.iter().filter(|(r, _, _)| *r == request);
+                let lines: Vec<String> = lines.map(|(_, _, record)| record.clone()).collect();
+                self.durable_lines.extend(lines);
+            } else {
+                self.make_durable(request);
+            }
+        }
+    }
+
     /// The tables as an ad-hoc query reads them: the records of requests in the open
-    /// transaction are not there yet.
-    fn visible(&self) -> BTreeMap<Key, Value> {
-        if self.in_transaction.is_empty() {
+    /// transaction are not there yet, and with `lagging` neither are those no completion
+    /// reported processed.
+    fn visible(&self, lagging: bool) -> BTreeMap<Key, Value> {
+        if self.in_transaction.is_empty() && !lagging {
             return self.tables.clone();
         }
         let mut tables = BTreeMap::new();
         for (request, table, record) in &self.log {
-            if !self.in_transaction.contains(request) {
+            let processed = !lagging || self.durable.contains(request);
+            if processed && !self.in_transaction.contains(request) {
                 apply(&mut tables, table, record);
             }
         }
@@ -504,7 +543,7 @@ impl FakeFeldera {
     /// The NDJSON rows answering `sql`: the count of a table, or a page of its keys in
     /// order after the last key of the previous page (the shapes `retract::sql` writes for
     /// a single-column key). Other SQL is a question the pipeline has no reason to ask.
-    pub(super) fn query(&self, sql: &str) -> String {
+    pub(super) fn query(&self, sql: &str, lagging: bool) -> String {
         let table = sql
             .split(" FROM \"")
             .nth(1)
@@ -512,7 +551,7 @@ impl FakeFeldera {
             .and_then(table_of)
             .unwrap_or_else(|| panic!("an ad-hoc query of no table Feldera has: {sql}"));
         let rows: Vec<Value> = self
-            .visible()
+            .visible(lagging)
             .into_iter()
             .filter(|((t, _), _)| *t == table)
             .filter_map(|((_, key), _)| serde_json::from_str(&key).ok())
