@@ -15,6 +15,11 @@
 //!   find one open at the start), `commit_transaction` 400 while none is; the tokens of
 //!   records ingested while one is open stay `inprogress` (with a step once the answer
 //!   would have been `complete`) until its commit.
+//! - Ad-hoc queries (a retraction's key pages and counts) are answered from the tables as
+//!   a query sees them: without the records of an open transaction, which nothing reads
+//!   before its commit; either once Feldera processed everything else queued (those
+//!   records are then complete, as their tokens would say) or while processing lags
+//!   behind (only what completions reported).
 //! - A restart (`restart`) begins a new incarnation: requests out fail, the transaction is
 //!   gone, and the tables either keep everything or fall back to the durable records alone
 //!   (only what no completion vouched for is lost, as the promise assumes).
@@ -155,6 +160,26 @@ pub(super) const COMPLETION_ANSWERS: [(u16, &str); 9] = [
     (502, ""),
 ];
 
+/// Index 0 answers with the rows once Feldera has processed everything queued, 1 with the
+/// rows as the completions answered so far left them (processing lags), 6 with an error
+/// line after the rows (an interrupted answer).
+pub(super) const QUERY_ANSWERS: [(u16, &str); 8] = [
+    (200, ""),
+    (200, ""),
+    (
+        503,
+        r#"{"message":"pipeline unavailable","error_code":"PipelineUnavailable","details":{}}"#,
+    ),
+    (
+        500,
+        r#"{"message":"internal error","error_code":"Internal","details":{}}"#,
+    ),
+    (0, "connection reset by peer"),
+    (200, "<html>proxy</html>"),
+    (200, r#"{"error":"query interrupted"}"#),
+    (502, ""),
+];
+
 /// The tables the fake holds, with their key column (the same as `PIPELINE`'s schema).
 const TABLES: [(&str, &str); 2] = [("users", "id"), ("items", "sku")];
 
@@ -181,6 +206,8 @@ enum Waiting {
     Pipeline,
     Ingress(Upload),
     Completion(String),
+    /// An ad-hoc query: its SQL.
+    Query(String),
     StartTransaction,
     CommitTransaction,
     Other,
@@ -199,7 +226,7 @@ struct Issued {
 #[derive(Debug)]
 pub(super) enum Answer {
     Done { status: u16, body: String },
-    Failed(&'static str),
+    Failed(String),
 }
 
 #[derive(Debug, Default)]
@@ -235,6 +262,8 @@ pub(super) struct FakeFeldera {
     pub(super) restarts: u32,
     /// Records landed while their request was not the newest on the table.
     pub(super) interleaved: u32,
+    /// Ad-hoc queries answered with their rows.
+    pub(super) queries: u32,
 }
 
 /// Which answer a class byte picks: half of all values give the good answer, an eighth
@@ -284,6 +313,12 @@ impl FakeFeldera {
                 request: self.requests,
                 pending: text.lines().map(str::to_owned).collect(),
             })
+        } else if let Some(rest) = path.strip_prefix("/query?sql=") {
+            let encoded = rest.split('&').next().unwrap_or_default();
+            let sql = percent_encoding::percent_decode_str(encoded)
+                .decode_utf8_lossy()
+                .into_owned();
+            Waiting::Query(sql)
         } else if path == "/start_transaction" {
             Waiting::StartTransaction
         } else if path == "/commit_transaction" {
@@ -362,6 +397,9 @@ impl FakeFeldera {
     /// One record reaches its table: an insert replaces the row of its key, a delete
     /// removes it.
     pub(super) fn land(&mut self, request: u32, table: &'static str, record: String) {
+        if self.transaction {
+            self.in_transaction.insert(request);
+        }
         if let Some(key) = apply(&mut self.tables, table, &record) {
             self.touched.insert(key);
         }
@@ -421,7 +459,7 @@ impl FakeFeldera {
         }
         let (id, waiting, dead) = self.waiting.remove(usize::from(pick) % self.waiting.len());
         if dead {
-            return Some((id, Answer::Failed("connection reset by peer")));
+            return Some((id, Answer::Failed("connection reset by peer".to_owned())));
         }
         let (status, body) = match waiting {
             Waiting::Pipeline | Waiting::Other => {
@@ -455,16 +493,121 @@ impl FakeFeldera {
                 INGRESS_ANSWERS[i]
             }
             Waiting::Completion(token) => self.completion(&token, class),
-        };
-        let answer = if status == 0 {
-            Answer::Failed(body)
-        } else {
-            Answer::Done {
-                status,
-                body: body.to_owned(),
+            Waiting::Query(sql) => {
+                let i = index(class, QUERY_ANSWERS.len());
+                let body = match i {
+                    0 | 1 => {
+                        self.queries += 1;
+                        if i == 0 {
+                            self.process();
+                        }
+                        self.query(&sql, i == 1)
+                    }
+                    6 => format!("{}{}\n", self.query(&sql, false), QUERY_ANSWERS[6].1),
+                    _ => QUERY_ANSWERS[i].1.to_owned(),
+                };
+                return Some((id, done(QUERY_ANSWERS[i].0, body)));
             }
         };
-        Some((id, answer))
+        Some((id, done(status, body.to_owned())))
+    }
+
+    /// Feldera's circuit processes every record queued outside the open transaction: a
+    /// query then shows them, and their tokens are complete. A request still uploading has
+    /// only the records that landed processed.
+    fn process(&mut self) {
+        let uploading: BTreeSet<u32> = self
+            .waiting
+            .iter()
+            .filter_map(|(_, waiting, dead)| match waiting {
+                Waiting::Ingress(upload) if !dead && !upload.pending.is_empty() => {
+                    Some(upload.request)
+                }
+                _ => None,
+            })
+            .collect();
+        let landed: BTreeSet<u32> = self.log.iter().map(|(request, _, _)| *request).collect();
+        for request in landed {
+            if self.in_transaction.contains(&request) {
+                continue;
+            }
+            if uploading.contains(&request) {
+                let lines = self.log.iter().filter(|(r, _, _)| *r == request);
+                let lines: Vec<String> = lines.map(|(_, _, record)| record.clone()).collect();
+                self.durable_lines.extend(lines);
+            } else {
+                self.make_durable(request);
+            }
+        }
+    }
+
+    /// The tables as an ad-hoc query reads them: the records of requests in the open
+    /// transaction are not there yet, and with `lagging` neither are those no completion
+    /// reported processed.
+    fn visible(&self, lagging: bool) -> BTreeMap<Key, Value> {
+        if self.in_transaction.is_empty() && !lagging {
+            return self.tables.clone();
+        }
+        let mut tables = BTreeMap::new();
+        for (request, table, record) in &self.log {
+            let processed = !lagging || self.durable.contains(request);
+            if processed && !self.in_transaction.contains(request) {
+                apply(&mut tables, table, record);
+            }
+        }
+        tables
+    }
+
+    /// The NDJSON rows answering `sql`: the count of a table, or a page of its keys in
+    /// order after the last key of the previous page (the shapes `retract::sql` writes for
+    /// a single-column key). Other SQL is a question the pipeline has no reason to ask.
+    pub(super) fn query(&self, sql: &str, lagging: bool) -> String {
+        let table = sql
+            .split(" FROM \"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .and_then(table_of)
+            .unwrap_or_else(|| panic!("an ad-hoc query of no table Feldera has: {sql}"));
+        let rows: Vec<Value> = self
+            .visible(lagging)
+            .into_iter()
+            .filter(|((t, _), _)| *t == table)
+            .filter_map(|((_, key), _)| serde_json::from_str(&key).ok())
+            .collect();
+        if sql.starts_with("SELECT COUNT(*) AS \"slotline_count\" FROM") {
+            return format!("{{\"slotline_count\":{}}}\n", rows.len());
+        }
+        let limit: usize = sql
+            .rsplit(" LIMIT ")
+            .next()
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("a key page without a LIMIT: {sql}"));
+        let after = sql.split(" WHERE ").nth(1).map(|condition| {
+            let literal = condition
+                .split(" > ")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .unwrap_or_else(|| panic!("a key page after no key: {sql}"));
+            match literal
+                .strip_prefix('\'')
+                .and_then(|l| l.strip_suffix('\''))
+            {
+                Some(text) => Value::from(text.replace("''", "'")),
+                None => match literal.parse::<i64>() {
+                    Ok(n) => Value::from(n),
+                    Err(_) => panic!("a key page after a literal the fake cannot read: {sql}"),
+                },
+            }
+        });
+        let mut keys: Vec<Value> = rows
+            .into_iter()
+            .filter(|key| after.as_ref().is_none_or(|a| order(key, a).is_gt()))
+            .collect();
+        keys.sort_by(order);
+        keys.iter()
+            .take(limit)
+            .map(|key| format!("{{\"k0\":{key}}}\n"))
+            .collect()
     }
 
     /// The whole body was read: the rest of its records land, and a token is given out.
@@ -547,6 +690,23 @@ impl FakeFeldera {
     /// Whether a durable record contains `marker`.
     pub(super) fn holds(&self, marker: &str) -> bool {
         self.durable_lines.iter().any(|line| line.contains(marker))
+    }
+}
+
+/// An answer of `status` (0: a transport failure) with `body`.
+fn done(status: u16, body: String) -> Answer {
+    if status == 0 {
+        Answer::Failed(body)
+    } else {
+        Answer::Done { status, body }
+    }
+}
+
+/// Feldera's order of key values: integers by value, text by its bytes.
+fn order(a: &Value, b: &Value) -> std::cmp::Ordering {
+    match (a.as_i64(), b.as_i64()) {
+        (Some(a), Some(b)) => a.cmp(&b),
+        _ => a.as_str().cmp(&b.as_str()),
     }
 }
 

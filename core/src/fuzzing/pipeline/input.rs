@@ -200,8 +200,9 @@ impl Setup {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// PostgreSQL commits a transaction with one change per byte (at most five): bits 0-2
-    /// the kind (see `pg::Change`), bit 3 a keepalive inside the transaction right after
-    /// this change, bits 4-7 which existing row an update or delete picks.
+    /// the kind (see `workload::Change`; 7 is a TRUNCATE), bit 3 a keepalive inside the
+    /// transaction right after this change, bits 4-7 which existing row an update or delete
+    /// picks, or which tables a TRUNCATE empties.
     Tx(Vec<u8>),
     /// Up to this many bytes of the replication connection arrive (0: all that wait).
     Deliver(u8),
@@ -233,10 +234,14 @@ pub enum Event {
     /// Feldera restarts: with bit 0 the tables keep only what a completion vouched for,
     /// otherwise everything.
     FelderaRestart(u8),
+    /// The slot goes: dropped (its walsender terminated first), or with bit 0 the server
+    /// is restored from a backup `1 + (arg >> 1) % 4` transactions back, which holds no
+    /// slot (every connection ends). The next session creates the slot again.
+    SlotGone(u8),
 }
 
 /// Events per opcode: the opcode byte is taken modulo this.
-const OPCODES: u8 = 13;
+const OPCODES: u8 = 14;
 /// Most changes in one transaction, and most body bytes of a corrupt frame.
 pub(super) const MAX_CHANGES: usize = 5;
 const MAX_CORRUPT_BODY: u8 = 31;
@@ -273,7 +278,8 @@ impl Event {
                 pick: input.byte(),
                 n: input.byte(),
             },
-            _ => Event::FelderaRestart(input.byte()),
+            12 => Event::FelderaRestart(input.byte()),
+            _ => Event::SlotGone(input.byte()),
         }
     }
 
@@ -305,6 +311,7 @@ impl Event {
             Event::RefuseConnects(n) => (10, vec![*n]),
             Event::Upload { pick, n } => (11, vec![*pick, *n]),
             Event::FelderaRestart(flags) => (12, vec![*flags]),
+            Event::SlotGone(arg) => (13, vec![*arg]),
         };
         out.push(opcode);
         out.extend(args);
@@ -367,6 +374,7 @@ mod tests {
             Event::RefuseConnects(2),
             Event::Upload { pick: 3, n: 1 },
             Event::FelderaRestart(1),
+            Event::SlotGone(3),
         ];
         let bytes = encode(&setup, &events);
         let mut input = Cursor::new(&bytes);

@@ -1,7 +1,8 @@
 //! The whole `Pipeline` under the fuzzer.
 //!
 //! The input (see `input`) configures a pipeline and then decides, event by event, what
-//! the world does: PostgreSQL commits transactions and sends keepalives, replication bytes
+//! the world does: PostgreSQL commits transactions (TRUNCATEs among their changes) and
+//! sends keepalives, the slot is dropped or lost with a restore, replication bytes
 //! arrive in chunks of any size (with the occasional damaged frame), Feldera answers any
 //! waiting request with any class of answer, time passes (ticks at, past and between
 //! deadlines), connections break, the operator asks for a stop. The world is a fake
@@ -15,8 +16,14 @@
 //! - it is always a position the pipeline was told it may acknowledge (the end of a commit
 //!   it received, an idle keepalive, the slot's own position), and every commit ending at
 //!   or before it has all its changes in records Feldera made durable, in any session;
-//! - a keepalive's position becomes the flush only if the keepalive arrived while the
-//!   pipeline was idle: no transaction open in the stream, every commit before it durable;
+//! - a keepalive's position becomes the flush only if the keepalive came between
+//!   transactions (and, like every flush, with every commit before it durable when it is
+//!   reported: the pipeline may act on a keepalive later than it reads it);
+//! - a session streaming from a slot created again reports only that slot's positions: at
+//!   or after its creation point and told in its life, never the higher flush of the slot
+//!   before it (`check_life_flush`);
+//! - a TRUNCATE's commit counts as durable once every key its table held when the
+//!   transaction began has a durable delete (the retraction's);
 //! - Feldera's tables reflect everything the slot's confirmed position covers: each row
 //!   holds the value of the last change the slot covers or of a later one, never an older
 //!   one (a replay may re-apply, a late record must not undo);
@@ -31,8 +38,14 @@
 //! When the input is used up and the pipeline is still running, the world turns healthy
 //! (`catch_up`): every byte is delivered, every request answered well, time moves from
 //! deadline to deadline. The pipeline must then acknowledge every commit, and Feldera's
-//! tables must equal PostgreSQL's, row for row.
+//! tables must equal PostgreSQL's, row for row, except the rows outside the promise: with
+//! `SNAPSHOT_MODE=never` a slot created again starts at the server's WAL end, and the
+//! contract (docs/contract.md, docs/snapshot.md) leaves what it never streamed (commits
+//! the dropped slot had not confirmed, commits while no slot existed, changes a restore
+//! took back) to the operator, so a key they touched is compared again only once a later
+//! change of it is covered (`Workload::lose`).
 
+mod catalog;
 mod feldera;
 mod input;
 mod pg;
@@ -58,7 +71,7 @@ const PG_PASSWORD: &str = "pg-secret-7c1e";
 const API_KEY: &str = "api-secret-52d9";
 
 /// The configuration every run shares; `Setup::variables` adds the rest.
-const FIXED: [(&str, &str); 8] = [
+const FIXED: [(&str, &str); 9] = [
     (
         "PG_URL",
         "postgres://slotline:pg-secret-7c1e@db:5432/app?sslmode=disable",
@@ -71,6 +84,8 @@ const FIXED: [(&str, &str); 8] = [
     ("TABLES", "users,items"),
     // The slot monitor's questions are not modelled by the fake server.
     ("SLOT_CHECK_INTERVAL_MS", "0"),
+    // A TRUNCATE's retraction reads Feldera's keys two at a time: several pages.
+    ("RETRACT_PAGE_ROWS", "2"),
 ];
 
 /// How many inputs the fake servers and the pipeline may exchange on their own between
@@ -80,6 +95,9 @@ const SETTLE_LIMIT: usize = 10_000;
 /// Rounds of a healthy world (deliver, answer, tick) `catch_up` allows before it calls the
 /// pipeline stalled; every round moves time to the next deadline at least.
 const CATCH_UP_ROUNDS: usize = 400;
+/// Seconds of a healthy world after which a working pipeline has made progress: the
+/// reconnect backoff's cap (30 s) and then some.
+const HEALTHY_GRACE_SECS: u64 = 60;
 /// Requests answered per catch-up round: answers may make the pipeline ask again.
 const CATCH_UP_ANSWERS: usize = 64;
 
@@ -104,6 +122,12 @@ pub struct PipelineRun {
     pub converged: bool,
     /// Times the pipeline paused reading (backpressure or a stop).
     pub pauses: u32,
+    /// Ad-hoc queries (a retraction's key pages and counts) answered with their rows.
+    pub queries: u32,
+    /// Slots the pipeline created (`CREATE_REPLICATION_SLOT`).
+    pub slots_created: u32,
+    /// One of them began below the highest position an earlier slot confirmed.
+    pub slot_below_flush: bool,
     pub exit: Option<i32>,
 }
 
@@ -129,6 +153,9 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
     harness.run.commits = harness.feldera.commits;
     harness.run.restarts = harness.feldera.restarts;
     harness.run.interleaved = harness.feldera.interleaved;
+    harness.run.queries = harness.feldera.queries;
+    harness.run.slots_created = harness.pg.slots_created;
+    harness.run.slot_below_flush = harness.pg.created_below;
     harness.run
 }
 
@@ -154,14 +181,16 @@ struct Harness {
     status_flush: (u32, bool, Lsn),
     /// How many transactions of the WAL, from the front, are known durable.
     verified: usize,
-    /// See `held_prefix`.
-    held: usize,
     /// The last flush each connection reported.
     reported: BTreeMap<ConnId, Lsn>,
     /// Keepalive positions that arrived while the pipeline could be idle.
     idle_keepalives: BTreeSet<Lsn>,
     /// The slot's position at the last table check.
     tables_checked: Option<Lsn>,
+    /// The slot's life (`FakePg::life`) the positions above belong to.
+    life: u32,
+    /// The last life of the slot in which `status()` showed the pipeline streaming.
+    streamed_life: Option<u32>,
     no_progress_secs: u64,
     run: PipelineRun,
 }
@@ -203,10 +232,11 @@ impl Harness {
             exited: None,
             status_flush: (0, false, Lsn::ZERO),
             verified: 0,
-            held: 0,
             reported: BTreeMap::new(),
             idle_keepalives: BTreeSet::new(),
             tables_checked: None,
+            life: 0,
+            streamed_life: None,
             no_progress_secs: setup.no_progress_secs(),
             run: PipelineRun::default(),
         };
@@ -240,10 +270,7 @@ impl Harness {
                             status,
                             body: Bytes::from(body),
                         },
-                        Answer::Failed(error) => Input::HttpFailed {
-                            id,
-                            error: error.to_owned(),
-                        },
+                        Answer::Failed(error) => Input::HttpFailed { id, error },
                     });
                 }
             }
@@ -279,33 +306,41 @@ impl Harness {
                 self.feldera.restart(flags & 1 != 0);
                 self.check_tables();
             }
+            Event::SlotGone(arg) => {
+                for conn in self.pg.slot_gone(*arg) {
+                    let error = ConnFailure::new(
+                        ConnFailureKind::Broken,
+                        "terminating connection due to administrator command",
+                    );
+                    self.world_closes(conn, Some(error));
+                }
+                self.check_tables();
+            }
         }
     }
 
-    /// The keepalives a delivery carries could be acknowledged if the pipeline was idle
-    /// when it read them: no transaction open in the stream and every commit before them
-    /// durable. Feldera changes nothing while the pipeline reads, so this is judged before
-    /// the bytes are fed.
+    /// A new life of the slot (dropped, restored, created): the WAL the positions above
+    /// counted in is gone, and so are the keepalives judged idle in it.
+    fn sync_life(&mut self) {
+        if self.life != self.pg.life {
+            self.life = self.pg.life;
+            self.verified = 0;
+            self.idle_keepalives.clear();
+            self.tables_checked = None;
+        }
+    }
+
+    /// The keepalives a delivery carries could be acknowledged if they came between
+    /// transactions. Whether the pipeline was idle is judged when it acts on one, which may
+    /// be later than it reads it (a backlog behind backpressure, or a stream held while a
+    /// TRUNCATE is retracted): so the harness checks what idleness protects, every commit
+    /// before the position durable, when the position is reported (`check_flush`).
     fn judge_keepalives(&mut self) {
         for (at, open) in std::mem::take(&mut self.pg.keepalives_read) {
-            let before = self.pg.wal.partition_point(|tx| tx.end <= at);
-            if !open && self.held_prefix() >= before {
+            if !open {
                 self.idle_keepalives.insert(at);
             }
         }
-    }
-
-    /// How many transactions of the WAL, from the front, have every change in a record
-    /// Feldera made durable. Durable records are never forgotten, so the count only grows.
-    fn held_prefix(&mut self) -> usize {
-        self.held = self.held.min(self.pg.wal.len());
-        while let Some(tx) = self.pg.wal.get(self.held) {
-            if !tx.markers.iter().all(|marker| self.feldera.holds(marker)) {
-                break;
-            }
-            self.held += 1;
-        }
-        self.held
     }
 
     /// The world turns healthy (see the module docs) and the run ends with the oracle.
@@ -319,11 +354,14 @@ impl Harness {
             if let Some(code) = self.exited {
                 // A timeout shorter than the reconnect backoff's cap (30 s) may expire in a
                 // healthy world; a longer one only if the pipeline makes no progress there.
+                // A healthy world lets a working pipeline progress within a backoff and a
+                // few answers, so a longer one that expires after `HEALTHY_GRACE_SECS` of it
+                // expired on a stall, even one that began before the world turned healthy.
                 let healthy_secs = self.now.mono.since(start) / 1_000_000;
                 assert!(
                     code != 69
                         || self.no_progress_secs < 60
-                        || healthy_secs < self.no_progress_secs,
+                        || healthy_secs < HEALTHY_GRACE_SECS.min(self.no_progress_secs),
                     "exit 69 after {healthy_secs} s of a healthy world: the pipeline stalled"
                 );
                 return;
@@ -370,7 +408,8 @@ impl Harness {
             && last.is_none_or(|end| self.pg.confirmed() >= Some(end))
     }
 
-    /// The oracle of a finished run: Feldera's tables equal PostgreSQL's.
+    /// The oracle of a finished run: Feldera's tables equal PostgreSQL's, but for the rows
+    /// outside the promise (changes that never reached a slot, see `Workload::lose`).
     fn compare_tables(&mut self) {
         let source = self.pg.workload.tables();
         let target = &self.feldera.tables;
@@ -379,6 +418,7 @@ impl Harness {
             .chain(target.keys())
             .collect::<BTreeSet<_>>()
             .into_iter()
+            .filter(|key| !self.pg.workload.is_lost(key, None))
             .filter(|key| source.get(*key) != target.get(*key))
             .map(|key| {
                 format!(
@@ -402,6 +442,7 @@ impl Harness {
     /// since the last check are looked at: those Feldera changed, and those with a change
     /// the slot's position passed since (a position going back only allows more).
     fn check_tables(&mut self) {
+        self.sync_life();
         let confirmed = self.pg.confirmed();
         let mut keys: BTreeSet<workload::Key> = self.feldera.take_touched();
         if let Some(upto) = confirmed.filter(|c| Some(*c) > self.tables_checked) {
@@ -425,6 +466,13 @@ impl Harness {
             return;
         };
         let covered = confirmed.and_then(|c| versions.iter().rposition(|(end, _)| *end <= c));
+        // A key whose changes never all reached a slot: nothing is promised until the slot
+        // covers a later change of it.
+        if let Some(until) = self.pg.workload.lost.get(key) {
+            if covered.is_none_or(|i| versions[i].0 <= *until) {
+                return;
+            }
+        }
         let allowed = &versions[covered.unwrap_or(0)..];
         let ok = allowed.iter().any(|(_, row)| row.as_ref() == now)
             || (covered.is_none() && now.is_none());
@@ -596,18 +644,33 @@ impl Harness {
         self.run.reported_flush = self.run.reported_flush.max(flush);
         self.run.status_updates += 1;
         self.check_flush(flush, "a status update");
+        if self.pg.conn_life(conn) == Some(self.pg.life) {
+            self.check_life_flush(flush, "a status update");
+        }
     }
 
-    /// `flush` is a position the pipeline was told, a keepalive's only if it was idle, and
-    /// every commit up to it is durable.
+    /// A session streaming from the current slot reports only positions of that slot: at
+    /// or after where it was created, and told in its life; never the flush of a slot
+    /// before it, which may be higher (a server restored to an earlier position).
+    fn check_life_flush(&self, flush: Lsn, source: &str) {
+        let start = self.pg.life_start;
+        assert!(
+            flush >= start && self.pg.life_told.contains(&flush),
+            "{source} has flush {flush}, but the slot it streams from began at {start} and never told it {flush}: the position of an earlier slot?"
+        );
+    }
+
+    /// `flush` is a position the pipeline was told, a keepalive's only if it came between
+    /// transactions, and every commit up to it is durable.
     fn check_flush(&mut self, flush: Lsn, source: &str) {
+        self.sync_life();
         assert!(
             self.pg.told.contains(&flush),
             "{source} has flush {flush}: not a commit end, idle keepalive or slot position the pipeline received"
         );
         assert!(
             self.pg.busy_positions.contains(&flush) || self.idle_keepalives.contains(&flush),
-            "{source} has flush {flush}: a keepalive's position, but every keepalive there came while a transaction was open or a commit before it was not durable"
+            "{source} has flush {flush}: a keepalive's position, but every keepalive there came while a transaction was open"
         );
         while let Some(tx) = self.pg.wal.get(self.verified).filter(|tx| tx.end <= flush) {
             for marker in &tx.markers {
@@ -639,7 +702,30 @@ impl Harness {
             status.flush
         );
         self.status_flush = (status.sessions, status.streaming, status.flush);
-        self.check_flush(status.flush, "status()");
+        // The flush of a session that streamed from an earlier slot (shown until the next
+        // session streams: the server may have answered START_REPLICATION already) was only
+        // ever a position of that slot.
+        let session_life = self.pg.session().and_then(|c| self.pg.conn_life(c));
+        if status.streaming && session_life == Some(self.pg.life) {
+            self.streamed_life = Some(self.pg.life);
+        }
+        let current = if status.streaming {
+            session_life == Some(self.pg.life)
+        } else {
+            self.streamed_life == Some(self.pg.life)
+        };
+        if current {
+            self.check_flush(status.flush, "status()");
+            if status.streaming {
+                self.check_life_flush(status.flush, "status()");
+            }
+        } else {
+            assert!(
+                self.pg.told.contains(&status.flush),
+                "status() has flush {}: a position no slot ever told the pipeline",
+                status.flush
+            );
+        }
         self.check_tables();
         let session = self.pg.session();
         let pending = [

@@ -15,14 +15,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
+use super::catalog::{column_rows, relation, result_set, text_row};
 use super::workload::Workload;
 use crate::io::ConnId;
-use crate::pgoutput::{encode, Relation};
-use crate::startup::catalog;
+use crate::pgoutput::encode;
 use crate::time::PgTime;
 use crate::wire::backend::{
-    Authentication, BackendKeyData, BackendMessage, CopyResponse, DataRow, FieldDescription,
-    RowDescription, TransactionStatus,
+    Authentication, BackendKeyData, BackendMessage, CopyResponse, TransactionStatus,
 };
 use crate::wire::testing::{
     decode_status_update, encode_backend, frame, pg_error, replication_frame,
@@ -44,34 +43,6 @@ const REPORTED: [(&str, &str); 4] = [
     ("client_encoding", "UTF8"),
 ];
 
-/// A column: name, type oid, part of the key.
-type Column = (&'static str, u32, bool);
-
-/// The published tables: oid, name, columns.
-const TABLES: [(u32, &str, [Column; 2]); 2] = [
-    (USERS, "users", [("id", 20, true), ("name", 25, false)]),
-    (ITEMS, "items", [("sku", 25, true), ("qty", 23, false)]),
-];
-
-/// The Relation message of a table: what the catalog answer describes.
-fn relation(oid: u32) -> Relation {
-    let rows = TABLES
-        .iter()
-        .find(|(o, ..)| *o == oid)
-        .map_or_else(Vec::new, |(_, name, _)| {
-            column_rows(&format!("\"{name}\"'::regclass"))
-        });
-    let borrowed: Vec<Vec<Option<&str>>> = rows
-        .iter()
-        .map(|row| row.iter().map(Option::as_deref).collect())
-        .collect();
-    let views: Vec<&[Option<&str>]> = borrowed.iter().map(Vec::as_slice).collect();
-    match catalog::parse_relation(&views) {
-        Ok(relation) => relation,
-        Err(e) => panic!("the fake catalog describes table {oid} badly: {e}"),
-    }
-}
-
 /// What a stream frame means to the model once the pipeline has all of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mark {
@@ -88,8 +59,8 @@ enum Mark {
 enum Piece {
     Message {
         at: Lsn,
-        /// The relation a change belongs to (its Relation message goes first, once per session).
-        relation: Option<u32>,
+        /// The relations a change names (their Relation messages go first, once per session).
+        relations: Vec<u32>,
         payload: Vec<u8>,
         mark: Mark,
     },
@@ -126,6 +97,8 @@ struct Conn {
     relations_sent: Vec<u32>,
     /// The slot's position before this connection's last status update.
     before_last_status: Option<Option<Lsn>>,
+    /// The slot's life (`FakePg::life`) this connection streams from.
+    life: u32,
 }
 
 impl Conn {
@@ -146,6 +119,16 @@ pub(super) struct FakePg {
     head: Lsn,
     /// The slot's confirmed position; `None` while it does not exist.
     confirmed: Option<Lsn>,
+    /// The confirmed position of the slot that was dropped (or lost with a restore), once
+    /// none exists; what the WAL holds after it never reached a slot.
+    dropped_at: Option<Lsn>,
+    /// Counts the slot's lives: a drop, a restore and a creation each begin a new one.
+    pub(super) life: u32,
+    /// Where the current slot was created (where the run's first slot stood).
+    pub(super) life_start: Lsn,
+    /// The positions a session of the current slot has been told (commit ends, idle
+    /// keepalives, the slot's own position): its flush must be one of them.
+    pub(super) life_told: BTreeSet<Lsn>,
     /// Positions the pipeline has been told it may acknowledge: commit ends and idle
     /// keepalives it received, the slot's positions it read, and zero.
     pub(super) told: BTreeSet<Lsn>,
@@ -164,6 +147,11 @@ pub(super) struct FakePg {
     pub(super) workload: Workload,
     next_xid: u32,
     pub(super) streams_started: u32,
+    /// `CREATE_REPLICATION_SLOT`s answered.
+    pub(super) slots_created: u32,
+    /// A slot was created below the highest position an earlier slot confirmed.
+    pub(super) created_below: bool,
+    highest_confirmed: Lsn,
 }
 
 impl FakePg {
@@ -178,6 +166,10 @@ impl FakePg {
             wal: Vec::new(),
             head: START,
             confirmed: slot_exists.then_some(START),
+            dropped_at: None,
+            life: 0,
+            life_start: START,
+            life_told: BTreeSet::from([START]),
             told: BTreeSet::from([Lsn::ZERO]),
             busy_positions: BTreeSet::from([Lsn::ZERO]),
             keepalives_read: Vec::new(),
@@ -188,6 +180,9 @@ impl FakePg {
             workload: Workload::default(),
             next_xid: 700,
             streams_started: 0,
+            slots_created: 0,
+            created_below: false,
+            highest_confirmed: START,
         }
     }
 
@@ -265,6 +260,7 @@ impl FakePg {
     }
 
     fn take(&mut self, id: ConnId, n: usize) -> Option<(Vec<u8>, bool)> {
+        let life = self.life;
         let conn = self.conns.get_mut(&id)?;
         let n = n.min(conn.out.len());
         let bytes: Vec<u8> = conn.out.drain(..n).collect();
@@ -282,9 +278,15 @@ impl FakePg {
                     conn.open_tx = false;
                     self.told.insert(end_lsn);
                     self.busy_positions.insert(end_lsn);
+                    if conn.life == life {
+                        self.life_told.insert(end_lsn);
+                    }
                 }
                 Mark::Idle(at) => {
                     self.told.insert(at);
+                    if conn.life == life {
+                        self.life_told.insert(at);
+                    }
                     self.keepalives_read.push((at, conn.open_tx));
                 }
             }
@@ -424,12 +426,28 @@ impl FakePg {
         } else if sql.contains("pg_replication_slots") {
             self.slot_rows(replication)
         } else if sql.starts_with("CREATE_REPLICATION_SLOT") {
-            // Transactions committed before the slot existed are not part of its stream.
+            if self.confirmed.is_some() {
+                return self.refuse_query(
+                    id,
+                    "42710",
+                    "replication slot \"slotline_p\" already exists",
+                );
+            }
+            // With SNAPSHOT 'nothing' the slot starts at the server's WAL end: transactions
+            // committed before it (and those the dropped slot had not confirmed) are not part
+            // of its stream, and their rows are outside the promise.
+            let at = self.head;
+            self.workload.lose(self.dropped_at.take(), at, at);
             self.wal.clear();
-            self.confirmed = Some(self.head);
-            self.told.insert(self.head);
-            self.busy_positions.insert(self.head);
-            let head = self.head.to_string();
+            self.confirmed = Some(at);
+            self.life += 1;
+            self.slots_created += 1;
+            self.created_below |= at < self.highest_confirmed;
+            self.life_start = at;
+            self.life_told = BTreeSet::from([at]);
+            self.told.insert(at);
+            self.busy_positions.insert(at);
+            let head = at.to_string();
             vec![vec![
                 Some("slotline_p".to_owned()),
                 Some(head),
@@ -448,6 +466,7 @@ impl FakePg {
         };
         self.told.insert(confirmed);
         self.busy_positions.insert(confirmed);
+        self.life_told.insert(confirmed);
         let busy = replication && self.busy_answers > 0;
         if busy {
             self.busy_answers -= 1;
@@ -471,20 +490,16 @@ impl FakePg {
             .conns
             .iter()
             .any(|(other, c)| *other != id && c.streaming);
-        let Some(confirmed) = self.confirmed.filter(|_| !held_elsewhere) else {
-            let error = pg_error(
-                "ERROR",
-                "55006",
-                "replication slot \"slotline_p\" is active",
-            );
-            return self.answer(
+        let Some(confirmed) = self.confirmed else {
+            return self.refuse_query(
                 id,
-                &[
-                    BackendMessage::ErrorResponse(Box::new(error)),
-                    BackendMessage::ReadyForQuery(TransactionStatus::Idle),
-                ],
+                "42704",
+                "replication slot \"slotline_p\" does not exist",
             );
         };
+        if held_elsewhere {
+            return self.refuse_query(id, "55006", "replication slot \"slotline_p\" is active");
+        }
         self.answer(
             id,
             &[BackendMessage::CopyBothResponse(CopyResponse {
@@ -493,15 +508,71 @@ impl FakePg {
             })],
         );
         self.streams_started += 1;
-        let head = self.head;
+        let (head, life) = (self.head, self.life);
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
         conn.streaming = true;
+        conn.life = life;
         conn.push(&keepalive(confirmed, false), Mark::Idle(confirmed));
         for tx in self.wal.iter().filter(|tx| tx.end > confirmed) {
             send(conn, tx, head);
         }
+    }
+
+    /// An ErrorResponse to the query on `id`.
+    fn refuse_query(&mut self, id: ConnId, code: &str, message: &str) {
+        let error = pg_error("ERROR", code, message);
+        self.answer(
+            id,
+            &[
+                BackendMessage::ErrorResponse(Box::new(error)),
+                BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+            ],
+        );
+    }
+
+    /// The life of the slot `id` streams from, if it streams.
+    pub(super) fn conn_life(&self, id: ConnId) -> Option<u32> {
+        self.conns.get(&id).filter(|c| c.streaming).map(|c| c.life)
+    }
+
+    /// The slot goes (see `Event::SlotGone`); returns the connections the server ended.
+    /// Dropped: a walsender streaming from it is terminated first, and the WAL after its
+    /// confirmed position never reaches a slot. Restored: the server restarts from a
+    /// backup taken `1 + (arg >> 1) % 4` transactions back (or where the slot began),
+    /// which holds no slot; every connection ends, and the changes after that point are
+    /// gone from PostgreSQL.
+    pub(super) fn slot_gone(&mut self, arg: u8) -> Vec<ConnId> {
+        let restore = arg & 1 != 0;
+        if self.confirmed.is_none() && !restore {
+            return Vec::new();
+        }
+        let ended: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| restore || c.streaming)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ended {
+            self.conns.remove(id);
+        }
+        self.life += 1;
+        let dropped = self.confirmed.take().or(self.dropped_at);
+        if !restore {
+            self.dropped_at = dropped;
+            return ended;
+        }
+        let back = 1 + usize::from(arg >> 1) % 4;
+        let at = match self.wal.len().checked_sub(back + 1) {
+            Some(i) => self.wal[i].end,
+            None => self.life_start,
+        };
+        self.dropped_at = dropped.map(|d| d.min(at));
+        self.workload.restore(at);
+        self.wal.retain(|tx| tx.end <= at);
+        self.head = at;
+        ended
     }
 
     fn on_copy_data(&mut self, id: ConnId, body: &[u8]) -> Option<Lsn> {
@@ -517,6 +588,7 @@ impl FakePg {
             conn.before_last_status = Some(before);
         }
         self.confirmed = before.map(|c| c.max(update.flush));
+        self.highest_confirmed = self.highest_confirmed.max(self.confirmed.unwrap_or(START));
         Some(update.flush)
     }
 
@@ -526,13 +598,10 @@ impl FakePg {
     }
 
     /// PostgreSQL commits a transaction (see `Event::Tx`); a streaming session gets it at
-    /// the end of its queue. Before the slot exists nothing is committed: with
-    /// `SNAPSHOT_MODE=never` such rows would never reach Feldera, and the oracle compares
-    /// whole tables.
+    /// the end of its queue. While no slot exists it is committed all the same: the slot
+    /// created next starts after it, and its rows are outside the promise
+    /// (`Workload::lose`).
     pub(super) fn commit(&mut self, changes: &[u8]) {
-        if self.confirmed.is_none() {
-            return;
-        }
         let xid = self.next_xid;
         self.next_xid += 1;
         let start = Lsn(self.head.0 + RECORD);
@@ -540,21 +609,25 @@ impl FakePg {
         let end = Lsn(commit.0 + RECORD);
         let mut pieces = vec![Piece::Message {
             at: start,
-            relation: None,
+            relations: Vec::new(),
             payload: encode::begin(commit, PgTime(0), xid),
             mark: Mark::Begin,
         }];
-        let mut markers = Vec::new();
+        let mut markers: Vec<(&'static str, String)> = Vec::new();
+        self.workload.begin();
         for (i, byte) in changes.iter().enumerate() {
             let at = Lsn(start.0 + RECORD * (i as u64 + 1));
-            let (relation, payload, marker) = self.workload.change(*byte, end);
+            let written = self.workload.change(*byte, end);
             pieces.push(Piece::Message {
                 at,
-                relation: Some(relation),
-                payload,
+                relations: written.relations,
+                payload: written.payload,
                 mark: Mark::Plain,
             });
-            markers.push(marker);
+            // The rows this transaction wrote to a table before truncating it may never
+            // leave slotline; the TRUNCATE's own markers stand for what must be gone.
+            markers.retain(|(table, _)| !written.truncated.contains(table));
+            markers.extend(written.markers);
             if byte & 8 != 0 {
                 pieces.push(Piece::Keepalive(at));
             }
@@ -562,14 +635,14 @@ impl FakePg {
         pieces.push(Piece::Message {
             // A walsender sends a commit at the position after it (its end).
             at: end,
-            relation: None,
+            relations: Vec::new(),
             payload: encode::commit(commit, end, PgTime(0)),
             mark: Mark::Commit(end),
         });
         self.head = end;
         let tx = Tx {
             end,
-            markers,
+            markers: markers.into_iter().map(|(_, marker)| marker).collect(),
             pieces,
         };
         if let Some(conn) = self.streaming_session() {
@@ -647,11 +720,14 @@ fn send(conn: &mut Conn, tx: &Tx, head: Lsn) {
         match piece {
             Piece::Message {
                 at,
-                relation: oid,
+                relations,
                 payload,
                 mark,
             } => {
-                if let Some(oid) = oid.filter(|o| !conn.relations_sent.contains(o)) {
+                for &oid in relations {
+                    if conn.relations_sent.contains(&oid) {
+                        continue;
+                    }
                     conn.relations_sent.push(oid);
                     // Relation messages arrive with a zero position.
                     conn.push(
@@ -681,63 +757,4 @@ fn keepalive(at: Lsn, reply_requested: bool) -> Vec<u8> {
         server_time: PgTime(0),
         reply_requested,
     }))
-}
-
-fn text_row(values: &[&str]) -> Vec<Option<String>> {
-    values.iter().map(|v| Some((*v).to_owned())).collect()
-}
-
-/// `pg_attribute` rows of the table the query names.
-fn column_rows(sql: &str) -> Vec<Vec<Option<String>>> {
-    let Some((oid, name, columns)) = TABLES
-        .into_iter()
-        .find(|(_, name, _)| sql.contains(&format!("\"{name}\"'::regclass")))
-    else {
-        return Vec::new();
-    };
-    let oid = oid.to_string();
-    columns
-        .iter()
-        .map(|(column, type_oid, key)| {
-            let key = if *key { "t" } else { "f" };
-            text_row(&[
-                &oid,
-                "public",
-                name,
-                "d",
-                column,
-                &type_oid.to_string(),
-                "-1",
-                key,
-            ])
-        })
-        .collect()
-}
-
-/// A whole simple-query answer: text columns, the rows, the tag, ReadyForQuery.
-fn result_set(rows: Vec<Vec<Option<String>>>) -> Vec<BackendMessage> {
-    let width = rows.first().map_or(0, Vec::len);
-    let field = |i: usize| FieldDescription {
-        name: format!("column{i}"),
-        table_oid: 0,
-        column_id: 0,
-        type_oid: 25,
-        type_size: -1,
-        type_modifier: -1,
-        format: 0,
-    };
-    let tag = format!("SELECT {}", rows.len());
-    std::iter::once(BackendMessage::RowDescription(RowDescription {
-        fields: (0..width).map(field).collect(),
-    }))
-    .chain(rows.into_iter().map(|row| {
-        BackendMessage::DataRow(DataRow {
-            columns: row.into_iter().map(|v| v.map(Bytes::from)).collect(),
-        })
-    }))
-    .chain([
-        BackendMessage::CommandComplete { tag },
-        BackendMessage::ReadyForQuery(TransactionStatus::Idle),
-    ])
-    .collect()
 }

@@ -395,6 +395,120 @@ fn seeds() -> Vec<Seed> {
             .concat(),
             reached: |run| run.commits >= 1 && run.converged && run.reported_flush > START,
         },
+        Seed {
+            // A TRUNCATE of users between two inserts in one transaction: the row before it
+            // never counts, Feldera's keys are read in pages of two and deleted, the count
+            // says zero, and the row after it survives.
+            name: "hand-truncate-between-rows",
+            setup: Setup::default(),
+            events: [
+                stream(),
+                tx(&[0, 1, 0]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, GOOD, GOOD],
+                vec![TickAtDeadline(0), GOOD, GOOD],
+                tx(&[0, 7, 0]).into(),
+                vec![GOOD, GOOD, GOOD, GOOD, TickAtDeadline(0), GOOD, GOOD],
+                vec![TickAtDeadline(0), GOOD, GOOD, GOOD, TickAtDeadline(0), GOOD],
+            ]
+            .concat(),
+            reached: |run| run.queries >= 3 && run.converged && run.reported_flush > START,
+        },
+        Seed {
+            // Rows of one commit still linger in the outbox (200 ms, 100 rows) when a
+            // transaction that is only a TRUNCATE of their table arrives: they are sent and
+            // made durable first, and the flush passes both commits.
+            name: "hand-truncate-after-lingering-rows",
+            setup: Setup {
+                linger: 4,
+                max_rows: 5,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0, 0]).into(),
+                tx(&[7]).into(),
+                vec![GOOD, GOOD, GOOD, GOOD, TickAtDeadline(0), GOOD, GOOD],
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0), GOOD],
+            ]
+            .concat(),
+            reached: |run| run.queries >= 2 && run.converged && run.reported_flush > START,
+        },
+        Seed {
+            // Three commits acknowledged; the server is restored from a backup two commits
+            // back, without the slot. The next session creates it below the flush the
+            // pipeline reported, and must report only the new slot's positions.
+            name: "hand-slot-restored-below-flush",
+            setup: Setup::default(),
+            events: [
+                stream(),
+                tx(&[0]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD],
+                tx(&[0x10]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD],
+                tx(&[1]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+                vec![SlotGone(3), TickAtDeadline(0), GOOD, Deliver(0)],
+                tx(&[0x11]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+            ]
+            .concat(),
+            reached: |run| {
+                run.slots_created == 1 && run.slot_below_flush && run.streams == 2 && run.converged
+            },
+        },
+        Seed {
+            // The slot is dropped (its walsender terminated) with a commit not yet
+            // confirmed, and a rename is committed while no slot exists: both are outside
+            // the promise. The next session creates the slot at the WAL's end and streams
+            // what follows.
+            name: "hand-slot-dropped",
+            setup: Setup::default(),
+            events: [
+                stream(),
+                tx(&[0, 0]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+                tx(&[2]).into(),
+                vec![
+                    SlotGone(0),
+                    Tx(vec![0x12]),
+                    TickAtDeadline(0),
+                    GOOD,
+                    Deliver(0),
+                ],
+                tx(&[0, 1]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+            ]
+            .concat(),
+            reached: |run| run.slots_created == 1 && run.streams == 2 && run.converged,
+        },
+        Seed {
+            // A large transaction's rows are in a Feldera transaction when the slot is
+            // dropped (FELDERA_TRANSACTIONS=large, one row per batch). The next session
+            // creates the slot and its first table request is a TRUNCATE's key query: the
+            // open transaction must be committed first, or the query misses its rows and
+            // the deletes join it and never complete.
+            name: "hand-truncate-with-transaction-open",
+            setup: Setup {
+                transactions: 1,
+                max_rows: 1,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+                tx(&[0, 0, 0]).into(),
+                vec![GOOD, GOOD, GOOD, GOOD, GOOD, GOOD, TickAtDeadline(0)],
+                vec![SlotGone(0), TickAtDeadline(0), GOOD, GOOD, GOOD, GOOD],
+                vec![TickAtDeadline(0), GOOD, GOOD, Deliver(0)],
+                tx(&[7]).into(),
+                vec![GOOD, GOOD, GOOD, GOOD, GOOD, TickAtDeadline(0), GOOD],
+            ]
+            .concat(),
+            reached: |run| {
+                run.slots_created == 1 && run.queries >= 2 && run.commits >= 1 && run.converged
+            },
+        },
     ]
 }
 

@@ -2,7 +2,10 @@
 //! what the harness compares Feldera's tables with. Users are inserted with fresh ids and
 //! then renamed, re-keyed and deleted; items live on a key space of four skus that are
 //! inserted, overwritten and deleted again and again, so a change that lands late or twice
-//! shows as a wrong value rather than as an extra row.
+//! shows as a wrong value rather than as an extra row. A TRUNCATE empties one table or
+//! both. Keys whose changes never reached a slot (committed while none existed, or not yet
+//! confirmed when it was dropped or the server was restored) are `lost`: what Feldera holds
+//! for them is outside the promise until a later change of the key is.
 
 use std::collections::BTreeMap;
 
@@ -34,6 +37,8 @@ pub(super) enum Change {
     /// An existing user gets a new id: PostgreSQL sends the old key with the update.
     UpdateUserKey,
     DeleteUser,
+    /// TRUNCATE of users (bits 4-5 = 0), items (1) or both (2, 3).
+    Truncate,
 }
 
 impl Change {
@@ -44,7 +49,30 @@ impl Change {
             2 => Change::UpdateUser,
             3 => Change::UpdateUserKey,
             4 => Change::DeleteUser,
+            7 => Change::Truncate,
             _ => Change::InsertUser,
+        }
+    }
+}
+
+/// What one change writes: the relations its pgoutput message names, the message, the
+/// texts (each with its table) Feldera must hold once its commit is acknowledged, and the
+/// tables it truncates.
+#[derive(Debug)]
+pub(super) struct Written {
+    pub(super) relations: Vec<u32>,
+    pub(super) payload: Vec<u8>,
+    pub(super) markers: Vec<(&'static str, String)>,
+    pub(super) truncated: Vec<&'static str>,
+}
+
+impl Written {
+    fn one(relation: u32, payload: Vec<u8>, table: &'static str, marker: String) -> Written {
+        Written {
+            relations: vec![relation],
+            payload,
+            markers: vec![(table, marker)],
+            truncated: Vec::new(),
         }
     }
 }
@@ -55,6 +83,11 @@ pub(super) struct Workload {
     live_users: Vec<u64>,
     /// The quantity of each sku that exists.
     items: BTreeMap<usize, u64>,
+    /// Users and skus that existed when the current transaction began.
+    at_begin: (Vec<u64>, Vec<usize>),
+    /// Keys whose Feldera row is outside the promise while no change of theirs ending
+    /// after this position is covered (see the module docs).
+    pub(super) lost: BTreeMap<Key, Lsn>,
     /// Every change of every key, in commit order.
     pub(super) history: BTreeMap<Key, Vec<Version>>,
     /// The keys each transaction changed, by its end.
@@ -68,6 +101,8 @@ impl Default for Workload {
         Workload {
             live_users: Vec::new(),
             items: BTreeMap::new(),
+            at_begin: (Vec::new(), Vec::new()),
+            lost: BTreeMap::new(),
             history: BTreeMap::new(),
             changed: BTreeMap::new(),
             next_user: 1,
@@ -77,9 +112,17 @@ impl Default for Workload {
 }
 
 impl Workload {
-    /// One change: its relation, its pgoutput message, and the text that shows it in an
-    /// ingress body. Its effect is added to `history` at the transaction's `end`.
-    pub(super) fn change(&mut self, byte: u8, end: Lsn) -> (u32, Vec<u8>, String) {
+    /// A transaction begins: a TRUNCATE in it must delete what existed before it.
+    pub(super) fn begin(&mut self) {
+        self.at_begin = (
+            self.live_users.clone(),
+            self.items.keys().copied().collect(),
+        );
+    }
+
+    /// One change (see `Written`). Its effect is added to `history` at the transaction's
+    /// `end`.
+    pub(super) fn change(&mut self, byte: u8, end: Lsn) -> Written {
         let n = self.next_change;
         self.next_change += 1;
         let name = format!("r{n}");
@@ -110,7 +153,8 @@ impl Workload {
                     end,
                     Some(json!({"sku": sku, "qty": n})),
                 );
-                (ITEMS, payload, format!("{{\"sku\":\"{sku}\",\"qty\":{n}}}"))
+                let marker = format!("{{\"sku\":\"{sku}\",\"qty\":{n}}}");
+                Written::one(ITEMS, payload, "items", marker)
             }
             Change::DeleteItem => {
                 let slot = chosen % SKUS;
@@ -119,7 +163,8 @@ impl Workload {
                 let key = encode::row(&[Some(&sku), None]);
                 self.record("items", json!(sku), end, None);
                 let payload = encode::delete(ITEMS, OldKind::Key, key);
-                (ITEMS, payload, format!("{{\"delete\":{{\"sku\":\"{sku}\""))
+                let marker = format!("{{\"delete\":{{\"sku\":\"{sku}\"");
+                Written::one(ITEMS, payload, "items", marker)
             }
             Change::UpdateUser => {
                 let id = self.live_users[index];
@@ -131,11 +176,8 @@ impl Workload {
                 );
                 let id = id.to_string();
                 let row = encode::row(&[Some(&id), Some(&name)]);
-                (
-                    USERS,
-                    encode::update(USERS, None, row),
-                    format!("\"{name}\""),
-                )
+                let payload = encode::update(USERS, None, row);
+                Written::one(USERS, payload, "users", format!("\"{name}\""))
             }
             Change::UpdateUserKey => {
                 let old = self.live_users[index];
@@ -153,14 +195,15 @@ impl Workload {
                 let old_key = encode::row(&[Some(&old), None]);
                 let row = encode::row(&[Some(&new), Some(&name)]);
                 let payload = encode::update(USERS, Some((OldKind::Key, old_key)), row);
-                (USERS, payload, format!("\"{name}\""))
+                Written::one(USERS, payload, "users", format!("\"{name}\""))
             }
             Change::DeleteUser => {
                 let id = self.live_users.remove(index);
                 self.record("users", json!(id), end, None);
                 let key = id.to_string();
                 let payload = encode::delete(USERS, OldKind::Key, encode::row(&[Some(&key), None]));
-                (USERS, payload, format!("{{\"delete\":{{\"id\":{id}}}}}"))
+                let marker = format!("{{\"delete\":{{\"id\":{id}}}}}");
+                Written::one(USERS, payload, "users", marker)
             }
             Change::InsertUser => {
                 let id = self.next_user;
@@ -174,7 +217,106 @@ impl Workload {
                 );
                 let id = id.to_string();
                 let row = encode::row(&[Some(&id), Some(&name)]);
-                (USERS, encode::insert(USERS, row), format!("\"{name}\""))
+                let payload = encode::insert(USERS, row);
+                Written::one(USERS, payload, "users", format!("\"{name}\""))
+            }
+            Change::Truncate => self.truncate(chosen, end),
+        }
+    }
+
+    /// A TRUNCATE (`chosen` picks the tables): every row goes. Feldera must then hold a
+    /// durable delete of every key that existed when the transaction began and whose row
+    /// it was promised (not `lost`); rows the transaction wrote before the TRUNCATE may
+    /// never have left slotline.
+    fn truncate(&mut self, chosen: usize, end: Lsn) -> Written {
+        let (users, items) = match chosen & 3 {
+            0 => (true, false),
+            1 => (false, true),
+            _ => (true, true),
+        };
+        let mut written = Written {
+            relations: Vec::new(),
+            payload: Vec::new(),
+            markers: Vec::new(),
+            truncated: Vec::new(),
+        };
+        if users {
+            for id in std::mem::take(&mut self.live_users) {
+                self.record("users", json!(id), end, None);
+            }
+            for id in self.at_begin.0.clone() {
+                if !self.is_lost(&("users", json!(id).to_string()), Some(end)) {
+                    let marker = format!("{{\"delete\":{{\"id\":{id}}}}}");
+                    written.markers.push(("users", marker));
+                }
+            }
+            written.relations.push(USERS);
+            written.truncated.push("users");
+        }
+        if items {
+            for slot in std::mem::take(&mut self.items).into_keys() {
+                self.record("items", json!(format!("s{slot}")), end, None);
+            }
+            for slot in self.at_begin.1.clone() {
+                let sku = format!("s{slot}");
+                if !self.is_lost(&("items", json!(sku).to_string()), Some(end)) {
+                    let marker = format!("{{\"delete\":{{\"sku\":\"{sku}\"");
+                    written.markers.push(("items", marker));
+                }
+            }
+            written.relations.push(ITEMS);
+            written.truncated.push("items");
+        }
+        written.payload = encode::truncate(&written.relations, false, false);
+        written
+    }
+
+    /// Whether Feldera's row of `key` is outside the promise as of its last change ending
+    /// before `before` (its last change of all with `None`).
+    pub(super) fn is_lost(&self, key: &Key, before: Option<Lsn>) -> bool {
+        let last = self.history.get(key).and_then(|versions| {
+            versions
+                .iter()
+                .rev()
+                .map(|(end, _)| *end)
+                .find(|end| before.is_none_or(|b| *end < b))
+        });
+        self.lost
+            .get(key)
+            .is_some_and(|until| last.is_none_or(|end| end <= *until))
+    }
+
+    /// The keys changed by transactions ending after `after` (all when `None`) and up to
+    /// `upto` never reached a slot: their Feldera rows are outside the promise until a
+    /// change after `until`.
+    pub(super) fn lose(&mut self, after: Option<Lsn>, upto: Lsn, until: Lsn) {
+        for key in self.changed_between(after, upto) {
+            let at = self.lost.entry(key).or_insert(until);
+            *at = (*at).max(until);
+        }
+    }
+
+    /// The server is restored to `at`: every change after it is gone from PostgreSQL (its
+    /// keys' Feldera rows are outside the promise), and what exists is what existed then.
+    pub(super) fn restore(&mut self, at: Lsn) {
+        self.lose(Some(at), Lsn(u64::MAX), at);
+        let _ = self.changed.split_off(&Lsn(at.0 + 1));
+        for versions in self.history.values_mut() {
+            versions.retain(|(end, _)| *end <= at);
+        }
+        self.live_users.clear();
+        self.items.clear();
+        for ((table, key), versions) in &self.history {
+            let Some((_, Some(row))) = versions.last() else {
+                continue;
+            };
+            if *table == "users" {
+                self.live_users.extend(key.parse::<u64>().ok());
+            } else if let Some(slot) = key.trim_matches('"').strip_prefix('s') {
+                let qty = row.get("qty").and_then(Value::as_u64).unwrap_or(0);
+                if let Ok(slot) = slot.parse() {
+                    self.items.insert(slot, qty);
+                }
             }
         }
     }
