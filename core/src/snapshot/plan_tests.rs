@@ -701,3 +701,156 @@ fn every_input_of_the_grid_keeps_the_invariants_and_every_action_occurs() {
         ]
     );
 }
+
+/// The plan with Feldera as found now: incarnation `now`, an earlier session of this run
+/// having seen `seen_before`, and whether restarts keep the tables (fault tolerance).
+fn with_feldera(
+    mode: SnapshotMode,
+    state: &StateRead,
+    slot: Option<&SlotInfo>,
+    now: &str,
+    seen_before: Option<&str>,
+    keeps_state: bool,
+    on_restart: FelderaRestart,
+) -> Plan {
+    let routes = routes();
+    let mut configured = configured(mode, &routes);
+    configured.feldera = Some(FelderaNow {
+        incarnation: now,
+        seen_before,
+        keeps_state,
+        on_restart,
+    });
+    plan_startup(state, slot, &configured, SYSTEM)
+}
+
+fn copied_to(incarnation: &str) -> StateRead {
+    complete_with(|f| f.feldera_incarnation = Some(incarnation.into()))
+}
+
+#[test]
+fn a_copy_written_to_an_earlier_incarnation_of_a_pipeline_without_fault_tolerance_is_copied_again()
+{
+    let plan = with_feldera(
+        SnapshotMode::Initial,
+        &copied_to("inc-1"),
+        Some(&reserved()),
+        "inc-2",
+        None,
+        false,
+        FelderaRestart::Resnapshot,
+    );
+    assert_eq!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    );
+    assert_eq!(plan.warnings.len(), 1);
+    rule!("state complete, written to incarnation inc-1 of a pipeline without fault tolerance that now runs as inc-2 (its tables came back empty): drop the slot, copy again, retract leftovers", plan);
+}
+
+#[test]
+fn with_feldera_restart_exit_the_emptied_pipeline_is_refused() {
+    let plan = with_feldera(
+        SnapshotMode::Initial,
+        &copied_to("inc-1"),
+        Some(&reserved()),
+        "inc-2",
+        None,
+        false,
+        FelderaRestart::Exit,
+    );
+    let Action::Refuse(message) = &plan.action else {
+        panic!("{plan}");
+    };
+    assert!(message.contains("inc-1 -> inc-2"), "{message}");
+    assert!(message.contains("FELDERA_RESTART=resnapshot"), "{message}");
+}
+
+#[test]
+fn the_same_incarnation_or_a_pipeline_that_resumes_from_checkpoints_streams() {
+    for (now, keeps_state) in [("inc-1", false), ("inc-2", true)] {
+        let plan = with_feldera(
+            SnapshotMode::Initial,
+            &copied_to("inc-1"),
+            Some(&reserved()),
+            now,
+            None,
+            keeps_state,
+            FelderaRestart::Exit,
+        );
+        assert_eq!(plan.action, Action::Stream, "{now} {keeps_state}: {plan}");
+    }
+}
+
+#[test]
+fn without_an_incarnation_in_the_state_file_the_one_this_run_saw_decides() {
+    let stream = with_feldera(
+        SnapshotMode::Initial,
+        &complete(),
+        Some(&reserved()),
+        "inc-2",
+        None,
+        false,
+        FelderaRestart::Resnapshot,
+    );
+    assert_eq!(
+        stream.action,
+        Action::Stream,
+        "nothing to compare: {stream}"
+    );
+    let copy = with_feldera(
+        SnapshotMode::Initial,
+        &complete(),
+        Some(&reserved()),
+        "inc-2",
+        Some("inc-1"),
+        false,
+        FelderaRestart::Resnapshot,
+    );
+    assert!(matches!(copy.action, Action::Snapshot { .. }), "{copy}");
+    // The state file's record wins over the run's memory.
+    let file_wins = with_feldera(
+        SnapshotMode::Initial,
+        &copied_to("inc-2"),
+        Some(&reserved()),
+        "inc-2",
+        Some("inc-1"),
+        false,
+        FelderaRestart::Resnapshot,
+    );
+    assert_eq!(file_wins.action, Action::Stream, "{file_wins}");
+}
+
+#[test]
+fn mode_never_only_warns_about_an_emptied_pipeline_unless_told_to_exit() {
+    let warned = with_feldera(
+        SnapshotMode::Never,
+        &StateRead::Absent,
+        Some(&reserved()),
+        "inc-2",
+        Some("inc-1"),
+        false,
+        FelderaRestart::Resnapshot,
+    );
+    assert_eq!(warned.action, Action::StreamOnly { create_slot: false });
+    assert!(
+        warned
+            .warnings
+            .iter()
+            .any(|w| w.contains("SNAPSHOT_MODE=never")),
+        "{warned}"
+    );
+    let refused = with_feldera(
+        SnapshotMode::Never,
+        &StateRead::Absent,
+        Some(&reserved()),
+        "inc-2",
+        Some("inc-1"),
+        false,
+        FelderaRestart::Exit,
+    );
+    assert!(matches!(refused.action, Action::Refuse(_)), "{refused}");
+}
