@@ -73,6 +73,17 @@ fn same_rows(env: &Env, table: &str, key: &str) -> bool {
     sorted(env.pg_rows(table, key)) == sorted(env.feldera_rows(table, key))
 }
 
+/// Starts the connector and waits until its first copy is complete and the stream caught up.
+fn seeded(env: &Env, shell: Shell, extra: &[(&str, &str)]) -> Connector {
+    let connector = start(env, shell, extra);
+    assert!(
+        env.wait_snapshot_complete_and_caught_up(LONG),
+        "the first copy did not finish:\n{}",
+        connector.log_text()
+    );
+    connector
+}
+
 /// Both tables, compared value by value.
 fn converged(env: &Env) -> bool {
     same_rows(env, "users", "id") && same_rows(env, "items", "sku")
@@ -95,12 +106,7 @@ fn a_pipeline_without_fault_tolerance_restarted_empty_converges_without_the_proc
     shell: Shell,
 ) {
     let env = Env::new("ft_none", SETUP, schema());
-    let mut connector = start(&env, shell, &[]);
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(LONG),
-        "the first copy did not finish:\n{}",
-        connector.log_text()
-    );
+    let mut connector = seeded(&env, shell, &[]);
     let writer = Writer::start(env.pg, &env.db, Duration::from_millis(5), transaction);
     assert!(writer.wait_committed(50, LONG));
     let first = env.feldera.incarnation();
@@ -134,12 +140,7 @@ fn a_pipeline_with_fault_tolerance_restarted_from_its_last_checkpoint_converges_
     env.feldera
         .set_fault_tolerance(Some("at_least_once"))
         .expect("fault tolerance");
-    let mut connector = start(&env, shell, &[]);
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(LONG),
-        "the first copy did not finish:\n{}",
-        connector.log_text()
-    );
+    let mut connector = seeded(&env, shell, &[]);
     let writer = Writer::start(env.pg, &env.db, Duration::from_millis(5), transaction);
     assert!(writer.wait_committed(60, LONG));
     let succeeded = env.feldera.checkpoint_counts().succeeded;
@@ -166,12 +167,7 @@ fn with_completion_durability_the_same_restart_loses_rows_for_good(shell: Shell)
     env.feldera
         .set_fault_tolerance(Some("at_least_once"))
         .expect("fault tolerance");
-    let mut connector = start(&env, shell, &[("FELDERA_DURABILITY", "completion")]);
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(LONG),
-        "the first copy did not finish:\n{}",
-        connector.log_text()
-    );
+    let mut connector = seeded(&env, shell, &[("FELDERA_DURABILITY", "completion")]);
     assert!(
         connector.wait_log("a Feldera restart loses what completed", LONG),
         "the startup line warns:\n{}",
