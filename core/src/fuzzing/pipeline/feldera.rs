@@ -23,6 +23,17 @@
 //! - A restart (`restart`) begins a new incarnation: requests out fail, the transaction is
 //!   gone, and the tables either keep everything or fall back to the durable records alone
 //!   (only what no completion vouched for is lost, as the promise assumes).
+//! - With fault tolerance (`at_least_once` in the pipeline's answer) Feldera checkpoints:
+//!   `POST /checkpoint` answered 200 gives the next sequence number of the incarnation
+//!   (from 0) and starts a checkpoint holding the records processed then (those a
+//!   completion vouched for), unless one is being written already: Feldera writes one at a
+//!   time, and a request arriving meanwhile gets that one's result. Feldera may also start
+//!   one on its own (`own_checkpoint`). The fuzz input decides when the one being written
+//!   ends, through the answers to `checkpoint_status`: success (not while a transaction is
+//!   open), still in progress, or a failure of its sequence numbers. A restart then
+//!   resumes from the last successful checkpoint (empty without one), or after a suspend
+//!   that checkpointed everything; what is durable is what a successful checkpoint held
+//!   (`holds`).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
@@ -65,6 +76,55 @@ pub(super) const PIPELINE_ANSWERS: [(u16, &str); 6] = [
     (200, "<html>proxy</html>"),
     (0, "connection refused"),
 ];
+
+/// What `PIPELINE` says with fault tolerance (inserted after the name).
+const FAULT_TOLERANCE: &str = r#""runtime_config":{"fault_tolerance":{"model":"at_least_once","checkpoint_interval_secs":60}},"#;
+
+/// Index 0 answers with the next sequence number (and starts a checkpoint, or joins the
+/// one being written).
+pub(super) const CHECKPOINT_ANSWERS: [(u16, &str); 7] = [
+    (200, ""),
+    (
+        503,
+        r#"{"message":"pipeline unavailable","error_code":"PipelineUnavailable","details":{}}"#,
+    ),
+    (
+        500,
+        r#"{"message":"internal error","error_code":"Internal","details":{}}"#,
+    ),
+    (200, r#"{"checkpoint_sequence_number":"soon"}"#),
+    (0, "connection reset by peer"),
+    (
+        501,
+        r#"{"message":"checkpoints are an enterprise feature","error_code":"EnterpriseFeature","details":{}}"#,
+    ),
+    (502, ""),
+];
+
+/// Index 0 ends the checkpoint being written with a success, 1 leaves it in progress, 2
+/// ends it with a failure; each then answers Feldera's latest success and failure (or 400
+/// `IncarnationUuidMismatch` when the question names an earlier incarnation).
+pub(super) const CHECKPOINT_STATUS_ANSWERS: [(u16, &str); 8] = [
+    (200, ""),
+    (200, ""),
+    (200, ""),
+    (
+        503,
+        r#"{"message":"pipeline unavailable","error_code":"PipelineUnavailable","details":{}}"#,
+    ),
+    (
+        500,
+        r#"{"message":"internal error","error_code":"Internal","details":{}}"#,
+    ),
+    (0, "timed out"),
+    (200, r#"{"success":"yes"}"#),
+    (502, ""),
+];
+
+const INCARNATION_MISMATCH: (u16, &str) = (
+    400,
+    r#"{"message":"Incarnation UUID mismatch","error_code":"IncarnationUuidMismatch","details":null}"#,
+);
 
 /// Index 0 and 1 answer with a fresh token (200 and 202).
 pub(super) const INGRESS_ANSWERS: [(u16, &str); 12] = [
@@ -210,7 +270,41 @@ enum Waiting {
     Query(String),
     StartTransaction,
     CommitTransaction,
+    Checkpoint,
+    /// The incarnation the question names, if any.
+    CheckpointStatus(Option<String>),
     Other,
+}
+
+/// One record of a table, with the request that queued it.
+type Record = (u32, &'static str, String);
+
+/// A checkpoint being written: the records it holds, and the sequence numbers whose
+/// result it is.
+#[derive(Debug)]
+struct Writing {
+    held: Vec<Record>,
+    seqs: Vec<u64>,
+}
+
+/// Feldera's checkpoints (with fault tolerance; see the module docs).
+#[derive(Debug, Default)]
+struct Checkpoints {
+    /// The next sequence number of this incarnation.
+    next_seq: u64,
+    writing: Option<Writing>,
+    /// The latest successful and failed sequence numbers of this incarnation.
+    success: Option<u64>,
+    failure: Option<u64>,
+    /// What the last successful checkpoint held (of any incarnation): a restart resumes
+    /// from it.
+    saved: Vec<Record>,
+    /// Every record a successful checkpoint held, each once.
+    saved_lines: HashSet<String>,
+    /// Successful checkpoints, Feldera's own among them.
+    succeeded: u32,
+    /// Requests that got the result of a checkpoint started before them.
+    joined: u32,
 }
 
 /// A token Feldera gave out.
@@ -264,6 +358,11 @@ pub(super) struct FakeFeldera {
     pub(super) interleaved: u32,
     /// Ad-hoc queries answered with their rows.
     pub(super) queries: u32,
+    /// The pipeline has fault tolerance: checkpoints are durability (see the module docs).
+    fault_tolerance: bool,
+    checkpoints: Checkpoints,
+    /// Restarts that resumed from a checkpoint that held something.
+    pub(super) resumed: u32,
 }
 
 /// Which answer a class byte picks: half of all values give the good answer, an eighth
@@ -281,12 +380,24 @@ fn table_of(segment: &str) -> Option<&'static str> {
 }
 
 impl FakeFeldera {
-    pub(super) fn new(accepted_mode: bool, transaction_open: bool) -> FakeFeldera {
+    /// `fault_tolerance`: checkpoints are what survives a restart (only when acknowledgements
+    /// wait for completion: in accepted mode a restart keeps what was accepted, as before).
+    pub(super) fn new(
+        accepted_mode: bool,
+        transaction_open: bool,
+        fault_tolerance: bool,
+    ) -> FakeFeldera {
         FakeFeldera {
             accepted_mode,
             transaction: transaction_open,
+            fault_tolerance,
             ..FakeFeldera::default()
         }
+    }
+
+    /// Successful checkpoints, and requests that joined one started before them.
+    pub(super) fn checkpoint_counts(&self) -> (u32, u32) {
+        (self.checkpoints.succeeded, self.checkpoints.joined)
     }
 
     /// A request arrives. Asking for the completion of a token Feldera never gave out, or
@@ -323,6 +434,15 @@ impl FakeFeldera {
             Waiting::StartTransaction
         } else if path == "/commit_transaction" {
             Waiting::CommitTransaction
+        } else if path == "/checkpoint" {
+            Waiting::Checkpoint
+        } else if let Some(rest) = path.strip_prefix("/checkpoint_status") {
+            let asked = rest.strip_prefix("?incarnation_uuid=").map(|u| {
+                percent_encoding::percent_decode_str(u)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            });
+            Waiting::CheckpointStatus(asked)
         } else if let Some(token) = path.strip_prefix("/completion_status?token=") {
             if !self.tokens.contains_key(token) {
                 return Err(format!(
@@ -412,6 +532,9 @@ impl FakeFeldera {
     /// Feldera restarts (see the module docs); `lossy`: what no completion vouched for is
     /// gone.
     pub(super) fn restart(&mut self, lossy: bool) {
+        if self.fault_tolerance && !self.accepted_mode {
+            return self.restart_from_checkpoint(lossy);
+        }
         self.restarts += 1;
         self.touched.extend(self.tables.keys().cloned());
         self.incarnation += 1;
@@ -440,6 +563,147 @@ impl FakeFeldera {
         }
     }
 
+    /// A restart with fault tolerance: from the last successful checkpoint, or (not
+    /// `from_checkpoint`) after a suspend that wrote a checkpoint of everything that landed.
+    fn restart_from_checkpoint(&mut self, from_checkpoint: bool) {
+        if !from_checkpoint {
+            // Suspending waits for the transaction's commit and for every record to be
+            // processed: what landed is then all in the last checkpoint.
+            let held = self.log.clone();
+            self.checkpoints.writing = Some(Writing {
+                held,
+                seqs: Vec::new(),
+            });
+            self.end_checkpoint(true);
+        }
+        self.restarts += 1;
+        self.touched.extend(self.tables.keys().cloned());
+        self.incarnation += 1;
+        self.endpoints.clear();
+        self.transaction = false;
+        self.in_transaction.clear();
+        for (_, waiting, dead) in &mut self.waiting {
+            *dead = true;
+            if let Waiting::Ingress(upload) = waiting {
+                upload.pending.clear();
+            }
+        }
+        let checkpoints = &mut self.checkpoints;
+        checkpoints.next_seq = 0;
+        checkpoints.writing = None;
+        checkpoints.success = None;
+        checkpoints.failure = None;
+        if !checkpoints.saved.is_empty() {
+            self.resumed += 1;
+        }
+        self.log = checkpoints.saved.clone();
+        self.tables.clear();
+        for (_, table, record) in &self.log {
+            apply(&mut self.tables, table, record);
+        }
+        // What the checkpoint holds was processed: a query sees it.
+        let restored: Vec<u32> = self.log.iter().map(|(request, _, _)| *request).collect();
+        for request in restored {
+            self.make_durable(request);
+        }
+        self.touched.extend(self.tables.keys().cloned());
+    }
+
+    /// Feldera starts a checkpoint on its own, unless one is being written (with fault
+    /// tolerance only).
+    /// Returns whether Feldera has fault tolerance.
+    pub(super) fn own_checkpoint(&mut self) -> bool {
+        if self.fault_tolerance && self.checkpoints.writing.is_none() {
+            self.start_checkpoint(Vec::new());
+        }
+        self.fault_tolerance
+    }
+
+    /// A checkpoint starts: it holds every record processed now (those of requests a
+    /// completion vouched for, outside an open transaction).
+    fn start_checkpoint(&mut self, seqs: Vec<u64>) {
+        let held = self
+            .log
+            .iter()
+            .filter(|(request, _, _)| {
+                self.durable.contains(request) && !self.in_transaction.contains(request)
+            })
+            .cloned()
+            .collect();
+        self.checkpoints.writing = Some(Writing { held, seqs });
+    }
+
+    /// The checkpoint being written ends: a success holds its records from now on.
+    fn end_checkpoint(&mut self, success: bool) {
+        let Some(writing) = self.checkpoints.writing.take() else {
+            return;
+        };
+        let checkpoints = &mut self.checkpoints;
+        let last = writing.seqs.iter().max().copied();
+        if !success {
+            checkpoints.failure = last.or(checkpoints.failure);
+            return;
+        }
+        checkpoints.success = last.or(checkpoints.success);
+        checkpoints.succeeded += 1;
+        checkpoints
+            .saved_lines
+            .extend(writing.held.iter().map(|(_, _, record)| record.clone()));
+        checkpoints.saved = writing.held;
+    }
+
+    /// `POST /checkpoint` answered 200: the next sequence number, which joins the
+    /// checkpoint being written or starts one.
+    fn checkpoint_requested(&mut self) -> String {
+        let seq = self.checkpoints.next_seq;
+        self.checkpoints.next_seq += 1;
+        match &mut self.checkpoints.writing {
+            Some(writing) => {
+                writing.seqs.push(seq);
+                self.checkpoints.joined += 1;
+            }
+            None => self.start_checkpoint(vec![seq]),
+        }
+        format!(
+            "{{\"checkpoint_sequence_number\":{seq},\"incarnation_uuid\":\"incarnation-{}\"}}",
+            self.incarnation
+        )
+    }
+
+    /// `GET /checkpoint_status` answered with class index `i` (see
+    /// `CHECKPOINT_STATUS_ANSWERS`).
+    fn checkpoint_status(&mut self, asked: Option<&str>, i: usize) -> (u16, String) {
+        if i > 2 {
+            let (status, body) = CHECKPOINT_STATUS_ANSWERS[i];
+            return (status, body.to_owned());
+        }
+        if asked.is_some_and(|u| u != format!("incarnation-{}", self.incarnation)) {
+            return (INCARNATION_MISMATCH.0, INCARNATION_MISMATCH.1.to_owned());
+        }
+        match i {
+            // Feldera delays a checkpoint while a transaction is open.
+            0 if !self.transaction => self.end_checkpoint(true),
+            2 => self.end_checkpoint(false),
+            _ => {}
+        }
+        let checkpoints = &self.checkpoints;
+        let success = checkpoints
+            .success
+            .map_or_else(|| "null".to_owned(), |n| n.to_string());
+        let failure = checkpoints.failure.map_or_else(
+            || "null".to_owned(),
+            |n| {
+                format!(
+                    "{{\"sequence_number\":{n},\"error\":\"No space left on device\",\"failed_at\":\"2026-12-02T00:00:00Z\"}}"
+                )
+            },
+        );
+        (
+            200,
+            format!("{{\"success\":{success},\"failure\":{failure}}}"),
+        )
+    }
+
     fn make_durable(&mut self, request: u32) {
         if !self.durable.insert(request) {
             return;
@@ -463,7 +727,25 @@ impl FakeFeldera {
         }
         let (status, body) = match waiting {
             Waiting::Pipeline | Waiting::Other => {
-                PIPELINE_ANSWERS[index(class, PIPELINE_ANSWERS.len())]
+                let i = index(class, PIPELINE_ANSWERS.len());
+                if i == 0 && self.fault_tolerance {
+                    let body = PIPELINE.replacen("{", &format!("{{{FAULT_TOLERANCE}"), 1);
+                    return Some((id, done(200, body)));
+                }
+                PIPELINE_ANSWERS[i]
+            }
+            Waiting::Checkpoint => {
+                let i = index(class, CHECKPOINT_ANSWERS.len());
+                if i == 0 {
+                    let body = self.checkpoint_requested();
+                    return Some((id, done(200, body)));
+                }
+                CHECKPOINT_ANSWERS[i]
+            }
+            Waiting::CheckpointStatus(asked) => {
+                let i = index(class, CHECKPOINT_STATUS_ANSWERS.len());
+                let (status, body) = self.checkpoint_status(asked.as_deref(), i);
+                return Some((id, done(status, body)));
             }
             // The first two answers of each say what Feldera's state is: a 409 only while
             // a transaction is open, a 400 NoTransactionInProgress only while none is.
@@ -687,9 +969,15 @@ impl FakeFeldera {
         std::mem::take(&mut self.touched)
     }
 
-    /// Whether a durable record contains `marker`.
+    /// Whether a durable record contains `marker`: with checkpoints, one a successful
+    /// checkpoint held (it began after the record was processed); otherwise one a
+    /// completion vouched for.
     pub(super) fn holds(&self, marker: &str) -> bool {
-        self.durable_lines.iter().any(|line| line.contains(marker))
+        let lines = match self.fault_tolerance && !self.accepted_mode {
+            true => &self.checkpoints.saved_lines,
+            false => &self.durable_lines,
+        };
+        lines.iter().any(|line| line.contains(marker))
     }
 }
 

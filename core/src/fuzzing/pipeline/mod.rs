@@ -4,18 +4,21 @@
 //! the world does: PostgreSQL commits transactions (TRUNCATEs among their changes) and
 //! sends keepalives, the slot is dropped or lost with a restore, replication bytes
 //! arrive in chunks of any size (with the occasional damaged frame), Feldera answers any
-//! waiting request with any class of answer, time passes (ticks at, past and between
-//! deadlines), connections break, the operator asks for a stop. The world is a fake
-//! PostgreSQL (`pg`) and a fake Feldera (`feldera`) that answer through the pipeline's
-//! public drive contract only (`Driver`, `status()`), so the harness does not depend on how
-//! the pipeline is built inside.
+//! waiting request with any class of answer (checkpoints among them, when the pipeline has
+//! fault tolerance), Feldera restarts or checkpoints on its own, time passes (ticks at,
+//! past and between deadlines), connections break, the operator asks for a stop. The world
+//! is a fake PostgreSQL (`pg`) and a fake Feldera (`feldera`) that answer through the
+//! pipeline's public drive contract only (`Driver`, `status()`), so the harness does not
+//! depend on how the pipeline is built inside.
 //!
 //! After every input the harness drains the commands, carries them out, and checks:
 //! - the flush position (reported in status updates, and in `status()`) never decreases
 //!   within a session;
 //! - it is always a position the pipeline was told it may acknowledge (the end of a commit
 //!   it received, an idle keepalive, the slot's own position), and every commit ending at
-//!   or before it has all its changes in records Feldera made durable, in any session;
+//!   or before it has all its changes in records Feldera made durable, in any session
+//!   (with fault tolerance, records a successful checkpoint held: one that began after
+//!   they were processed, which is what a restart resumes from);
 //! - a keepalive's position becomes the flush only if the keepalive came between
 //!   transactions (and, like every flush, with every commit before it durable when it is
 //!   reported: the pipeline may act on a keepalive later than it reads it);
@@ -128,6 +131,12 @@ pub struct PipelineRun {
     pub slots_created: u32,
     /// One of them began below the highest position an earlier slot confirmed.
     pub slot_below_flush: bool,
+    /// Feldera checkpoints that succeeded (with fault tolerance).
+    pub checkpoints: u32,
+    /// Checkpoint requests that got the result of a checkpoint started before them.
+    pub checkpoints_joined: u32,
+    /// Feldera restarts that resumed from a checkpoint holding something.
+    pub resumed: u32,
     pub exit: Option<i32>,
 }
 
@@ -156,6 +165,8 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
     harness.run.queries = harness.feldera.queries;
     harness.run.slots_created = harness.pg.slots_created;
     harness.run.slot_below_flush = harness.pg.created_below;
+    (harness.run.checkpoints, harness.run.checkpoints_joined) = harness.feldera.checkpoint_counts();
+    harness.run.resumed = harness.feldera.resumed;
     harness.run
 }
 
@@ -221,7 +232,11 @@ impl Harness {
                 setup.slow_pg,
                 setup.wal_sender_timeout(),
             ),
-            feldera: FakeFeldera::new(setup.accepted, setup.transaction_open()),
+            feldera: FakeFeldera::new(
+                setup.accepted,
+                setup.transaction_open(),
+                setup.fault_tolerance,
+            ),
             queued: VecDeque::new(),
             state_answers: VecDeque::new(),
             conns: BTreeSet::new(),
@@ -303,7 +318,9 @@ impl Harness {
                 self.check_tables();
             }
             Event::FelderaRestart(flags) => {
-                self.feldera.restart(flags & 1 != 0);
+                if flags & 2 == 0 || !self.feldera.own_checkpoint() {
+                    self.feldera.restart(flags & 1 != 0);
+                }
                 self.check_tables();
             }
             Event::SlotGone(arg) => {

@@ -45,6 +45,11 @@ fn stream() -> Vec<Event> {
     vec![GOOD, Deliver(0)]
 }
 
+/// A checkpoint requested when due, answered 200, and its status asked: success.
+fn checkpoint() -> Vec<Event> {
+    vec![TickAtDeadline(0), GOOD, TickAtDeadline(0), GOOD]
+}
+
 /// A transaction delivered whole.
 fn tx(changes: &[u8]) -> [Event; 2] {
     [Tx(changes.to_vec()), Deliver(0)]
@@ -507,6 +512,62 @@ fn seeds() -> Vec<Seed> {
             .concat(),
             reached: |run| {
                 run.slots_created == 1 && run.queries >= 2 && run.commits >= 1 && run.converged
+            },
+        },
+        Seed {
+            // Fault tolerance: two checkpoints acknowledge the first transaction (the
+            // session's first credits nothing); the second completes but no checkpoint holds
+            // it when Feldera restarts from the last one, and the slot replays it.
+            name: "hand-checkpoint-resume",
+            setup: Setup {
+                fault_tolerance: true,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0, 1]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0), GOOD, GOOD],
+                checkpoint(),
+                checkpoint(),
+                tx(&[0x11]).into(),
+                vec![TickAtDeadline(0), GOOD, TickAtDeadline(0), GOOD],
+                vec![FelderaRestart(1)],
+            ]
+            .concat(),
+            reached: |run| {
+                run.checkpoints >= 2
+                    && run.resumed == 1
+                    && run.restarts == 1
+                    && run.reported_flush > START
+                    && run.streams >= 2
+                    && run.converged
+            },
+        },
+        Seed {
+            // Feldera starts a checkpoint on its own before the transaction completes; the
+            // pipeline's request joins it, and its success (the state from before the
+            // transaction) must not acknowledge the transaction: only the next one does.
+            name: "hand-checkpoint-joined",
+            setup: Setup {
+                fault_tolerance: true,
+                ..Setup::default()
+            },
+            events: [
+                stream(),
+                tx(&[0, 1]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, FelderaRestart(2)],
+                vec![TickAtDeadline(0), GOOD, GOOD],
+                checkpoint(),
+                checkpoint(),
+                vec![Keepalive(0x21), Deliver(0), TickAtDeadline(0)],
+            ]
+            .concat(),
+            reached: |run| {
+                run.checkpoints >= 2
+                    && run.checkpoints_joined >= 1
+                    && run.reported_flush > START
+                    && run.restarts == 0
+                    && run.converged
             },
         },
     ]

@@ -274,3 +274,121 @@ fn a_key_page_and_a_count_answer_from_the_committed_tables() {
         .query(r#"SELECT COUNT(*) AS "slotline_count" FROM "users""#, true);
     assert_eq!(lagging, "{\"slotline_count\":1}\n");
 }
+
+fn with_fault_tolerance(events: &[Event]) -> Harness {
+    let setup = Setup {
+        fault_tolerance: true,
+        ..Setup::default()
+    };
+    let mut harness = Harness::start(&setup);
+    harness.settle();
+    for event in events {
+        harness.apply(event);
+        harness.settle();
+    }
+    harness
+}
+
+/// With fault tolerance: a two-row transaction ingested, and Feldera starting a checkpoint
+/// of its own before either row completed.
+fn checkpoint_before_completion() -> Vec<Event> {
+    vec![
+        GOOD,
+        Deliver(0),
+        Tx(vec![0, 1]),
+        Deliver(0),
+        TickAtDeadline(0),
+        GOOD,
+        GOOD,
+        FelderaRestart(2),
+    ]
+}
+
+#[test]
+#[should_panic(expected = "Feldera has not made durable")]
+fn with_checkpoints_a_flush_past_a_commit_only_completed_is_caught() {
+    let mut harness = with_fault_tolerance(&[
+        GOOD,
+        Deliver(0),
+        Tx(vec![0, 1]),
+        Deliver(0),
+        TickAtDeadline(0),
+        GOOD,
+        GOOD,
+        TickAtDeadline(0),
+        GOOD,
+        GOOD,
+    ]);
+    assert_eq!(harness.feldera.durable_batches, 2, "both rows completed");
+    assert_eq!(harness.pipeline.status().flush, START, "no checkpoint yet");
+    let end = harness.pg.wal[0].end;
+    harness.check_flush(end, "a hand-made flush");
+}
+
+#[test]
+fn a_request_joining_a_checkpoint_gets_its_state_from_before_the_request() {
+    let mut harness = with_fault_tolerance(
+        &[
+            &checkpoint_before_completion()[..],
+            // Both rows complete; the pipeline requests a checkpoint, which joins Feldera's.
+            &[TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0), GOOD],
+            // Its status: success.
+            &[TickAtDeadline(0), GOOD],
+        ]
+        .concat(),
+    );
+    assert_eq!(harness.feldera.checkpoint_counts(), (1, 1));
+    assert_eq!(
+        harness.pipeline.status().flush,
+        START,
+        "the first credits nothing"
+    );
+    assert!(
+        !harness.feldera.holds("r1"),
+        "the checkpoint began before user 1 completed"
+    );
+    harness.apply(&FelderaRestart(1));
+    assert!(
+        harness.feldera.tables.is_empty(),
+        "{:?}",
+        harness.feldera.tables
+    );
+    assert_eq!(
+        harness.feldera.resumed, 0,
+        "resumed from an empty checkpoint"
+    );
+}
+
+#[test]
+fn a_restart_resumes_from_the_last_successful_checkpoint() {
+    let mut harness = with_fault_tolerance(
+        &[
+            &checkpoint_before_completion()[..],
+            &[TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0), GOOD],
+            &[TickAtDeadline(0), GOOD],
+            // The next request starts a checkpoint with both rows; it fails, and the one
+            // after it succeeds.
+            &[TickAtDeadline(0), GOOD, TickAtDeadline(0)],
+            &[Answer {
+                pick: 0,
+                class: 0xa2,
+            }],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        harness.feldera.checkpoint_counts(),
+        (1, 1),
+        "the second failed"
+    );
+    assert_eq!(harness.pipeline.status().flush, START);
+    // A checkpoint of Feldera's own, with both rows, then a restart before it ends.
+    harness.apply(&FelderaRestart(2));
+    harness.apply(&FelderaRestart(1));
+    assert!(
+        harness.feldera.tables.is_empty(),
+        "{:?}",
+        harness.feldera.tables
+    );
+    assert_eq!(harness.feldera.restarts, 1);
+}
