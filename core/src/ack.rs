@@ -116,6 +116,14 @@ impl AckTracker {
         self.writes_completed += 1;
     }
 
+    /// A decision relied on the state Feldera processed (a query's answer: a table verified
+    /// empty after a TRUNCATE, a copy's count). That state may hold records whose requests
+    /// were never seen complete (an ended session's), so, like a completed write, a
+    /// checkpoint must hold it before the flush passes what the decision acknowledges.
+    pub fn on_feldera_state_relied_on(&mut self) {
+        self.writes_completed += 1;
+    }
+
     /// Whether something Feldera completed is not yet in a successful checkpoint.
     pub fn unsaved(&self) -> bool {
         self.writes_completed > self.writes_saved

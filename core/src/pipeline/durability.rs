@@ -187,6 +187,8 @@ enum Checkpoint {
         since: Mono,
         asking: Option<HttpId>,
         poll_at: Mono,
+        /// Its status was asked at least once (a timeout needs one answer to go by).
+        asked: bool,
     },
 }
 
@@ -318,12 +320,13 @@ impl Keeper {
                 since,
                 asking,
                 poll_at,
+                asked,
                 ..
             } => {
                 if asking.is_some() || now < *poll_at {
                     return Ok(News::Nothing);
                 }
-                if now.since(*since) / 1_000 >= cx.env.config.completion_timeout_ms {
+                if *asked && now.since(*since) / 1_000 >= cx.env.config.completion_timeout_ms {
                     let seq = *seq;
                     return Ok(self.not_saved(
                         cx,
@@ -342,6 +345,7 @@ impl Keeper {
                         .checkpoint_status(incarnation.as_deref(), REQUEST_TIMEOUT_MS),
                 });
                 *asking = Some(http);
+                *asked = true;
                 Ok(News::Nothing)
             }
             Checkpoint::Requesting { .. } => Ok(News::Nothing),
@@ -402,6 +406,7 @@ impl Keeper {
                     since,
                     asking: None,
                     poll_at: cx.now().plus_ms(CHECKPOINT_POLL_MS),
+                    asked: true,
                 };
                 self.on_status(cx, reply)
             }
@@ -448,6 +453,7 @@ impl Keeper {
                     since,
                     asking: None,
                     poll_at: cx.now().plus_ms(CHECKPOINT_POLL_MS),
+                    asked: false,
                 };
                 Ok(News::Nothing)
             }

@@ -147,11 +147,14 @@ impl Retracting {
         let names = self.streaming.table_names();
         let table = &names[route];
         match read_count_answer(table, reply) {
-            Ok(0) => cx.ctx.note(
-                Level::Info,
-                Topic::Retract,
-                format!("{table}: empty in Feldera, as after the TRUNCATE"),
-            ),
+            Ok(0) => {
+                cx.run.ack.on_feldera_state_relied_on();
+                cx.ctx.note(
+                    Level::Info,
+                    Topic::Retract,
+                    format!("{table}: empty in Feldera, as after the TRUNCATE"),
+                )
+            }
             Ok(left) => {
                 return Next::Fail(Failure::new(
                     FailureKind::Unverified,

@@ -80,11 +80,6 @@ const CRASH_AT: [Option<&str>; 8] = [
     None,
 ];
 const COMPLETION_TIMEOUT_MS: [&str; 4] = ["60000", "100", "1000", "5000"];
-/// With fault tolerance, where the timeout also bounds a checkpoint: no value below the
-/// keeper's status poll (`CHECKPOINT_POLL_MS`, 250 ms), with which no checkpoint can ever
-/// succeed (the keeper gives up before it first asks; a finding left to the pipeline, see
-/// fuzz/README.md).
-const CHECKPOINT_COMPLETION_TIMEOUT_MS: [&str; 4] = ["60000", "300", "1000", "5000"];
 const MAX_IN_FLIGHT_BATCHES: [&str; 4] = ["1", "4", "2", "8"];
 /// Index 3 is `large` with a transaction left open in Feldera before the run.
 const FELDERA_TRANSACTIONS: [&str; 4] = ["off", "large", "all", "large"];
@@ -186,11 +181,7 @@ impl Setup {
             ),
             (
                 "FELDERA_COMPLETION_TIMEOUT_MS",
-                match self.fault_tolerance {
-                    true => pick(&CHECKPOINT_COMPLETION_TIMEOUT_MS, self.completion_timeout),
-                    false => pick(&COMPLETION_TIMEOUT_MS, self.completion_timeout),
-                }
-                .to_owned(),
+                pick(&COMPLETION_TIMEOUT_MS, self.completion_timeout).to_owned(),
             ),
             (
                 "SHUTDOWN_CONFIRM_MS",

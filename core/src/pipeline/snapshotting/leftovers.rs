@@ -121,6 +121,7 @@ impl Snapshotting {
                     ),
                 );
             }
+            cx.run.ack.on_feldera_state_relied_on();
             cx.ctx.note(
                 Level::Info,
                 Topic::Retract,

@@ -405,3 +405,24 @@ fn with_checkpoints_a_graceful_stop_waits_for_a_checkpoint_holding_what_it_drain
         s.take_trace()
     );
 }
+
+#[test]
+fn a_completion_timeout_shorter_than_the_status_poll_still_lets_a_checkpoint_succeed() {
+    let mut s = streaming_with(
+        Some("at_least_once"),
+        &[
+            ("BATCH_LINGER_MS", "0"),
+            ("FELDERA_COMPLETION_TIMEOUT_MS", "100"),
+        ],
+    );
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    settle_rows(&mut s);
+    one_checkpoint(&mut s);
+    one_checkpoint(&mut s);
+    assert_eq!(
+        s.confirmed,
+        Lsn(0x2100),
+        "each checkpoint is asked about once before its timeout counts"
+    );
+    assert_eq!(s.pipeline().status().checkpoints.failed, 0);
+}
