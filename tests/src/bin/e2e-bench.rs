@@ -9,7 +9,9 @@
 //! cargo run --release -p slotline-tests --bin e2e-bench -- idle     [options]
 //! ```
 //! - `stream`: catching up on WAL already written, divided by `pg_recvlogical`'s time on
-//!   the same WAL (`support/bench/stream.rs`);
+//!   the same WAL (`support/bench/stream.rs`); with `--durability completion,checkpoint
+//!   --fault-tolerance at_least_once`, also when the double had every row against when the
+//!   slot confirmed it, per `FELDERA_DURABILITY`, in the same invocation;
 //! - `snapshot`: the initial copy, divided by `psql -c "COPY t TO STDOUT"` of the same table
 //!   (`support/bench/snapshot.rs`);
 //! - `idle`: CPU of caught-up connectors over a while, and the binaries' sizes.
@@ -26,6 +28,7 @@ use bench::stream::{StreamArgs, Workload};
 use bench::Common;
 use clap::{Parser, Subcommand};
 use slotline_tests::e2e::Shell;
+use slotline_tests::feldera_double::DEFAULT_CHECKPOINT_DELAY;
 use slotline_tests::pg::{ClusterOptions, PgCluster};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -85,6 +88,15 @@ enum Suite {
         /// default (a build that does not know the variable ignores it: window 1).
         #[arg(long, value_delimiter = ',')]
         max_in_flight_batches: Vec<u32>,
+        /// `FELDERA_DURABILITY` values (auto, checkpoint, completion), each run right after
+        /// the other for every shell; each such run also reports when the double had
+        /// processed every row and its checkpoints. Absent: the variable is not set.
+        #[arg(long, value_delimiter = ',')]
+        durability: Vec<String>,
+        /// The double's fault-tolerance model (none, at_least_once, exactly_once) in every
+        /// run; checkpoints need one. Absent: none.
+        #[arg(long)]
+        fault_tolerance: Option<String>,
     },
     /// The initial copy, against `psql -c "COPY t TO STDOUT" > /dev/null`.
     Snapshot {
@@ -111,6 +123,36 @@ enum Suite {
         #[arg(long, default_value_t = 60)]
         idle_secs: u64,
     },
+}
+
+/// The runs' `FELDERA_DURABILITY` values, checked: a checkpointing run needs a double
+/// with fault tolerance (without, the connector exits 1 at its first checkpoint).
+fn durabilities(
+    listed: Vec<String>,
+    fault_tolerance: Option<&str>,
+) -> Result<Vec<Option<String>>, String> {
+    if listed.is_empty() {
+        return Ok(vec![None]);
+    }
+    let tolerant = fault_tolerance.is_some_and(|m| !m.eq_ignore_ascii_case("none"));
+    for d in &listed {
+        match d.as_str() {
+            "completion" | "auto" => {}
+            "checkpoint" if tolerant => {}
+            "checkpoint" => {
+                return Err(
+                    "--durability checkpoint needs --fault-tolerance at_least_once or exactly_once"
+                        .to_owned(),
+                )
+            }
+            other => {
+                return Err(format!(
+                    "unknown durability {other:?}: accepted are auto, checkpoint, completion"
+                ))
+            }
+        }
+    }
+    Ok(listed.into_iter().map(Some).collect())
 }
 
 fn parse_pair(raw: &str) -> Result<(String, String), String> {
@@ -173,6 +215,8 @@ fn run(args: Args) -> Result<(), String> {
             big_rows,
             delays_ms,
             max_in_flight_batches,
+            durability,
+            fault_tolerance,
         } => {
             let workloads = workloads
                 .iter()
@@ -193,15 +237,26 @@ fn run(args: Args) -> Result<(), String> {
                 true => vec![None],
                 false => max_in_flight_batches.into_iter().map(Some).collect(),
             };
+            let durabilities = durabilities(durability, fault_tolerance.as_deref())?;
             let args = StreamArgs {
                 binaries,
                 workloads,
                 delays_ms,
                 windows,
+                durabilities,
+                fault_tolerance,
                 common: shared.common(),
             };
             let runs = bench::stream::run(&pg, &args)?;
             print_header(&pg, &args.binaries, &args.common);
+            if args.durabilities.iter().any(Option::is_some) {
+                println!(
+                    "- Feldera double: fault tolerance {}, checkpoints take {} ms; FELDERA_CHECKPOINT_INTERVAL_SECS={}",
+                    args.fault_tolerance.as_deref().unwrap_or("none"),
+                    DEFAULT_CHECKPOINT_DELAY.as_millis(),
+                    bench::setting(&args.common, "FELDERA_CHECKPOINT_INTERVAL_SECS"),
+                );
+            }
             bench::stream::print_summary(&runs);
         }
         Suite::Snapshot {

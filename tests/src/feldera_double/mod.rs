@@ -419,6 +419,12 @@ impl FelderaDouble {
         self.shared.checkpoint_counts()
     }
 
+    /// Records processed so far (`total_processed_records` of `/stats`: restored ones
+    /// included), after processing whatever is due. Cheap: no table is copied.
+    pub fn processed_records(&self) -> u64 {
+        self.shared.processed_records()
+    }
+
     /// Ingress calls wait until `resume` (503 PipelineInteractionUnreachable after the
     /// proxy timeout, not ingested) and nothing is processed meanwhile. A request that was
     /// already reading its body keeps queueing what arrives.

@@ -175,6 +175,12 @@ impl Shared {
         st.checkpoints.counts()
     }
 
+    pub fn processed_records(&self) -> u64 {
+        let mut st = self.state();
+        st.advance(Instant::now());
+        st.total_processed_records
+    }
+
     pub fn pause(&self, proxy_timeout: Option<Duration>) {
         {
             let mut st = self.state();

@@ -10,13 +10,20 @@
 //! WAL position read right after the writes). Each ratio divides two times measured one
 //! after the other, so the machine's load drifts little between them.
 //!
+//! With durabilities (`--durability completion,checkpoint`), every shell runs once per
+//! `FELDERA_DURABILITY`, one right after the other, against a double with the fault
+//! tolerance asked for; such a run also records when the double had processed every row
+//! and the checkpoints it was asked for, so the slot's lag behind Feldera shows.
+//!
 //! Owns: the workloads and the streaming runs. Never asserts a figure.
 
 use super::{cpu_per_100k, mib, Common, Launched};
 use crate::support::{self, Psql};
 use serde_json::json;
 use slotline_tests::e2e::Shell;
-use slotline_tests::feldera_double::{CompletionDelay, DoubleConfig, FelderaDouble};
+use slotline_tests::feldera_double::{
+    CheckpointCounts, CompletionDelay, DoubleConfig, FelderaDouble,
+};
 use slotline_tests::pg::{find_pg_bin, PgCluster};
 use std::path::PathBuf;
 use std::process::Command;
@@ -69,7 +76,31 @@ pub struct StreamArgs {
     pub delays_ms: Vec<u64>,
     /// `MAX_IN_FLIGHT_BATCHES` values; `None` leaves the product default.
     pub windows: Vec<Option<u32>>,
+    /// `FELDERA_DURABILITY` values, run one after the other for each shell; `None` leaves
+    /// the variable unset and the double unwatched (the suite as it was).
+    pub durabilities: Vec<Option<String>>,
+    /// The double's fault-tolerance model (`None`: none, the double's default).
+    pub fault_tolerance: Option<String>,
     pub common: Common,
+}
+
+impl StreamArgs {
+    /// Whether runs record the double's progress and checkpoints.
+    fn watches_feldera(&self) -> bool {
+        self.durabilities.iter().any(Option::is_some)
+    }
+}
+
+/// What a run with a durability saw of the double.
+#[derive(Debug)]
+pub struct FelderaSide {
+    /// `FELDERA_DURABILITY` of the run.
+    pub durability: String,
+    /// Connector start → the double had processed every row (polled every 5 ms, like the
+    /// slot).
+    pub complete: Duration,
+    /// The double's checkpoint counts when the slot confirmed the end.
+    pub checkpoints: CheckpointCounts,
 }
 
 /// One measured connector run and its baseline.
@@ -90,11 +121,20 @@ pub struct StreamRun {
     pub cpu_walsender: f64,
     /// This process, which hosts the double.
     pub cpu_double: f64,
+    /// With a durability only.
+    pub feldera: Option<FelderaSide>,
 }
 
 impl StreamRun {
     pub fn ratio(&self) -> f64 {
         self.total.as_secs_f64() / self.baseline.as_secs_f64()
+    }
+
+    /// How long the slot's confirmation trailed the double's processing.
+    pub fn lag(&self) -> Option<Duration> {
+        self.feldera
+            .as_ref()
+            .map(|f| self.total.saturating_sub(f.complete))
     }
 }
 
@@ -123,6 +163,7 @@ struct Plan {
     binary: PathBuf,
     delay_ms: u64,
     window: Option<u32>,
+    durability: Option<String>,
     slot: String,
     baseline_slot: String,
 }
@@ -148,15 +189,18 @@ fn run_workload(
     for delay_ms in &args.delays_ms {
         for window in &args.windows {
             for (shell, binary) in &args.binaries {
-                let n = plans.len();
-                plans.push(Plan {
-                    shell: *shell,
-                    binary: binary.clone(),
-                    delay_ms: *delay_ms,
-                    window: *window,
-                    slot: format!("c_{index}_{n}"),
-                    baseline_slot: format!("r_{index}_{n}"),
-                });
+                for durability in &args.durabilities {
+                    let n = plans.len();
+                    plans.push(Plan {
+                        shell: *shell,
+                        binary: binary.clone(),
+                        delay_ms: *delay_ms,
+                        window: *window,
+                        durability: durability.clone(),
+                        slot: format!("c_{index}_{n}"),
+                        baseline_slot: format!("r_{index}_{n}"),
+                    });
+                }
             }
         }
     }
@@ -236,12 +280,21 @@ fn measure(
             .with_completion_delay(CompletionDelay::Fixed(Duration::from_millis(plan.delay_ms))),
     )
     .map_err(|e| format!("start the double: {e}"))?;
+    feldera
+        .set_fault_tolerance(args.fault_tolerance.as_deref())
+        .map_err(|e| format!("the double's fault tolerance: {e}"))?;
     let state_dir = super::state_dir(&plan.slot)?;
     let mut vars = support::connector_vars(&pg.url(db), &feldera.base_url(), "p", "t", &state_dir);
     vars.push(("PG_SLOT".to_owned(), plan.slot.clone()));
     if let Some(window) = plan.window {
         vars.push(("MAX_IN_FLIGHT_BATCHES".to_owned(), window.to_string()));
     }
+    if let Some(durability) = &plan.durability {
+        vars.push(("FELDERA_DURABILITY".to_owned(), durability.clone()));
+    }
+    let watch = args.watches_feldera();
+    let rows = workload.rows();
+    let mut complete = None;
     let double_cpu_before = super::cpu_seconds(std::process::id());
     let mut connector = Launched::start(&args.common, &plan.binary, &plan.slot, vars, state_dir)?;
     let confirmed = super::poll_until(
@@ -250,6 +303,9 @@ fn measure(
         "the slot to confirm the end",
         || {
             connector.check_running()?;
+            if watch && complete.is_none() && feldera.processed_records() >= rows {
+                complete = Some(connector.started.elapsed());
+            }
             psql.confirmed_at_least(&plan.slot, end)
         },
     );
@@ -267,6 +323,12 @@ fn measure(
         .parse()
         .unwrap_or(0);
     let counts = feldera.request_counts();
+    let feldera_side = plan.durability.as_ref().map(|durability| FelderaSide {
+        durability: durability.clone(),
+        // Confirmed before the poll saw every row processed: no later than confirmed.
+        complete: complete.unwrap_or(total),
+        checkpoints: feldera.checkpoint_counts(),
+    });
     let run = StreamRun {
         workload,
         shell: plan.shell,
@@ -284,6 +346,7 @@ fn measure(
             super::cpu_seconds(walsender)
         },
         cpu_double: super::cpu_seconds(std::process::id()) - double_cpu_before,
+        feldera: feldera_side,
     };
     connector.stop();
     check_rows(&feldera, workload.rows())?;
@@ -309,10 +372,21 @@ fn window_label(window: Option<u32>) -> String {
 }
 
 fn print_run(r: &StreamRun) {
+    let feldera = match (&r.feldera, r.lag()) {
+        (Some(f), Some(lag)) => format!(
+            "; {}: all processed by the double at {:.2} s, confirmed {:.2} s later, checkpoints {} requested / {} succeeded",
+            f.durability,
+            f.complete.as_secs_f64(),
+            lag.as_secs_f64(),
+            f.checkpoints.requested,
+            f.checkpoints.succeeded,
+        ),
+        _ => String::new(),
+    };
     println!(
         "{:<17} {:<24} delay {:>3} ms window {:<7}: pg_recvlogical {:>6.2} s, connector {:>6.2} s, \
          ratio {:.2}; peak RSS {}; {} ingress, {} polls; CPU s connector {:.2} ({:.2} per 100k rows), \
-         walsender {:.2}, double {:.2}; load {}",
+         walsender {:.2}, double {:.2}{feldera}; load {}",
         r.shell.binary_name(),
         r.workload.label(),
         r.delay_ms,
@@ -352,6 +426,68 @@ pub fn print_summary(runs: &[StreamRun]) {
             cpu_per_100k(r.cpu_connector, r.workload.rows()),
             r.cpu_walsender,
             r.cpu_double,
+        );
+    }
+    if runs.iter().any(|r| r.feldera.is_some()) {
+        print_durability(runs);
+    }
+}
+
+/// With durabilities: when Feldera held every row, when the slot said so, and each
+/// checkpoint run against the completion run of the same shell and settings.
+fn print_durability(runs: &[StreamRun]) {
+    println!("\n| workload | delay | window | shell | durability | complete in the double (s) | slot confirmed (s) | lag (s) | checkpoints requested / succeeded | ratio to pg_recvlogical | connector CPU s | peak RSS |");
+    println!("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in runs {
+        let (Some(f), Some(lag)) = (&r.feldera, r.lag()) else {
+            continue;
+        };
+        println!(
+            "| {} | {} ms | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} / {} | {:.2} | {:.2} | {} |",
+            r.workload.label(),
+            r.delay_ms,
+            window_label(r.window),
+            r.shell.binary_name(),
+            f.durability,
+            f.complete.as_secs_f64(),
+            r.total.as_secs_f64(),
+            lag.as_secs_f64(),
+            f.checkpoints.requested,
+            f.checkpoints.succeeded,
+            r.ratio(),
+            r.cpu_connector,
+            mib(r.peak_rss_kib),
+        );
+    }
+    println!("\n| workload | delay | window | shell | durability | complete: ratio to completion | confirmed: ratio to completion | CPU: ratio to completion |");
+    println!("|---|---:|---:|---|---|---:|---:|---:|");
+    for r in runs {
+        let Some(f) = r.feldera.as_ref().filter(|f| f.durability != "completion") else {
+            continue;
+        };
+        let Some((base, bf)) = runs.iter().find_map(|b| {
+            let bf = b
+                .feldera
+                .as_ref()
+                .filter(|bf| bf.durability == "completion")?;
+            let same = b.workload == r.workload
+                && b.delay_ms == r.delay_ms
+                && b.window == r.window
+                && b.shell == r.shell;
+            same.then_some((b, bf))
+        }) else {
+            continue;
+        };
+        println!(
+            "| {} | {} ms | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            r.workload.label(),
+            r.delay_ms,
+            window_label(r.window),
+            r.shell.binary_name(),
+            f.durability,
+            f.complete.as_secs_f64() / bf.complete.as_secs_f64(),
+            r.total.as_secs_f64() / base.total.as_secs_f64(),
+            r.cpu_connector / base.cpu_connector.max(0.01),
         );
     }
 }
