@@ -328,7 +328,7 @@ const DEFAULT_CHECKPOINT_INTERVAL_SECS: u64 = 60;
 const CHECKPOINT_INTERVAL_RANGE: (u64, u64) = (1, 3600);
 
 /// Reads `runtime_config.fault_tolerance` as Feldera's serde does (`FtConfig` and
-/// `deserialize_fault_tolerance` in feldera-types' config.rs): absent or null is off; a map
+/// `deserialize_fault_tolerance`; docs/feldera.md): absent or null is off; a map
 /// without `model` is exactly_once (`"none"`, in any case, is off); a map without
 /// `checkpoint_interval_secs` checkpoints every 60 s, one with `null` never on its own.
 /// The manager re-serializes every configuration it stores (`{"model": "none",

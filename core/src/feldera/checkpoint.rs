@@ -5,8 +5,8 @@
 //! "this pipeline cannot checkpoint" or "the pipeline process restarted". Never decides
 //! what a checkpoint means for acknowledgements: that is the pipeline's job.
 //!
-//! What Feldera answers (feldera-types' checkpoint.rs, adapters' server.rs; see
-//! docs/feldera.md):
+//! What Feldera answers (docs/feldera.md, "Checkpoints and incarnations", names the source
+//! files each fact was read from):
 //! - `POST /checkpoint` → 200 `{"checkpoint_sequence_number": n, "incarnation_uuid": u}`
 //!   (`incarnation_uuid` since v0.337). The checkpoint runs after the answer: a pipeline
 //!   that cannot checkpoint (no storage configured, an input connector without fault
@@ -33,7 +33,7 @@ use serde_json::{Map, Value};
 /// Longest incarnation accepted (Feldera's are 36-character UUIDs).
 const INCARNATION_MAX_BYTES: usize = 128;
 
-/// How Feldera displays `SuspendError::Permanent` (feldera-types' suspend.rs): the start of
+/// How Feldera displays `SuspendError::Permanent` (docs/feldera.md): the start of
 /// a `checkpoint_status` failure when the pipeline cannot checkpoint at all.
 const CANNOT_CHECKPOINT: &str = "The pipeline does not support checkpointing";
 

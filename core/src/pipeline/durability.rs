@@ -15,7 +15,7 @@
 //!   complete when the *previous* checkpoint of the session was requested: Feldera writes
 //!   one checkpoint at a time and answers every request that arrives while one is being
 //!   written with that one's result, whose state may predate the request
-//!   (`crates/adapters/src/controller.rs`, `checkpoint`); the checkpoint answering a
+//!   (docs/feldera.md, "Checkpoints and incarnations"); the checkpoint answering a
 //!   request made after the previous one ended can only have started after it, so it
 //!   holds everything complete when the previous one was requested. A success that credits
 //!   nothing yet (the session's first), or after which nothing new completed, is followed
