@@ -219,10 +219,7 @@ impl FelderaTxn {
     pub(crate) fn begin(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint) {
         debug_assert!(self.is_idle());
         let http = ctx.http_id();
-        ctx.push(Command::Http {
-            id: http,
-            request: endpoint.start_transaction(TXN_TIMEOUT_MS),
-        });
+        ctx.push_txn_control(http, endpoint.start_transaction(TXN_TIMEOUT_MS));
         self.stage = Stage::Starting { http };
     }
 
@@ -532,10 +529,7 @@ impl FelderaTxn {
             return;
         };
         let http = ctx.http_id();
-        ctx.push(Command::Http {
-            id: http,
-            request: endpoint.commit_transaction(TXN_TIMEOUT_MS),
-        });
+        ctx.push_txn_control(http, endpoint.commit_transaction(TXN_TIMEOUT_MS));
         ctx.note(
             Level::Debug,
             Topic::Batch,

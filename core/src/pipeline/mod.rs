@@ -798,6 +798,11 @@ impl Pipeline {
         }
         let (mut cx, phase) = self.cx();
         let cx = &mut cx;
+        if let Input::HttpDone { id, .. } | Input::HttpFailed { id, .. } = &input {
+            if cx.ctx.writes.control_ended(*id) {
+                return earlier_control_ended(cx, phase);
+            }
+        }
         match input {
             Input::PgConnected { conn } => match phase {
                 Phase::Starting(s) => s.on_pg_connected(cx, conn),
@@ -1006,6 +1011,33 @@ fn settled(cx: &mut Cx<'_>, reply: Reply<'_>) -> Next {
     }
 }
 
+/// A Feldera transaction request of an ended session ended: once none is out, this session
+/// may start or settle a transaction (`writes`).
+fn earlier_control_ended(cx: &mut Cx<'_>, phase: &mut Phase) -> Next {
+    let left = cx.ctx.writes.control_blocks();
+    cx.ctx.note(
+        Level::Debug,
+        Topic::Batch,
+        format!("a Feldera transaction request of an ended session ended; {left} more still out"),
+    );
+    if left > 0 {
+        return Next::Stay;
+    }
+    cx.ctx.resume_settle(&cx.env.endpoint);
+    resume_phase_writes(cx, phase);
+    Next::Stay
+}
+
+fn resume_phase_writes(cx: &mut Cx<'_>, phase: &mut Phase) {
+    match phase {
+        Phase::Snapshotting(s) => s.resume_writes(cx),
+        Phase::Streaming(s) => s.resume_writes(cx),
+        Phase::Retracting(s) => s.resume_writes(cx),
+        Phase::Stopping(s) => s.resume_writes(cx),
+        Phase::Starting(_) | Phase::BackingOff { .. } | Phase::Exited => {}
+    }
+}
+
 /// An ingress request of an ended session ended: nothing of it can arrive any more, so the
 /// table it wrote to is free again (`writes`); the current phase's sinks may post to it.
 fn earlier_write_ended(
@@ -1027,13 +1059,7 @@ fn earlier_write_ended(
         return Next::Stay;
     }
     cx.ctx.release_queries(&cx.env.endpoint, &write.segment);
-    match phase {
-        Phase::Snapshotting(s) => s.resume_writes(cx),
-        Phase::Streaming(s) => s.resume_writes(cx),
-        Phase::Retracting(s) => s.resume_writes(cx),
-        Phase::Stopping(s) => s.resume_writes(cx),
-        Phase::Starting(_) | Phase::BackingOff { .. } | Phase::Exited => {}
-    }
+    resume_phase_writes(cx, phase);
     Next::Stay
 }
 

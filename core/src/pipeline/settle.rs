@@ -82,14 +82,28 @@ impl Ctx {
             State::Settled => self.push(Command::Http { id, request }),
             State::Unknown => {
                 self.gate.waiting.push((id, request));
-                let http = self.http_id();
-                self.push(Command::Http {
-                    id: http,
-                    request: endpoint.start_transaction(SETTLE_TIMEOUT_MS),
-                });
-                self.gate.state = State::Starting(http);
+                self.start_settling(endpoint);
             }
             State::Starting(_) | State::Committing(_) => self.gate.waiting.push((id, request)),
+        }
+    }
+
+    /// Asks whether a transaction is open, unless a transaction request of an earlier
+    /// session is still out (`writes`): then [`Ctx::resume_settle`] asks once it ended.
+    fn start_settling(&mut self, endpoint: &FelderaEndpoint) {
+        if !self.may_start_transaction() {
+            return;
+        }
+        let http = self.http_id();
+        self.push_txn_control(http, endpoint.start_transaction(SETTLE_TIMEOUT_MS));
+        self.gate.state = State::Starting(http);
+    }
+
+    /// The last transaction request of an earlier session ended: requests waiting behind
+    /// an unsettled gate may start the settling now.
+    pub(crate) fn resume_settle(&mut self, endpoint: &FelderaEndpoint) {
+        if self.gate.state == State::Unknown && !self.gate.waiting.is_empty() {
+            self.start_settling(endpoint);
         }
     }
 
@@ -136,10 +150,7 @@ impl Ctx {
                     }
                 }
                 let http = self.http_id();
-                self.push(Command::Http {
-                    id: http,
-                    request: endpoint.commit_transaction(SETTLE_TIMEOUT_MS),
-                });
+                self.push_txn_control(http, endpoint.commit_transaction(SETTLE_TIMEOUT_MS));
                 self.gate.state = State::Committing(http);
                 Ok(())
             }

@@ -200,6 +200,7 @@ impl Streaming {
     /// An ingress request of an ended session ended: lanes it held back may post now.
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
         self.sink.resume(cx.ctx, &cx.env.endpoint);
+        self.start_waiting(cx);
     }
 
     /// A checkpoint succeeded (or did not): report a flush position that moved.
@@ -730,12 +731,17 @@ impl Streaming {
         }
     }
 
-    /// A batch waits for a Feldera transaction: start one once nothing else is in flight.
+    /// A batch waits for a Feldera transaction: start one once nothing else is in flight
+    /// and no transaction request of an ended session is still out (`writes`).
     fn start_waiting(&mut self, cx: &mut Cx<'_>) {
         let Some(txn) = self.txn.as_mut() else {
             return;
         };
-        if self.waiting.is_some() && txn.is_idle() && self.sink.is_idle() {
+        if self.waiting.is_some()
+            && txn.is_idle()
+            && self.sink.is_idle()
+            && cx.ctx.may_start_transaction()
+        {
             txn.begin(cx.ctx, &cx.env.endpoint);
         }
     }

@@ -19,12 +19,20 @@
 //! table's data waits the same way ([`Ctx::push_table_query`]): it is parked here and sent
 //! when the last such request to its table ends.
 //!
+//! Feldera's transaction requests have the same hazard, pipeline-wide: a `commit_transaction`
+//! of an ended session that Feldera handles late would commit the transaction the next
+//! session adopted, half of its source transaction visible at once; a late
+//! `start_transaction` would open one nobody commits. So those requests are in the ledger
+//! too ([`Ctx::push_txn_control`]), and a session starts or settles no transaction while one
+//! of an earlier session is still out ([`Writes::control_blocks`]); each ends within its own
+//! timeout.
+//!
 //! Owns: the ledger and the parked queries. Never decides what a request means for a batch
 //! (see `sink`).
 
 use super::ctx::Ctx;
 use crate::feldera::{FelderaEndpoint, HttpRequest};
-use crate::io::{HttpId, Level, Topic};
+use crate::io::{Command, HttpId, Level, Topic};
 use std::collections::BTreeMap;
 
 /// One ingress request out.
@@ -44,6 +52,10 @@ pub(crate) struct Writes {
     noted: Vec<String>,
     /// Queries of this session waiting for a table's earlier requests to end.
     parked: Vec<(String, HttpId, HttpRequest)>,
+    /// `start_transaction` and `commit_transaction` requests out, and their sessions.
+    control: BTreeMap<HttpId, u32>,
+    /// Whether this session already said that it waits for earlier transaction requests.
+    control_noted: bool,
 }
 
 impl Writes {
@@ -51,6 +63,7 @@ impl Writes {
     pub(crate) fn start_session(&mut self, session: u32) {
         self.session = session;
         self.noted.clear();
+        self.control_noted = false;
         // Parked queries of the ended session were never sent; nobody waits for them.
         self.parked.clear();
     }
@@ -85,6 +98,30 @@ impl Writes {
     pub(crate) fn ended(&mut self, id: HttpId) -> Option<Write> {
         let write = self.out.remove(&id)?;
         (write.session < self.session).then_some(write)
+    }
+
+    /// The request `id` ended: true when it was a transaction request of an earlier session
+    /// (its end may let this session start or settle a transaction). A request of this
+    /// session is forgotten and false returned: its owner handles the answer.
+    pub(crate) fn control_ended(&mut self, id: HttpId) -> bool {
+        self.control
+            .remove(&id)
+            .is_some_and(|session| session < self.session)
+    }
+
+    /// How many transaction requests of earlier sessions are still out: while any is, this
+    /// session must not start or settle a Feldera transaction.
+    pub(crate) fn control_blocks(&self) -> usize {
+        self.control
+            .values()
+            .filter(|&&session| session < self.session)
+            .count()
+    }
+
+    /// Whether this session has not yet said that it waits for earlier transaction requests
+    /// (true once).
+    pub(crate) fn first_control_wait(&mut self) -> bool {
+        !std::mem::replace(&mut self.control_noted, true)
     }
 
     /// A request that was never sent after all (it waited behind `settle`'s gate when its
@@ -140,6 +177,33 @@ impl Ctx {
         self.writes.parked.push((segment.to_owned(), id, request));
     }
 
+    /// Sends a `start_transaction` or `commit_transaction` and keeps it in the ledger until
+    /// it ends (see the module docs).
+    pub(crate) fn push_txn_control(&mut self, id: HttpId, request: HttpRequest) {
+        self.writes.control.insert(id, self.writes.session);
+        self.push(Command::Http { id, request });
+    }
+
+    /// Whether this session may start or settle a Feldera transaction now: false (and said
+    /// once per session) while a transaction request of an earlier session is still out.
+    pub(crate) fn may_start_transaction(&mut self) -> bool {
+        let earlier = self.writes.control_blocks();
+        if earlier == 0 {
+            return true;
+        }
+        if self.writes.first_control_wait() {
+            self.note(
+                Level::Info,
+                Topic::Batch,
+                format!(
+                    "waiting until {earlier} Feldera transaction request(s) of an ended session end before starting or settling a transaction \
+                     (a late commit would commit this session's; each ends within its timeout)"
+                ),
+            );
+        }
+        false
+    }
+
     /// The last earlier request to `segment` ended: its parked queries go out.
     pub(crate) fn release_queries(&mut self, endpoint: &FelderaEndpoint, segment: &str) {
         for (id, request) in self.writes.release(segment) {
@@ -174,6 +238,25 @@ mod tests {
         assert_eq!(writes.blocks("users"), 0);
         assert_eq!(writes.blocks("items"), 1);
         assert_eq!(writes.ended(HttpId(1)), None, "ends once");
+    }
+
+    #[test]
+    fn transaction_requests_of_earlier_sessions_block_until_they_end() {
+        let mut writes = Writes::default();
+        writes.start_session(1);
+        writes.control.insert(HttpId(1), 1);
+        writes.control.insert(HttpId(2), 1);
+        assert_eq!(writes.control_blocks(), 0, "a session's own never block it");
+        assert!(!writes.control_ended(HttpId(2)), "its owner handles it");
+        writes.start_session(2);
+        assert_eq!(writes.control_blocks(), 1);
+        assert!(writes.first_control_wait() && !writes.first_control_wait());
+        writes.control.insert(HttpId(3), 2);
+        assert!(!writes.control_ended(HttpId(3)));
+        assert_eq!(writes.control_blocks(), 1);
+        assert!(writes.control_ended(HttpId(1)));
+        assert_eq!(writes.control_blocks(), 0);
+        assert!(!writes.control_ended(HttpId(1)), "ends once");
     }
 
     #[test]

@@ -389,3 +389,39 @@ fn the_newest_token_of_a_table_is_the_later_batch_s_even_when_it_is_accepted_fir
         s.take_trace()
     );
 }
+
+#[test]
+fn a_commit_of_an_ended_session_still_out_holds_back_the_next_session_s_transaction() {
+    let mut s = large(&[]);
+    let mut feldera = Feldera::default();
+    insert_tx(&mut s, 701, 0x2100, &["1", "2", "3"]);
+    // Run the transaction up to its commit_transaction, which Feldera does not answer yet.
+    while !s
+        .waiting()
+        .first()
+        .is_some_and(|l| l.contains("/commit_transaction"))
+    {
+        assert!(feldera.step(&mut s), "the commit is sent");
+    }
+    s.disconnect();
+    s.advance(1000);
+    s.wal(
+        "Relation users",
+        &[relation(&users(ReplicaIdentity::Default))],
+    );
+    insert_tx(&mut s, 701, 0x2100, &["1", "2", "3"]);
+    assert!(
+        !s.waiting().iter().any(|l| l.contains("/start_transaction")),
+        "no transaction starts while the old commit is out: {:?}",
+        s.waiting()
+    );
+    // Feldera handles the old commit now: the transaction it closes is the old one's.
+    feldera.step(&mut s);
+    feldera.drive(&mut s);
+    assert_eq!((s.confirmed, rows(&s)), (Lsn(0x2100), 3));
+    assert!(!feldera.open);
+    rule!(
+        "A session ends while its commit_transaction is out. The next session's replay needs a Feldera transaction but starts none until that commit ended: had it adopted the still-open transaction, the old commit arriving late would have committed half of the replayed source transaction.",
+        s.take_trace()
+    );
+}
