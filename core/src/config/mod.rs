@@ -195,8 +195,12 @@ pub struct Config {
     pub feldera_restart: FelderaRestart,
     /// `SNAPSHOT_WORKERS`: connections copying in parallel (never more than the work).
     pub snapshot_workers: usize,
-    /// `RETRACT_PAGE_ROWS`: keys read from Feldera per page when retracting.
+    /// `RETRACT_PAGE_ROWS`: keys of a re-snapshot's leftover check asked about in one
+    /// PostgreSQL question.
     pub retract_page_rows: u32,
+    /// `QUERY_TIMEOUT_SECS`: how long an ad-hoc query of Feldera may take (a table scan
+    /// included), apart from the completion poll's timeout.
+    pub query_timeout_secs: u64,
     pub no_progress_timeout_secs: u64,
     pub shutdown_confirm_ms: u64,
     /// `PROGRESS_INTERVAL_SECS`: how often the progress line may be logged (0: never).
@@ -323,6 +327,7 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("FELDERA_RESTART", Some("resnapshot")),
     ("SNAPSHOT_WORKERS", Some("4")),
     ("RETRACT_PAGE_ROWS", Some("10000")),
+    ("QUERY_TIMEOUT_SECS", Some("600")),
     ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),
     ("SHUTDOWN_CONFIRM_MS", Some("5000")),
     ("PROGRESS_INTERVAL_SECS", Some("30")),
@@ -480,6 +485,7 @@ impl Config {
             )?,
             snapshot_workers: parse_u64_in(&pairs, "SNAPSHOT_WORKERS", 1, 64)? as usize,
             retract_page_rows: parse_u64_in(&pairs, "RETRACT_PAGE_ROWS", 1, 1_000_000)? as u32,
+            query_timeout_secs: parse_u64_in(&pairs, "QUERY_TIMEOUT_SECS", 1, 86_400)?,
             no_progress_timeout_secs: parse_u64_in(
                 &pairs,
                 "NO_PROGRESS_TIMEOUT_SECS",

@@ -227,6 +227,19 @@ fn snapshot_workers_and_retract_page_rows_default_and_bounds() {
 }
 
 #[test]
+fn the_query_timeout_defaults_to_ten_minutes_and_is_bounded() {
+    assert_eq!(with(&[]).unwrap().query_timeout_secs, 600);
+    assert_eq!(
+        with(&[("QUERY_TIMEOUT_SECS", "86400")])
+            .unwrap()
+            .query_timeout_secs,
+        86_400
+    );
+    insta::assert_snapshot!(error(&[("QUERY_TIMEOUT_SECS", "0")]), @r#"QUERY_TIMEOUT_SECS="0" is invalid: a whole number from 1 to 86400"#);
+    insta::assert_snapshot!(error(&[("QUERY_TIMEOUT_SECS", "86401")]), @r#"QUERY_TIMEOUT_SECS="86401" is invalid: a whole number from 1 to 86400"#);
+}
+
+#[test]
 fn in_flight_window_and_feldera_transactions_are_read_and_checked() {
     let c = with(&[
         ("MAX_IN_FLIGHT_BATCHES", "64"),

@@ -17,8 +17,8 @@ pub use checkpoint::{
 };
 pub use query::{
     classify_commit_transaction, classify_query, classify_start_transaction,
-    classify_transaction_token, CommitOutcome, QueryOutcome, StartTransactionOutcome,
-    TransactionTokenOutcome,
+    classify_transaction_token, CommitOutcome, QueryOutcome, RowStream, StartTransactionOutcome,
+    StreamError, TransactionTokenOutcome,
 };
 pub use request::{redact_userinfo, EndpointError, FelderaEndpoint, HttpRequest, Method};
 pub use response::{

@@ -42,6 +42,10 @@ pub struct HttpRequest {
     pub body: Bytes,
     /// Give up after this long and report a transport failure.
     pub timeout_ms: u64,
+    /// Deliver a successful answer's body in pieces, one per `Command::HttpRead`
+    /// (`Input::HttpChunk`), instead of whole: a table scan's answer can be larger than
+    /// memory should hold.
+    pub streamed: bool,
 }
 
 impl HttpRequest {
@@ -259,6 +263,14 @@ impl FelderaEndpoint {
         self.request(Method::Get, url, Bytes::new(), timeout_ms)
     }
 
+    /// The same ad-hoc query, its answer delivered in pieces (`HttpRequest::streamed`): for
+    /// answers as large as a table.
+    pub fn query_streamed(&self, sql: &str, timeout_ms: u64) -> HttpRequest {
+        let mut request = self.query(sql, timeout_ms);
+        request.streamed = true;
+        request
+    }
+
     /// `POST .../start_transaction`.
     pub fn start_transaction(&self, timeout_ms: u64) -> HttpRequest {
         let url = format!("{}/start_transaction", self.pipeline_url);
@@ -310,6 +322,7 @@ impl FelderaEndpoint {
             headers,
             body,
             timeout_ms,
+            streamed: false,
         }
     }
 }

@@ -178,9 +178,12 @@ pub struct Cli {
     /// Connections copying the initial snapshot in parallel (never more than the work)
     #[arg(long, global = true, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
     pub snapshot_workers: Option<String>,
-    /// Keys read from Feldera per page when retracting (TRUNCATE, re-snapshot leftovers)
+    /// Keys asked about in one PostgreSQL question when retracting a re-snapshot's leftovers
     #[arg(long, global = true, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
     pub retract_page_rows: Option<String>,
+    /// An ad-hoc query of Feldera (a table's keys, its row count) may take this long
+    #[arg(long, global = true, env = "QUERY_TIMEOUT_SECS", default_value = default_of("QUERY_TIMEOUT_SECS"))]
+    pub query_timeout_secs: Option<String>,
     /// Exit 69 after this long without durable progress
     #[arg(
         long,
