@@ -2,6 +2,7 @@
 
 use serde_json::json;
 use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::pg::wait_for;
 use std::time::Duration;
 
 fn schema() -> serde_json::Value {
@@ -73,6 +74,12 @@ fn a_long_run_creates_one_ingress_endpoint_per_table(shell: Shell) {
     ];
     for run in 0..2 {
         let mut connector = env.start(shell, &small_batches);
+        // The first run streams from the slot it creates: write only once it exists.
+        assert!(
+            wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
+            "connector did not start:\n{}",
+            connector.log_text()
+        );
         for i in 0..20 {
             let id = run * 1000 + i * 10;
             env.sql(&format!(
