@@ -67,11 +67,7 @@ fn streams_inserts_updates_deletes_across_two_routes_blocking() {
 fn a_long_run_creates_one_ingress_endpoint_per_table(shell: Shell) {
     let env = Env::new("endpoints", SETUP, schema());
     let tables = [("TABLES", "users,public.items:lineitems")];
-    let small_batches = [
-        tables[0],
-        ("BATCH_MAX_ROWS", "7"),
-        ("BATCH_LINGER_MS", "0"),
-    ];
+    let small_batches = [tables[0], ("BATCH_MAX_ROWS", "7"), ("BATCH_LINGER_MS", "0")];
     for run in 0..2 {
         let mut connector = env.start(shell, &small_batches);
         // The first run streams from the slot it creates: write only once it exists.

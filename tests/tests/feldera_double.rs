@@ -524,7 +524,10 @@ fn past_100_ingress_endpoints_feldera_answers_429_and_known_ones_still_work() {
     let c = Client::new(&double);
     let post = |n: u32| {
         c.post(
-            &format!("/v0/pipelines/{PIPELINE}/ingress/{}?format=json", spelling(n)),
+            &format!(
+                "/v0/pipelines/{PIPELINE}/ingress/{}?format=json",
+                spelling(n)
+            ),
             "",
         )
     };
@@ -556,7 +559,12 @@ fn ingress_endpoints_are_one_per_table_and_parser_configuration_whatever_the_spe
     for _ in 0..50 {
         assert_eq!(at("t", slotline).status, 200);
     }
-    assert_eq!(double.ingress_endpoints().len(), 1, "{:?}", double.ingress_endpoints());
+    assert_eq!(
+        double.ingress_endpoints().len(),
+        1,
+        "{:?}",
+        double.ingress_endpoints()
+    );
     for same in [
         "lines=single&format=json",
         "format=json&lines=single&json_flavor=default&array=false&force=false&other=1",
@@ -579,8 +587,14 @@ fn ingress_endpoints_are_one_per_table_and_parser_configuration_whatever_the_spe
     assert_eq!(at("m", slotline).status, 200);
     assert_eq!(at("T", slotline).status, 200);
     let endpoints = double.ingress_endpoints();
-    assert_eq!(endpoints.len(), 4, "another table, another spelling of t: {endpoints:?}");
-    assert!(endpoints[0].starts_with("t.api-ingress json") && endpoints[0].ends_with("lines=single"));
+    assert_eq!(
+        endpoints.len(),
+        4,
+        "another table, another spelling of t: {endpoints:?}"
+    );
+    assert!(
+        endpoints[0].starts_with("t.api-ingress json") && endpoints[0].ends_with("lines=single")
+    );
 }
 
 #[test]
@@ -606,8 +620,10 @@ fn an_unknown_lines_value_is_refused_as_feldera_does_and_makes_no_endpoint() {
 fn a_value_spanning_lines_is_a_parse_error_with_lines_single_and_read_with_multiple() {
     let double = start();
     let c = Client::new(&double);
-    let body = "{\"insert\":\n  {\"id\": 1}}\n{\"insert\": {\"id\": 2}} {\"insert\": {\"id\": 3}}\n";
-    let path = |lines: &str| format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&lines={lines}");
+    let body =
+        "{\"insert\":\n  {\"id\": 1}}\n{\"insert\": {\"id\": 2}} {\"insert\": {\"id\": 3}}\n";
+    let path =
+        |lines: &str| format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&lines={lines}");
     let r = c.post(&path("single"), body);
     assert_eq!((r.status, r.error_code().as_str()), (400, "ParseErrors"));
     let ids = |double: &slotline_tests::feldera_double::FelderaDouble| -> Vec<i64> {
@@ -618,7 +634,11 @@ fn a_value_spanning_lines_is_a_parse_error_with_lines_single_and_read_with_multi
         ids.sort();
         ids
     };
-    assert_eq!(ids(&double), vec![2, 3], "the valid values were taken, two on one line");
+    assert_eq!(
+        ids(&double),
+        vec![2, 3],
+        "the valid values were taken, two on one line"
+    );
     let r = c.post(&path("multiple"), body);
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(ids(&double), vec![1, 2, 3]);

@@ -159,7 +159,9 @@ fn errors_name_variable_value_and_what_is_accepted() {
 #[test]
 fn batch_max_rows_past_what_a_feldera_ingress_endpoint_queues_is_refused_with_the_reason() {
     assert_eq!(
-        with(&[("BATCH_MAX_ROWS", "100000")]).unwrap().batch_max_rows,
+        with(&[("BATCH_MAX_ROWS", "100000")])
+            .unwrap()
+            .batch_max_rows,
         100_000
     );
     let err = with(&[("BATCH_MAX_ROWS", "100001")]).unwrap_err();

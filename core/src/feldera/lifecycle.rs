@@ -46,8 +46,14 @@ pub fn remedy(status: &str, desired: Option<&str>) -> Remedy {
         "AwaitingApproval" => Remedy::Approve,
         "Standby" if desired == Some("Running") || desired == Some("Paused") => Remedy::Wait,
         "Standby" => Remedy::Activate,
-        "Provisioning" | "Initializing" | "Bootstrapping" | "ConcurrentBootstrapping"
-        | "Synchronizing" | "Replaying" | "Coordination" | "Unavailable" => Remedy::Wait,
+        "Provisioning"
+        | "Initializing"
+        | "Bootstrapping"
+        | "ConcurrentBootstrapping"
+        | "Synchronizing"
+        | "Replaying"
+        | "Coordination"
+        | "Unavailable" => Remedy::Wait,
         _ => Remedy::Unknown,
     }
 }
@@ -116,7 +122,9 @@ mod tests {
     fn stopped_is_started() {
         assert_eq!(remedy("Stopped", Some("Stopped")), Remedy::Start);
         assert_eq!(remedy("Stopped", None), Remedy::Start);
-        assert!(says("Stopped", Some("Stopped")).contains("POST http://f:8080/v0/pipelines/p/start"));
+        assert!(
+            says("Stopped", Some("Stopped")).contains("POST http://f:8080/v0/pipelines/p/start")
+        );
     }
 
     #[test]
@@ -129,7 +137,10 @@ mod tests {
     fn paused_is_resumed_not_started() {
         assert_eq!(remedy("Paused", Some("Paused")), Remedy::Resume);
         let advice = says("Paused", Some("Paused"));
-        assert!(advice.contains("POST http://f:8080/v0/pipelines/p/resume"), "{advice}");
+        assert!(
+            advice.contains("POST http://f:8080/v0/pipelines/p/resume"),
+            "{advice}"
+        );
         assert!(!advice.contains("/p/start"), "{advice}");
     }
 
@@ -159,20 +170,29 @@ mod tests {
     fn stopping_is_waited_for_then_started() {
         assert_eq!(remedy("Stopping", Some("Stopped")), Remedy::WaitThenStart);
         let advice = says("Stopping", Some("Stopped"));
-        assert!(advice.contains("refuses /start until it is Stopped"), "{advice}");
+        assert!(
+            advice.contains("refuses /start until it is Stopped"),
+            "{advice}"
+        );
         assert!(advice.contains("/v0/pipelines/p/start"), "{advice}");
     }
 
     #[test]
     fn suspended_is_waited_for_then_started() {
-        assert_eq!(remedy("Suspended", Some("Suspended")), Remedy::WaitThenStart);
+        assert_eq!(
+            remedy("Suspended", Some("Suspended")),
+            Remedy::WaitThenStart
+        );
         assert!(says("Suspended", Some("Suspended")).contains("desired status Suspended"));
     }
 
     #[test]
     fn any_status_asked_to_stop_is_waited_for_then_started() {
         assert_eq!(remedy("Paused", Some("Stopped")), Remedy::WaitThenStart);
-        assert_eq!(remedy("Initializing", Some("Suspended")), Remedy::WaitThenStart);
+        assert_eq!(
+            remedy("Initializing", Some("Suspended")),
+            Remedy::WaitThenStart
+        );
     }
 
     #[test]
@@ -188,7 +208,10 @@ mod tests {
             "Unavailable",
         ] {
             assert_eq!(remedy(status, Some("Running")), Remedy::Wait, "{status}");
-            assert!(says(status, Some(status)).starts_with("wait: Feldera leaves"), "{status}");
+            assert!(
+                says(status, Some(status)).starts_with("wait: Feldera leaves"),
+                "{status}"
+            );
         }
     }
 
@@ -196,6 +219,9 @@ mod tests {
     fn an_unknown_status_names_both_common_remedies() {
         assert_eq!(remedy("Hibernating", Some("Running")), Remedy::Unknown);
         let advice = says("Hibernating", None);
-        assert!(advice.contains("/p/start") && advice.contains("/p/resume"), "{advice}");
+        assert!(
+            advice.contains("/p/start") && advice.contains("/p/resume"),
+            "{advice}"
+        );
     }
 }

@@ -16,8 +16,8 @@ use super::{Cx, Next};
 use crate::conn::Event;
 use crate::contract::PipelineInfo;
 use crate::feldera::{
-    classify_pipeline, classify_stats, lifecycle, redact_userinfo, FaultTolerance,
-    PipelineOutcome, Reply, StatsOutcome,
+    classify_pipeline, classify_stats, lifecycle, redact_userinfo, FaultTolerance, PipelineOutcome,
+    Reply, StatsOutcome,
 };
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::snapshot::plan::{Action, FelderaNow, Leftovers, StateRead};

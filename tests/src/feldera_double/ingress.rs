@@ -543,7 +543,10 @@ mod tests {
         let body = b"{\"insert\": {\"id\": 1}} {\"insert\": {\"id\": 2}}\n{\"insert\":\n {\"id\": 3}}\n\n{\"delete\": {\"id\": 1}}\n";
         let p = parse_body(&rel(true), body, false);
         assert_eq!(p.changes.len(), 3, "ids 1 and 2, then the delete: {p:?}");
-        assert!(p.errors[0].description.contains("EOF while parsing"), "{p:?}");
+        assert!(
+            p.errors[0].description.contains("EOF while parsing"),
+            "{p:?}"
+        );
         // The second half reads as an event with an unknown key, then a stray `}`.
         let numbers: Vec<u64> = p.errors.iter().map(|e| e.event_number).collect();
         assert_eq!(numbers, vec![3, 4, 5], "{p:?}");
@@ -566,7 +569,10 @@ mod tests {
     fn a_value_is_handed_over_once_complete_with_multiple_lines() {
         let rel = rel(true);
         let mut reader = BodyReader::new(&rel, multiple(false));
-        assert_eq!(reader.feed(b"{\"insert\":\n").unwrap(), Completed::default());
+        assert_eq!(
+            reader.feed(b"{\"insert\":\n").unwrap(),
+            Completed::default()
+        );
         assert_eq!(reader.feed(b" {\"id\": 1}}").unwrap().records, 1);
         assert_eq!(reader.finish(), Completed::default());
         assert_eq!((reader.events, reader.errors.len()), (1, 0));

@@ -143,7 +143,10 @@ mod tests {
         let slotline = endpoint("t", "format=json&update_format=insert_delete&lines=single");
         assert_eq!(endpoint("t", "lines=single&format=json"), slotline);
         assert_eq!(
-            endpoint("t", "format=json&lines=single&json_flavor=default&force=true&x=1"),
+            endpoint(
+                "t",
+                "format=json&lines=single&json_flavor=default&force=true&x=1"
+            ),
             slotline,
             "defaults spelled out, `force` and unknown keys change nothing"
         );
@@ -153,7 +156,10 @@ mod tests {
     fn another_configuration_or_table_is_another_endpoint() {
         let single = endpoint("t", "format=json&lines=single");
         assert_ne!(endpoint("t", "format=json"), single);
-        assert_eq!(endpoint("t", "format=json"), endpoint("t", "format=json&lines=multiple"));
+        assert_eq!(
+            endpoint("t", "format=json"),
+            endpoint("t", "format=json&lines=multiple")
+        );
         assert_ne!(endpoint("t", "format=json&lines=single&array=true"), single);
         assert_ne!(endpoint("u", "format=json&lines=single"), single);
     }
@@ -176,7 +182,10 @@ mod tests {
             },
             "Feldera's default"
         );
-        assert!(mode("format=json&lines=Single").is_err(), "variants are case-sensitive");
+        assert!(
+            mode("format=json&lines=Single").is_err(),
+            "variants are case-sensitive"
+        );
         assert!(mode("format=json&lines=one").is_err());
         assert!(mode("format=json&array=yes").is_err());
     }

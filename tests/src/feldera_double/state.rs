@@ -418,8 +418,11 @@ impl Pipeline {
     /// The ingress endpoints this incarnation holds (what counts toward Feldera's limit),
     /// in the order they were created.
     pub fn endpoint_names(&self) -> Vec<String> {
-        let mut named: Vec<(u64, &String)> =
-            self.endpoints.iter().map(|(name, id)| (*id, name)).collect();
+        let mut named: Vec<(u64, &String)> = self
+            .endpoints
+            .iter()
+            .map(|(name, id)| (*id, name))
+            .collect();
         named.sort();
         named.into_iter().map(|(_, name)| name.clone()).collect()
     }
