@@ -6,6 +6,7 @@
 pub mod checkpoint;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
+pub mod lifecycle;
 pub mod query;
 pub mod request;
 pub mod response;

@@ -2,7 +2,7 @@
 //! name.
 //!
 //! Owns URL spelling (percent-encoding of pipeline, table, token and SQL; one spelling per
-//! table, so Feldera counts one ingress endpoint per table) and the `Authorization` header.
+//! table, so Feldera creates one ingress endpoint per table) and the `Authorization` header.
 //! Never sends anything and never assigns request ids: the pipeline wraps these requests
 //! with its own ids and the shells execute them.
 
@@ -225,10 +225,13 @@ impl FelderaEndpoint {
     }
 
     /// The ingress URL of a table: always this spelling and these parameters, so that
-    /// Feldera sees one endpoint per table (it limits distinct ingress endpoints).
+    /// Feldera creates one input endpoint per table (it keys endpoints by table and parser
+    /// configuration and allows 100 until it restarts). `lines=single` makes Feldera split
+    /// the body at newlines instead of scanning every top-level JSON value: every line
+    /// slotline writes is one compact JSON object (docs/feldera.md, "Ingress").
     pub fn ingress_url(&self, table: &Name) -> String {
         format!(
-            "{}/ingress/{}?format=json&update_format=insert_delete",
+            "{}/ingress/{}?format=json&update_format=insert_delete&lines=single",
             self.pipeline_url,
             table.url_segment()
         )

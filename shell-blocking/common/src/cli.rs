@@ -122,7 +122,8 @@ pub struct Cli {
     /// none)
     #[arg(long, global = true, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
     pub state_dir: Option<String>,
-    /// Flush a batch at this many rows
+    /// Flush a batch at this many rows (1 to 100000: a Feldera ingress endpoint pauses at
+    /// 100000 queued records)
     #[arg(long, global = true, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
     pub batch_max_rows: Option<String>,
     /// Flush a batch at this many encoded bytes
