@@ -200,9 +200,10 @@ mod truncate_committed_during_the_initial_copy_is_propagated_after_it {
     }
 }
 
-/// 50,000 rows truncated with pages of 1,000 keys. Each key is 400 bytes of text, so the
-/// key set is 20 MB: held whole (with its JSON encodings) it alone would pass the ceiling,
-/// while a page and a delete batch are well under it.
+/// 50,000 rows truncated, their keys read with one streamed scan. Each key is 400 bytes of
+/// text, so the key set is 20 MB: held whole (with its JSON encodings) it alone would pass
+/// the ceiling, while a piece of the answer and the delete batches in flight are well
+/// under it.
 fn truncate_of_50k_rows(shell: Shell) {
     let env = Env::new(
         "trunc_large",
@@ -214,7 +215,7 @@ fn truncate_of_50k_rows(shell: Shell) {
     env.sql(
         "INSERT INTO users SELECT lpad(g::text, 400, 'k'), 'user ' || g FROM generate_series(1, 50000) g",
     );
-    let mut connector = start_seeded(&env, shell, &[("RETRACT_PAGE_ROWS", "1000")]);
+    let mut connector = start_seeded(&env, shell, &[]);
     assert_eq!(env.feldera_count("users"), 50_000);
     env.sql("TRUNCATE users");
     assert!(
@@ -232,7 +233,7 @@ fn truncate_of_50k_rows(shell: Shell) {
     );
     let log = connector.log_text();
     assert!(
-        log.contains("users: every page read; 50000 key(s) deleted"),
+        log.contains("users: scan ended: 50000 keys read, 50000 deletes sent"),
         "{log}"
     );
     eprintln!(
