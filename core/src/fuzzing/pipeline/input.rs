@@ -523,7 +523,7 @@ mod tests {
         let setup = Setup::read(&mut input);
         assert!(!setup.snapshot && setup.state == 0 && setup.seed == 3);
         assert_eq!(Event::read(&mut input), Event::Deliver(5));
-        let mut input = Cursor::new(&[0, 0, 0, 0x04, 0x93, 0x01, 0x05]);
+        let mut input = Cursor::new(&[0, 0, 0, 0x04, 0x13, 0x01, 0x05]);
         let setup = Setup::read(&mut input);
         assert!(setup.snapshot && setup.workers && !setup.stale);
         assert_eq!(setup.state_file(), StateFile::CompleteEarlierIncarnation);
