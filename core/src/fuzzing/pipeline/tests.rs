@@ -392,23 +392,3 @@ fn a_restart_resumes_from_the_last_successful_checkpoint() {
     );
     assert_eq!(harness.feldera.restarts, 1);
 }
-
-#[test]
-fn scratch_snapshot() {
-    use super::input::encode;
-    let setup = Setup {
-        snapshot: true,
-        rows: 2,
-        spread: 1,
-        workers: true,
-        ..Setup::default()
-    };
-    let mut events = vec![GOOD, Tx(vec![0, 1]), GOOD];
-    for _ in 0..40 {
-        events.push(Deliver(0));
-        events.push(GOOD);
-        events.push(TickAtDeadline(0));
-    }
-    let run = super::run_pipeline(&encode(&setup, &events));
-    eprintln!("{run:?}");
-}
