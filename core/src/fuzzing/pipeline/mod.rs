@@ -1,7 +1,11 @@
 //! The whole `Pipeline` under the fuzzer.
 //!
 //! The input (see `input`) configures a pipeline and then decides, event by event, what
-//! the world does: PostgreSQL commits transactions (TRUNCATEs among their changes) and
+//! the world does. With the snapshot bit the run begins with rows in PostgreSQL, a state
+//! file and Feldera tables that match it (or not), under `SNAPSHOT_MODE=initial`: the
+//! pipeline copies through an exported snapshot, in ranges, on several connections, and
+//! copies again whenever the plan says so (`snapshot`, `export`). Then PostgreSQL commits
+//! transactions (TRUNCATEs among their changes) and
 //! sends keepalives, the slot is dropped or lost with a restore, replication bytes
 //! arrive in chunks of any size (with the occasional damaged frame), Feldera answers any
 //! waiting request with any class of answer (checkpoints among them, when the pipeline has
@@ -36,17 +40,29 @@
 //!   to a closed connection; no log line names a secret;
 //! - while work is pending (rows buffered, a batch in flight, a transaction open, a session
 //!   ended and not yet replaced, a stop under way) `poll_timeout` gives a deadline;
-//! - time never goes backwards, and the pipeline never panics.
+//! - time never goes backwards, and the pipeline never panics;
+//! - with the snapshot phase (`snapshot`): every slot is created exporting a snapshot; a
+//!   state file written `complete` names the consistent point of the slot that exists and
+//!   exported the snapshot copied, and only once every row of that snapshot is durable in
+//!   Feldera from a record of this copy (with checkpoints: held by the last successful
+//!   checkpoint) and Feldera holds nothing else (leftovers retracted); a status update or
+//!   `status()` flush passes the consistent point of the current slot's copy only after
+//!   that; Feldera's rows are checked against the slot (above) only while the current
+//!   slot's copy is recorded complete (without fault tolerance, for Feldera's current
+//!   incarnation: another one came back empty and is copied again); state-file reads and
+//!   writes may fail, and a failed write leaves the old file.
 //!
 //! When the input is used up and the pipeline is still running, the world turns healthy
 //! (`catch_up`): every byte is delivered, every request answered well, time moves from
-//! deadline to deadline. The pipeline must then acknowledge every commit, and Feldera's
-//! tables must equal PostgreSQL's, row for row, except the rows outside the promise: with
-//! `SNAPSHOT_MODE=never` a slot created again starts at the server's WAL end, and the
-//! contract (docs/contract.md, docs/snapshot.md) leaves what it never streamed (commits
-//! the dropped slot had not confirmed, commits while no slot existed, changes a restore
-//! took back) to the operator, so a key they touched is compared again only once a later
-//! change of it is covered (`Workload::lose`).
+//! deadline to deadline. The pipeline must then acknowledge every commit (with the
+//! snapshot phase: stream after a copy recorded complete), and Feldera's tables must equal
+//! PostgreSQL's, row for row. Only with `SNAPSHOT_MODE=never` are some rows outside the
+//! promise: a slot created again starts at the server's WAL end, and the contract
+//! (docs/contract.md, docs/snapshot.md) leaves what it never streamed (commits the dropped
+//! slot had not confirmed, commits while no slot existed, changes a restore took back) to
+//! the operator, so a key they touched is compared again only once a later change of it is
+//! covered (`Workload::lose`). With the snapshot phase the copy repairs all of that, and
+//! nothing is exempt: no ghost row, no stale value.
 
 mod catalog;
 mod export;
