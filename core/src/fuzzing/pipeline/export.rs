@@ -125,7 +125,10 @@ pub(super) fn answer(
     let in_tx = BackendMessage::ReadyForQuery(TransactionStatus::InTransaction);
     let failed = BackendMessage::ReadyForQuery(TransactionStatus::Failed);
     if let Some(rest) = sql.strip_prefix("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") {
-        assert!(tx.is_none(), "a copying connection began a transaction inside one: {sql}");
+        assert!(
+            tx.is_none(),
+            "a copying connection began a transaction inside one: {sql}"
+        );
         let Some(name) = rest
             .strip_prefix("; SET TRANSACTION SNAPSHOT '")
             .and_then(|n| n.strip_suffix('\''))
@@ -140,10 +143,7 @@ pub(super) fn answer(
             None => reply(
                 vec![
                     done("BEGIN"),
-                    error(
-                        "22023",
-                        &format!("invalid snapshot identifier: \"{name}\""),
-                    ),
+                    error("22023", &format!("invalid snapshot identifier: \"{name}\"")),
                     failed,
                 ],
                 Some(WorkerTx::Failed),

@@ -109,6 +109,13 @@ const FIXED: [(&str, &str); 8] = [
     ("RETRACT_PAGE_ROWS", "2"),
 ];
 
+/// `SLOTLINE_FUZZ_TRACE=1` prints every input and command of a run, to read a seed's story
+/// (`cargo test -p slotline-core --features fuzzing --test fuzz_corpus -- --nocapture`).
+fn tracing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SLOTLINE_FUZZ_TRACE").is_some())
+}
+
 /// How many inputs the fake servers and the pipeline may exchange on their own between
 /// two fuzz events before the harness calls it a livelock.
 const SETTLE_LIMIT: usize = 10_000;
@@ -618,6 +625,9 @@ impl Harness {
     }
 
     fn feed(&mut self, input: Input) {
+        if tracing() {
+            eprintln!("<- {input:?}");
+        }
         if let Some(command) = self.pipeline.poll_command() {
             panic!(
                 "{command:?} was still queued when the next input came: the harness did not drain"
@@ -638,6 +648,9 @@ impl Harness {
     }
 
     fn execute(&mut self, command: Command) {
+        if tracing() {
+            eprintln!("-> {command:?}");
+        }
         match command {
             Command::PgConnect { conn, .. } => {
                 assert!(self.conns.insert(conn), "connection id {conn} reused");
@@ -685,10 +698,12 @@ impl Harness {
                 self.state_answers.push_back(Input::StateRead { contents });
             }
             Command::WriteState { path, contents } => {
-                assert!(self.snapshot, "SNAPSHOT_MODE=never wrote the state file {path}");
+                assert!(
+                    self.snapshot,
+                    "SNAPSHOT_MODE=never wrote the state file {path}"
+                );
                 let result = self.write_state(&contents);
-                self.state_answers
-                    .push_back(Input::StateWritten { result });
+                self.state_answers.push_back(Input::StateWritten { result });
             }
             Command::Log { message, .. } => self.assert_no_secret(&message),
             Command::Print { .. } | Command::RemoveState { .. } => {

@@ -295,7 +295,11 @@ impl FakePg {
     /// session's or a copying one's, in turn among those with bytes waiting; with `true`
     /// when the server closes the connection after them.
     pub(super) fn deliver(&mut self, max: usize) -> Option<(ConnId, Vec<u8>, bool)> {
-        let copying = self.conns.iter().filter(|(_, c)| c.copying).map(|(id, _)| *id);
+        let copying = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.copying)
+            .map(|(id, _)| *id);
         let candidates: Vec<ConnId> = self
             .session()
             .into_iter()

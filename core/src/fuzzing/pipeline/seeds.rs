@@ -659,7 +659,12 @@ fn seeds() -> Vec<Seed> {
                 stream(),
                 tx(&[0, 1]).into(),
                 vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
-                vec![FelderaRestart(1), TickAtDeadline(0), TickAtDeadline(0), GOOD],
+                vec![
+                    FelderaRestart(1),
+                    TickAtDeadline(0),
+                    TickAtDeadline(0),
+                    GOOD,
+                ],
                 copy_rounds(20, 0),
             ]
             .concat(),

@@ -24,7 +24,7 @@ use super::pg::{FakePg, START};
 use super::{Harness, SnapshotPhase, StateFile, StateRoute, Value, FORMAT_VERSION};
 
 /// The state file a run finds, as an earlier run of slotline wrote it.
-fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
+pub(super) fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
     let route = |table: &str| StateRoute {
         source: format!("public.{table}"),
         target: table.to_owned(),
@@ -65,7 +65,11 @@ pub(super) fn before_the_run(
         input::StateFile::Absent => (None, Vec::new(), false),
         input::StateFile::Pending => {
             let half = rows.values().step_by(2).cloned().collect();
-            (Some(state_file(SnapshotPhase::Pending, "incarnation-0")), half, false)
+            (
+                Some(state_file(SnapshotPhase::Pending, "incarnation-0")),
+                half,
+                false,
+            )
         }
         input::StateFile::Complete => {
             let all = rows.values().cloned().collect();
@@ -86,13 +90,23 @@ pub(super) fn before_the_run(
     let mut records: Vec<(&'static str, String)> = held
         .iter()
         .map(|row| {
-            let table = if row.get("sku").is_some() { "items" } else { "users" };
+            let table = if row.get("sku").is_some() {
+                "items"
+            } else {
+                "users"
+            };
             (table, insert(row))
         })
         .collect();
     if setup.stale && !streams {
-        records.push(("users", insert(&serde_json::json!({"id": 1, "name": "stale"}))));
-        records.push(("users", insert(&serde_json::json!({"id": 1000, "name": "ghost"}))));
+        records.push((
+            "users",
+            insert(&serde_json::json!({"id": 1, "name": "stale"})),
+        ));
+        records.push((
+            "users",
+            insert(&serde_json::json!({"id": 1000, "name": "ghost"})),
+        ));
         records.push(("items", insert(&serde_json::json!({"sku": "s3", "qty": 0}))));
     }
     feldera.seed(&records, !setup.fault_tolerance);
