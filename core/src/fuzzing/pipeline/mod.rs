@@ -109,11 +109,27 @@ const FIXED: [(&str, &str); 8] = [
     ("RETRACT_PAGE_ROWS", "2"),
 ];
 
-/// `SLOTLINE_FUZZ_TRACE=1` prints every input and command of a run, to read a seed's story
-/// (`cargo test -p slotline-core --features fuzzing --test fuzz_corpus -- --nocapture`).
+thread_local! {
+    /// Whether this thread's run prints every input and command (`pipeline_traced`).
+    static TRACING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 fn tracing() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("SLOTLINE_FUZZ_TRACE").is_some())
+    TRACING.with(std::cell::Cell::get)
+}
+
+/// `pipeline`, printing every input the pipeline is fed and every command it gives to
+/// stderr: the story of one seed.
+pub fn pipeline_traced(data: &[u8]) {
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            TRACING.with(|t| t.set(false));
+        }
+    }
+    TRACING.with(|t| t.set(true));
+    let _off = Off;
+    run_pipeline(data);
 }
 
 /// How many inputs the fake servers and the pipeline may exchange on their own between

@@ -704,19 +704,25 @@ fn seeds() -> Vec<Seed> {
             reached: |run| run.exports == 2 && run.completes == 1 && run.converged,
         },
         Seed {
-            // The disk refuses the write of `complete`: the run exits 1 and nothing was
-            // acknowledged past the consistent point.
+            // Streaming after a complete copy, the slot is dropped; the next session must
+            // copy again, and the disk refuses its write of `pending`: the run exits 1
+            // before it drops or creates anything.
             name: "hand-snapshot-state-write-fails",
-            setup: Setup {
-                create_slot: true,
-                ..snapshot_setup(0, 1, false, 0, false)
-            },
+            setup: snapshot_setup(2, 1, false, 0, false),
             events: [
-                vec![GOOD, GOOD, GOOD, RefuseConnects(4)],
-                copy_rounds(20, 0),
+                stream(),
+                tx(&[0]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+                vec![SlotGone(0), RefuseConnects(4), TickAtDeadline(0), GOOD],
+                copy_rounds(5, 0),
             ]
             .concat(),
-            reached: |run| run.state_failures == 1 && run.completes == 0 && run.exit == Some(1),
+            reached: |run| {
+                run.streams == 1
+                    && run.state_failures == 1
+                    && run.exports == 0
+                    && run.exit == Some(1)
+            },
         },
     ]
 }
