@@ -18,7 +18,7 @@ use crate::value::{self, oid, ValuePlan};
 use crate::wire::{BackendMessage, Frame, Framer, ReplicationMessage};
 
 mod pipeline;
-pub use pipeline::{pipeline, run_pipeline, PipelineRun};
+pub use pipeline::{pipeline, pipeline_traced, run_pipeline, PipelineRun};
 
 /// Frame cap for the framed-stream harness: real frames in the seeds are far smaller, and a
 /// small cap keeps the fuzzer from spending its time growing buffers toward 1 GiB.

@@ -70,8 +70,17 @@ pub(super) fn column_rows(sql: &str) -> Vec<Vec<Option<String>>> {
         .collect()
 }
 
-/// A whole simple-query answer: text columns, the rows, the tag, ReadyForQuery.
+/// A whole simple-query answer outside a transaction: text columns, the rows, the tag,
+/// ReadyForQuery.
 pub(super) fn result_set(rows: Vec<Vec<Option<String>>>) -> Vec<BackendMessage> {
+    result_set_with(rows, TransactionStatus::Idle)
+}
+
+/// `result_set`, ending with ReadyForQuery of `status`.
+pub(super) fn result_set_with(
+    rows: Vec<Vec<Option<String>>>,
+    status: TransactionStatus,
+) -> Vec<BackendMessage> {
     let width = rows.first().map_or(0, Vec::len);
     let field = |i: usize| FieldDescription {
         name: format!("column{i}"),
@@ -93,7 +102,7 @@ pub(super) fn result_set(rows: Vec<Vec<Option<String>>>) -> Vec<BackendMessage> 
     }))
     .chain([
         BackendMessage::CommandComplete { tag },
-        BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+        BackendMessage::ReadyForQuery(status),
     ])
     .collect()
 }

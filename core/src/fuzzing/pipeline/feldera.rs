@@ -22,7 +22,11 @@
 //!   behind (only what completions reported).
 //! - A restart (`restart`) begins a new incarnation: requests out fail, the transaction is
 //!   gone, and the tables either keep everything or fall back to the durable records alone
-//!   (only what no completion vouched for is lost, as the promise assumes).
+//!   (only what no completion vouched for is lost, as the promise assumes). With the
+//!   snapshot phase and no fault tolerance the second kind is what Feldera really does: the
+//!   tables come back empty, and the pipeline copies every table again.
+//! - Before the run, the tables may hold rows (`seed`): an earlier copy's or stale ones,
+//!   processed and, with fault tolerance, held by the last checkpoint.
 //! - With fault tolerance (`at_least_once` in the pipeline's answer) Feldera checkpoints:
 //!   `POST /checkpoint` answered 200 gives the next sequence number of the incarnation
 //!   (from 0) and starts a checkpoint holding the records processed then (those a
@@ -363,6 +367,9 @@ pub(super) struct FakeFeldera {
     checkpoints: Checkpoints,
     /// Restarts that resumed from a checkpoint that held something.
     pub(super) resumed: u32,
+    /// A restart that keeps only what a completion vouched for empties the tables instead
+    /// (the snapshot phase without fault tolerance).
+    empties_on_restart: bool,
 }
 
 /// Which answer a class byte picks: half of all values give the good answer, an eighth
@@ -393,6 +400,80 @@ impl FakeFeldera {
             fault_tolerance,
             ..FakeFeldera::default()
         }
+    }
+
+    /// Rows the tables hold before the run, each an NDJSON record: processed (request 0,
+    /// durable) and, with fault tolerance, held by a checkpoint. With `empties_on_restart`
+    /// a lossy restart empties the tables.
+    pub(super) fn seed(&mut self, records: &[(&'static str, String)], empties_on_restart: bool) {
+        self.empties_on_restart = empties_on_restart;
+        for (table, record) in records {
+            self.land(0, table, record.clone());
+        }
+        // They predate a transaction left open before the run.
+        self.in_transaction.remove(&0);
+        self.make_durable(0);
+        self.checkpoints.saved = self.log.clone();
+        self.checkpoints
+            .saved_lines
+            .extend(self.log.iter().map(|(_, _, record)| record.clone()));
+        self.touched.clear();
+    }
+
+    /// Requests made so far: later ones are numbered above this.
+    pub(super) fn requests_made(&self) -> u32 {
+        self.requests
+    }
+
+    /// The incarnation as `GET .../stats` names it.
+    pub(super) fn incarnation_name(&self) -> String {
+        format!("incarnation-{}", self.incarnation)
+    }
+
+    /// Whether a restart resumes from the last checkpoint (fault tolerance, as the pipeline
+    /// answer says): the tables are not emptied.
+    pub(super) fn keeps_state(&self) -> bool {
+        self.fault_tolerance
+    }
+
+    /// Whether what is durable is what a checkpoint holds (fault tolerance, completed mode).
+    pub(super) fn checkpointing(&self) -> bool {
+        self.fault_tolerance && !self.accepted_mode
+    }
+
+    /// The tables as a restart would bring them back: with checkpoints, as the last
+    /// successful one holds them; otherwise as they are.
+    pub(super) fn durable_tables(&self) -> BTreeMap<Key, Value> {
+        if !self.checkpointing() {
+            return self.tables.clone();
+        }
+        let mut tables = BTreeMap::new();
+        for (_, table, record) in &self.checkpoints.saved {
+            apply(&mut tables, table, record);
+        }
+        tables
+    }
+
+    /// The rows inserted by durable records of requests made after `floor` (with
+    /// checkpoints: records the last successful checkpoint holds).
+    pub(super) fn durable_inserts_since(&self, floor: u32) -> Vec<(Key, Value)> {
+        let records: Vec<&Record> = match self.checkpointing() {
+            true => self.checkpoints.saved.iter().collect(),
+            false => self
+                .log
+                .iter()
+                .filter(|(request, _, _)| self.durable.contains(request))
+                .collect(),
+        };
+        records
+            .into_iter()
+            .filter(|(request, _, _)| *request > floor)
+            .filter_map(|(_, table, record)| {
+                let mut one = BTreeMap::new();
+                apply(&mut one, table, record)?;
+                one.into_iter().next()
+            })
+            .collect()
     }
 
     /// Successful checkpoints, and requests that joined one started before them.
@@ -547,7 +628,10 @@ impl FakeFeldera {
                 upload.pending.clear();
             }
         }
-        if lossy {
+        if lossy && self.empties_on_restart {
+            self.log.clear();
+            self.tables.clear();
+        } else if lossy {
             let durable = &self.durable;
             self.log.retain(|(request, _, _)| durable.contains(request));
             self.tables.clear();

@@ -1,7 +1,8 @@
-//! The fuzz input of the pipeline target: a four-byte setup, then events, each an opcode
-//! byte followed by its argument bytes. Every byte string decodes (missing bytes read as
-//! zero), and `encode` writes the same layout, so the hand-written seeds are built from
-//! events rather than typed as hex.
+//! The fuzz input of the pipeline target: a four-byte setup (five when bit 2 of the fourth
+//! byte asks for the snapshot phase), then events, each an opcode byte followed by its
+//! argument bytes. Every byte string decodes (missing bytes read as zero), and `encode`
+//! writes the same layout, so the hand-written seeds are built from events rather than
+//! typed as hex.
 
 /// Reads bytes, zero past the end.
 #[derive(Debug)]
@@ -31,7 +32,9 @@ impl<'a> Cursor<'a> {
 }
 
 /// The configuration and the fake servers' starting state, each field an index into the
-/// tables below (out-of-range indices wrap), packed into four bytes.
+/// tables below (out-of-range indices wrap), packed into four bytes, and a fifth with the
+/// snapshot's setting when `snapshot` is set (bit 2 of the fourth byte, the jitter seed's
+/// high bit until then, which no committed seed set).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Setup {
     /// `FELDERA_ACK_MODE=accepted` instead of `completed`.
@@ -56,28 +59,70 @@ pub struct Setup {
     pub window: u8,
     /// `FELDERA_TRANSACTIONS`; the last value also finds a Feldera transaction open.
     pub transactions: u8,
-    /// Seed of the backoff jitter (0 to 7); bit 0 also picks the checkpoint interval.
+    /// Seed of the backoff jitter (0 to 3); bit 0 also picks the checkpoint interval.
     pub seed: u8,
     /// The Feldera pipeline has fault tolerance `at_least_once`: with `FELDERA_DURABILITY=auto`
     /// (and completed acknowledgements) the flush follows Feldera's checkpoints, and a
     /// restart resumes from the last one.
     pub fault_tolerance: bool,
+    /// `SNAPSHOT_MODE=initial` instead of `never`: PostgreSQL's tables hold rows before the
+    /// run, and the fifth byte sets the rest of the snapshot fields below.
+    pub snapshot: bool,
+    /// The state file the run finds (`STATE_FILES`).
+    pub state: u8,
+    /// How many rows the tables hold before the run (`PRE_EXISTING`).
+    pub rows: u8,
+    /// `SNAPSHOT_WORKERS` 3 instead of 1.
+    pub workers: bool,
+    /// How far apart rows lie in the heap (`BLOCKS_PER_ROW`): how many ranges a copy cuts.
+    pub spread: u8,
+    /// Feldera holds rows the copy must replace: stale values and keys PostgreSQL never had
+    /// (only where the run begins with a copy to make, see `StateFile`).
+    pub stale: bool,
 }
+
+/// The state file a snapshot run finds (`Setup::state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateFile {
+    Absent,
+    /// A copy that never finished: Feldera holds part of it.
+    Pending,
+    /// A finished copy at the run's starting position, for Feldera's current incarnation:
+    /// Feldera holds the rows.
+    Complete,
+    /// A finished copy written to an earlier incarnation of the Feldera pipeline: without
+    /// fault tolerance its tables came back empty; with it, they resumed holding the rows.
+    CompleteEarlierIncarnation,
+}
+
+const STATE_FILES: [StateFile; 4] = [
+    StateFile::Absent,
+    StateFile::Pending,
+    StateFile::Complete,
+    StateFile::CompleteEarlierIncarnation,
+];
+/// Users and skus that exist before the run (users 1..=n, skus `s0..`).
+const PRE_EXISTING: [(u64, usize); 4] = [(0, 0), (2, 1), (4, 3), (7, 4)];
+/// Heap blocks between consecutive rows (users by id, items by sku number): 0 keeps every
+/// table in one range; the others cut ranges of a table (at least 1024 blocks each).
+const BLOCKS_PER_ROW: [u64; 4] = [0, 1024, 300, 2500];
 
 const WAL_SENDER_TIMEOUT: [&str; 4] = ["60s", "1s", "0", "5s"];
 const SHUTDOWN_CONFIRM_MS: [&str; 4] = ["5000", "0", "300", "1000"];
 const BATCH_MAX_ROWS: [&str; 8] = ["3", "1", "2", "5", "8", "100", "4", "10000"];
 const BATCH_LINGER_MS: [&str; 8] = ["10", "0", "1", "50", "200", "0", "30", "5"];
 const NO_PROGRESS_TIMEOUT_SECS: [&str; 4] = ["300", "2", "10", "60"];
+/// Indices 5 to 7 (no committed seed used them while they meant no crash) are the snapshot's
+/// points; a run without the snapshot phase never reaches them.
 const CRASH_AT: [Option<&str>; 8] = [
     None,
     Some("before_send"),
     Some("after_send"),
     Some("after_complete"),
     Some("after_ack"),
-    None,
-    None,
-    None,
+    Some("snapshot_after_slot"),
+    Some("snapshot_mid_copy"),
+    Some("snapshot_before_complete"),
 ];
 const COMPLETION_TIMEOUT_MS: [&str; 4] = ["60000", "100", "1000", "5000"];
 const MAX_IN_FLIGHT_BATCHES: [&str; 4] = ["1", "4", "2", "8"];
@@ -93,6 +138,8 @@ fn pick<T: Copy>(table: &[T], index: u8) -> T {
 impl Setup {
     pub(super) fn read(input: &mut Cursor<'_>) -> Setup {
         let [a, b, c, d] = [input.byte(), input.byte(), input.byte(), input.byte()];
+        let snapshot = d & 4 != 0;
+        let e = if snapshot { input.byte() } else { 0 };
         Setup {
             accepted: a & 1 != 0,
             create_slot: a & 2 != 0,
@@ -107,10 +154,16 @@ impl Setup {
             crash_after: (c >> 3) & 3,
             completion_timeout: (c >> 5) & 3,
             small_batches: c & 0x80 != 0,
-            seed: d & 7,
+            seed: d & 3,
+            snapshot,
             fault_tolerance: d & 8 != 0,
             window: (d >> 4) & 3,
             transactions: d >> 6,
+            state: e & 3,
+            rows: (e >> 2) & 3,
+            workers: e & 0x10 != 0,
+            spread: (e >> 5) & 3,
+            stale: e & 0x80 != 0,
         }
     }
 
@@ -132,11 +185,42 @@ impl Setup {
                 | u8::from(self.small_batches) << 7,
         );
         out.push(
-            (self.seed & 7)
+            (self.seed & 3)
+                | u8::from(self.snapshot) << 2
                 | u8::from(self.fault_tolerance) << 3
                 | (self.window & 3) << 4
                 | (self.transactions & 3) << 6,
         );
+        if self.snapshot {
+            out.push(
+                (self.state & 3)
+                    | (self.rows & 3) << 2
+                    | u8::from(self.workers) << 4
+                    | (self.spread & 3) << 5
+                    | u8::from(self.stale) << 7,
+            );
+        }
+    }
+
+    /// The state file the run finds (always absent without the snapshot phase).
+    pub(super) fn state_file(&self) -> StateFile {
+        match self.snapshot {
+            true => pick(&STATE_FILES, self.state),
+            false => StateFile::Absent,
+        }
+    }
+
+    /// Users `1..=n` and skus `s0..s{m-1}` exist before the run (none without the snapshot
+    /// phase).
+    pub(super) fn pre_existing(&self) -> (u64, usize) {
+        match self.snapshot {
+            true => pick(&PRE_EXISTING, self.rows),
+            false => (0, 0),
+        }
+    }
+
+    pub(super) fn blocks_per_row(&self) -> u64 {
+        pick(&BLOCKS_PER_ROW, self.spread)
     }
 
     pub(super) fn wal_sender_timeout(&self) -> &'static str {
@@ -165,7 +249,9 @@ impl Setup {
         } else {
             "completed"
         };
+        let snapshot_mode = if self.snapshot { "initial" } else { "never" };
         let mut pairs = vec![
+            ("SNAPSHOT_MODE", snapshot_mode.to_owned()),
             ("FELDERA_ACK_MODE", mode.to_owned()),
             (
                 "BATCH_MAX_ROWS",
@@ -199,6 +285,10 @@ impl Setup {
         if self.small_batches {
             pairs.push(("BATCH_MAX_BYTES", "1024".to_owned()));
         }
+        if self.snapshot {
+            let workers = if self.workers { "3" } else { "1" };
+            pairs.push(("SNAPSHOT_WORKERS", workers.to_owned()));
+        }
         if self.fault_tolerance {
             pairs.push((
                 "FELDERA_CHECKPOINT_INTERVAL_SECS",
@@ -222,7 +312,8 @@ pub enum Event {
     /// transaction right after this change, bits 4-7 which existing row an update or delete
     /// picks, or which tables a TRUNCATE empties.
     Tx(Vec<u8>),
-    /// Up to this many bytes of the replication connection arrive (0: all that wait).
+    /// Up to this many bytes of one connection arrive (0: all that wait): the session's, or a
+    /// snapshot worker's, each in turn among those with bytes waiting.
     Deliver(u8),
     /// The server's WAL moves on by `8 * (arg >> 1)` bytes (unpublished tables) and a
     /// keepalive reports it; bit 0 asks for a reply.
@@ -236,7 +327,8 @@ pub enum Event {
     TickAtDeadline(u8),
     /// Time moves on by `arg * arg` milliseconds (0 too), and a tick comes.
     Tick(u8),
-    /// A connection breaks: bit 0 the stop's control connection instead of the session's,
+    /// A connection breaks: bit 0 a plain connection (a snapshot worker, or the stop's
+    /// control connection: the `arg >> 4`-th newest, wrapping) instead of the session's,
     /// bit 1 the server never read the last status update, bit 2 the slot stays held a
     /// little while, bit 3 a clean end of stream instead of an error.
     Disconnect(u8),
@@ -244,7 +336,8 @@ pub enum Event {
     Shutdown,
     /// The server ends the stream: CopyDone, or with bit 0 an ErrorResponse and EOF.
     ServerEnds(u8),
-    /// The next `arg % 4` connection attempts are refused.
+    /// The next `arg % 4` connection attempts are refused; with bit 2, the next state-file
+    /// read or write fails as well.
     RefuseConnects(u8),
     /// One ingress request Feldera is reading (`pick` modulo how many) queues its next
     /// `1 + n % 4` records.
@@ -370,8 +463,14 @@ mod tests {
             small_batches: true,
             window: 3,
             transactions: 2,
-            seed: 7,
+            seed: 3,
             fault_tolerance: true,
+            snapshot: true,
+            state: 3,
+            rows: 2,
+            workers: true,
+            spread: 1,
+            stale: true,
             ..Setup::default()
         };
         let events = vec![
@@ -419,10 +518,23 @@ mod tests {
     }
 
     #[test]
+    fn without_the_snapshot_bit_the_setup_is_four_bytes() {
+        let mut input = Cursor::new(&[0, 0, 0, 0x03, 0x01, 0x05]);
+        let setup = Setup::read(&mut input);
+        assert!(!setup.snapshot && setup.state == 0 && setup.seed == 3);
+        assert_eq!(Event::read(&mut input), Event::Deliver(5));
+        let mut input = Cursor::new(&[0, 0, 0, 0x04, 0x13, 0x01, 0x05]);
+        let setup = Setup::read(&mut input);
+        assert!(setup.snapshot && setup.workers && !setup.stale);
+        assert_eq!(setup.state_file(), StateFile::CompleteEarlierIncarnation);
+        assert_eq!(Event::read(&mut input), Event::Deliver(5));
+    }
+
+    #[test]
     fn every_setup_is_a_valid_configuration() {
         for a in [0u8, 0xff] {
             for b in 0..=255u8 {
-                let setup = Setup::read(&mut Cursor::new(&[a, b, b, b]));
+                let setup = Setup::read(&mut Cursor::new(&[a, b, b, b, b]));
                 let mut pairs = setup.variables();
                 pairs.extend(
                     super::super::FIXED

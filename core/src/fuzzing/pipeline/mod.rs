@@ -1,7 +1,11 @@
 //! The whole `Pipeline` under the fuzzer.
 //!
 //! The input (see `input`) configures a pipeline and then decides, event by event, what
-//! the world does: PostgreSQL commits transactions (TRUNCATEs among their changes) and
+//! the world does. With the snapshot bit the run begins with rows in PostgreSQL, a state
+//! file and Feldera tables that match it (or not), under `SNAPSHOT_MODE=initial`: the
+//! pipeline copies through an exported snapshot, in ranges, on several connections, and
+//! copies again whenever the plan says so (`snapshot`, `export`). Then PostgreSQL commits
+//! transactions (TRUNCATEs among their changes) and
 //! sends keepalives, the slot is dropped or lost with a restore, replication bytes
 //! arrive in chunks of any size (with the occasional damaged frame), Feldera answers any
 //! waiting request with any class of answer (checkpoints among them, when the pipeline has
@@ -36,19 +40,32 @@
 //!   to a closed connection; no log line names a secret;
 //! - while work is pending (rows buffered, a batch in flight, a transaction open, a session
 //!   ended and not yet replaced, a stop under way) `poll_timeout` gives a deadline;
-//! - time never goes backwards, and the pipeline never panics.
+//! - time never goes backwards, and the pipeline never panics;
+//! - with the snapshot phase (`snapshot`): every slot is created exporting a snapshot; a
+//!   state file written `complete` names the consistent point of the slot that exists and
+//!   exported the snapshot copied, and only once every row of that snapshot is durable in
+//!   Feldera from a record of this copy (with checkpoints: held by the last successful
+//!   checkpoint) and Feldera holds nothing else (leftovers retracted); a status update or
+//!   `status()` flush passes the consistent point of the current slot's copy only after
+//!   that; Feldera's rows are checked against the slot (above) only while the current
+//!   slot's copy is recorded complete (without fault tolerance, for Feldera's current
+//!   incarnation: another one came back empty and is copied again); state-file reads and
+//!   writes may fail, and a failed write leaves the old file.
 //!
 //! When the input is used up and the pipeline is still running, the world turns healthy
 //! (`catch_up`): every byte is delivered, every request answered well, time moves from
-//! deadline to deadline. The pipeline must then acknowledge every commit, and Feldera's
-//! tables must equal PostgreSQL's, row for row, except the rows outside the promise: with
-//! `SNAPSHOT_MODE=never` a slot created again starts at the server's WAL end, and the
-//! contract (docs/contract.md, docs/snapshot.md) leaves what it never streamed (commits
-//! the dropped slot had not confirmed, commits while no slot existed, changes a restore
-//! took back) to the operator, so a key they touched is compared again only once a later
-//! change of it is covered (`Workload::lose`).
+//! deadline to deadline. The pipeline must then acknowledge every commit (with the
+//! snapshot phase: stream after a copy recorded complete), and Feldera's tables must equal
+//! PostgreSQL's, row for row. Only with `SNAPSHOT_MODE=never` are some rows outside the
+//! promise: a slot created again starts at the server's WAL end, and the contract
+//! (docs/contract.md, docs/snapshot.md) leaves what it never streamed (commits the dropped
+//! slot had not confirmed, commits while no slot existed, changes a restore took back) to
+//! the operator, so a key they touched is compared again only once a later change of it is
+//! covered (`Workload::lose`). With the snapshot phase the copy repairs all of that, and
+//! nothing is exempt: no ghost row, no stale value.
 
 mod catalog;
+mod export;
 mod feldera;
 mod input;
 mod pg;
@@ -63,18 +80,20 @@ use crate::io::{
     Command, ConnFailure, ConnId, Driver, FailureKind as ConnFailureKind, HttpId, Input,
 };
 use crate::pipeline::Pipeline;
+use crate::snapshot::state::{SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION};
 use crate::time::{Mono, Now, PgTime};
 use crate::Lsn;
 use feldera::{Answer, FakeFeldera};
 use input::{Cursor, Event, Setup};
 use pg::FakePg;
+use serde_json::Value;
 
 /// Secrets in the configuration: no log line or exit reason may contain them.
 const PG_PASSWORD: &str = "pg-secret-7c1e";
 const API_KEY: &str = "api-secret-52d9";
 
 /// The configuration every run shares; `Setup::variables` adds the rest.
-const FIXED: [(&str, &str); 9] = [
+const FIXED: [(&str, &str); 8] = [
     (
         "PG_URL",
         "postgres://slotline:pg-secret-7c1e@db:5432/app?sslmode=disable",
@@ -83,13 +102,35 @@ const FIXED: [(&str, &str); 9] = [
     ("FELDERA_URL", feldera::BASE_URL),
     ("FELDERA_PIPELINE", "p"),
     ("FELDERA_API_KEY", API_KEY),
-    ("SNAPSHOT_MODE", "never"),
     ("TABLES", "users,items"),
     // The slot monitor's questions are not modelled by the fake server.
     ("SLOT_CHECK_INTERVAL_MS", "0"),
     // A TRUNCATE's retraction reads Feldera's keys two at a time: several pages.
     ("RETRACT_PAGE_ROWS", "2"),
 ];
+
+thread_local! {
+    /// Whether this thread's run prints every input and command (`pipeline_traced`).
+    static TRACING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn tracing() -> bool {
+    TRACING.with(std::cell::Cell::get)
+}
+
+/// `pipeline`, printing every input the pipeline is fed and every command it gives to
+/// stderr: the story of one seed.
+pub fn pipeline_traced(data: &[u8]) {
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            TRACING.with(|t| t.set(false));
+        }
+    }
+    TRACING.with(|t| t.set(true));
+    let _off = Off;
+    run_pipeline(data);
+}
 
 /// How many inputs the fake servers and the pipeline may exchange on their own between
 /// two fuzz events before the harness calls it a livelock.
@@ -137,6 +178,12 @@ pub struct PipelineRun {
     pub checkpoints_joined: u32,
     /// Feldera restarts that resumed from a checkpoint holding something.
     pub resumed: u32,
+    /// Snapshots a slot exported (each the start of a copy).
+    pub exports: u32,
+    /// State files written `complete` (each checked against the copy).
+    pub completes: u32,
+    /// State-file reads and writes answered with an error.
+    pub state_failures: u32,
     pub exit: Option<i32>,
 }
 
@@ -167,6 +214,7 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
     harness.run.slot_below_flush = harness.pg.created_below;
     (harness.run.checkpoints, harness.run.checkpoints_joined) = harness.feldera.checkpoint_counts();
     harness.run.resumed = harness.feldera.resumed;
+    harness.run.exports = harness.pg.exports.len() as u32;
     harness.run
 }
 
@@ -210,6 +258,20 @@ struct Harness {
     /// The last life of the slot in which `status()` showed the pipeline streaming.
     streamed_life: Option<u32>,
     no_progress_secs: u64,
+    /// `SNAPSHOT_MODE=initial` (see `snapshot`).
+    snapshot: bool,
+    /// The state file as the shell would find it, and as parsed.
+    disk: Option<(Vec<u8>, StateFile)>,
+    /// State-file reads or writes still to fail.
+    state_failures: u32,
+    /// Requests Feldera had received when the current slot's snapshot was exported: the
+    /// copy's records are in later ones.
+    copy_floor: u32,
+    /// Snapshots exported so far, as the harness last saw.
+    exports_seen: usize,
+    /// The slot's life whose copy was recorded `complete` after the checks of
+    /// `check_complete` passed.
+    copy_complete: Option<u32>,
     run: PipelineRun,
 }
 
@@ -230,20 +292,26 @@ impl Harness {
             Ok(pipeline) => pipeline,
             Err(e) => panic!("the pipeline refused a valid configuration: {e}"),
         };
+        let mut pg = FakePg::new(
+            !setup.create_slot,
+            setup.slot_busy,
+            setup.slow_pg,
+            setup.wal_sender_timeout(),
+        );
+        let mut feldera = FakeFeldera::new(
+            setup.accepted,
+            setup.transaction_open(),
+            setup.fault_tolerance,
+        );
+        let disk = setup
+            .snapshot
+            .then(|| snapshot::before_the_run(setup, &mut pg, &mut feldera))
+            .flatten();
         let mut harness = Harness {
             pipeline,
             now,
-            pg: FakePg::new(
-                !setup.create_slot,
-                setup.slot_busy,
-                setup.slow_pg,
-                setup.wal_sender_timeout(),
-            ),
-            feldera: FakeFeldera::new(
-                setup.accepted,
-                setup.transaction_open(),
-                setup.fault_tolerance,
-            ),
+            pg,
+            feldera,
             queued: VecDeque::new(),
             state_answers: VecDeque::new(),
             streamed: BTreeSet::new(),
@@ -263,6 +331,12 @@ impl Harness {
             life: 0,
             streamed_life: None,
             no_progress_secs: setup.no_progress_secs(),
+            snapshot: setup.snapshot,
+            disk,
+            state_failures: 0,
+            copy_floor: 0,
+            exports_seen: 0,
+            copy_complete: None,
             run: PipelineRun::default(),
         };
         harness.drain();
@@ -315,7 +389,10 @@ impl Harness {
                 self.feed(Input::Shutdown);
             }
             Event::ServerEnds(arg) => self.pg.server_ends(arg & 1 != 0),
-            Event::RefuseConnects(n) => self.pg.refuse(u32::from(n % 4)),
+            Event::RefuseConnects(n) => {
+                self.pg.refuse(u32::from(n % 4));
+                self.state_failures += u32::from(n & 4 != 0);
+            }
             Event::Upload { pick, n } => {
                 self.feldera.upload(*pick, 1 + n % 4);
                 self.check_tables();
@@ -369,6 +446,7 @@ impl Harness {
             return;
         }
         self.pg.heal();
+        self.state_failures = 0;
         let start = self.now.mono;
         for _ in 0..CATCH_UP_ROUNDS {
             if let Some(code) = self.exited {
@@ -426,10 +504,13 @@ impl Harness {
             && status.buffered_rows == 0
             && status.batch_in_flight.is_none()
             && last.is_none_or(|end| self.pg.confirmed() >= Some(end))
+            && (!self.snapshot || (status.streaming && self.promised()))
     }
 
     /// The oracle of a finished run: Feldera's tables equal PostgreSQL's, but for the rows
     /// outside the promise (changes that never reached a slot, see `Workload::lose`).
+    /// With the snapshot phase nothing is outside the promise: the last copy covered every
+    /// change before its consistent point, and the slot every one after it.
     fn compare_tables(&mut self) {
         let source = self.pg.workload.tables();
         let target = &self.feldera.tables;
@@ -438,7 +519,7 @@ impl Harness {
             .chain(target.keys())
             .collect::<BTreeSet<_>>()
             .into_iter()
-            .filter(|key| !self.pg.workload.is_lost(key, None))
+            .filter(|key| self.snapshot || !self.pg.workload.is_lost(key, None))
             .filter(|key| source.get(*key) != target.get(*key))
             .map(|key| {
                 format!(
@@ -464,6 +545,13 @@ impl Harness {
     fn check_tables(&mut self) {
         self.sync_life();
         let confirmed = self.pg.confirmed();
+        if !self.promised() {
+            // A copy is under way or due: Feldera may hold anything until it is complete,
+            // which `check_complete` compares in full.
+            self.feldera.take_touched();
+            self.tables_checked = confirmed;
+            return;
+        }
         let mut keys: BTreeSet<workload::Key> = self.feldera.take_touched();
         if let Some(upto) = confirmed.filter(|c| Some(*c) > self.tables_checked) {
             keys.extend(self.pg.workload.changed_between(self.tables_checked, upto));
@@ -588,6 +676,9 @@ impl Harness {
     }
 
     fn feed(&mut self, input: Input) {
+        if tracing() {
+            eprintln!("<- {input:?}");
+        }
         if let Some(command) = self.pipeline.poll_command() {
             panic!(
                 "{command:?} was still queued when the next input came: the harness did not drain"
@@ -608,6 +699,9 @@ impl Harness {
     }
 
     fn execute(&mut self, command: Command) {
+        if tracing() {
+            eprintln!("-> {command:?}");
+        }
         match command {
             Command::PgConnect { conn, .. } => {
                 assert!(self.conns.insert(conn), "connection id {conn} reused");
@@ -618,6 +712,10 @@ impl Harness {
                 self.assert_open(conn, "PgWrite");
                 for flush in self.pg.write(conn, &bytes) {
                     self.on_status_update(conn, flush);
+                }
+                if self.pg.exports.len() > self.exports_seen {
+                    self.exports_seen = self.pg.exports.len();
+                    self.copy_floor = self.feldera.requests_made();
                 }
             }
             Command::PgPauseRead { conn } => {
@@ -671,11 +769,20 @@ impl Harness {
             Command::PgStartTls { conn, .. } => {
                 panic!("{conn}: TLS was asked for although sslmode=disable")
             }
-            Command::ReadState { .. } => self
-                .state_answers
-                .push_back(Input::StateRead { contents: Ok(None) }),
-            Command::WriteState { path, .. } => {
-                panic!("SNAPSHOT_MODE=never wrote the state file {path}")
+            Command::ReadState { .. } => {
+                let contents = match self.state_failure() {
+                    Some(error) => Err(error),
+                    None => Ok(self.disk.as_ref().map(|(b, _)| Bytes::from(b.clone()))),
+                };
+                self.state_answers.push_back(Input::StateRead { contents });
+            }
+            Command::WriteState { path, contents } => {
+                assert!(
+                    self.snapshot,
+                    "SNAPSHOT_MODE=never wrote the state file {path}"
+                );
+                let result = self.write_state(&contents);
+                self.state_answers.push_back(Input::StateWritten { result });
             }
             Command::Log { message, .. } => self.assert_no_secret(&message),
             Command::Print { .. } | Command::RemoveState { .. } => {
@@ -737,6 +844,13 @@ impl Harness {
         assert!(
             flush >= start && self.pg.life_told.contains(&flush),
             "{source} has flush {flush}, but the slot it streams from began at {start} and never told it {flush}: the position of an earlier slot?"
+        );
+        // Nothing of a copy is acknowledged: the slot stays at its consistent point until
+        // the copy is durable and recorded complete (docs/snapshot.md, "Rows").
+        let copied = self.pg.export_life == Some(self.pg.life);
+        assert!(
+            !copied || flush == start || self.copy_complete == Some(self.pg.life),
+            "{source} has flush {flush}, past the consistent point {start} of a copy that was never recorded complete with every row durable"
         );
     }
 
@@ -823,6 +937,8 @@ impl Harness {
         }
     }
 }
+
+mod snapshot;
 
 #[cfg(test)]
 mod seeds;

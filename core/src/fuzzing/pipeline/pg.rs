@@ -10,12 +10,19 @@
 //! they reach the pipeline in whatever chunks the fuzz input chooses, and never while the
 //! pipeline has paused reading.
 //! What each transaction changes, and every key's history, is the `workload`'s.
+//!
+//! With the snapshot phase (`SNAPSHOT_MODE=initial`) the tables hold rows before the run,
+//! the slot is dropped and created with an exported snapshot as PostgreSQL does, and the
+//! copying connections import that snapshot and read it (`export`). Their COPY rows wait
+//! for the fuzz input's deliveries like the stream, so they arrive in chunks of any size,
+//! interleaved between workers.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
 use super::catalog::{column_rows, relation, result_set, text_row};
+use super::export::{self, Export, WorkerTx};
 use super::workload::Workload;
 use crate::io::ConnId;
 use crate::pgoutput::encode;
@@ -99,6 +106,11 @@ struct Conn {
     before_last_status: Option<Option<Lsn>>,
     /// The slot's life (`FakePg::life`) this connection streams from.
     life: u32,
+    /// A copying connection's transaction, while one is open.
+    tx: Option<WorkerTx>,
+    /// It began a snapshot transaction: a copying connection, whose COPY rows wait for
+    /// deliveries.
+    copying: bool,
 }
 
 impl Conn {
@@ -152,6 +164,16 @@ pub(super) struct FakePg {
     /// A slot was created below the highest position an earlier slot confirmed.
     pub(super) created_below: bool,
     highest_confirmed: Lsn,
+    /// `SNAPSHOT_MODE=initial`: every slot must be created exporting a snapshot.
+    snapshot_mode: bool,
+    /// Every snapshot a slot exported, in order.
+    pub(super) exports: Vec<Export>,
+    /// The slot's life whose creation exported the last snapshot.
+    pub(super) export_life: Option<u32>,
+    /// Heap blocks between rows (see `export`).
+    blocks_per_row: u64,
+    /// Which connection with bytes waiting the next delivery serves.
+    deliver_turn: usize,
 }
 
 impl FakePg {
@@ -183,7 +205,21 @@ impl FakePg {
             slots_created: 0,
             created_below: false,
             highest_confirmed: START,
+            snapshot_mode: false,
+            exports: Vec::new(),
+            export_life: None,
+            blocks_per_row: 0,
+            deliver_turn: 0,
         }
+    }
+
+    /// The snapshot phase: `users` users and `skus` items exist before the run (committed
+    /// at the run's starting position, before any slot's stream), rows lie
+    /// `blocks_per_row` heap blocks apart, and every slot is created exporting a snapshot.
+    pub(super) fn with_snapshot(&mut self, users: u64, skus: usize, blocks_per_row: u64) {
+        self.snapshot_mode = true;
+        self.blocks_per_row = blocks_per_row;
+        self.workload.seed(users, skus, START);
     }
 
     /// A connection attempt: false when it will be refused (the harness then closes it).
@@ -204,9 +240,18 @@ impl FakePg {
         self.busy_answers = 0;
     }
 
-    /// Either side ended the connection: the server forgets it.
+    /// Either side ended the connection: the server forgets it, and a snapshot it exported
+    /// can no longer be imported.
     pub(super) fn close(&mut self, id: ConnId) {
         self.conns.remove(&id);
+        self.release_exports(id);
+    }
+
+    /// A snapshot lives only while the connection that exported it runs no other command.
+    fn release_exports(&mut self, id: ConnId) {
+        for export in self.exports.iter_mut().filter(|e| e.holder == id) {
+            export.valid = false;
+        }
     }
 
     pub(super) fn set_paused(&mut self, id: ConnId, paused: bool) {
@@ -246,14 +291,31 @@ impl FakePg {
         self.take(id, n).map(|(bytes, _)| (id, bytes))
     }
 
-    /// Up to `max` bytes (0: all) of the session's connection, unless its reading is
-    /// paused; with `true` when the server closes the connection after them.
+    /// Up to `max` bytes (0: all) of a connection whose reading is not paused: the
+    /// session's or a copying one's, in turn among those with bytes waiting; with `true`
+    /// when the server closes the connection after them.
     pub(super) fn deliver(&mut self, max: usize) -> Option<(ConnId, Vec<u8>, bool)> {
-        let id = self.session()?;
-        let conn = self
+        let copying = self
             .conns
-            .get(&id)
-            .filter(|c| !c.paused && !c.out.is_empty())?;
+            .iter()
+            .filter(|(_, c)| c.copying)
+            .map(|(id, _)| *id);
+        let candidates: Vec<ConnId> = self
+            .session()
+            .into_iter()
+            .chain(copying)
+            .filter(|id| {
+                self.conns
+                    .get(id)
+                    .is_some_and(|c| !c.paused && !c.out.is_empty())
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let id = candidates[self.deliver_turn % candidates.len()];
+        self.deliver_turn = self.deliver_turn.wrapping_add(1);
+        let conn = self.conns.get(&id)?;
         let n = if max == 0 { conn.out.len() } else { max };
         let (bytes, eof) = self.take(id, n)?;
         Some((id, bytes, eof))
@@ -298,15 +360,19 @@ impl FakePg {
     /// Breaks a connection (see `Event::Disconnect`) and returns it.
     pub(super) fn disconnect(&mut self, flags: u8) -> Option<ConnId> {
         let id = if flags & 1 != 0 {
-            self.conns
+            let plain: Vec<ConnId> = self
+                .conns
                 .iter()
                 .rev()
-                .find(|(_, c)| c.replication == Some(false))
-                .map(|(id, _)| *id)?
+                .filter(|(_, c)| c.replication == Some(false))
+                .map(|(id, _)| *id)
+                .collect();
+            *plain.get(usize::from(flags >> 4) % plain.len().max(1))?
         } else {
             self.session()?
         };
         let conn = self.conns.remove(&id)?;
+        self.release_exports(id);
         if flags & 2 != 0 {
             if let Some(before) = conn.before_last_status {
                 self.confirmed = before;
@@ -387,7 +453,7 @@ impl FakePg {
     }
 
     /// Queues server messages on `id`; they go without a fuzz event unless PostgreSQL is
-    /// slow and this is the session's connection.
+    /// slow and this is the session's or a copying connection.
     fn answer(&mut self, id: ConnId, messages: &[BackendMessage]) {
         let slow = self.slow;
         let Some(conn) = self.conns.get_mut(&id) else {
@@ -396,13 +462,42 @@ impl FakePg {
         for message in messages {
             conn.push(&encode_backend(message), Mark::Plain);
         }
-        if !slow || conn.replication == Some(false) {
+        if !slow || (conn.replication == Some(false) && !conn.copying) {
             conn.auto = conn.out.len();
+        }
+    }
+
+    /// A statement on a copying connection (see `export`). A COPY's answer always waits for
+    /// deliveries.
+    fn on_worker_query(&mut self, id: ConnId, sql: &str) {
+        let tx = self.conns.get(&id).and_then(|c| c.tx);
+        let users = self.workload.next_ordinal("users");
+        let items = self.workload.next_ordinal("items");
+        let next_ordinal = |table: &str| if table == "users" { users } else { items };
+        let reply = export::answer(sql, tx, &self.exports, self.blocks_per_row, next_ordinal);
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        conn.tx = reply.tx;
+        conn.copying = true;
+        if !reply.copy {
+            return self.answer(id, &reply.messages);
+        }
+        for message in &reply.messages {
+            conn.push(&encode_backend(message), Mark::Plain);
         }
     }
 
     fn on_query(&mut self, id: ConnId, sql: &str) {
         let replication = self.conns.get(&id).and_then(|c| c.replication) == Some(true);
+        let worker = self
+            .conns
+            .get(&id)
+            .is_some_and(|c| c.replication == Some(false) && (c.copying || c.tx.is_some()));
+        if worker || (!replication && sql.starts_with("BEGIN ISOLATION LEVEL")) {
+            return self.on_worker_query(id, sql);
+        }
+        self.release_exports(id);
         let rows = if sql.starts_with("START_REPLICATION") {
             return self.start_replication(id);
         } else if sql == "IDENTIFY_SYSTEM" {
@@ -425,6 +520,8 @@ impl FakePg {
             column_rows(sql)
         } else if sql.contains("pg_replication_slots") {
             self.slot_rows(replication)
+        } else if sql.starts_with("DROP_REPLICATION_SLOT") {
+            return self.drop_slot(id);
         } else if sql.starts_with("CREATE_REPLICATION_SLOT") {
             if self.confirmed.is_some() {
                 return self.refuse_query(
@@ -433,11 +530,36 @@ impl FakePg {
                     "replication slot \"slotline_p\" already exists",
                 );
             }
-            // With SNAPSHOT 'nothing' the slot starts at the server's WAL end: transactions
-            // committed before it (and those the dropped slot had not confirmed) are not part
-            // of its stream, and their rows are outside the promise.
             let at = self.head;
-            self.workload.lose(self.dropped_at.take(), at, at);
+            let exported = sql.contains("(SNAPSHOT 'export')");
+            assert!(
+                exported || !self.snapshot_mode,
+                "SNAPSHOT_MODE=initial created a slot without exporting a snapshot: {sql}"
+            );
+            let snapshot = if exported {
+                // The snapshot holds every commit up to the consistent point, so a copy of
+                // it leaves nothing to the operator: no key is outside the promise once the
+                // copy is complete.
+                let name = format!("00000003-{:08X}-1", self.exports.len() + 1);
+                self.exports.push(Export {
+                    name: name.clone(),
+                    holder: id,
+                    valid: true,
+                    point: at,
+                    rows: self.workload.tables(),
+                });
+                self.workload.lost.clear();
+                self.dropped_at = None;
+                self.export_life = Some(self.life + 1);
+                Some(name)
+            } else {
+                // With SNAPSHOT 'nothing' the slot starts at the server's WAL end:
+                // transactions committed before it (and those the dropped slot had not
+                // confirmed) are not part of its stream, and their rows are outside the
+                // promise.
+                self.workload.lose(self.dropped_at.take(), at, at);
+                None
+            };
             self.wal.clear();
             self.confirmed = Some(at);
             self.life += 1;
@@ -451,7 +573,7 @@ impl FakePg {
             vec![vec![
                 Some("slotline_p".to_owned()),
                 Some(head),
-                None,
+                snapshot,
                 Some("pgoutput".to_owned()),
             ]]
         } else {
@@ -481,6 +603,37 @@ impl FakePg {
             Some(confirmed.to_string()),
             text("reserved"),
         ]]
+    }
+
+    /// `DROP_REPLICATION_SLOT` (without `WAIT`): refused while another connection streams
+    /// from the slot; the WAL after its confirmed position never reaches a slot.
+    fn drop_slot(&mut self, id: ConnId) {
+        let held = self
+            .conns
+            .iter()
+            .any(|(other, c)| *other != id && c.streaming);
+        let Some(confirmed) = self.confirmed else {
+            return self.refuse_query(
+                id,
+                "42704",
+                "replication slot \"slotline_p\" does not exist",
+            );
+        };
+        if held {
+            return self.refuse_query(id, "55006", "replication slot \"slotline_p\" is active");
+        }
+        self.confirmed = None;
+        self.dropped_at = Some(confirmed);
+        self.life += 1;
+        self.answer(
+            id,
+            &[
+                BackendMessage::CommandComplete {
+                    tag: "DROP_REPLICATION_SLOT".to_owned(),
+                },
+                BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+            ],
+        );
     }
 
     /// CopyBoth, a keepalive at the slot's position, then every transaction that ends after
@@ -548,14 +701,23 @@ impl FakePg {
         if self.confirmed.is_none() && !restore {
             return Vec::new();
         }
+        // The walsender that created the slot and holds its exported snapshot holds the
+        // slot too.
+        let holders: Vec<ConnId> = self
+            .exports
+            .iter()
+            .filter(|e| e.valid)
+            .map(|e| e.holder)
+            .collect();
         let ended: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|(_, c)| restore || c.streaming)
+            .filter(|(id, c)| restore || c.streaming || holders.contains(id))
             .map(|(id, _)| *id)
             .collect();
         for id in &ended {
             self.conns.remove(id);
+            self.release_exports(*id);
         }
         self.life += 1;
         let dropped = self.confirmed.take().or(self.dropped_at);

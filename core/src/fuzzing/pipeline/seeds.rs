@@ -55,6 +55,28 @@ fn tx(changes: &[u8]) -> [Event; 2] {
     [Tx(changes.to_vec()), Deliver(0)]
 }
 
+/// A snapshot run (`SNAPSHOT_MODE=initial`): the state file it finds (`input::StateFile`
+/// by index), rows before the run, three workers or one, heap spread, stale rows in Feldera.
+fn snapshot_setup(state: u8, rows: u8, workers: bool, spread: u8, stale: bool) -> Setup {
+    Setup {
+        snapshot: true,
+        state,
+        rows,
+        workers,
+        spread,
+        stale,
+        ..Setup::default()
+    }
+}
+
+/// The copy goes on: a chunk of one connection's bytes, two requests answered well, time to
+/// the next deadline; `n` times.
+fn copy_rounds(n: usize, chunk: u8) -> Vec<Event> {
+    (0..n)
+        .flat_map(|_| [Deliver(chunk), GOOD, GOOD, TickAtDeadline(0)])
+        .collect()
+}
+
 struct Seed {
     name: &'static str,
     setup: Setup,
@@ -568,6 +590,138 @@ fn seeds() -> Vec<Seed> {
                     && run.reported_flush > START
                     && run.restarts == 0
                     && run.converged
+            },
+        },
+        Seed {
+            // A fresh start: no state file, no slot, rows in both tables. Feldera's tables
+            // are counted (empty), the slot exports a snapshot, three workers copy ranges of
+            // a table spread over 7,000 blocks in chunks of 9 bytes, a commit after the
+            // consistent point is streamed once the copy is complete.
+            name: "hand-snapshot-fresh",
+            setup: Setup {
+                create_slot: true,
+                ..snapshot_setup(0, 3, true, 1, false)
+            },
+            events: [
+                vec![GOOD, GOOD, GOOD, Tx(vec![0, 1, 0x14])],
+                copy_rounds(40, 9),
+                tx(&[2]).into(),
+                vec![GOOD, GOOD, TickAtDeadline(0), GOOD],
+            ]
+            .concat(),
+            reached: |run| {
+                run.exports == 1
+                    && run.completes == 1
+                    && run.streams == 1
+                    && run.reported_flush > START
+                    && run.converged
+            },
+        },
+        Seed {
+            // An interrupted copy (state pending) with the slot still there and Feldera
+            // holding half the rows, a stale value and two keys PostgreSQL never had: the
+            // slot is dropped and created again, the leftovers are read in pages, checked
+            // under the snapshot and deleted, the copy counted.
+            name: "hand-snapshot-leftovers",
+            setup: snapshot_setup(1, 2, false, 2, true),
+            events: [vec![GOOD], copy_rounds(30, 0)].concat(),
+            reached: |run| {
+                run.exports == 1 && run.queries >= 4 && run.completes == 1 && run.converged
+            },
+        },
+        Seed {
+            // A complete copy and its slot: streaming. The slot is dropped with a commit
+            // not yet confirmed, and a delete is committed while none exists: the next
+            // session finds the state complete and no slot, copies again and retracts what
+            // the new snapshot lacks, so Feldera ends equal to PostgreSQL.
+            name: "hand-snapshot-slot-dropped",
+            setup: snapshot_setup(2, 1, false, 0, false),
+            events: [
+                stream(),
+                tx(&[0, 2]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+                tx(&[0x12]).into(),
+                vec![SlotGone(0), Tx(vec![4]), TickAtDeadline(0), GOOD],
+                copy_rounds(20, 0),
+            ]
+            .concat(),
+            reached: |run| {
+                run.exports == 1 && run.completes == 1 && run.streams == 2 && run.converged
+            },
+        },
+        Seed {
+            // Feldera without fault tolerance restarts and comes back empty after a commit
+            // was acknowledged: the keeper sees the new incarnation, the next session's plan
+            // copies every table again (FELDERA_RESTART=resnapshot).
+            name: "hand-snapshot-feldera-restarted-empty",
+            setup: snapshot_setup(2, 2, false, 0, false),
+            events: [
+                stream(),
+                tx(&[0, 1]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+                vec![
+                    FelderaRestart(1),
+                    TickAtDeadline(0),
+                    TickAtDeadline(0),
+                    GOOD,
+                ],
+                copy_rounds(20, 0),
+            ]
+            .concat(),
+            reached: |run| {
+                run.restarts == 1 && run.exports == 1 && run.completes == 1 && run.converged
+            },
+        },
+        Seed {
+            // With fault tolerance a fresh copy is recorded complete only once a Feldera
+            // checkpoint holds it.
+            name: "hand-snapshot-checkpointed",
+            setup: Setup {
+                create_slot: true,
+                fault_tolerance: true,
+                ..snapshot_setup(0, 2, false, 0, false)
+            },
+            events: [vec![GOOD, GOOD, GOOD], copy_rounds(30, 0)].concat(),
+            reached: |run| run.checkpoints >= 1 && run.completes == 1 && run.converged,
+        },
+        Seed {
+            // A worker's connection breaks in the middle of a COPY, and the next connect is
+            // refused: the session ends with the state pending, the next one drops the slot,
+            // exports a new snapshot and copies again.
+            name: "hand-snapshot-worker-breaks",
+            setup: Setup {
+                create_slot: true,
+                ..snapshot_setup(0, 3, true, 1, false)
+            },
+            events: [
+                vec![GOOD, GOOD, GOOD],
+                vec![Deliver(5); 6],
+                vec![Disconnect(1), RefuseConnects(1), TickAtDeadline(0)],
+                vec![TickAtDeadline(0), TickAtDeadline(0), GOOD],
+                copy_rounds(40, 7),
+            ]
+            .concat(),
+            reached: |run| run.exports == 2 && run.completes == 1 && run.converged,
+        },
+        Seed {
+            // Streaming after a complete copy, the slot is dropped; the next session must
+            // copy again, and the disk refuses its write of `pending`: the run exits 1
+            // before it drops or creates anything.
+            name: "hand-snapshot-state-write-fails",
+            setup: snapshot_setup(2, 1, false, 0, false),
+            events: [
+                stream(),
+                tx(&[0]).into(),
+                vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+                vec![SlotGone(0), RefuseConnects(4), TickAtDeadline(0), GOOD],
+                copy_rounds(5, 0),
+            ]
+            .concat(),
+            reached: |run| {
+                run.streams == 1
+                    && run.state_failures == 1
+                    && run.exports == 0
+                    && run.exit == Some(1)
             },
         },
     ]

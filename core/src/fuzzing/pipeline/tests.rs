@@ -394,3 +394,59 @@ fn a_restart_resumes_from_the_last_successful_checkpoint() {
     );
     assert_eq!(harness.feldera.restarts, 1);
 }
+
+/// A snapshot run whose copy has begun: Feldera was counted empty, the slot exported its
+/// snapshot, the worker's COPY rows wait for deliveries.
+fn copying() -> Harness {
+    let setup = Setup {
+        snapshot: true,
+        create_slot: true,
+        rows: 2,
+        ..Setup::default()
+    };
+    let mut harness = Harness::start(&setup);
+    harness.settle();
+    for event in [GOOD, GOOD, GOOD] {
+        harness.apply(&event);
+        harness.settle();
+    }
+    harness
+}
+
+#[test]
+fn a_snapshot_run_reaches_the_copy() {
+    let harness = copying();
+    assert_eq!(harness.pg.exports.len(), 1);
+    assert!(!harness.promised(), "the copy is under way");
+}
+
+#[test]
+#[should_panic(
+    expected = "the state file says complete (consistent point 0/100000), but Feldera's tables are not the snapshot"
+)]
+fn a_complete_state_file_before_the_copy_is_durable_is_caught() {
+    use crate::snapshot::state::SnapshotPhase;
+    let mut harness = copying();
+    let file = super::snapshot::state_file(SnapshotPhase::Complete, "incarnation-0");
+    let _ = harness.write_state(&Bytes::from(file.encode()));
+}
+
+#[test]
+#[should_panic(expected = "SNAPSHOT_MODE=initial created a slot without exporting a snapshot")]
+fn a_slot_created_without_a_snapshot_in_initial_mode_is_caught() {
+    let mut pg = super::pg::FakePg::new(false, false, false, "60s");
+    pg.with_snapshot(2, 1, 0);
+    let conn = ConnId(1);
+    assert!(pg.open(conn));
+    let mut startup = 196_608u32.to_be_bytes().to_vec();
+    startup.extend_from_slice(b"user\0slotline\0replication\0database\0\0");
+    let mut message = (startup.len() as u32 + 4).to_be_bytes().to_vec();
+    message.extend(startup);
+    pg.write(conn, &message);
+    let sql = "CREATE_REPLICATION_SLOT \"slotline_p\" LOGICAL pgoutput (SNAPSHOT 'nothing')";
+    let mut query = vec![b'Q'];
+    query.extend_from_slice(&(sql.len() as u32 + 5).to_be_bytes());
+    query.extend_from_slice(sql.as_bytes());
+    query.push(0);
+    pg.write(conn, &query);
+}

@@ -112,6 +112,36 @@ impl Default for Workload {
 }
 
 impl Workload {
+    /// Rows that exist before the run (the snapshot phase's): users `1..=users` and skus
+    /// `s0..` up to `skus`, as if committed at `at`.
+    pub(super) fn seed(&mut self, users: u64, skus: usize, at: Lsn) {
+        for _ in 0..users {
+            let n = self.next_change;
+            self.next_change += 1;
+            let id = self.next_user;
+            self.next_user += 1;
+            self.live_users.push(id);
+            let row = json!({"id": id, "name": format!("r{n}")});
+            self.record("users", json!(id), at, Some(row));
+        }
+        for slot in 0..skus.min(SKUS) {
+            let n = self.next_change;
+            self.next_change += 1;
+            self.items.insert(slot, n);
+            let sku = format!("s{slot}");
+            self.record("items", json!(sku), at, Some(json!({"sku": sku, "qty": n})));
+        }
+    }
+
+    /// One past the highest heap ordinal a table's rows ever had (users by id, items by sku
+    /// number): where its heap ends.
+    pub(super) fn next_ordinal(&self, table: &str) -> u64 {
+        match table {
+            "users" => self.next_user,
+            _ => SKUS as u64,
+        }
+    }
+
     /// A transaction begins: a TRUNCATE in it must delete what existed before it.
     pub(super) fn begin(&mut self) {
         self.at_begin = (

@@ -1,0 +1,221 @@
+//! The snapshot phase in the harness (`SNAPSHOT_MODE=initial`, docs/snapshot.md): the world
+//! before the run (rows in PostgreSQL, the state file, what Feldera holds), the state file
+//! as the shell keeps it, and the checks that belong to the copy.
+//!
+//! - A state file written `complete` names the consistent point of the slot that exists
+//!   and exported the snapshot the copy read, and every row of that snapshot is then
+//!   durable in Feldera from a record of this copy (with checkpoints: the last successful
+//!   checkpoint holds it), while Feldera holds no other row: leftovers were retracted
+//!   (`check_complete`). Without fault tolerance this is checked only while Feldera is
+//!   still the incarnation the file records; another one came back empty, and the next
+//!   start copies again.
+//! - Until such a file exists for the current slot (and, without fault tolerance, for
+//!   Feldera's current incarnation) the tables are outside the row checks: a copy is due
+//!   or under way (`Harness::promised`). The run's end then needs it too: caught up means
+//!   streaming after a complete copy.
+//! - The slot's flush never passes the consistent point of a copy before the copy was so
+//!   recorded (`Harness::check_life_flush`).
+
+use bytes::Bytes;
+
+use super::feldera::FakeFeldera;
+use super::input::{self, Setup};
+use super::pg::{FakePg, START};
+use super::{Harness, SnapshotPhase, StateFile, StateRoute, Value, FORMAT_VERSION};
+
+/// The state file a run finds, as an earlier run of slotline wrote it.
+pub(super) fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
+    let route = |table: &str| StateRoute {
+        source: format!("public.{table}"),
+        target: table.to_owned(),
+    };
+    StateFile {
+        version: FORMAT_VERSION,
+        system_id: "7000000000000000001".to_owned(),
+        database: "app".to_owned(),
+        slot: "slotline_p".to_owned(),
+        publication: "pub".to_owned(),
+        pipeline: "p".to_owned(),
+        routes: vec![route("users"), route("items")],
+        phase,
+        consistent_point: (phase == SnapshotPhase::Complete).then_some(START),
+        updated_at: Some("2026-12-01T00:00:00Z".to_owned()),
+        feldera_incarnation: Some(incarnation.to_owned()),
+    }
+}
+
+/// The insert record of a row, as the pipeline writes it.
+fn insert(row: &Value) -> String {
+    format!("{{\"insert\":{row}}}")
+}
+
+/// Sets up PostgreSQL's rows, Feldera's tables and the state file before a snapshot run;
+/// returns the file. Stale rows (an older value, keys PostgreSQL never had) are put in
+/// Feldera only where the run begins with a copy that must replace them.
+pub(super) fn before_the_run(
+    setup: &Setup,
+    pg: &mut FakePg,
+    feldera: &mut FakeFeldera,
+) -> Option<(Vec<u8>, StateFile)> {
+    let (users, skus) = setup.pre_existing();
+    pg.with_snapshot(users, skus, setup.blocks_per_row());
+    let rows = pg.workload.tables();
+    let slot_exists = !setup.create_slot;
+    let (file, held, streams) = match setup.state_file() {
+        input::StateFile::Absent => (None, Vec::new(), false),
+        input::StateFile::Pending => {
+            let half = rows.values().step_by(2).cloned().collect();
+            (
+                Some(state_file(SnapshotPhase::Pending, "incarnation-0")),
+                half,
+                false,
+            )
+        }
+        input::StateFile::Complete => {
+            let all = rows.values().cloned().collect();
+            let file = state_file(SnapshotPhase::Complete, "incarnation-0");
+            (Some(file), all, slot_exists)
+        }
+        input::StateFile::CompleteEarlierIncarnation => {
+            let file = state_file(SnapshotPhase::Complete, "incarnation-earlier");
+            // Without fault tolerance the restart emptied the tables; with it they
+            // resumed from the checkpoint that held the copy.
+            let all = match setup.fault_tolerance {
+                true => rows.values().cloned().collect(),
+                false => Vec::new(),
+            };
+            (Some(file), all, slot_exists && setup.fault_tolerance)
+        }
+    };
+    let mut records: Vec<(&'static str, String)> = held
+        .iter()
+        .map(|row| {
+            let table = if row.get("sku").is_some() {
+                "items"
+            } else {
+                "users"
+            };
+            (table, insert(row))
+        })
+        .collect();
+    if setup.stale && !streams {
+        records.push((
+            "users",
+            insert(&serde_json::json!({"id": 1, "name": "stale"})),
+        ));
+        records.push((
+            "users",
+            insert(&serde_json::json!({"id": 1000, "name": "ghost"})),
+        ));
+        records.push(("items", insert(&serde_json::json!({"sku": "s3", "qty": 0}))));
+    }
+    feldera.seed(&records, !setup.fault_tolerance);
+    file.map(|file| (file.encode(), file))
+}
+
+impl Harness {
+    /// Whether Feldera's tables are within the promise now (see the module docs): always
+    /// without the snapshot phase; with it, once the current slot's copy is recorded
+    /// complete (without fault tolerance, for the incarnation Feldera still is).
+    pub(super) fn promised(&self) -> bool {
+        if !self.snapshot {
+            return true;
+        }
+        let Some((_, file)) = &self.disk else {
+            return false;
+        };
+        let same_feldera = self.feldera.keeps_state()
+            || file.feldera_incarnation.as_deref() == Some(&self.feldera.incarnation_name());
+        file.phase == SnapshotPhase::Complete
+            && file.consistent_point == Some(self.pg.life_start)
+            && self.pg.confirmed().is_some()
+            && same_feldera
+    }
+
+    /// The error a state-file read or write gets, if one is due.
+    pub(super) fn state_failure(&mut self) -> Option<String> {
+        if self.state_failures == 0 {
+            return None;
+        }
+        self.state_failures -= 1;
+        self.run.state_failures += 1;
+        Some("No space left on device (os error 28)".to_owned())
+    }
+
+    /// The shell writes the state file: the write is checked, then it fails (the old file
+    /// stays, as an atomic replace leaves it) or replaces the file.
+    pub(super) fn write_state(&mut self, contents: &Bytes) -> Result<(), String> {
+        let file = match StateFile::parse(contents) {
+            Ok(file) => file,
+            Err(e) => panic!("the pipeline wrote a state file it cannot read back: {e}"),
+        };
+        if file.phase == SnapshotPhase::Complete {
+            self.check_complete(&file);
+        }
+        if let Some(error) = self.state_failure() {
+            return Err(error);
+        }
+        if file.phase == SnapshotPhase::Complete {
+            self.copy_complete = Some(self.pg.life);
+            self.run.completes += 1;
+        }
+        self.disk = Some((contents.to_vec(), file));
+        Ok(())
+    }
+
+    /// A copy recorded `complete` (see the module docs).
+    fn check_complete(&self, file: &StateFile) {
+        let life = self.pg.life;
+        assert!(
+            self.pg.export_life == Some(life) && self.pg.confirmed().is_some(),
+            "the state file says complete, but the slot that exists (life {life}) exported no snapshot"
+        );
+        let Some(export) = self.pg.exports.last() else {
+            return;
+        };
+        assert_eq!(
+            file.consistent_point,
+            Some(export.point),
+            "the state file records another consistent point than the slot's"
+        );
+        let checkpointing = self.feldera.checkpointing();
+        if !checkpointing
+            && file.feldera_incarnation.as_deref() != Some(&self.feldera.incarnation_name())
+        {
+            // Feldera restarted since the plan: the next start copies again.
+            return;
+        }
+        let durable = self.feldera.durable_tables();
+        let wrong: Vec<String> = export
+            .rows
+            .keys()
+            .chain(durable.keys())
+            .filter(|key| export.rows.get(*key) != durable.get(*key))
+            .map(|key| {
+                format!(
+                    "{}[{}]: snapshot {:?}, Feldera {:?}",
+                    key.0,
+                    key.1,
+                    export.rows.get(key),
+                    durable.get(key)
+                )
+            })
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "the state file says complete (consistent point {}), but Feldera's tables{} are not the snapshot: {wrong:#?}",
+            export.point,
+            if checkpointing { " as the last checkpoint holds them" } else { "" }
+        );
+        let inserted = self.feldera.durable_inserts_since(self.copy_floor);
+        for (key, row) in &export.rows {
+            assert!(
+                inserted.iter().any(|(k, r)| k == key && r == row),
+                "the state file says complete, but the copy's row {}[{}] = {row} is in no record of the copy that is durable{}",
+                key.0,
+                key.1,
+                if checkpointing { " and held by a checkpoint" } else { "" }
+            );
+        }
+    }
+}
