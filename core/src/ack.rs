@@ -62,14 +62,18 @@ pub struct AckTracker {
     durable_ahead: BTreeSet<BatchSeq>,
     /// The highest batch any commit has needed so far.
     highest_needed: BatchSeq,
+    /// Counts the slots created while running (`new_slot`): checkpoint marks of an earlier
+    /// history credit no position.
+    history: u32,
 }
 
-/// What a checkpoint requested now will hold: every commit up to `complete`, and the first
-/// `writes` completed writes.
+/// What a checkpoint requested now will hold: every commit up to `complete` (a position of
+/// slot history `history`), and the first `writes` completed writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckpointMark {
     pub complete: Lsn,
     pub writes: u64,
+    pub history: u32,
 }
 
 /// Why the flush position moved, for traces.
@@ -134,7 +138,23 @@ impl AckTracker {
         CheckpointMark {
             complete: self.complete,
             writes: self.writes_completed,
+            history: self.history,
         }
+    }
+
+    /// A slot was created (again) at `consistent_point`: a new acknowledgement history
+    /// starts there. Positions of the slot before it name other WAL (a restored or failed
+    /// over server writes different records at the same positions), so nothing completed
+    /// under it, and no checkpoint requested before now, ever moves this slot's flush.
+    ///
+    /// Returns the earlier history's flush when it lay past the new slot's start.
+    pub fn new_slot(&mut self, consistent_point: Lsn) -> Option<Lsn> {
+        let replaced = (self.flush > consistent_point).then_some(self.flush);
+        self.history += 1;
+        self.flush = consistent_point;
+        self.complete = consistent_point;
+        self.received = consistent_point;
+        replaced
     }
 
     /// The checkpoint requested at `mark` succeeded. Returns whether the flush moved.
@@ -143,7 +163,10 @@ impl AckTracker {
         self.writes_saved = self.writes_saved.max(mark.writes);
         // A session that started after the request begins at its slot (`start_from_slot`),
         // possibly below `mark.complete`: never report past what this session completed.
-        self.flush = self.flush.max(mark.complete.min(self.complete));
+        // A mark of an earlier slot's history says nothing about this slot's positions.
+        if mark.history == self.history {
+            self.flush = self.flush.max(mark.complete.min(self.complete));
+        }
         self.follow_complete();
         self.flush > before
     }
@@ -250,6 +273,7 @@ impl AckTracker {
             checkpointing: self.checkpointing,
             writes_completed: self.writes_completed,
             writes_saved: self.writes_saved,
+            history: self.history,
             ..AckTracker::new(self.flush)
         };
     }
@@ -438,6 +462,37 @@ mod tests {
         ack.start_from_slot(Lsn(150));
         ack.on_checkpoint_saved(mark);
         assert_eq!(ack.flush(), Lsn(150));
+    }
+
+    #[test]
+    fn a_checkpoint_requested_before_a_slot_was_created_again_credits_no_position_of_it() {
+        let mut ack = AckTracker::new(Lsn(0x100000));
+        ack.set_checkpointing(true);
+        // The earlier slot's history completed up to 0/100090, and a checkpoint was asked.
+        durable_commit(&mut ack, 0x100090, 1);
+        let old = ack.checkpoint_mark();
+        ack.reset_session(1);
+        // The server was restored: a new slot at 0/100000, whose copy is then written.
+        ack.new_slot(Lsn(0x100000));
+        ack.on_write_complete();
+        let copy = ack.checkpoint_mark();
+        assert_eq!(copy.complete, Lsn(0x100000), "nothing of the old history");
+        ack.start_from_slot(Lsn(0x100000));
+        // A new transaction whose commit record lies at the old history's 0/100090.
+        ack.on_begin();
+        ack.on_commit(Lsn(0x1000C0), 2);
+        assert!(ack.on_batch_durable(2).is_some());
+        ack.on_write_complete();
+        ack.on_checkpoint_saved(old);
+        ack.on_checkpoint_saved(copy);
+        assert_eq!(
+            ack.flush(),
+            Lsn(0x100000),
+            "neither checkpoint holds the new commit, nor names a position of this slot past its start"
+        );
+        let now = ack.checkpoint_mark();
+        ack.on_checkpoint_saved(now);
+        assert_eq!(ack.flush(), Lsn(0x1000C0));
     }
 
     #[derive(Clone, Debug)]

@@ -130,33 +130,3 @@ fn capture_seeds_are_whole_streams() {
         assert!(xlog > 0, "{} has no XLogData", path.display());
     }
 }
-
-/// Inputs the fuzzer found that the product does not handle yet (`fuzz/findings/<target>/`,
-/// described in fuzz/README.md): each fails until its bug is fixed, and then moves into
-/// `fuzz/seeds/<target>/` as a `regression-*` seed. Run with `-- --ignored`.
-#[test]
-#[ignore]
-fn pipeline_findings_replay_cleanly() {
-    replay_findings(fuzzing::pipeline);
-}
-
-/// The same, printing every input and command of each run (`-- --ignored --nocapture`).
-#[test]
-#[ignore]
-fn pipeline_findings_traced() {
-    replay_findings(fuzzing::pipeline_traced);
-}
-
-fn replay_findings(harness: fn(&[u8])) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/findings/pipeline");
-    let failed: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.expect("directory entry").path())
-        .filter(|path| {
-            let data = std::fs::read(path).expect("read finding");
-            catch_unwind(AssertUnwindSafe(|| harness(&data))).is_err()
-        })
-        .map(|path| path.display().to_string())
-        .collect();
-    assert!(failed.is_empty(), "findings that still fail: {failed:#?}");
-}

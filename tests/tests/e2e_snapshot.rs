@@ -16,7 +16,6 @@ use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(180);
 
-
 /// The retraction of `table` logged its end with exactly `deleted` deletes sent.
 fn scan_ended(log: &str, table: &str, deleted: u64) -> bool {
     let start = format!("{table}: scan ended: ");

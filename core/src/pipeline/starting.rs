@@ -217,32 +217,45 @@ impl Starting {
             Answer::SlotCreated {
                 consistent_point,
                 snapshot,
-            } => match self.decision {
-                Decision::CreatingToStream => {
+            } => {
+                // A new slot starts a new acknowledgement history (docs/contract.md).
+                if let Some(earlier) = cx.run.ack.new_slot(consistent_point) {
                     cx.ctx.log(
+                        Level::Warn,
+                        format!(
+                            "slot {} starts at {consistent_point}, behind the position {earlier} an earlier session acknowledged \
+                             (a server restored or failed over): a new acknowledgement history starts at the slot's position",
+                            cx.env.config.slot
+                        ),
+                    );
+                }
+                match self.decision {
+                    Decision::CreatingToStream => {
+                        cx.ctx.log(
                         Level::Info,
                         format!(
                             "created replication slot {} at {consistent_point} (SNAPSHOT 'nothing')",
                             cx.env.config.slot
                         ),
                     );
-                    self.decision = Decision::Streaming;
-                    self.startup.start_replication(cx.ctx, &mut self.repl)?;
-                    Ok(None)
-                }
-                Decision::CreatingForSnapshot { leftovers } => {
-                    cx.ctx.log(
-                        Level::Info,
-                        format!(
+                        self.decision = Decision::Streaming;
+                        self.startup.start_replication(cx.ctx, &mut self.repl)?;
+                        Ok(None)
+                    }
+                    Decision::CreatingForSnapshot { leftovers } => {
+                        cx.ctx.log(
+                            Level::Info,
+                            format!(
                             "created replication slot {} at {consistent_point} (SNAPSHOT 'export')",
                             cx.env.config.slot
                         ),
-                    );
-                    self.pending_snapshot = Some((consistent_point, snapshot, leftovers));
-                    Ok(None)
+                        );
+                        self.pending_snapshot = Some((consistent_point, snapshot, leftovers));
+                        Ok(None)
+                    }
+                    _ => Ok(None),
                 }
-                _ => Ok(None),
-            },
+            }
         }
     }
 
