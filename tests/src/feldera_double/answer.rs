@@ -4,8 +4,8 @@
 //! `stream_json_query`: each record batch becomes NDJSON and is yielded on its own), so a
 //! client that stops reading holds the query back rather than making the pipeline buffer
 //! its answer. The double does the same: a scan (`scan`) runs on a blocking thread and hands
-//! the answer to the HTTP body in pieces of about `PIECE_BYTES` through a channel of
-//! `CHANNEL_PIECES`; the body takes a piece only when the server is ready to write it, which
+//! the answer to the HTTP body in pieces (a batch of `PIECE_ROWS` lines, or `PIECE_BYTES`)
+//! through a channel of `CHANNEL_PIECES`; the body takes a piece only when the server is ready to write it, which
 //! it is only when the client reads. So the double holds at most `CHANNEL_PIECES` pieces,
 //! the finished one waiting to enter the channel and the one being filled, and hyper's
 //! write buffer (about 400 KiB) on top; everything else waits in the scan.
@@ -36,7 +36,11 @@ use super::query::Plan;
 use super::scan::Scan;
 use super::shared::Shared;
 
-/// An answer is handed to the HTTP body in pieces of about this many bytes.
+/// An answer is handed to the HTTP body in pieces of at most this many rows: Feldera's
+/// scan makes record batches of 256 rows (`crates/adapters/src/adhoc/table.rs`,
+/// `MAX_BATCH_SIZE`), and each batch becomes one chunk of the answer.
+pub const PIECE_ROWS: usize = 256;
+/// ... and of about this many bytes at most (a piece ends with the line that reaches it).
 pub const PIECE_BYTES: usize = 256 * 1024;
 /// Finished pieces waiting for the body to take them.
 pub const CHANNEL_PIECES: usize = 1;
@@ -56,7 +60,8 @@ pub struct QueryStats {
     /// Answers still streaming.
     pub open_answers: u64,
     /// Answer bytes produced and not yet taken by the HTTP server, now: the pieces in the
-    /// channels and those waiting to enter them.
+    /// channels and those waiting to enter them (a piece the body just took may still count
+    /// for an instant, so one answer may show one piece more).
     pub unsent_bytes: u64,
     /// The most `unsent_bytes` ever was.
     pub max_unsent_bytes: u64,
@@ -183,6 +188,7 @@ struct Producer {
 impl Producer {
     fn run(mut self, mut scan: Scan, framing: Framing) {
         let mut piece = String::new();
+        let mut lines = 0;
         let mut first = true;
         if framing.array {
             piece.push('[');
@@ -204,11 +210,13 @@ impl Producer {
                 None => break,
             };
             push(&mut piece, &mut first, framing, &line);
-            if piece.len() >= PIECE_BYTES {
+            lines += 1;
+            if piece.len() >= PIECE_BYTES || lines >= PIECE_ROWS {
                 self.report(&scan);
                 if !self.send(std::mem::take(&mut piece)) {
                     return;
                 }
+                lines = 0;
             }
         }
         if framing.array {

@@ -80,7 +80,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-pub use answer::{QueryStats, TableQueries, CHANNEL_PIECES, PIECE_BYTES};
+pub use answer::{QueryStats, TableQueries, CHANNEL_PIECES, PIECE_BYTES, PIECE_ROWS};
 pub use checkpoint::{CheckpointCounts, DEFAULT_CHECKPOINT_DELAY};
 pub use faults::FailMode;
 pub use log::RequestRecord;
@@ -490,6 +490,14 @@ impl FelderaDouble {
     pub fn table(&self, name: &str) -> Option<TableSnapshot> {
         let index = self.shared.input_index(name)?;
         self.tables().into_iter().nth(index)
+    }
+
+    /// How many rows a query of input table `name` (named as for `table`) sees now: each
+    /// row of a keyed table once, a keyless table's rows by their positive weights. Cheap
+    /// at any size, where `table` converts every row.
+    pub fn row_count(&self, name: &str) -> Option<usize> {
+        let index = self.shared.input_index(name)?;
+        Some(self.shared.row_count(index))
     }
 
     /// Incarnation, step, pause, queue length (`pending_groups`, `queued_records`), delay,

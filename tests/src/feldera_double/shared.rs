@@ -18,6 +18,7 @@ use super::faults::FailMode;
 use super::log::{RequestLog, RequestRecord};
 use super::schema::Schema;
 use super::state::{CompletionDelay, Pipeline};
+use super::table::TableState;
 
 /// State shared by the server tasks and the handle.
 #[derive(Debug)]
@@ -270,6 +271,13 @@ impl Shared {
         let mut st = self.state();
         st.advance(Instant::now());
         st.tables_json()
+    }
+
+    /// Rows a query of input table `index` sees (processed state).
+    pub fn row_count(&self, index: usize) -> usize {
+        let mut st = self.state();
+        st.advance(Instant::now());
+        st.tables.get(index).map_or(0, TableState::visible_len)
     }
 
     pub fn requests(&self) -> Vec<RequestRecord> {
