@@ -226,7 +226,7 @@ fn measure(
              WHERE slot_name = '{slot}' AND NOT active"
         ),
     );
-    let left = feldera.table(TABLE).map_or(0, |t| t.rows.len());
+    let left = feldera.row_count(TABLE).unwrap_or(0);
     if left != 0 {
         return Err(format!(
             "{}: the double still holds {left} rows of {TABLE}",
@@ -250,7 +250,7 @@ fn load(feldera: &FelderaDouble, rows: u64) -> Result<(), String> {
         post(feldera, &path, &body)?;
         id = end + 1;
     }
-    let held = feldera.table(TABLE).map_or(0, |t| t.rows.len()) as u64;
+    let held = feldera.row_count(TABLE).unwrap_or(0) as u64;
     if held != rows {
         return Err(format!("the double holds {held} rows after loading {rows}"));
     }
