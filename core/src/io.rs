@@ -56,6 +56,12 @@ pub enum Input {
         conn: ConnId,
         error: Option<ConnFailure>,
     },
+    /// A piece of the body of a streamed request's successful (2xx) answer
+    /// (`HttpRequest::streamed`), in order. After each piece the shell reads no more of the
+    /// body until `Command::HttpRead` for the same id; the answer then ends with `HttpDone`
+    /// (an empty body: every byte came in pieces) or `HttpFailed`. A streamed request whose
+    /// answer is not a success comes whole, as `HttpDone`, like any other.
+    HttpChunk { id: HttpId, bytes: Bytes },
     /// An HTTP request finished with a status and a body (any status, 5xx included).
     HttpDone {
         id: HttpId,
@@ -248,6 +254,15 @@ pub enum Command {
     Http {
         id: HttpId,
         request: HttpRequest,
+    },
+    /// Read the next piece of a streamed answer's body (after an `HttpChunk` for `id`).
+    HttpRead {
+        id: HttpId,
+    },
+    /// Stop a streamed answer: close its connection and report `HttpFailed` for `id` (if
+    /// it has not ended already). Nothing more of its body is wanted.
+    HttpCancel {
+        id: HttpId,
     },
     /// A line for the operator's log (already free of secrets).
     Log {

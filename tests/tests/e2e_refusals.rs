@@ -57,15 +57,26 @@ fn assert_refused(shell: Shell, env: &Env, extra: &[(&str, &str)], code: i32, ne
     );
 }
 
+/// Past what one Feldera ingress endpoint queues (docs/feldera.md, "Ingress"): a
+/// configuration error naming the limit and why, before anything is asked of PostgreSQL or
+/// Feldera.
 fn bad_batch_max_rows(shell: Shell) {
     let setup = format!("{USERS} CREATE PUBLICATION pub FOR TABLE users;");
     let env = Env::new("badrows", &setup, schema(vec![users_table(Some("id"))]));
     assert_refused(
         shell,
         &env,
-        &[("TABLES", "users"), ("BATCH_MAX_ROWS", "ten")],
+        &[("TABLES", "users"), ("BATCH_MAX_ROWS", "100001")],
         2,
-        &["BATCH_MAX_ROWS", "ten"],
+        &[
+            "BATCH_MAX_ROWS=\"100001\"",
+            "from 1 to 100000",
+            "Feldera pauses an ingress endpoint holding 100000 queued records",
+        ],
+    );
+    assert!(
+        env.feldera.requests().is_empty(),
+        "a configuration error asks Feldera nothing"
     );
 }
 

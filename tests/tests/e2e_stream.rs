@@ -2,6 +2,7 @@
 
 use serde_json::json;
 use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::pg::wait_for;
 use std::time::Duration;
 
 fn schema() -> serde_json::Value {
@@ -58,4 +59,73 @@ fn streams_inserts_updates_deletes_across_two_routes_tokio() {
 #[test]
 fn streams_inserts_updates_deletes_across_two_routes_blocking() {
     streams_inserts_updates_deletes_across_two_routes(Shell::Blocking);
+}
+
+/// Feldera keeps every HTTP input endpoint until it restarts and allows 100
+/// (docs/feldera.md, "Ingress"): however many batches and sessions a run sends, one
+/// spelling per table must keep it at one endpoint per table.
+fn a_long_run_creates_one_ingress_endpoint_per_table(shell: Shell) {
+    let env = Env::new("endpoints", SETUP, schema());
+    let tables = [("TABLES", "users,public.items:lineitems")];
+    let small_batches = [tables[0], ("BATCH_MAX_ROWS", "7"), ("BATCH_LINGER_MS", "0")];
+    for run in 0..2 {
+        let mut connector = env.start(shell, &small_batches);
+        // The first run streams from the slot it creates: write only once it exists.
+        assert!(
+            wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
+            "connector did not start:\n{}",
+            connector.log_text()
+        );
+        for i in 0..20 {
+            let id = run * 1000 + i * 10;
+            env.sql(&format!(
+                "INSERT INTO users SELECT g, 'u' || g FROM generate_series({id}, {id} + 9) g;
+                 INSERT INTO items SELECT 's' || g, g FROM generate_series({id}, {id} + 9) g;
+                 UPDATE users SET name = 'v' WHERE id = {id}"
+            ));
+        }
+        assert!(
+            env.wait_caught_up(Duration::from_secs(30)),
+            "run {run} not caught up:\n{}",
+            connector.log_text()
+        );
+        assert_eq!(
+            connector.stop(Duration::from_secs(10)),
+            Some(0),
+            "{}",
+            connector.log_text()
+        );
+    }
+    env.assert_rows_equal("users", "users", "id");
+    env.assert_rows_equal("items", "lineitems", "sku");
+    let ingress: Vec<String> = env
+        .feldera
+        .requests()
+        .into_iter()
+        .filter(|r| r.endpoint == "ingress")
+        .map(|r| r.path)
+        .collect();
+    assert!(
+        ingress.len() >= 40,
+        "many batches in two runs: {}",
+        ingress.len()
+    );
+    let spellings: std::collections::BTreeSet<&String> = ingress.iter().collect();
+    assert_eq!(spellings.len(), 2, "one URL per table: {spellings:?}");
+    let endpoints = env.feldera.ingress_endpoints();
+    assert_eq!(endpoints.len(), 2, "one per table: {endpoints:?}");
+    assert!(
+        endpoints.iter().all(|e| e.contains("lines=single")),
+        "{endpoints:?}"
+    );
+}
+
+#[test]
+fn a_long_run_creates_one_ingress_endpoint_per_table_tokio() {
+    a_long_run_creates_one_ingress_endpoint_per_table(Shell::Tokio);
+}
+
+#[test]
+fn a_long_run_creates_one_ingress_endpoint_per_table_blocking() {
+    a_long_run_creates_one_ingress_endpoint_per_table(Shell::Blocking);
 }

@@ -296,7 +296,7 @@ fn valid_ndjson_is_accepted_and_its_rows_appear_once_complete() {
     assert_eq!(logged.rows, Some(3));
     assert_eq!(
         logged.path,
-        format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&update_format=insert_delete")
+        format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&update_format=insert_delete&lines=single")
     );
 }
 
@@ -307,7 +307,7 @@ fn a_quoted_table_is_addressed_by_the_builders_url_and_matched_exactly() {
     assert!(
         endpoint
             .ingress_url(&table)
-            .ends_with("/ingress/%22TaBle%22?format=json&update_format=insert_delete"),
+            .ends_with("/ingress/%22TaBle%22?format=json&update_format=insert_delete&lines=single"),
         "{}",
         endpoint.ingress_url(&table)
     );

@@ -496,30 +496,152 @@ fn query_can_fail_after_streaming_and_can_answer_as_a_json_array() {
     assert_eq!(c.query("select id from t").lines().len(), 2);
 }
 
+/// A keyless table whose unquoted name has 2^8 spellings: Feldera names an endpoint after the
+/// table as the URL spells it, so each spelling is an endpoint of its own.
+fn eight_letter_table() -> slotline_tests::feldera_double::FelderaDouble {
+    client::start_with(slotline_tests::feldera_double::DoubleConfig::new(
+        PIPELINE,
+        json!({"inputs": [{"name": "abcdefgh", "case_sensitive": false, "materialized": false,
+            "properties": {}, "fields": [{"name": "id", "case_sensitive": false,
+            "columntype": {"type": "BIGINT", "nullable": true}}]}], "outputs": []}),
+    ))
+}
+
+fn spelling(n: u32) -> String {
+    "abcdefgh"
+        .chars()
+        .enumerate()
+        .map(|(i, c)| match n >> i & 1 {
+            1 => c.to_ascii_uppercase(),
+            _ => c,
+        })
+        .collect()
+}
+
 #[test]
-fn each_ingress_spelling_is_an_endpoint_and_past_100_feldera_answers_429() {
-    let double = start();
+fn past_100_ingress_endpoints_feldera_answers_429_and_known_ones_still_work() {
+    let double = eight_letter_table();
     let c = Client::new(&double);
-    for i in 0..100 {
-        let r = c.post(
-            &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n={i}"),
+    let post = |n: u32| {
+        c.post(
+            &format!(
+                "/v0/pipelines/{PIPELINE}/ingress/{}?format=json",
+                spelling(n)
+            ),
             "",
-        );
-        assert_eq!(r.status, 200, "{i}: {}", r.text);
+        )
+    };
+    for n in 0..100 {
+        let r = post(n);
+        assert_eq!(r.status, 200, "{n}: {}", r.text);
     }
-    let r = c.post(
-        &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n=100"),
-        "",
-    );
+    assert_eq!(double.ingress_endpoints().len(), 100);
+    let r = post(100);
     assert_eq!(
         (r.status, r.error_code().as_str()),
         (429, "ApiConnectionLimit")
     );
-    let r = c.post(
-        &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&n=7"),
-        "",
+    assert_eq!(post(7).status, 200, "a known endpoint still works");
+    assert_eq!(double.ingress_endpoints().len(), 100);
+}
+
+#[test]
+fn ingress_endpoints_are_one_per_table_and_parser_configuration_whatever_the_spelling() {
+    let double = start();
+    let c = Client::new(&double);
+    let at = |table: &str, query: &str| {
+        c.post(
+            &format!("/v0/pipelines/{PIPELINE}/ingress/{table}?{query}"),
+            "",
+        )
+    };
+    let slotline = "format=json&update_format=insert_delete&lines=single";
+    for _ in 0..50 {
+        assert_eq!(at("t", slotline).status, 200);
+    }
+    assert_eq!(
+        double.ingress_endpoints().len(),
+        1,
+        "{:?}",
+        double.ingress_endpoints()
     );
-    assert_eq!(r.status, 200, "a known spelling still works");
+    for same in [
+        "lines=single&format=json",
+        "format=json&lines=single&json_flavor=default&array=false&force=false&other=1",
+    ] {
+        assert_eq!(at("t", same).status, 200, "{same}");
+    }
+    assert_eq!(
+        double.ingress_endpoints().len(),
+        1,
+        "the same configuration spelled otherwise: {:?}",
+        double.ingress_endpoints()
+    );
+    assert_eq!(at("t", "format=json").status, 200);
+    assert_eq!(at("t", "format=json&lines=multiple").status, 200);
+    assert_eq!(
+        double.ingress_endpoints().len(),
+        2,
+        "lines=multiple (the default) is another configuration"
+    );
+    assert_eq!(at("m", slotline).status, 200);
+    assert_eq!(at("T", slotline).status, 200);
+    let endpoints = double.ingress_endpoints();
+    assert_eq!(
+        endpoints.len(),
+        4,
+        "another table, another spelling of t: {endpoints:?}"
+    );
+    assert!(
+        endpoints[0].starts_with("t.api-ingress json") && endpoints[0].ends_with("lines=single")
+    );
+}
+
+#[test]
+fn an_unknown_lines_value_is_refused_as_feldera_does_and_makes_no_endpoint() {
+    let double = start();
+    let c = Client::new(&double);
+    let r = c.post(
+        &format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&lines=one"),
+        "{\"insert\": {\"id\": 1}}",
+    );
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.error_code(), "ConfigError.ParserConfigParseError");
+    let message = r.json()["message"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        message.contains("unknown variant `one`, expected `multiple` or `single`"),
+        "{message}"
+    );
+    assert!(double.ingress_endpoints().is_empty());
+    assert!(rows_of(&double, "t").is_empty());
+}
+
+#[test]
+fn a_value_spanning_lines_is_a_parse_error_with_lines_single_and_read_with_multiple() {
+    let double = start();
+    let c = Client::new(&double);
+    let body =
+        "{\"insert\":\n  {\"id\": 1}}\n{\"insert\": {\"id\": 2}} {\"insert\": {\"id\": 3}}\n";
+    let path =
+        |lines: &str| format!("/v0/pipelines/{PIPELINE}/ingress/t?format=json&lines={lines}");
+    let r = c.post(&path("single"), body);
+    assert_eq!((r.status, r.error_code().as_str()), (400, "ParseErrors"));
+    let ids = |double: &slotline_tests::feldera_double::FelderaDouble| -> Vec<i64> {
+        let mut ids: Vec<i64> = rows_of(double, "t")
+            .iter()
+            .filter_map(|(row, _)| row["id"].as_i64())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(&double),
+        vec![2, 3],
+        "the valid values were taken, two on one line"
+    );
+    let r = c.post(&path("multiple"), body);
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(ids(&double), vec![1, 2, 3]);
 }
 
 #[test]

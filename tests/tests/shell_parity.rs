@@ -104,6 +104,7 @@ impl Scripted {
             headers: vec![("X-Test", "yes".to_owned())],
             body: Bytes::new(),
             timeout_ms: 5_000,
+            streamed: false,
         };
         let mut post = get(&self.targets.http_fail);
         post.method = Method::Post;

@@ -14,7 +14,18 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use conninfo::{PassFile, PgConnConfig, RootCert, SslMode};
-use parse::{parse_bool, parse_enum, parse_u64_in};
+use parse::{parse_bool, parse_enum, parse_u64_capped, parse_u64_in};
+
+/// Records one Feldera HTTP ingress endpoint queues before it pauses (stops reading the
+/// request body until the circuit took them); a request still unread when the manager's
+/// 30 s proxy timeout passes answers 503 with part of its body taken. A batch carries at
+/// most `BATCH_MAX_ROWS` records for one table, so that is the cap (docs/feldera.md,
+/// "Ingress").
+pub const FELDERA_INGRESS_MAX_QUEUED_RECORDS: u64 = 100_000;
+
+const BATCH_MAX_ROWS_WHY: &str = "Feldera pauses an ingress endpoint holding 100000 queued \
+     records, so a larger batch can stall half-read until Feldera's manager answers 503 after \
+     30 s with part of it taken";
 
 /// A secret (password, API key): usable, but never printed by `Debug` or `Display`.
 #[derive(Clone, PartialEq, Eq)]
@@ -195,8 +206,12 @@ pub struct Config {
     pub feldera_restart: FelderaRestart,
     /// `SNAPSHOT_WORKERS`: connections copying in parallel (never more than the work).
     pub snapshot_workers: usize,
-    /// `RETRACT_PAGE_ROWS`: keys read from Feldera per page when retracting.
+    /// `RETRACT_PAGE_ROWS`: keys of a re-snapshot's leftover check asked about in one
+    /// PostgreSQL question.
     pub retract_page_rows: u32,
+    /// `QUERY_TIMEOUT_SECS`: how long an ad-hoc query of Feldera may take (a table scan
+    /// included), apart from the completion poll's timeout.
+    pub query_timeout_secs: u64,
     pub no_progress_timeout_secs: u64,
     pub shutdown_confirm_ms: u64,
     /// `PROGRESS_INTERVAL_SECS`: how often the progress line may be logged (0: never).
@@ -323,6 +338,7 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("FELDERA_RESTART", Some("resnapshot")),
     ("SNAPSHOT_WORKERS", Some("4")),
     ("RETRACT_PAGE_ROWS", Some("10000")),
+    ("QUERY_TIMEOUT_SECS", Some("600")),
     ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),
     ("SHUTDOWN_CONFIRM_MS", Some("5000")),
     ("PROGRESS_INTERVAL_SECS", Some("30")),
@@ -450,7 +466,13 @@ impl Config {
                 ],
             )?,
             state_dir: pairs.get_or_default("STATE_DIR").to_owned(),
-            batch_max_rows: parse_u64_in(&pairs, "BATCH_MAX_ROWS", 1, 10_000_000)?,
+            batch_max_rows: parse_u64_capped(
+                &pairs,
+                "BATCH_MAX_ROWS",
+                1,
+                FELDERA_INGRESS_MAX_QUEUED_RECORDS,
+                BATCH_MAX_ROWS_WHY,
+            )?,
             batch_max_bytes: parse_u64_in(&pairs, "BATCH_MAX_BYTES", 1024, 1 << 30)?,
             batch_linger_ms: parse_u64_in(&pairs, "BATCH_LINGER_MS", 0, 3_600_000)?,
             max_in_flight_batches: parse_u64_in(&pairs, "MAX_IN_FLIGHT_BATCHES", 1, 64)? as usize,
@@ -480,6 +502,7 @@ impl Config {
             )?,
             snapshot_workers: parse_u64_in(&pairs, "SNAPSHOT_WORKERS", 1, 64)? as usize,
             retract_page_rows: parse_u64_in(&pairs, "RETRACT_PAGE_ROWS", 1, 1_000_000)? as u32,
+            query_timeout_secs: parse_u64_in(&pairs, "QUERY_TIMEOUT_SECS", 1, 86_400)?,
             no_progress_timeout_secs: parse_u64_in(
                 &pairs,
                 "NO_PROGRESS_TIMEOUT_SECS",

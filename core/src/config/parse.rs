@@ -22,6 +22,26 @@ pub(super) fn parse_u64_in(
         })
 }
 
+/// `parse_u64_in` for a limit that comes from elsewhere: a value past `max` is refused with
+/// `why` beside the accepted range.
+pub(super) fn parse_u64_capped(
+    pairs: &Pairs,
+    key: &str,
+    min: u64,
+    max: u64,
+    why: &str,
+) -> Result<u64, ConfigError> {
+    let raw = pairs.get_or_default(key);
+    match raw.parse::<u64>() {
+        Ok(value) if value > max => Err(ConfigError::new(
+            key,
+            Some(raw),
+            format!("a whole number from {min} to {max} ({why})"),
+        )),
+        _ => parse_u64_in(pairs, key, min, max),
+    }
+}
+
 pub(super) fn parse_bool(pairs: &Pairs, key: &str) -> Result<bool, ConfigError> {
     let raw = pairs.get_or_default(key);
     match raw.to_ascii_lowercase().as_str() {

@@ -146,7 +146,7 @@ fn secrets_never_appear_in_debug_or_errors() {
 
 #[test]
 fn errors_name_variable_value_and_what_is_accepted() {
-    insta::assert_snapshot!(error(&[("BATCH_MAX_ROWS", "ten")]), @r#"BATCH_MAX_ROWS="ten" is invalid: a whole number from 1 to 10000000"#);
+    insta::assert_snapshot!(error(&[("BATCH_MAX_ROWS", "ten")]), @r#"BATCH_MAX_ROWS="ten" is invalid: a whole number from 1 to 100000"#);
     insta::assert_snapshot!(error(&[("FELDERA_ACK_MODE", "sometimes")]), @r#"FELDERA_ACK_MODE="sometimes" is invalid: one of completed, accepted"#);
     insta::assert_snapshot!(error(&[("SNAPSHOT_MODE", "full")]), @r#"SNAPSHOT_MODE="full" is invalid: one of initial, never, inconsistent"#);
     insta::assert_snapshot!(error(&[("FELDERA_REQUIRE_PRIMARY_KEY", "maybe")]), @r#"FELDERA_REQUIRE_PRIMARY_KEY="maybe" is invalid: true or false (also 1/0, yes/no, on/off)"#);
@@ -154,6 +154,23 @@ fn errors_name_variable_value_and_what_is_accepted() {
     insta::assert_snapshot!(error(&[("FELDERA_URL", "ftp://x")]), @r#"FELDERA_URL="ftp://x" is invalid: the scheme is ftp; accepted: an http:// or https:// URL with a host and neither query nor fragment, like http://127.0.0.1:8080"#);
     insta::assert_snapshot!(error(&[("CRASH_AT", "midway")]), @r#"CRASH_AT="midway" is invalid: one of before_send, after_send, after_complete, after_ack, snapshot_after_slot, snapshot_mid_copy, snapshot_before_complete, retract_after_query, retract_mid_delete"#);
     insta::assert_snapshot!(error(&[("LOG_FORMAT", "xml")]), @r#"LOG_FORMAT="xml" is invalid: one of text, json"#);
+}
+
+#[test]
+fn batch_max_rows_past_what_a_feldera_ingress_endpoint_queues_is_refused_with_the_reason() {
+    assert_eq!(
+        with(&[("BATCH_MAX_ROWS", "100000")])
+            .unwrap()
+            .batch_max_rows,
+        100_000
+    );
+    let err = with(&[("BATCH_MAX_ROWS", "100001")]).unwrap_err();
+    assert_eq!(err.variable, "BATCH_MAX_ROWS");
+    insta::assert_snapshot!(err.to_string(), @r#"BATCH_MAX_ROWS="100001" is invalid: a whole number from 1 to 100000 (Feldera pauses an ingress endpoint holding 100000 queued records, so a larger batch can stall half-read until Feldera's manager answers 503 after 30 s with part of it taken)"#);
+    assert!(
+        error(&[("BATCH_MAX_ROWS", "0")]).ends_with("a whole number from 1 to 100000"),
+        "below the range needs no Feldera reason"
+    );
 }
 
 #[test]
@@ -224,6 +241,19 @@ fn snapshot_workers_and_retract_page_rows_default_and_bounds() {
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "0")]), @r#"RETRACT_PAGE_ROWS="0" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "1000001")]), @r#"RETRACT_PAGE_ROWS="1000001" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "10k")]), @r#"RETRACT_PAGE_ROWS="10k" is invalid: a whole number from 1 to 1000000"#);
+}
+
+#[test]
+fn the_query_timeout_defaults_to_ten_minutes_and_is_bounded() {
+    assert_eq!(with(&[]).unwrap().query_timeout_secs, 600);
+    assert_eq!(
+        with(&[("QUERY_TIMEOUT_SECS", "86400")])
+            .unwrap()
+            .query_timeout_secs,
+        86_400
+    );
+    insta::assert_snapshot!(error(&[("QUERY_TIMEOUT_SECS", "0")]), @r#"QUERY_TIMEOUT_SECS="0" is invalid: a whole number from 1 to 86400"#);
+    insta::assert_snapshot!(error(&[("QUERY_TIMEOUT_SECS", "86401")]), @r#"QUERY_TIMEOUT_SECS="86401" is invalid: a whole number from 1 to 86400"#);
 }
 
 #[test]

@@ -72,6 +72,8 @@ pub struct PipelineInfo {
     pub name: Option<String>,
     pub program_status: Option<String>,
     pub deployment_status: Option<String>,
+    /// Where an operator asked the pipeline to go (`Running`, `Paused`, `Stopped`, ...).
+    pub deployment_desired_status: Option<String>,
     pub schema: Schema,
     /// `runtime_config.fault_tolerance.model`: what of the pipeline's state survives a
     /// restart of the pipeline process.
@@ -311,6 +313,7 @@ pub fn parse_pipeline(body: &[u8]) -> Result<PipelineInfo, SchemaError> {
             .map(str::to_owned),
         program_status,
         deployment_status: object.get("deployment_status").map(status_text),
+        deployment_desired_status: object.get("deployment_desired_status").map(status_text),
         schema: convert_schema("program_info.schema", raw.schema)?,
         fault_tolerance,
         checkpoint_interval_secs,

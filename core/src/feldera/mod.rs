@@ -6,6 +6,7 @@
 pub mod checkpoint;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
+pub mod lifecycle;
 pub mod query;
 pub mod request;
 pub mod response;
@@ -17,8 +18,8 @@ pub use checkpoint::{
 };
 pub use query::{
     classify_commit_transaction, classify_query, classify_start_transaction,
-    classify_transaction_token, CommitOutcome, QueryOutcome, StartTransactionOutcome,
-    TransactionTokenOutcome,
+    classify_transaction_token, CommitOutcome, QueryOutcome, RowStream, StartTransactionOutcome,
+    StreamError, TransactionTokenOutcome,
 };
 pub use request::{redact_userinfo, EndpointError, FelderaEndpoint, HttpRequest, Method};
 pub use response::{

@@ -111,6 +111,112 @@ fn into_row(value: Value, at: impl Fn() -> String) -> Result<Map<String, Value>,
     }
 }
 
+/// The longest line a streamed answer may hold: a row of key columns is far shorter, so a
+/// longer one is a wrong answer, not a reason to hold more memory.
+pub const MAX_STREAMED_LINE: usize = 8 << 20;
+
+/// Why a streamed answer cannot be read on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamError {
+    /// An `{"error": ...}` line: the query failed while streaming; the rows before it are
+    /// not the whole answer.
+    Interrupted(FelderaError),
+    /// A line that is not a JSON row object, an over-long line, or a JSON array (a streamed
+    /// answer must be line-delimited, which is what `format=json` is).
+    Unreadable(String),
+}
+
+impl std::fmt::Display for StreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamError::Interrupted(e) => write!(f, "the query failed while streaming: {e}"),
+            StreamError::Unreadable(what) => f.write_str(what),
+        }
+    }
+}
+
+/// Reads a streamed `format=json` answer (NDJSON) piece by piece: each piece gives the rows
+/// of the lines it completes; the bytes of an unfinished line wait for the next piece.
+/// Memory is one line and the rows of one piece.
+#[derive(Debug, Default)]
+pub struct RowStream {
+    partial: Vec<u8>,
+    /// Lines read so far (for error messages).
+    lines: usize,
+    /// The first non-blank byte was seen (and was not `[`).
+    started: bool,
+}
+
+impl RowStream {
+    /// The rows of the lines `bytes` completes, in order.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Map<String, Value>>, StreamError> {
+        let mut rows = Vec::new();
+        let mut rest = bytes;
+        while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+            let (line, after) = rest.split_at(end);
+            rest = &after[1..];
+            if self.partial.is_empty() {
+                self.line(line, &mut rows)?;
+            } else {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(line);
+                self.line(&whole, &mut rows)?;
+            }
+        }
+        if self.partial.len() + rest.len() > MAX_STREAMED_LINE {
+            return Err(StreamError::Unreadable(format!(
+                "query answer line {} is longer than {MAX_STREAMED_LINE} bytes: {}",
+                self.lines + 1,
+                body_prefix(&self.partial)
+            )));
+        }
+        self.partial.extend_from_slice(rest);
+        Ok(rows)
+    }
+
+    /// The answer ended: the rows of a last line without its newline.
+    pub fn finish(&mut self) -> Result<Vec<Map<String, Value>>, StreamError> {
+        let mut rows = Vec::new();
+        let last = std::mem::take(&mut self.partial);
+        self.line(&last, &mut rows)?;
+        Ok(rows)
+    }
+
+    fn line(&mut self, line: &[u8], rows: &mut Vec<Map<String, Value>>) -> Result<(), StreamError> {
+        self.lines += 1;
+        let Some(start) = line.iter().position(|b| !b.is_ascii_whitespace()) else {
+            return Ok(());
+        };
+        if !self.started && line[start] == b'[' {
+            return Err(StreamError::Unreadable(format!(
+                "query answer is a JSON array ({}); expected one JSON row object per line (format=json)",
+                body_prefix(line)
+            )));
+        }
+        self.started = true;
+        let value: Value = serde_json::from_slice(line).map_err(|e| {
+            StreamError::Unreadable(format!(
+                "query answer line {} is not JSON ({e}): {}",
+                self.lines,
+                body_prefix(line)
+            ))
+        })?;
+        let row =
+            into_row(value, || format!("line {}", self.lines)).map_err(StreamError::Unreadable)?;
+        if let Some(message) = error_line(&row) {
+            return Err(StreamError::Interrupted(FelderaError {
+                status: Some(200),
+                message,
+                error_code: None,
+                parse_errors: None,
+                hint: None,
+            }));
+        }
+        rows.push(row);
+        Ok(())
+    }
+}
+
 /// Answer to `POST .../start_transaction`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StartTransactionOutcome {

@@ -2,7 +2,7 @@
 //! name.
 //!
 //! Owns URL spelling (percent-encoding of pipeline, table, token and SQL; one spelling per
-//! table, so Feldera counts one ingress endpoint per table) and the `Authorization` header.
+//! table, so Feldera creates one ingress endpoint per table) and the `Authorization` header.
 //! Never sends anything and never assigns request ids: the pipeline wraps these requests
 //! with its own ids and the shells execute them.
 
@@ -42,6 +42,10 @@ pub struct HttpRequest {
     pub body: Bytes,
     /// Give up after this long and report a transport failure.
     pub timeout_ms: u64,
+    /// Deliver a successful answer's body in pieces, one per `Command::HttpRead`
+    /// (`Input::HttpChunk`), instead of whole: a table scan's answer can be larger than
+    /// memory should hold.
+    pub streamed: bool,
 }
 
 impl HttpRequest {
@@ -221,10 +225,13 @@ impl FelderaEndpoint {
     }
 
     /// The ingress URL of a table: always this spelling and these parameters, so that
-    /// Feldera sees one endpoint per table (it limits distinct ingress endpoints).
+    /// Feldera creates one input endpoint per table (it keys endpoints by table and parser
+    /// configuration and allows 100 until it restarts). `lines=single` makes Feldera split
+    /// the body at newlines instead of scanning every top-level JSON value: every line
+    /// slotline writes is one compact JSON object (docs/feldera.md, "Ingress").
     pub fn ingress_url(&self, table: &Name) -> String {
         format!(
-            "{}/ingress/{}?format=json&update_format=insert_delete",
+            "{}/ingress/{}?format=json&update_format=insert_delete&lines=single",
             self.pipeline_url,
             table.url_segment()
         )
@@ -257,6 +264,14 @@ impl FelderaEndpoint {
             percent_encode_component(sql)
         );
         self.request(Method::Get, url, Bytes::new(), timeout_ms)
+    }
+
+    /// The same ad-hoc query, its answer delivered in pieces (`HttpRequest::streamed`): for
+    /// answers as large as a table.
+    pub fn query_streamed(&self, sql: &str, timeout_ms: u64) -> HttpRequest {
+        let mut request = self.query(sql, timeout_ms);
+        request.streamed = true;
+        request
     }
 
     /// `POST .../start_transaction`.
@@ -310,6 +325,7 @@ impl FelderaEndpoint {
             headers,
             body,
             timeout_ms,
+            streamed: false,
         }
     }
 }

@@ -27,14 +27,14 @@ fn base_url_with_or_without_trailing_slash_builds_the_same_urls() {
 }
 
 #[test]
-fn ingress_uses_one_spelling_per_table_with_json_insert_delete() {
+fn ingress_uses_one_spelling_per_table_with_json_insert_delete_single_lines() {
     let e = endpoint();
     let body = Bytes::from_static(b"{\"insert\":{\"id\":1}}\n");
     let request = e.ingress(&Name::unquoted("users"), body.clone(), 30_000);
     assert_eq!(request.method, Method::Post);
     assert_eq!(
         request.url,
-        "http://127.0.0.1:8080/v0/pipelines/shop/ingress/users?format=json&update_format=insert_delete"
+        "http://127.0.0.1:8080/v0/pipelines/shop/ingress/users?format=json&update_format=insert_delete&lines=single"
     );
     assert_eq!(request.body, body);
     assert_eq!(request.header("content-type"), Some("application/json"));
@@ -45,7 +45,7 @@ fn ingress_uses_one_spelling_per_table_with_json_insert_delete() {
 fn case_sensitive_tables_are_addressed_with_encoded_quotes() {
     assert_eq!(
         endpoint().ingress_url(&Name::quoted("TaBle")),
-        "http://127.0.0.1:8080/v0/pipelines/shop/ingress/%22TaBle%22?format=json&update_format=insert_delete"
+        "http://127.0.0.1:8080/v0/pipelines/shop/ingress/%22TaBle%22?format=json&update_format=insert_delete&lines=single"
     );
 }
 
@@ -160,7 +160,7 @@ fn debug_output_never_shows_the_api_key_or_body() {
     );
     let printed = format!("{request:?} {e:?}");
     assert!(!printed.contains("s3cret"), "{printed}");
-    assert_snapshot!(format!("{request:?}"), @r#"HttpRequest { method: Post, url: "http://h/v0/pipelines/p/ingress/t?format=json&update_format=insert_delete", headers: [("Authorization", "<redacted>"), ("Content-Type", "application/json")], body_bytes: 13, timeout_ms: 7 }"#);
+    assert_snapshot!(format!("{request:?}"), @r#"HttpRequest { method: Post, url: "http://h/v0/pipelines/p/ingress/t?format=json&update_format=insert_delete&lines=single", headers: [("Authorization", "<redacted>"), ("Content-Type", "application/json")], body_bytes: 13, timeout_ms: 7 }"#);
 }
 
 #[test]

@@ -180,15 +180,17 @@ fn hint_for(status: u16, error_code: Option<&str>) -> Option<&'static str> {
         }
         (503, "AwaitingApproval") => {
             "the pipeline waits for an operator to approve bootstrapping its changed program \
-             (approve it in Feldera); slotline retries with backoff meanwhile"
+             (POST /v0/pipelines/<name>/approve); slotline retries with backoff meanwhile"
         }
         (503, "Suspended") => {
-            "the pipeline was suspended; an operator must start it again, slotline retries \
-             with backoff until NO_PROGRESS_TIMEOUT_SECS"
+            "the pipeline was suspended; once it is Stopped an operator must start it again \
+             (POST /v0/pipelines/<name>/start), slotline retries with backoff until \
+             NO_PROGRESS_TIMEOUT_SECS"
         }
         (503, "PipelineInteractionNotDeployed") => {
-            "the pipeline is not running (stopped, suspended or still provisioning); start it, \
-             slotline retries with backoff until NO_PROGRESS_TIMEOUT_SECS"
+            "the pipeline is not deployed: stopped (start it), stopping or suspended (start \
+             it once it is Stopped) or still provisioning (wait); slotline retries with \
+             backoff until NO_PROGRESS_TIMEOUT_SECS"
         }
         (503, "PipelineInteractionUnreachable") => {
             "the pipeline did not answer the manager in time (busy, or paused: a paused \

@@ -15,7 +15,7 @@ use super::startup::{retraction_problems, Answer, Startup};
 use super::Env;
 use crate::config::{Config, ConfigError, SnapshotMode};
 use crate::conn::Event;
-use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
+use crate::feldera::{classify_pipeline, lifecycle, PipelineOutcome, Reply};
 use crate::io::{exit, Command, Driver, HttpId, Input};
 use crate::ops::report::{Format, Line, Report};
 use crate::ops::{server, slot};
@@ -330,14 +330,14 @@ impl Check {
                     false => Line::ok("feldera durability", verdict),
                 });
                 let status = info.deployment_status.as_deref().unwrap_or("unknown");
-                lines.push(if status == "Running" {
-                    Line::ok("feldera pipeline", "Running")
-                } else {
-                    Line::fail(
+                let desired = info.deployment_desired_status.as_deref();
+                lines.push(match lifecycle::advice(status, desired, &url, &pipeline) {
+                    None => Line::ok("feldera pipeline", "Running"),
+                    Some(advice) => Line::fail(
                         "feldera pipeline",
                         format!("pipeline {pipeline} is {status}, not Running: ingress would not be processed"),
-                        format!("start it (POST {url}/v0/pipelines/{pipeline}/start, or from the Feldera console)"),
-                    )
+                        advice,
+                    ),
                 });
                 Some(info.schema)
             }

@@ -137,6 +137,9 @@ pub(crate) struct FelderaFacts {
     /// A phase wants a checkpoint as soon as possible (the end of a copy, a stop).
     pub(crate) checkpoint_wanted: bool,
     pub(crate) counts: CheckpointCounts,
+    /// The last `deployment_status` a session start warned about (`None` while running), so
+    /// a status that lasts across reconnects is logged once.
+    pub(crate) status_warned: Option<String>,
 }
 
 impl FelderaFacts {

@@ -1,6 +1,6 @@
 //! The scripted harness's model of Feldera's tables: what completed ingress requests left in
 //! each keyed table, and the answers to the two ad-hoc queries slotline sends (a row count,
-//! a keyset page of single-column keys). Just enough for decision traces of the snapshot
+//! every single-column key). Just enough for decision traces of the snapshot
 //! and of retraction; the end-to-end tests use the real HTTP double.
 
 use serde_json::{Map, Value};
@@ -45,15 +45,6 @@ impl KeyValue {
             KeyValue::Int(i) => Value::from(*i),
             KeyValue::Text(s) => Value::from(s.clone()),
         }
-    }
-
-    /// Parses a Feldera SQL literal as the page query writes it (`42`, `'text'`).
-    fn from_literal(text: &str) -> Option<KeyValue> {
-        let text = text.trim();
-        if let Some(inner) = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')) {
-            return Some(KeyValue::Text(inner.replace("''", "'")));
-        }
-        text.parse().ok().map(KeyValue::Int)
     }
 }
 
@@ -115,7 +106,7 @@ impl FakeFeldera {
         self.tables.get(table).map_or(0, |(_, rows)| rows.len())
     }
 
-    /// Answers a count or key-page query as NDJSON, or `None` for SQL it does not model.
+    /// Answers a count or key-scan query as NDJSON, or `None` for SQL it does not model.
     pub fn query(&self, sql: &str) -> Option<String> {
         let table = sql.split(" FROM \"").nth(1)?.split('"').next()?.to_owned();
         let (_, rows) = self.tables.get(&table)?;
@@ -123,19 +114,9 @@ impl FakeFeldera {
             let alias = sql.split(" AS \"").nth(1)?.split('"').next()?;
             return Some(format!("{{\"{alias}\":{}}}\n", rows.len()));
         }
-        let limit: usize = sql.rsplit("LIMIT ").next()?.trim().parse().ok()?;
-        let after = sql
-            .split(" WHERE ")
-            .nth(1)
-            .and_then(|w| w.split(" > ").nth(1))
-            .and_then(|rest| rest.split(')').next())
-            .and_then(KeyValue::from_literal);
+        // The scan of every key (`retract::scan_query`), in no promised order.
         let mut out = String::new();
-        for key in rows
-            .keys()
-            .filter(|k| after.as_ref().is_none_or(|a| *k > a))
-            .take(limit)
-        {
+        for key in rows.keys() {
             let mut row = Map::new();
             row.insert("k0".into(), key.json());
             out.push_str(&Value::Object(row).to_string());

@@ -839,6 +839,19 @@ impl Pipeline {
                 Phase::Stopping(s) => s.on_pg_closed(cx, conn, error),
                 _ => Next::Stay,
             },
+            Input::HttpChunk { id, bytes } => {
+                let owned = match phase {
+                    Phase::Retracting(s) => s.on_http_chunk(cx, id, &bytes),
+                    Phase::Snapshotting(s) => s.on_http_chunk(cx, id, &bytes),
+                    _ => None,
+                };
+                // A streamed answer nobody reads any more (its session ended): stop it, so
+                // the shell does not hold it open until its timeout.
+                owned.unwrap_or_else(|| {
+                    cx.ctx.push(Command::HttpCancel { id });
+                    Next::Stay
+                })
+            }
             Input::HttpDone { id, status, body } if cx.ctx.settle_owns(id) => {
                 let reply = Reply::Answered {
                     status,

@@ -88,8 +88,25 @@ impl Retracting {
         self.streaming
     }
 
-    pub(crate) fn close(self, ctx: &mut Ctx) -> BatchSeq {
+    pub(crate) fn close(mut self, ctx: &mut Ctx) -> BatchSeq {
+        self.retraction.close(ctx);
         self.streaming.close(ctx)
+    }
+
+    /// A piece of a streamed answer: `None` when it is not this phase's.
+    pub(crate) fn on_http_chunk(
+        &mut self,
+        cx: &mut Cx<'_>,
+        id: HttpId,
+        bytes: &[u8],
+    ) -> Option<Next> {
+        if !self.retraction.owns(id) {
+            return None;
+        }
+        Some(match self.retraction.on_chunk(cx, id, bytes) {
+            Ok(step) => self.on_retracted(cx, step),
+            Err(next) => next,
+        })
     }
 
     pub(crate) fn arm(&self, timers: &mut TimerTable) {

@@ -2,36 +2,44 @@
 //! does not hold the key set. Used for a TRUNCATE (every key goes) and by a re-snapshot
 //! (the keys PostgreSQL's snapshot no longer has go).
 //!
-//! Per table: read a page of Feldera's keys with keyset pagination in Feldera itself
-//! (`RETRACT_PAGE_ROWS` at a time, `WHERE key > last ORDER BY key`), for leftovers ask
-//! PostgreSQL which of them still exist (by equality under the snapshot, never by comparing
-//! sort orders across systems), send a delete for each key to retract in bounded batches and
-//! wait until they are durable; then the next page. Memory is one page of keys and the
-//! batches in flight. Verification is a count query once the deletes are durable: a
-//! TRUNCATE must leave zero rows, a re-snapshot exactly the rows it copied. An empty, short
-//! or unreadable answer is never proof that nothing needs retracting.
+//! Per table, one query reads every key Feldera holds (`retract::scan_query`: no filter, no
+//! order, no limit, since Feldera's ad-hoc engine scans the whole table for any query; see
+//! docs/retraction.md), and its answer is read as a stream, piece by piece: each piece's
+//! keys are turned into deletes (for leftovers, after PostgreSQL said which of them it still
+//! has, `RETRACT_PAGE_ROWS` keys per question, by equality under the snapshot) before the
+//! next piece is asked for, and deletes go out in bounded batches. So memory is one piece,
+//! one group of keys and the batches in flight, whatever the table's size. Once the answer
+//! ended and every delete is durable, the next table. Verification is a count query once
+//! every table is done (the owner's): a TRUNCATE must leave zero rows, a re-snapshot exactly
+//! the rows it copied. An empty, short, interrupted or unreadable answer is never proof
+//! that nothing needs retracting.
 //!
-//! Owns the pages, the delete batches (its own outbox and sink: its batches never mix with
+//! Owns the scans, the delete batches (its own outbox and sink: its batches never mix with
 //! the stream's) and the crash points `retract_after_query` and `retract_mid_delete`. The
 //! owning phase routes Feldera answers here and carries PostgreSQL questions to the
 //! connection that holds the snapshot.
 
+use super::ctx::Ctx;
 use super::policy::{Failure, FailureKind};
 use super::sink::{Sink, SinkOutcome};
 use super::{Cx, Next};
 use crate::ack::BatchSeq;
 use crate::config::{AckMode, CrashPoint};
 use crate::contract::Name;
-use crate::feldera::{classify_query, QueryOutcome, Reply};
-use crate::io::{HttpId, Level, Topic};
+use crate::feldera::{classify_query, QueryOutcome, Reply, RowStream, StreamError};
+use crate::io::{Command, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
 use crate::retract::{
-    count_query, existence_query, leftovers, page_query, read_count, Key, KeyPlan, LeftoverPlan,
-    Page, PageQuery,
+    count_query, existence_query, leftovers, read_count, read_keys, scan_query, Key, KeyPlan,
+    LeftoverPlan,
 };
 use crate::startup::catalog::Row;
+use crate::time::Mono;
 use crate::timer::TimerTable;
 use std::collections::VecDeque;
+
+/// How often a scan says how far it got.
+const PROGRESS_LOG_MS: u64 = 10_000;
 
 /// One table to retract.
 #[derive(Debug)]
@@ -42,22 +50,39 @@ pub(crate) struct TableJob {
     pub(crate) leftovers: Option<LeftoverPlan>,
 }
 
+/// Where the scan's answer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// The next piece was asked for (or the query was sent): it is Feldera's move.
+    Reading,
+    /// A piece was read and its keys are being handled; the next is not asked for yet.
+    Holding,
+    /// The answer ended; every key it held was read.
+    Ended,
+}
+
+/// The scan of the current table.
 #[derive(Debug)]
-enum Step {
-    /// A page query is out.
-    Query { http: HttpId, query: PageQuery },
-    /// Waiting for PostgreSQL to say which keys of `page` exist.
-    Check { page: Page },
-    /// The page's keys to delete wait in `queue`, the outbox or the sink; `full` says more
-    /// pages follow.
-    Deleting {
-        queue: VecDeque<Key>,
-        full: bool,
-        last: Option<Key>,
-    },
-    /// Nothing is out: before `start`, while an answer is being handled, and once every
-    /// table's pages are done (then `jobs` is empty too: `is_done`).
-    Done,
+struct Scan {
+    http: HttpId,
+    answer: Answer,
+    reader: RowStream,
+    /// Keys read so far.
+    read: u64,
+    /// A piece (or the end) of the answer was read.
+    any_read: bool,
+    /// Leftovers: keys read and not yet asked about.
+    unchecked: VecDeque<Key>,
+    /// Leftovers: the keys PostgreSQL is being asked about.
+    checking: Option<Vec<Key>>,
+    /// Keys to delete that wait for room in the outbox.
+    queue: VecDeque<Key>,
+    /// Deletes queued so far.
+    deleted: u64,
+    /// Leftovers: keys PostgreSQL still has.
+    kept: u64,
+    started: Mono,
+    logged: Mono,
 }
 
 /// What the owning phase must do after a step.
@@ -76,15 +101,12 @@ pub(crate) enum Retracted {
 #[derive(Debug)]
 pub(crate) struct Retraction {
     jobs: VecDeque<TableJob>,
-    page_rows: u32,
-    step: Step,
+    /// Keys per PostgreSQL question (leftovers).
+    group: usize,
+    scan: Option<Scan>,
     outbox: Outbox,
     sink: Sink,
     names: Vec<Name>,
-    /// Keys of the current table deleted so far (for logs).
-    deleted: u64,
-    /// Keys of the current table Feldera held that were kept (leftovers only).
-    kept: u64,
 }
 
 type Result<T> = std::result::Result<T, Next>;
@@ -98,18 +120,16 @@ impl Retraction {
     pub(crate) fn new(cx: &Cx<'_>, jobs: Vec<TableJob>, names: Vec<Name>) -> Retraction {
         Retraction {
             jobs: jobs.into(),
-            page_rows: cx.env.config.retract_page_rows,
-            step: Step::Done,
+            group: cx.env.config.retract_page_rows.max(1) as usize,
+            scan: None,
             outbox: Outbox::new(names.len(), cx.env.thresholds),
             sink: Sink::new(cx.env.config.max_in_flight_batches),
             names,
-            deleted: 0,
-            kept: 0,
         }
     }
 
     pub(crate) fn is_done(&self) -> bool {
-        matches!(self.step, Step::Done) && self.jobs.is_empty()
+        self.scan.is_none() && self.jobs.is_empty()
     }
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
@@ -121,42 +141,76 @@ impl Retraction {
         self.sink.arm(timers);
     }
 
-    /// Asks for the first page of the first table.
-    pub(crate) fn start(&mut self, cx: &mut Cx<'_>) -> Result<Retracted> {
-        match self.jobs.front() {
-            Some(job) => {
-                cx.ctx.note(
-                    Level::Info,
-                    Topic::Retract,
-                    format!("reading the keys Feldera holds in {}", job.keys.table),
-                );
-                self.ask_page(cx, None);
-                Ok(Retracted::Waiting)
-            }
-            None => Ok(Retracted::Done),
+    /// The session ends: a scan still answering is stopped (its connection closed), so
+    /// nothing more of it is read.
+    pub(crate) fn close(&mut self, ctx: &mut Ctx) {
+        if let Some(scan) = self.scan.take().filter(|s| s.answer != Answer::Ended) {
+            ctx.push(Command::HttpCancel { id: scan.http });
         }
     }
 
-    fn ask_page(&mut self, cx: &mut Cx<'_>, after: Option<Key>) {
-        if after.is_none() {
-            self.deleted = 0;
-            self.kept = 0;
-        }
+    /// Starts the scan of the first table.
+    pub(crate) fn start(&mut self, cx: &mut Cx<'_>) -> Result<Retracted> {
         let Some(job) = self.jobs.front() else {
-            return;
+            return Ok(Retracted::Done);
         };
-        let query = page_query(&job.keys, after, self.page_rows);
+        cx.ctx.note(
+            Level::Info,
+            Topic::Retract,
+            format!(
+                "reading every key Feldera holds in {} (one query, read as it streams)",
+                job.keys.table
+            ),
+        );
         let http = cx.ctx.http_id();
         let endpoint = &cx.env.endpoint;
-        let request = endpoint.query(&query.sql, super::sink::POLL_TIMEOUT_MS);
+        let timeout_ms = cx.env.config.query_timeout_secs * 1000;
+        let request = endpoint.query_streamed(&scan_query(&job.keys), timeout_ms);
         let segment = job.keys.table.url_segment();
         cx.ctx.push_table_query(endpoint, http, request, &segment);
-        self.step = Step::Query { http, query };
+        let now = cx.now();
+        self.scan = Some(Scan {
+            http,
+            answer: Answer::Reading,
+            reader: RowStream::default(),
+            read: 0,
+            any_read: false,
+            unchecked: VecDeque::new(),
+            checking: None,
+            queue: VecDeque::new(),
+            deleted: 0,
+            kept: 0,
+            started: now,
+            logged: now,
+        });
+        Ok(Retracted::Waiting)
     }
 
-    /// Whether `id` is this retraction's (a page query or a delete batch).
+    /// Whether `id` is this retraction's (the scan or a delete batch).
     pub(crate) fn owns(&self, id: HttpId) -> bool {
-        matches!(&self.step, Step::Query { http, .. } if *http == id) || self.sink.owns(id)
+        self.scan.as_ref().is_some_and(|s| s.http == id) || self.sink.owns(id)
+    }
+
+    /// A piece of the scan's answer.
+    pub(crate) fn on_chunk(
+        &mut self,
+        cx: &mut Cx<'_>,
+        id: HttpId,
+        bytes: &[u8],
+    ) -> Result<Retracted> {
+        let Some(scan) = self.scan.as_mut().filter(|s| s.http == id) else {
+            return Ok(Retracted::Waiting);
+        };
+        let Some(job) = self.jobs.front() else {
+            return Ok(Retracted::Waiting);
+        };
+        let rows = scan
+            .reader
+            .push(bytes)
+            .map_err(|e| stream_failure(&job.keys.table, e))?;
+        scan.answer = Answer::Holding;
+        self.take_rows(cx, rows)?;
+        self.pump(cx)
     }
 
     pub(crate) fn on_http(
@@ -165,10 +219,8 @@ impl Retraction {
         id: HttpId,
         reply: Reply<'_>,
     ) -> Result<Retracted> {
-        if let Step::Query { http, .. } = &self.step {
-            if *http == id {
-                return self.on_page(cx, reply);
-            }
+        if self.scan.as_ref().is_some_and(|s| s.http == id) {
+            return self.on_scan_end(cx, reply);
         }
         let now = cx.now();
         match self.sink.on_reply(cx.ctx, &cx.env.endpoint, now, id, reply) {
@@ -185,79 +237,102 @@ impl Retraction {
         }
     }
 
-    fn on_page(&mut self, cx: &mut Cx<'_>, reply: Reply<'_>) -> Result<Retracted> {
-        let Step::Query { query, .. } = std::mem::replace(&mut self.step, Step::Done) else {
-            return Ok(Retracted::Waiting);
-        };
+    /// The scan's answer ended: with its last line, or with why it failed.
+    fn on_scan_end(&mut self, cx: &mut Cx<'_>, reply: Reply<'_>) -> Result<Retracted> {
         let Some(job) = self.jobs.front() else {
-            return Ok(Retracted::Done);
+            return Ok(Retracted::Waiting);
         };
         let table = job.keys.table.clone();
-        let rows = match classify_query(reply) {
-            QueryOutcome::Rows(rows) => rows,
-            QueryOutcome::Interrupted(e) | QueryOutcome::Transient(e) => {
-                return Err(fail(
-                    FailureKind::FelderaUnavailable,
-                    format!("reading the keys of {table} failed: {e}; nothing is concluded from a partial answer"),
-                ))
-            }
-            QueryOutcome::Fatal(e) => {
-                return Err(fail(
-                    FailureKind::FelderaRefused,
-                    format!("Feldera refused the query for the keys of {table}: {e}. Nothing was acknowledged"),
-                ))
+        let body = match reply {
+            Reply::Answered { status, body } if (200..300).contains(&status) => body,
+            other => {
+                // Not a success: the answer came whole, and says why.
+                return Err(match classify_query(other) {
+                    QueryOutcome::Fatal(e) => fail(
+                        FailureKind::FelderaRefused,
+                        format!("Feldera refused the query for the keys of {table}: {e}. Nothing was acknowledged"),
+                    ),
+                    QueryOutcome::Interrupted(e) | QueryOutcome::Transient(e) => fail(
+                        FailureKind::FelderaUnavailable,
+                        format!("reading the keys of {table} failed: {e}; nothing is concluded from a partial answer"),
+                    ),
+                    QueryOutcome::Rows(_) => fail(
+                        FailureKind::FelderaUnavailable,
+                        format!("reading the keys of {table} ended without a success"),
+                    ),
+                });
             }
         };
-        let page = Page::read(&job.keys, &query, rows).map_err(|e| {
-            fail(
-                FailureKind::FelderaUnreadable,
-                format!("cannot trust Feldera's answer for the keys of {table}: {e}. Nothing was acknowledged"),
-            )
-        })?;
-        cx.ctx.note(
-            Level::Debug,
-            Topic::Retract,
-            format!(
-                "{table}: page of {} key(s){}",
-                page.keys().len(),
-                if page.is_full() {
-                    ", more may follow"
-                } else {
-                    ", the last"
-                }
-            ),
+        let Some(scan) = self.scan.as_mut() else {
+            return Ok(Retracted::Waiting);
+        };
+        // A shell may hand a short answer over whole: read it as one last piece.
+        let mut rows = scan
+            .reader
+            .push(body)
+            .map_err(|e| stream_failure(&table, e))?;
+        rows.extend(
+            scan.reader
+                .finish()
+                .map_err(|e| stream_failure(&table, e))?,
         );
-        if cx.crash_at(CrashPoint::RetractAfterQuery) {
-            return Err(Next::Crash(CrashPoint::RetractAfterQuery));
-        }
-        match &job.leftovers {
-            Some(plan) if !page.is_empty() => {
-                let sql = existence_query(plan, page.keys()).ok_or_else(|| {
-                    fail(
-                        FailureKind::DataRefused,
-                        format!("a key of {table} cannot be written as a PostgreSQL literal"),
-                    )
-                })?;
-                self.step = Step::Check { page };
-                Ok(Retracted::AskPg(sql))
-            }
-            _ => {
-                let full = page.is_full();
-                let last = page.last().cloned();
-                self.delete(cx, page.into_keys(), full, last)
-            }
-        }
+        scan.answer = Answer::Ended;
+        self.take_rows(cx, rows)?;
+        self.pump(cx)
     }
 
-    /// PostgreSQL answered which keys of the page exist (rows of key columns).
+    /// Reads a piece's rows as keys and queues them: to ask PostgreSQL about (leftovers) or
+    /// to delete (TRUNCATE).
+    fn take_rows(
+        &mut self,
+        cx: &mut Cx<'_>,
+        rows: Vec<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<()> {
+        let (Some(scan), Some(job)) = (self.scan.as_mut(), self.jobs.front()) else {
+            return Ok(());
+        };
+        let first = scan.read as usize + 1;
+        let keys = read_keys(&job.keys, rows, first).map_err(|e| {
+            fail(
+                FailureKind::FelderaUnreadable,
+                format!(
+                    "cannot trust Feldera's answer for the keys of {}: {e}. Nothing was acknowledged",
+                    job.keys.table
+                ),
+            )
+        })?;
+        let now = cx.now();
+        // Reading the table is progress, even before a delete is durable (a large table's
+        // scan would otherwise trip the no-progress deadline).
+        cx.run.progress.on_progress(now);
+        let first_piece = !std::mem::replace(&mut scan.any_read, true);
+        scan.read += keys.len() as u64;
+        if job.leftovers.is_some() {
+            scan.unchecked.extend(keys);
+        } else {
+            scan.deleted += keys.len() as u64;
+            scan.queue.extend(keys);
+        }
+        if now.since(scan.logged) >= PROGRESS_LOG_MS * 1000 {
+            scan.logged = now;
+            let line = format!("{}: {}", job.keys.table, scan.progress(now));
+            cx.ctx.note(Level::Info, Topic::Retract, line);
+        }
+        if first_piece && cx.crash_at(CrashPoint::RetractAfterQuery) {
+            return Err(Next::Crash(CrashPoint::RetractAfterQuery));
+        }
+        Ok(())
+    }
+
+    /// PostgreSQL answered which keys of the group exist (rows of key columns).
     pub(crate) fn on_pg_answer(&mut self, cx: &mut Cx<'_>, rows: &[Row<'_>]) -> Result<Retracted> {
-        let Step::Check { page } = std::mem::replace(&mut self.step, Step::Done) else {
+        let (Some(scan), Some(job)) = (self.scan.as_mut(), self.jobs.front()) else {
             return Ok(Retracted::Waiting);
         };
-        let Some(plan) = self.jobs.front().and_then(|j| j.leftovers.as_ref()) else {
+        let (Some(group), Some(plan)) = (scan.checking.take(), job.leftovers.as_ref()) else {
             return Ok(Retracted::Waiting);
         };
-        let gone = leftovers(plan, page.keys(), Some(rows)).map_err(|e| {
+        let gone = leftovers(plan, &group, Some(rows)).map_err(|e| {
             fail(
                 FailureKind::PgProtocol,
                 format!(
@@ -266,50 +341,62 @@ impl Retraction {
                 ),
             )
         })?;
-        self.kept += (page.keys().len() - gone.len()) as u64;
-        let full = page.is_full();
-        let last = page.last().cloned();
-        self.delete(cx, gone, full, last)
+        // A group checked is progress even when every key is kept: a long check of a large
+        // table must not trip the no-progress deadline.
+        cx.run.progress.on_progress(cx.now());
+        scan.kept += (group.len() - gone.len()) as u64;
+        scan.deleted += gone.len() as u64;
+        scan.queue.extend(gone);
+        self.pump(cx)
     }
 
-    /// Queues a delete per key; `advance` sends them in batches of at most the thresholds.
-    fn delete(
-        &mut self,
-        cx: &mut Cx<'_>,
-        keys: Vec<Key>,
-        full: bool,
-        last: Option<Key>,
-    ) -> Result<Retracted> {
-        self.deleted += keys.len() as u64;
-        self.step = Step::Deleting {
-            queue: keys.into(),
-            full,
-            last,
-        };
-        self.advance(cx)
-    }
-
-    /// Fills the outbox from the page's queue up to the thresholds and sends a batch
-    /// whenever the sink has room; once the page's deletes are all durable, moves to the
-    /// next page or table.
-    fn advance(&mut self, cx: &mut Cx<'_>) -> Result<Retracted> {
-        let Some(route) = self.jobs.front().map(|j| j.route) else {
-            return Ok(Retracted::Done);
-        };
-        let Step::Deleting { queue, full, last } = &mut self.step else {
+    /// Moves the scan on as far as it can: asks PostgreSQL about a group, fills the outbox
+    /// and sends batches while the sink has room, asks for the next piece once this one's
+    /// keys are all on their way, and moves to the next table once the answer ended and
+    /// every delete is durable.
+    fn pump(&mut self, cx: &mut Cx<'_>) -> Result<Retracted> {
+        let (Some(scan), Some(job)) = (self.scan.as_mut(), self.jobs.front()) else {
             return Ok(Retracted::Waiting);
         };
-        let keys = &self.jobs[0].keys;
+        let route = job.route;
+        // Leftovers: a full group (or what is left once the answer ended) is asked about.
+        let mut ask = None;
+        if let Some(plan) = &job.leftovers {
+            let ready = scan.unchecked.len() >= self.group
+                || (scan.answer == Answer::Ended && !scan.unchecked.is_empty());
+            if scan.checking.is_none() && ready {
+                let take = scan.unchecked.len().min(self.group);
+                let group: Vec<Key> = scan.unchecked.drain(..take).collect();
+                match existence_query(plan, &group) {
+                    Some(sql) => {
+                        scan.checking = Some(group);
+                        ask = Some(sql);
+                    }
+                    // No PostgreSQL value can equal any of them: all are leftovers.
+                    None => {
+                        scan.deleted += group.len() as u64;
+                        scan.queue.extend(group);
+                    }
+                }
+            }
+        }
+        let keys = &job.keys;
         while self.sink.has_room() {
             while self.outbox.due(cx.now(), false).is_none() {
-                let Some(key) = queue.pop_front() else {
+                let Some(key) = scan.queue.pop_front() else {
                     break;
                 };
                 let (mark, body) = self.outbox.start_line(route);
                 keys.write_delete(&key, body);
                 self.outbox.finish_lines(mark, 1, cx.now());
             }
-            if self.outbox.is_empty() {
+            // A batch short of the thresholds goes out only when no more keys will come.
+            let last = scan.answer == Answer::Ended
+                && scan.unchecked.is_empty()
+                && scan.checking.is_none()
+                && scan.queue.is_empty();
+            let full = self.outbox.due(cx.now(), false).is_some();
+            if self.outbox.is_empty() || !(full || last) {
                 break;
             }
             cut(
@@ -320,34 +407,38 @@ impl Retraction {
                 CutReason::Rows,
             );
         }
-        if !queue.is_empty() || !self.outbox.is_empty() || !self.sink.is_idle() {
+        // The next piece, once this one's keys are all on their way (memory stays one
+        // piece, one group and the batches in flight).
+        let room = scan.unchecked.len() < self.group && scan.checking.is_none();
+        if scan.answer == Answer::Holding && scan.queue.is_empty() && room {
+            scan.answer = Answer::Reading;
+            cx.ctx.push(Command::HttpRead { id: scan.http });
+        }
+        let finished = scan.answer == Answer::Ended
+            && scan.unchecked.is_empty()
+            && scan.checking.is_none()
+            && scan.queue.is_empty()
+            && self.outbox.is_empty()
+            && self.sink.is_idle();
+        if let Some(sql) = ask {
+            return Ok(Retracted::AskPg(sql));
+        }
+        if !finished {
+            // A piece, an answer from PostgreSQL or a durable batch moves it on.
             return Ok(Retracted::Waiting);
         }
-        // A page is finished: its keys were read, checked and the ones to go are durably
-        // deleted. That is progress even when nothing was deleted (every key kept), or a
-        // long check of a large table would trip the no-progress deadline.
-        cx.run.progressed(cx.now());
-        if *full {
-            let after = last.take();
-            self.ask_page(cx, after);
-            return Ok(Retracted::Waiting);
-        }
-        if let Some(job) = self.jobs.pop_front() {
-            cx.ctx.note(
-                Level::Info,
-                Topic::Retract,
-                format!(
-                    "{}: every page read; {} key(s) deleted, {} kept",
-                    job.keys.table, self.deleted, self.kept
-                ),
-            );
-        }
+        cx.run.progress.on_progress(cx.now());
+        let line = format!(
+            "{}: scan ended: {}",
+            job.keys.table,
+            scan.progress(cx.now())
+        );
+        cx.ctx.note(Level::Info, Topic::Retract, line);
+        self.scan = None;
+        self.jobs.pop_front();
         match self.jobs.front() {
             Some(_) => self.start(cx),
-            None => {
-                self.step = Step::Done;
-                Ok(Retracted::Done)
-            }
+            None => Ok(Retracted::Done),
         }
     }
 
@@ -390,7 +481,38 @@ impl Retraction {
         if cx.crash_at(CrashPoint::RetractMidDelete) {
             return Err(Next::Crash(CrashPoint::RetractMidDelete));
         }
-        self.advance(cx)
+        self.pump(cx)
+    }
+}
+
+impl Scan {
+    /// `400000 keys read, 400000 deletes sent, 0 kept in 10 s (40000 keys/s)`; the time and
+    /// rate once a second has passed.
+    fn progress(&self, now: Mono) -> String {
+        let counts = format!(
+            "{} keys read, {} deletes sent, {} kept",
+            self.read, self.deleted, self.kept
+        );
+        let elapsed_us = now.since(self.started);
+        if elapsed_us < 1_000_000 {
+            return counts;
+        }
+        let rate = self.read.saturating_mul(1_000_000) / elapsed_us;
+        format!("{counts} in {} s ({rate} keys/s)", elapsed_us / 1_000_000)
+    }
+}
+
+/// A streamed answer that cannot be read on.
+fn stream_failure(table: &Name, error: StreamError) -> Next {
+    match error {
+        StreamError::Interrupted(e) => fail(
+            FailureKind::FelderaUnavailable,
+            format!("reading the keys of {table} failed: {e}; nothing is concluded from a partial answer"),
+        ),
+        StreamError::Unreadable(what) => fail(
+            FailureKind::FelderaUnreadable,
+            format!("cannot trust Feldera's answer for the keys of {table}: {what}. Nothing was acknowledged"),
+        ),
     }
 }
 
@@ -411,7 +533,8 @@ fn cut(cx: &mut Cx<'_>, outbox: &mut Outbox, sink: &mut Sink, names: &[Name], re
 pub(crate) fn ask_count(cx: &mut Cx<'_>, plan: &KeyPlan) -> HttpId {
     let http = cx.ctx.http_id();
     let endpoint = &cx.env.endpoint;
-    let request = endpoint.query(&count_query(plan), super::sink::POLL_TIMEOUT_MS);
+    let timeout_ms = cx.env.config.query_timeout_secs * 1000;
+    let request = endpoint.query(&count_query(plan), timeout_ms);
     cx.ctx
         .push_table_query(endpoint, http, request, &plan.table.url_segment());
     http

@@ -232,6 +232,16 @@ pub struct Script {
     /// number), and the last that succeeded.
     checkpoints: Vec<super::fake_feldera::FakeFeldera>,
     checkpoint_succeeded: Option<u64>,
+    /// Streamed answers (`HttpRequest::streamed`) are cut into pieces of this many bytes
+    /// (0: one piece).
+    piece: usize,
+    /// The pieces of streamed answers not yet read, by request.
+    streams: std::collections::BTreeMap<HttpId, VecDeque<Bytes>>,
+    /// A streamed answer fails (`HttpFailed` with this text) when asked for a piece after
+    /// this many were delivered.
+    stream_failure: Option<(usize, String)>,
+    /// Pieces delivered, by request.
+    pieces_delivered: std::collections::BTreeMap<HttpId, usize>,
 }
 
 const SCHEMA_PREFIX: &str = r#"{"name":"p","program_status":"Success","deployment_status":"Running","program_info":{"schema":"#;
@@ -342,6 +352,10 @@ impl Script {
             confirmed,
             frozen: false,
             chunk: 0,
+            piece: 0,
+            streams: std::collections::BTreeMap::new(),
+            stream_failure: None,
+            pieces_delivered: std::collections::BTreeMap::new(),
             bodies_by_token: std::collections::BTreeMap::new(),
             incarnation: 1,
             endpoints: Vec::new(),
@@ -537,6 +551,49 @@ impl Script {
             Command::PgResumeRead { conn } => self.note(format!("{at} -> {conn} resume reading")),
             Command::PgClose { conn } => self.note(format!("{at} -> {conn} close")),
             Command::Http { id, request } => self.on_http(id, request),
+            Command::HttpRead { id } => {
+                let shown = self.shown(id);
+                let delivered = self.pieces_delivered.get(&id).copied().unwrap_or(0);
+                if let Some((_, error)) = self
+                    .stream_failure
+                    .clone()
+                    .filter(|(after, _)| delivered >= *after)
+                {
+                    self.streams.remove(&id);
+                    self.note(format!("{at} -> {shown} read on; <- failed: {error}"));
+                    self.replies.push_back(Input::HttpFailed { id, error });
+                    return;
+                }
+                *self.pieces_delivered.entry(id).or_default() += 1;
+                let next = self.streams.get_mut(&id).map(VecDeque::pop_front);
+                match next {
+                    Some(Some(piece)) => {
+                        self.note(format!("{at} -> {shown} read on; <- {} bytes", piece.len()));
+                        self.replies
+                            .push_back(Input::HttpChunk { id, bytes: piece });
+                    }
+                    Some(None) => {
+                        self.streams.remove(&id);
+                        self.note(format!("{at} -> {shown} read on; <- end of the answer"));
+                        self.replies.push_back(Input::HttpDone {
+                            id,
+                            status: 200,
+                            body: Bytes::new(),
+                        });
+                    }
+                    None => panic!("{shown}: read on, but no streamed answer is open"),
+                }
+            }
+            Command::HttpCancel { id } => {
+                let shown = self.shown(id);
+                self.note(format!("{at} -> {shown} cancel"));
+                if self.streams.remove(&id).is_some() {
+                    self.replies.push_back(Input::HttpFailed {
+                        id,
+                        error: "cancelled".to_owned(),
+                    });
+                }
+            }
             Command::Log {
                 level,
                 topic: Topic::General,
@@ -657,6 +714,18 @@ impl Script {
         self.chunk = chunk;
     }
 
+    /// Cuts streamed answers into pieces of `bytes` bytes (0: each answer in one piece),
+    /// boundaries falling anywhere, inside a line too.
+    pub fn set_pieces(&mut self, bytes: usize) {
+        self.piece = bytes;
+    }
+
+    /// A streamed answer fails with `error` (as a transport failure: a timeout, a reset)
+    /// when the pipeline reads on after `after` pieces.
+    pub fn fail_streams_after(&mut self, after: usize, error: &str) {
+        self.stream_failure = Some((after, error.to_owned()));
+    }
+
     /// The NDJSON lines Feldera has completed so far (in completion order).
     pub fn completed_lines(&self) -> Vec<String> {
         self.completed_bodies
@@ -688,6 +757,27 @@ impl Script {
             _ => lines.join(" | "),
         };
         let id_shown = self.shown(id);
+        if request.streamed && (200..300).contains(&status) && !body.is_empty() {
+            // Streamed: the first piece now, each next one when the pipeline reads on.
+            let bytes = body.as_bytes();
+            let size = if self.piece == 0 {
+                bytes.len()
+            } else {
+                self.piece
+            };
+            let mut pieces: VecDeque<Bytes> =
+                bytes.chunks(size).map(Bytes::copy_from_slice).collect();
+            let first = pieces.pop_front().unwrap_or_default();
+            self.note(format!(
+                "{} <- {id_shown} {status} streamed, {} piece(s): {shown}",
+                self.at(),
+                pieces.len() + 1
+            ));
+            self.streams.insert(id, pieces);
+            self.pieces_delivered.insert(id, 1);
+            self.feed(Input::HttpChunk { id, bytes: first });
+            return;
+        }
         self.note(format!("{} <- {id_shown} {status} {shown}", self.at()));
         self.feed(Input::HttpDone {
             id,

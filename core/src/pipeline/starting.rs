@@ -14,8 +14,10 @@ use super::snapshotting::SnapshotStart;
 use super::startup::{Answer, Ready, Startup, StartupError};
 use super::{Cx, Next};
 use crate::conn::Event;
+use crate::contract::PipelineInfo;
 use crate::feldera::{
-    classify_pipeline, classify_stats, FaultTolerance, PipelineOutcome, Reply, StatsOutcome,
+    classify_pipeline, classify_stats, lifecycle, redact_userinfo, FaultTolerance, PipelineOutcome,
+    Reply, StatsOutcome,
 };
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::snapshot::plan::{Action, FelderaNow, Leftovers, StateRead};
@@ -467,6 +469,32 @@ fn lost_while_running(
     ))
 }
 
+/// A pipeline that is not running answers ingress with 503 and the session ends and
+/// retries; this says once per status why, and what the operator must do (the same advice
+/// as `slotline check`).
+fn warn_unless_running(cx: &mut Cx<'_>, info: &PipelineInfo) {
+    let status = info.deployment_status.as_deref().unwrap_or("unknown");
+    let desired = info.deployment_desired_status.as_deref();
+    let config = &cx.env.config;
+    let url = redact_userinfo(&config.feldera_url);
+    let pipeline = &config.feldera_pipeline;
+    let Some(advice) = lifecycle::advice(status, desired, &url, pipeline) else {
+        cx.run.feldera.status_warned = None;
+        return;
+    };
+    if cx.run.feldera.status_warned.as_deref() == Some(status) {
+        return;
+    }
+    cx.run.feldera.status_warned = Some(status.to_owned());
+    cx.ctx.log(
+        Level::Warn,
+        format!(
+            "Feldera pipeline {pipeline} is {status}, not Running: its ingress may refuse or hold input \
+             until it runs (slotline retries with backoff until NO_PROGRESS_TIMEOUT_SECS); {advice}"
+        ),
+    );
+}
+
 impl Starting {
     pub(crate) fn on_pg_tls_ready(
         &mut self,
@@ -492,6 +520,7 @@ impl Starting {
         let failure = match classify_pipeline(reply) {
             PipelineOutcome::Ready(info) => {
                 self.know_pipeline(cx, info.fault_tolerance);
+                warn_unless_running(cx, &info);
                 if let Err(error) = self.startup.on_schema(cx.ctx, &mut self.repl, info.schema) {
                     return Next::Fail(error.into());
                 }

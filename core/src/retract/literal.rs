@@ -21,35 +21,6 @@ pub fn feldera_ident(name: &Name) -> String {
     format!("\"{}\"", name.canonical().replace('"', "\"\""))
 }
 
-/// A string literal for the ad-hoc query engine.
-pub fn feldera_string(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
-}
-
-/// The literal the ad-hoc query engine compares a key column of `kind` with.
-pub fn feldera_literal(kind: KeyKind, value: &KeyValue) -> String {
-    let cast = |text: String, ty: &str| format!("CAST({} AS {ty})", feldera_string(&text));
-    match value {
-        KeyValue::Int(n) => n.to_string(),
-        KeyValue::Bool(b) => if *b { "TRUE" } else { "FALSE" }.to_owned(),
-        KeyValue::Text(s) => feldera_string(s),
-        KeyValue::Decimal(unscaled) => match kind {
-            KeyKind::Decimal { precision, scale } => cast(
-                decimal_text(*unscaled, scale),
-                &format!("DECIMAL({precision}, {scale})"),
-            ),
-            _ => cast(decimal_text(*unscaled, 0), "DECIMAL(38, 0)"),
-        },
-        KeyValue::Binary(bytes) => format!("X'{}'", hex(bytes)),
-        KeyValue::Date(d) => cast(date_text(*d), "DATE"),
-        KeyValue::Time(t) => cast(time_text(*t), "TIME"),
-        KeyValue::Timestamp(d, t) => cast(
-            format!("{} {}", date_text(*d), time_text(*t)),
-            "TIMESTAMP(6)",
-        ),
-    }
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

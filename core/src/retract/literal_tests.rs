@@ -28,51 +28,6 @@ fn feldera_names_are_always_quoted_in_their_canonical_spelling() {
 }
 
 #[test]
-fn feldera_strings_double_quotes_and_keep_backslashes() {
-    assert_eq!(feldera_string("it's"), "'it''s'");
-    assert_eq!(feldera_string("a\\'b"), "'a\\''b'", "no backslash escapes");
-    assert_eq!(feldera_string("x' OR '1'='1"), "'x'' OR ''1''=''1'");
-    assert_eq!(feldera_string("😀\n"), "'😀\n'");
-}
-
-#[test]
-fn feldera_literals_are_typed_at_the_column_precision() {
-    let lit = |k: KeyKind, v: KeyValue| feldera_literal(k, &v);
-    let big = kind(SqlType::BigInt);
-    assert_eq!(lit(big, KeyValue::Int(i64::MIN)), "-9223372036854775808");
-    assert_eq!(lit(kind(SqlType::Boolean), KeyValue::Bool(false)), "FALSE");
-    assert_eq!(
-        lit(kind(SqlType::Varchar), KeyValue::Text("O'Brien".into())),
-        "'O''Brien'"
-    );
-    let dec = KeyKind::of(&ColumnType::decimal(38, 2, false)).unwrap();
-    assert_eq!(
-        lit(dec, KeyValue::Decimal(-110)),
-        "CAST('-1.10' AS DECIMAL(38, 2))"
-    );
-    assert_eq!(
-        lit(kind(SqlType::Varbinary), KeyValue::Binary(vec![0, 0xab])),
-        "X'00ab'"
-    );
-    assert_eq!(lit(kind(SqlType::Binary), KeyValue::Binary(vec![])), "X''");
-    assert_eq!(
-        lit(kind(SqlType::Date), KeyValue::Date(DAY)),
-        "CAST('0001-01-01' AS DATE)"
-    );
-    assert_eq!(
-        lit(kind(SqlType::Time), KeyValue::Time(45_296_000_000_001)),
-        "CAST('12:34:56.000000001' AS TIME)"
-    );
-    assert_eq!(
-        lit(
-            kind(SqlType::TimestampTz),
-            KeyValue::Timestamp(DAY, 1_500_000)
-        ),
-        "CAST('0001-01-01 00:00:00.0015' AS TIMESTAMP(6))"
-    );
-}
-
-#[test]
 fn postgres_strings_use_e_quotes_only_for_backslashes() {
     assert_eq!(pg_string("plain").as_deref(), Some("'plain'"));
     assert_eq!(pg_string("it's").as_deref(), Some("'it''s'"));

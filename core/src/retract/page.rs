@@ -1,15 +1,14 @@
-//! Reading the answers to retraction's questions: a page of keys, a count, and PostgreSQL's
-//! list of the keys that still exist.
+//! Reading the answers to retraction's questions: the rows of a key scan, a count, and
+//! PostgreSQL's list of the keys that still exist.
 //!
-//! Owns the checks that keep a wrong answer from passing as a short one. A page must have
-//! exactly the requested columns, a convertible non-NULL value in each, keys strictly
-//! ascending and strictly after the page's start, and no more rows than the limit; any
-//! failure is a [`ReadError`], never an empty page. An empty page only says Feldera answered
-//! zero rows to that query: it is not proof that nothing is left (the count after the
-//! deletes are durable is). Never builds SQL and never decides what to do next.
+//! Owns the checks that keep a wrong answer from passing as a short one. Every key row must
+//! have exactly the requested columns and a convertible non-NULL value in each; any failure
+//! is a [`ReadError`], never a shorter list of keys. A scan that ends with zero rows only
+//! says Feldera answered zero rows: it is not proof that nothing is left (the count after
+//! the deletes are durable is). Never builds SQL and never decides what to do next.
 
 use super::plan::{Key, KeyPlan, LeftoverPlan};
-use super::sql::{key_alias, PageQuery, COUNT_ALIAS};
+use super::sql::{key_alias, COUNT_ALIAS};
 use super::value::{excerpt, KeyValue};
 use crate::startup::catalog::Row;
 use serde_json::{Map, Value};
@@ -36,14 +35,6 @@ pub enum ReadError {
         columntype: String,
         why: String,
     },
-    /// Keys out of order: the answer is not the keyset page asked for.
-    Order {
-        row: usize,
-        key: String,
-        previous: String,
-    },
-    /// More rows than the `LIMIT`.
-    TooManyRows { rows: usize, limit: u32 },
     /// The count query's answer is not one row holding one non-negative integer.
     Count { problem: String },
 }
@@ -57,7 +48,7 @@ impl fmt::Display for ReadError {
                 expected,
             } => write!(
                 f,
-                "row {row} of the key page has columns [{}]; expected exactly [{}]",
+                "row {row} of the key scan has columns [{}]; expected exactly [{}]",
                 found.join(", "),
                 expected.join(", ")
             ),
@@ -67,15 +58,6 @@ impl fmt::Display for ReadError {
                 columntype,
                 why,
             } => write!(f, "row {row}, key column {column} ({columntype}): {why}"),
-            ReadError::Order { row, key, previous } => write!(
-                f,
-                "row {row} of the key page ({key}) does not come strictly after {previous}; \
-                 expected keys in ascending order after the page's start"
-            ),
-            ReadError::TooManyRows { rows, limit } => write!(
-                f,
-                "the key page has {rows} rows, more than its LIMIT {limit}"
-            ),
             ReadError::Count { problem } => write!(
                 f,
                 "the count answer {problem}; expected one row {{\"{COUNT_ALIAS}\": n}} with \
@@ -87,71 +69,19 @@ impl fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
-/// One page of the keys Feldera holds, in key order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Page {
-    keys: Vec<Key>,
-    limit: u32,
-}
-
-impl Page {
-    /// Reads the rows of `query`'s answer (`QueryOutcome::Rows`; an interrupted, failed or
-    /// transient answer is never a page).
-    pub fn read(
-        plan: &KeyPlan,
-        query: &PageQuery,
-        rows: Vec<Map<String, Value>>,
-    ) -> Result<Page, ReadError> {
-        if rows.len() > query.limit as usize {
-            return Err(ReadError::TooManyRows {
-                rows: rows.len(),
-                limit: query.limit,
-            });
-        }
-        let aliases: Vec<String> = (0..plan.columns.len()).map(key_alias).collect();
-        let mut keys: Vec<Key> = Vec::with_capacity(rows.len());
-        for (i, row) in rows.into_iter().enumerate() {
-            let number = i + 1;
-            let key = read_key(plan, &aliases, number, row)?;
-            let previous = keys.last().or(query.after.as_ref());
-            if let Some(previous) = previous.filter(|p| key <= **p) {
-                return Err(ReadError::Order {
-                    row: number,
-                    key: plan.describe(&key),
-                    previous: plan.describe(previous),
-                });
-            }
-            keys.push(key);
-        }
-        Ok(Page {
-            keys,
-            limit: query.limit,
-        })
-    }
-
-    /// The keys, strictly ascending.
-    pub fn keys(&self) -> &[Key] {
-        &self.keys
-    }
-
-    /// Feldera answered zero rows. Not proof that the table is empty.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    /// As many rows as the limit: more may follow.
-    pub fn is_full(&self) -> bool {
-        self.keys.len() >= self.limit as usize
-    }
-
-    /// Where the next page starts (`None` for an empty page).
-    pub fn last(&self) -> Option<&Key> {
-        self.keys.last()
-    }
-
-    pub fn into_keys(self) -> Vec<Key> {
-        self.keys
-    }
+/// Reads the key rows of a scan answer (`sql::scan_query`), as they arrive; `first` is the
+/// number of the first row among all the answer's rows (for messages). Rows of an
+/// interrupted or failed answer are never keys to act on (see `feldera::RowStream`).
+pub fn read_keys(
+    plan: &KeyPlan,
+    rows: Vec<Map<String, Value>>,
+    first: usize,
+) -> Result<Vec<Key>, ReadError> {
+    let aliases: Vec<String> = (0..plan.columns.len()).map(key_alias).collect();
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, row)| read_key(plan, &aliases, first + i, row))
+        .collect()
 }
 
 fn read_key(
@@ -211,21 +141,25 @@ pub fn read_count(rows: &[Map<String, Value>]) -> Result<u64, ReadError> {
     }
 }
 
-/// The keys of `page` that PostgreSQL does not have, in page order, given the answer to
-/// `sql::existence_query` for that page (`None` when no query was needed). Each answered
+/// The keys of `group` that PostgreSQL does not have, in group order, given the answer to
+/// `sql::existence_query` for that group (`None` when no query was needed). Each answered
 /// row goes through the stream's own conversion and is compared under Feldera's equality,
 /// so a key PostgreSQL finds only by a coarser equality (`1.10 = 1.1`) is not mistaken for
 /// a kept one.
 pub fn leftovers(
     plan: &LeftoverPlan,
-    page: &[Key],
+    group: &[Key],
     existing: Option<&[Row<'_>]>,
 ) -> Result<Vec<Key>, ReadError> {
     let mut kept: BTreeSet<Key> = BTreeSet::new();
     for (i, row) in existing.unwrap_or_default().iter().enumerate() {
         kept.insert(pg_key(plan, i + 1, row)?);
     }
-    Ok(page.iter().filter(|k| !kept.contains(k)).cloned().collect())
+    Ok(group
+        .iter()
+        .filter(|k| !kept.contains(k))
+        .cloned()
+        .collect())
 }
 
 fn pg_key(plan: &LeftoverPlan, row: usize, cells: Row<'_>) -> Result<Key, ReadError> {

@@ -3,7 +3,6 @@ use crate::contract::mapping::{plan_mapping, MappingOptions};
 use crate::contract::{ColumnType, Field, Name, SqlType, Table};
 use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
 use crate::retract::plan::{plan_keys, plan_leftovers};
-use crate::retract::sql::page_query;
 use crate::value::oid;
 use serde_json::json;
 
@@ -38,48 +37,38 @@ fn rows(values: Vec<Value>) -> Vec<Map<String, Value>> {
         .collect()
 }
 
-fn read(after: Option<Key>, limit: u32, answer: Vec<Value>) -> Result<Page, ReadError> {
-    let plan = pair();
-    let query = page_query(&plan, after, limit);
-    Page::read(&plan, &query, rows(answer))
+fn read(answer: Vec<Value>) -> Result<Vec<Key>, ReadError> {
+    read_keys(&pair(), rows(answer), 1)
 }
 
 #[test]
-fn a_page_reads_keys_in_order_and_ends_at_its_last_key() {
-    let page = read(
-        None,
-        3,
-        vec![
-            json!({"k0": "a", "k1": "9.50"}),
-            json!({"k0": "a", "k1": "10.00"}),
-            json!({"k1": "-1.00", "k0": "b"}),
-        ],
-    )
+fn key_rows_read_as_keys_in_answer_order() {
+    let keys = read(vec![
+        json!({"k0": "b", "k1": "10.00"}),
+        json!({"k0": "a", "k1": "9.50"}),
+        json!({"k1": "-1.00", "k0": "a"}),
+    ])
     .unwrap();
-    assert_eq!(page.keys().len(), 3);
-    assert!(page.is_full(), "as many rows as the limit");
     assert_eq!(
-        page.last(),
-        Some(&Key(vec![
-            KeyValue::Text("b".into()),
-            KeyValue::Decimal(-100)
-        ]))
+        keys,
+        vec![
+            Key(vec![KeyValue::Text("b".into()), KeyValue::Decimal(1000)]),
+            Key(vec![KeyValue::Text("a".into()), KeyValue::Decimal(950)]),
+            Key(vec![KeyValue::Text("a".into()), KeyValue::Decimal(-100)]),
+        ],
+        "a scan has no order: the keys come as they were answered"
     );
-    let short = read(None, 4, vec![json!({"k0": "a", "k1": "1.00"})]).unwrap();
-    assert!(!short.is_full());
+    assert_eq!(
+        read(vec![]).unwrap(),
+        vec![],
+        "zero rows: no keys, no error"
+    );
 }
 
 #[test]
-fn zero_rows_is_an_empty_page_and_never_an_error() {
-    let page = read(
-        Some(Key(vec![KeyValue::Text("z".into()), KeyValue::Decimal(0)])),
-        10,
-        vec![],
-    )
-    .unwrap();
-    assert!(page.is_empty());
-    assert_eq!(page.last(), None);
-    assert!(!page.is_full());
+fn rows_are_numbered_across_the_pieces_of_an_answer() {
+    let err = read_keys(&pair(), rows(vec![json!({"k0": "a"})]), 41).unwrap_err();
+    insta::assert_snapshot!(err, @"row 41 of the key scan has columns [k0]; expected exactly [k0, k1]");
 }
 
 #[test]
@@ -98,76 +87,32 @@ fn an_answer_with_other_columns_is_refused() {
         (json!({"error": "boom"}), "an error line is never a key"),
         (json!({}), "an empty object"),
     ] {
-        let err = read(None, 10, vec![answer.clone()]).unwrap_err();
+        let err = read(vec![answer.clone()]).unwrap_err();
         assert!(
             matches!(err, ReadError::Columns { row: 1, .. }),
             "{why}: {err}"
         );
     }
     insta::assert_snapshot!(
-        read(None, 10, vec![json!({"k0": "a", "k1": "1.00"}), json!({"k0": "b"})]).unwrap_err(),
-        @"row 2 of the key page has columns [k0]; expected exactly [k0, k1]"
+        read(vec![json!({"k0": "a", "k1": "1.00"}), json!({"k0": "b"})]).unwrap_err(),
+        @"row 2 of the key scan has columns [k0]; expected exactly [k0, k1]"
     );
 }
 
 #[test]
 fn null_and_unreadable_values_are_refused() {
     insta::assert_snapshot!(
-        read(None, 10, vec![json!({"k0": null, "k1": "1.00"})]).unwrap_err(),
+        read(vec![json!({"k0": null, "k1": "1.00"})]).unwrap_err(),
         @"row 1, key column name (VARCHAR NOT NULL): NULL in a primary key column"
     );
     insta::assert_snapshot!(
-        read(None, 10, vec![json!({"k0": "a", "k1": 1.1})]).unwrap_err(),
-        @"row 1, key column amount (DECIMAL(10, 2) NOT NULL): DECIMAL key 1.1 arrived as a JSON number, which may have lost digits; accepted: its text (the page query casts DECIMAL keys to VARCHAR)"
+        read(vec![json!({"k0": "a", "k1": 1.1})]).unwrap_err(),
+        @"row 1, key column amount (DECIMAL(10, 2) NOT NULL): DECIMAL key 1.1 arrived as a JSON number, which may have lost digits; accepted: its text (the key scan casts DECIMAL keys to VARCHAR)"
     );
     assert!(matches!(
-        read(None, 10, vec![json!({"k0": "a", "k1": "1.001"})]),
+        read(vec![json!({"k0": "a", "k1": "1.001"})]),
         Err(ReadError::Value { .. })
     ));
-}
-
-#[test]
-fn keys_out_of_order_or_not_after_the_start_are_refused() {
-    insta::assert_snapshot!(
-        read(
-            None,
-            10,
-            vec![json!({"k0": "a", "k1": "10.00"}), json!({"k0": "a", "k1": "9.00"})]
-        )
-        .unwrap_err(),
-        @r#"row 2 of the key page (name="a", amount="9.00") does not come strictly after name="a", amount="10.00"; expected keys in ascending order after the page's start"#
-    );
-    let duplicate = vec![
-        json!({"k0": "a", "k1": "1.00"}),
-        json!({"k0": "a", "k1": "1.00"}),
-    ];
-    assert!(matches!(
-        read(None, 10, duplicate),
-        Err(ReadError::Order { row: 2, .. })
-    ));
-    let start = Key(vec![KeyValue::Text("m".into()), KeyValue::Decimal(0)]);
-    for (answer, why) in [
-        (json!({"k0": "m", "k1": "0.00"}), "the start itself"),
-        (json!({"k0": "a", "k1": "5.00"}), "before the start"),
-    ] {
-        assert!(
-            matches!(
-                read(Some(start.clone()), 10, vec![answer]),
-                Err(ReadError::Order { row: 1, .. })
-            ),
-            "{why}"
-        );
-    }
-    assert!(read(Some(start), 10, vec![json!({"k0": "m", "k1": "0.01"})]).is_ok());
-}
-
-#[test]
-fn more_rows_than_the_limit_are_refused() {
-    let answer = vec![
-        json!({"k0": "a", "k1": "1.00"}),
-        json!({"k0": "b", "k1": "1.00"}),
-    ];
-    insta::assert_snapshot!(read(None, 1, answer).unwrap_err(), @"the key page has 2 rows, more than its LIMIT 1");
 }
 
 #[test]

@@ -1,14 +1,11 @@
-//! The three questions retraction asks: a page of the keys Feldera holds (keyset
-//! pagination in Feldera's own order), how many rows Feldera holds, and which keys of a
-//! page PostgreSQL still has.
+//! The three questions retraction asks: every key Feldera holds (one scan per table), how
+//! many rows Feldera holds, and which keys of a group PostgreSQL still has.
 //!
 //! Owns the SQL text. Every name and value goes through `literal`; nothing is pasted.
-//! Feldera's ad-hoc engine gets no row-value comparison (`(a, b) > (x, y)`): the keyset
-//! condition is spelled out as `a > x OR (a = x AND b > y)`. Orders are never compared
-//! across the two systems: PostgreSQL is asked only "which of these exist", by equality.
-//! Never reads answers (see `page`).
+//! Orders are never compared across the two systems: PostgreSQL is asked only "which of
+//! these exist", by equality. Never reads answers (see `page`).
 
-use super::literal::{feldera_ident, feldera_literal, pg_literal};
+use super::literal::{feldera_ident, pg_literal};
 use super::plan::{Key, KeyPlan, LeftoverPlan};
 use super::value::KeyKind;
 
@@ -16,72 +13,35 @@ use super::value::KeyKind;
 /// Feldera's failure line).
 pub const COUNT_ALIAS: &str = "slotline_count";
 
-/// The alias of key column `index` in a page answer. Aliases keep the answer's keys
-/// independent of the columns' spelling, and the table-qualified `ORDER BY` can never bind
-/// to them.
+/// The alias of key column `index` in a scan answer. Aliases keep the answer's keys
+/// independent of the columns' spelling (and never `error`, which would read as Feldera's
+/// failure line).
 pub fn key_alias(index: usize) -> String {
     format!("k{index}")
 }
 
-/// One keyset page query: the keys after `after` (all keys when `None`), in key order, at
-/// most `limit` of them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PageQuery {
-    pub sql: String,
-    pub after: Option<Key>,
-    /// At least 1.
-    pub limit: u32,
-}
-
-/// `SELECT <key columns> FROM <table> [WHERE <after>] ORDER BY <key columns> LIMIT <n>`.
-/// DECIMAL keys are selected as text so the answer carries every digit; `limit` 0 is
-/// read as 1.
-pub fn page_query(plan: &KeyPlan, after: Option<Key>, limit: u32) -> PageQuery {
-    let limit = limit.max(1);
+/// `SELECT <key columns> FROM <table>`: every key Feldera holds, in no particular order,
+/// in one answer read as a stream. Feldera's ad-hoc engine pushes neither a filter nor a
+/// limit into its table scan, so every query costs a scan of the whole table whatever it
+/// says: one scan per table, with nothing to sort, is the cheapest way to read the keys
+/// (docs/retraction.md). DECIMAL keys are selected as text so the answer carries every
+/// digit.
+pub fn scan_query(plan: &KeyPlan) -> String {
     let table = feldera_ident(&plan.table);
-    let column = |i: usize| {
-        let name = plan.columns.get(i).map(|c| feldera_ident(&c.name));
-        format!("{table}.{}", name.unwrap_or_default())
-    };
     let select: Vec<String> = plan
         .columns
         .iter()
         .enumerate()
         .map(|(i, c)| {
+            let column = format!("{table}.{}", feldera_ident(&c.name));
             let alias = format!("\"{}\"", key_alias(i));
             match c.kind {
-                KeyKind::Decimal { .. } => format!("CAST({} AS VARCHAR) AS {alias}", column(i)),
-                _ => format!("{} AS {alias}", column(i)),
+                KeyKind::Decimal { .. } => format!("CAST({column} AS VARCHAR) AS {alias}"),
+                _ => format!("{column} AS {alias}"),
             }
         })
         .collect();
-    let order: Vec<String> = (0..plan.columns.len()).map(column).collect();
-    let mut sql = format!("SELECT {} FROM {table}", select.join(", "));
-    if let Some(after) = &after {
-        sql.push_str(" WHERE ");
-        sql.push_str(&after_condition(plan, after, &column));
-    }
-    sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", order.join(", ")));
-    PageQuery { sql, after, limit }
-}
-
-/// `(a > x) OR (a = x AND b > y) OR ...`: strictly after `after` in key order.
-fn after_condition(plan: &KeyPlan, after: &Key, column: &dyn Fn(usize) -> String) -> String {
-    debug_assert_eq!(after.0.len(), plan.columns.len(), "a value per key column");
-    let literal = |i: usize| match (plan.columns.get(i), after.0.get(i)) {
-        (Some(c), Some(v)) => feldera_literal(c.kind, v),
-        _ => String::from("NULL"),
-    };
-    let branches: Vec<String> = (0..plan.columns.len())
-        .map(|last| {
-            let mut terms: Vec<String> = (0..last)
-                .map(|i| format!("{} = {}", column(i), literal(i)))
-                .collect();
-            terms.push(format!("{} > {}", column(last), literal(last)));
-            format!("({})", terms.join(" AND "))
-        })
-        .collect();
-    branches.join(" OR ")
+    format!("SELECT {} FROM {table}", select.join(", "))
 }
 
 /// `SELECT COUNT(*) AS "slotline_count" FROM <table>`.

@@ -4,7 +4,7 @@
 //!
 //! Owns the per-type encodings (docs/retraction.md lists them): the query answer prints
 //! timestamps with `T` and a `Z`, fractions in groups of 3, 6 or 9 digits, binary as a hex
-//! string; the page query casts DECIMAL keys to text so no JSON number parser can round
+//! string; the key scan casts DECIMAL keys to text so no JSON number parser can round
 //! them. The ingress form is byte for byte what `value::ValuePlan` writes when PostgreSQL's
 //! text is already canonical. Never sees SQL, rows or PostgreSQL.
 
@@ -122,14 +122,14 @@ pub enum KeyValue {
 const NANOS_PER_SECOND: u64 = 1_000_000_000;
 
 impl KeyKind {
-    /// Reads a value from the ad-hoc query answer of the page query. `null` is refused: a
+    /// Reads a value from the ad-hoc query answer of the key scan. `null` is refused: a
     /// primary key column is NOT NULL.
     pub fn from_query(self, json: &Json) -> Result<KeyValue, String> {
         match (self, json) {
             (_, Json::Null) => Err("NULL in a primary key column".into()),
             (KeyKind::Decimal { .. }, Json::Number(n)) => Err(format!(
                 "DECIMAL key {n} arrived as a JSON number, which may have lost digits; \
-                 accepted: its text (the page query casts DECIMAL keys to VARCHAR)"
+                 accepted: its text (the key scan casts DECIMAL keys to VARCHAR)"
             )),
             (KeyKind::Binary, Json::String(hex)) => parse_hex(hex).map(KeyValue::Binary),
             (KeyKind::Binary, _) => Err(expected("a hex string", json)),

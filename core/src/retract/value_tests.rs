@@ -135,7 +135,7 @@ fn decimals_are_exact_at_the_column_scale_even_past_f64() {
     assert_eq!(
         ingress(d, json!(1.1)),
         "refused: DECIMAL key 1.1 arrived as a JSON number, which may have lost digits; \
-         accepted: its text (the page query casts DECIMAL keys to VARCHAR)"
+         accepted: its text (the key scan casts DECIMAL keys to VARCHAR)"
     );
 }
 

@@ -122,7 +122,8 @@ pub struct Cli {
     /// none)
     #[arg(long, global = true, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
     pub state_dir: Option<String>,
-    /// Flush a batch at this many rows
+    /// Flush a batch at this many rows (1 to 100000: a Feldera ingress endpoint pauses at
+    /// 100000 queued records)
     #[arg(long, global = true, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
     pub batch_max_rows: Option<String>,
     /// Flush a batch at this many encoded bytes
@@ -178,9 +179,12 @@ pub struct Cli {
     /// Connections copying the initial snapshot in parallel (never more than the work)
     #[arg(long, global = true, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
     pub snapshot_workers: Option<String>,
-    /// Keys read from Feldera per page when retracting (TRUNCATE, re-snapshot leftovers)
+    /// Keys asked about in one PostgreSQL question when retracting a re-snapshot's leftovers
     #[arg(long, global = true, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
     pub retract_page_rows: Option<String>,
+    /// An ad-hoc query of Feldera (a table's keys, its row count) may take this long
+    #[arg(long, global = true, env = "QUERY_TIMEOUT_SECS", default_value = default_of("QUERY_TIMEOUT_SECS"))]
+    pub query_timeout_secs: Option<String>,
     /// Exit 69 after this long without durable progress
     #[arg(
         long,

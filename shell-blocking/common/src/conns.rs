@@ -110,7 +110,8 @@ fn conn_of(input: &Input) -> Option<ConnId> {
         | Input::PgTlsReady { conn, .. }
         | Input::PgBytes { conn, .. }
         | Input::PgClosed { conn, .. } => Some(*conn),
-        Input::HttpDone { .. }
+        Input::HttpChunk { .. }
+        | Input::HttpDone { .. }
         | Input::HttpFailed { .. }
         | Input::Tick
         | Input::Shutdown

@@ -38,8 +38,13 @@ pub trait Executor {
     fn resume(&mut self, conn: ConnId);
     /// Flush queued writes, then close the socket; report nothing more for it.
     fn close(&mut self, conn: ConnId);
-    /// Start the request; report `HttpDone` or `HttpFailed` with the same id.
+    /// Start the request; report `HttpDone` or `HttpFailed` with the same id (a streamed
+    /// one's success first in `HttpChunk` pieces).
     fn http(&mut self, id: HttpId, request: HttpRequest);
+    /// Read the next piece of a streamed answer.
+    fn http_read(&mut self, id: HttpId);
+    /// Close a streamed answer; report its end unless it ended already.
+    fn http_cancel(&mut self, id: HttpId);
 }
 
 /// How long an exiting shell waits for the bytes the core already asked it to write (the
@@ -148,6 +153,11 @@ pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRo
             );
             exec.http(id, request);
         }
+        Command::HttpRead { id } => exec.http_read(id),
+        Command::HttpCancel { id } => {
+            tracing::debug!("{id}: cancelled");
+            exec.http_cancel(id);
+        }
         Command::Log {
             level,
             topic,
@@ -237,6 +247,14 @@ mod tests {
         }
         fn http(&mut self, id: HttpId, _request: HttpRequest) {
             self.calls.push(format!("http {id}"));
+        }
+
+        fn http_read(&mut self, id: HttpId) {
+            self.calls.push(format!("http read {id}"));
+        }
+
+        fn http_cancel(&mut self, id: HttpId) {
+            self.calls.push(format!("http cancel {id}"));
         }
     }
 

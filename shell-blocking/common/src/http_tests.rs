@@ -11,6 +11,7 @@ fn get(url: String, timeout_ms: u64) -> HttpRequest {
         headers: vec![("Authorization", "Bearer k".to_owned())],
         body: Bytes::new(),
         timeout_ms,
+        streamed: false,
     }
 }
 
@@ -209,4 +210,149 @@ fn other_tls_failures_say_tls_and_other_errors_keep_ureqs_text() {
     );
     let plain = ureq::Error::Io(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"));
     assert_eq!(describe(&plain), plain.to_string());
+}
+
+/// Answers one request with a chunked 200 body of `total` bytes of NDJSON-like lines,
+/// counting the bytes the socket accepted; `closed` turns true when a write fails (the
+/// client closed the connection).
+fn streaming_server(
+    total: usize,
+) -> (String, Arc<AtomicUsize>, Arc<std::sync::atomic::AtomicBool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/q", listener.local_addr().expect("addr"));
+    let written = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (count, gone) = (written.clone(), closed.clone());
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return;
+        };
+        read_head(&mut stream);
+        let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+        if stream.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        let line = b"{\"k0\":1234567890}\n";
+        let piece: Vec<u8> = line.iter().copied().cycle().take(8 * 1024).collect();
+        let mut sent = 0;
+        while sent < total {
+            let n = piece.len().min(total - sent);
+            let chunk = [format!("{n:x}\r\n").as_bytes(), &piece[..n], b"\r\n"].concat();
+            if stream.write_all(&chunk).is_err() {
+                gone.store(true, Ordering::SeqCst);
+                return;
+            }
+            sent += n;
+            count.store(sent, Ordering::SeqCst);
+        }
+        let _ = stream.write_all(b"0\r\n\r\n");
+    });
+    (url, written, closed)
+}
+
+/// A pool whose inputs arrive on the returned channel.
+fn pool() -> (HttpPool, Receiver<Input>) {
+    let (to_test, inputs) = crossbeam_channel::unbounded();
+    let deliver: Deliver = Arc::new(move |input| {
+        let _ = to_test.send(input);
+    });
+    (
+        HttpPool::start(2, new_agent(None), deliver).expect("pool"),
+        inputs,
+    )
+}
+
+fn next(inputs: &Receiver<Input>) -> Input {
+    inputs
+        .recv_timeout(Duration::from_secs(20))
+        .expect("an input within 20 s")
+}
+
+#[test]
+fn a_streamed_answer_comes_in_pieces_each_read_only_when_asked_for() {
+    const TOTAL: usize = 64 << 20;
+    let (url, written, _) = streaming_server(TOTAL);
+    let (pool, inputs) = pool();
+    let mut request = get(url, 60_000);
+    request.streamed = true;
+    pool.submit(HttpId(3), request);
+    let Input::HttpChunk { id, bytes } = next(&inputs) else {
+        panic!("a piece first")
+    };
+    assert_eq!(id, HttpId(3));
+    assert!((STREAM_PIECE_MIN..=STREAM_PIECE_MAX).contains(&bytes.len()));
+    // Nothing more is read until asked for: the server stalls once the socket buffers
+    // are full, far short of the whole answer.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(inputs.is_empty(), "no piece before HttpRead");
+    let stalled = written.load(Ordering::SeqCst);
+    assert!(
+        stalled < TOTAL / 2,
+        "the server wrote {stalled} of {TOTAL} bytes"
+    );
+    let mut received = bytes.len();
+    loop {
+        pool.read_more(HttpId(3));
+        match next(&inputs) {
+            Input::HttpChunk { bytes, .. } => {
+                assert!(bytes.len() <= STREAM_PIECE_MAX);
+                received += bytes.len();
+            }
+            Input::HttpDone { status, body, .. } => {
+                assert_eq!((status, body.len()), (200, 0));
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(received, TOTAL);
+}
+
+#[test]
+fn a_cancelled_stream_closes_its_connection_and_ends_once() {
+    let (url, _, closed) = streaming_server(64 << 20);
+    let (pool, inputs) = pool();
+    let mut request = get(url, 60_000);
+    request.streamed = true;
+    pool.submit(HttpId(4), request);
+    assert!(matches!(next(&inputs), Input::HttpChunk { .. }));
+    pool.cancel(HttpId(4));
+    match next(&inputs) {
+        Input::HttpFailed { id, error } => {
+            assert_eq!(id, HttpId(4));
+            assert!(error.contains("cancelled"), "{error}");
+        }
+        other => panic!("expected HttpFailed, got {other:?}"),
+    }
+    let start = Instant::now();
+    while !closed.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        closed.load(Ordering::SeqCst),
+        "the server saw the connection closed"
+    );
+    pool.read_more(HttpId(4));
+    pool.cancel(HttpId(4));
+    assert!(
+        inputs.recv_timeout(Duration::from_millis(300)).is_err(),
+        "nothing more after the end"
+    );
+}
+
+#[test]
+fn a_streamed_request_answered_with_an_error_comes_whole() {
+    let (url, _) = keep_alive_server("503 Service Unavailable", "{\"error_code\":\"x\"}");
+    let (pool, inputs) = pool();
+    let mut request = get(url, 5_000);
+    request.streamed = true;
+    pool.submit(HttpId(5), request);
+    assert_eq!(
+        next(&inputs),
+        Input::HttpDone {
+            id: HttpId(5),
+            status: 503,
+            body: Bytes::from_static(b"{\"error_code\":\"x\"}"),
+        }
+    );
 }

@@ -180,4 +180,12 @@ impl<R: Runtime> Executor for Shell<R> {
     fn http(&mut self, id: HttpId, request: HttpRequest) {
         self.http.submit(id, request);
     }
+
+    fn http_read(&mut self, id: HttpId) {
+        self.http.read_more(id);
+    }
+
+    fn http_cancel(&mut self, id: HttpId) {
+        self.http.cancel(id);
+    }
 }

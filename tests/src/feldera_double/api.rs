@@ -25,6 +25,7 @@ use super::checkpoint::ft_config_json;
 use super::error::{api_error, invalid_param, note, unknown_pipeline};
 use super::faults::FailMode;
 use super::ingress::{errors_details, BodyMode, BodyReader, Completed, ParseError};
+use super::ingress_format;
 use super::log::{LogDeferred, LogTicket};
 use super::query;
 use super::shared::Shared;
@@ -174,6 +175,11 @@ async fn ingress_inner(
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(pipeline);
     }
+    // Feldera reads the parser configuration before it looks for the table.
+    let format = match ingress_format::read(table, params, raw_query.as_deref().unwrap_or("")) {
+        Ok(format) => format,
+        Err(resp) => return *resp,
+    };
     let Some(index) = shared.schema.input_by_path(table) else {
         return api_error(
             StatusCode::NOT_FOUND,
@@ -182,16 +188,11 @@ async fn ingress_inner(
             json!({"endpoint_name": format!("{table}.api-ingress-json"), "stream_name": table}),
         );
     };
-    let mode = match (format_of(params), shared.discard) {
-        (Err(resp), _) => return *resp,
-        (Ok(_), true) => BodyMode::Discard,
-        (Ok(true), false) => BodyMode::Json {
-            array: params.get("array").is_some_and(|v| v == "true"),
-        },
-        (Ok(false), false) => BodyMode::Csv,
+    let mode = match shared.discard {
+        true => BodyMode::Discard,
+        false => format.mode,
     };
-    let spelling = format!("{table}?{}", raw_query.unwrap_or_default());
-    let Some(endpoint) = shared.state().endpoint_for(&spelling) else {
+    let Some(endpoint) = shared.state().endpoint_for(&format.endpoint) else {
         return api_error(
             StatusCode::TOO_MANY_REQUESTS,
             "ApiConnectionLimit",
@@ -346,27 +347,6 @@ fn line_too_long() -> Response {
 
 /// `Ok(true)` for JSON, `Ok(false)` for CSV (Feldera's default), an error response for
 /// anything the double does not speak.
-fn format_of(params: &BTreeMap<String, String>) -> Result<bool, Box<Response>> {
-    match params.get("update_format").map(String::as_str) {
-        None | Some("insert_delete") => {}
-        Some(other) => {
-            return Err(Box::new(invalid_param(format!(
-                "update_format `{other}`: the double implements only `insert_delete`"
-            ))))
-        }
-    }
-    match params.get("format").map(String::as_str) {
-        Some("json") => Ok(true),
-        None | Some("csv") => Ok(false),
-        Some(other) => Err(Box::new(api_error(
-            StatusCode::BAD_REQUEST,
-            "UnknownInputFormat",
-            format!("unknown input format `{other}` (the double accepts `json`)"),
-            json!({"format": other}),
-        ))),
-    }
-}
-
 fn injected_503(code: &str, applied: bool) -> Response {
     let message = if applied {
         "injected failure after the request was applied"

@@ -1,9 +1,20 @@
 //! An ingress request body (`format=json`, `update_format=insert_delete`), read piece by
 //! piece as it arrives → the changes of each complete valid event plus one parse error per
 //! invalid event. Like Feldera, a bad event does not spoil the request: the caller ingests
-//! the valid ones and still answers 400. Like Feldera's line splitter, a line is handed over
-//! as soon as its newline has arrived, so a request's first records can be queued while the
-//! rest of its body is still on the wire.
+//! the valid ones and still answers 400. The body is split as Feldera's `lines` parameter
+//! says (docs/feldera.md, "Ingress"):
+//!
+//! - `lines=single`: at newlines, as Feldera's line splitter; a line is handed over as soon
+//!   as its newline has arrived and may hold several values, but a value spanning two
+//!   lines is an error (Feldera parses each chunk the splitter cut on its own, and the
+//!   double cuts at every newline, the finest cut Feldera may make);
+//! - `lines=multiple` (Feldera's default): between top-level values, which may span lines;
+//!   a value is handed over once it is complete. After a syntax error the double resumes
+//!   at the next line (Feldera drops the rest of the chunk, whose size depends on how the
+//!   body arrived).
+//!
+//! So a request's first records can be queued while the rest of its body is still on the
+//! wire.
 //!
 //! Owns: splitting the body into events and numbering them. Never touches state.
 
@@ -14,7 +25,7 @@ use super::schema::Relation;
 
 /// At most this many errors are listed in a `ParseErrors` body (`num_errors` counts all).
 const MAX_LISTED_ERRORS: usize = 1000;
-/// The unfinished line (in array mode: the whole body) may hold at most this much: a test
+/// The unfinished line (with `lines=multiple`: the unfinished value) may hold at most this much: a test
 /// never sends more, and a runaway body must not take the machine's memory.
 pub const MAX_UNFINISHED_BYTES: usize = 256 * 1024 * 1024;
 
@@ -28,11 +39,20 @@ pub struct ParseError {
     pub invalid_text: Option<String>,
 }
 
+/// Feldera's `lines` parameter: how a JSON body is split before it is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lines {
+    /// Between top-level values, which may span lines (Feldera's default).
+    Multiple,
+    /// At newlines: no value spans two lines.
+    Single,
+}
+
 /// How a request's body is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyMode {
-    /// `format=json`: one event per line, or with `array` one JSON array of events.
-    Json { array: bool },
+    /// `format=json`: events, or with `array` JSON arrays of events, split as `lines` says.
+    Json { array: bool, lines: Lines },
     /// `format` absent or `csv`: the double does not parse CSV, so every non-blank line is
     /// a parse error and nothing is ingested. A JSON body sent without `format=json` fails
     /// the same way against real Feldera (as CSV).
@@ -79,21 +99,26 @@ impl<'a> BodyReader<'a> {
         }
     }
 
-    /// Reads the next piece of the body and returns what the lines it completed carry; a
-    /// line split across pieces is read once its newline arrives.
+    /// Reads the next piece of the body and returns what the lines (or values) it completed
+    /// carry; a line or value split across pieces is read once it is complete.
     pub fn feed(&mut self, piece: &[u8]) -> Result<Completed, LineTooLong> {
         let mut done = Completed::default();
-        let array = self.mode == BodyMode::Json { array: true };
-        match piece.iter().rposition(|b| *b == b'\n') {
-            Some(last) if !array => {
-                let mut lines = std::mem::take(&mut self.unfinished);
-                lines.extend_from_slice(&piece[..last]);
-                for line in lines.split(|b| *b == b'\n') {
-                    self.read_line(line, &mut done);
-                }
-                self.unfinished.extend_from_slice(&piece[last + 1..]);
+        if let BodyMode::Json {
+            array,
+            lines: Lines::Multiple,
+        } = self.mode
+        {
+            self.unfinished.extend_from_slice(piece);
+            self.read_values(array, false, &mut done);
+        } else if let Some(last) = piece.iter().rposition(|b| *b == b'\n') {
+            let mut lines = std::mem::take(&mut self.unfinished);
+            lines.extend_from_slice(&piece[..last]);
+            for line in lines.split(|b| *b == b'\n') {
+                self.read_line(line, &mut done);
             }
-            _ => self.unfinished.extend_from_slice(piece),
+            self.unfinished.extend_from_slice(&piece[last + 1..]);
+        } else {
+            self.unfinished.extend_from_slice(piece);
         }
         if self.unfinished.len() > MAX_UNFINISHED_BYTES {
             return Err(LineTooLong);
@@ -101,14 +126,18 @@ impl<'a> BodyReader<'a> {
         Ok(done)
     }
 
-    /// The body ended: reads its last line (one without a newline), or the whole array.
+    /// The body ended: reads its last line (one without a newline), or its last values.
     pub fn finish(&mut self) -> Completed {
         let mut done = Completed::default();
-        let rest = std::mem::take(&mut self.unfinished);
-        if self.mode == (BodyMode::Json { array: true }) {
-            self.read_array(&rest, &mut done);
-        } else {
-            self.read_line(&rest, &mut done);
+        match self.mode {
+            BodyMode::Json {
+                array,
+                lines: Lines::Multiple,
+            } => self.read_values(array, true, &mut done),
+            _ => {
+                let rest = std::mem::take(&mut self.unfinished);
+                self.read_line(&rest, &mut done);
+            }
         }
         done
     }
@@ -128,25 +157,93 @@ impl<'a> BodyReader<'a> {
                     .to_string(),
                 line,
             ),
-            BodyMode::Json { .. } => match serde_json::from_slice::<Json>(line) {
-                Ok(event) => self.read_event(&event, Some(line), done),
-                Err(e) => self.reject(format!("invalid JSON: {e}"), line),
-            },
+            BodyMode::Json { array, .. } => {
+                let mut values = serde_json::Deserializer::from_slice(line).into_iter::<Json>();
+                let mut start = 0;
+                loop {
+                    match values.next() {
+                        None => return,
+                        Some(Ok(value)) => {
+                            let end = values.byte_offset();
+                            self.read_value(&value, &line[start..end], array, done);
+                            start = end;
+                        }
+                        Some(Err(e)) => {
+                            return self.reject(invalid_json(&e), &line[start..]);
+                        }
+                    }
+                }
+            }
         }
     }
 
-    /// Feldera's splitter hands over whole top-level values, so an array's events are
-    /// queued together once its closing bracket has arrived.
-    fn read_array(&mut self, body: &[u8], done: &mut Completed) {
-        match serde_json::from_slice::<Json>(body) {
-            Ok(Json::Array(events)) => {
-                for event in &events {
+    /// `lines=multiple`: reads every complete top-level value of the unfinished text and
+    /// keeps the rest for the next piece (at the end of the body there is none).
+    fn read_values(&mut self, array: bool, at_end: bool, done: &mut Completed) {
+        let text = std::mem::take(&mut self.unfinished);
+        let mut start = 0;
+        'restart: while start < text.len() {
+            let rest = &text[start..];
+            let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<Json>();
+            let mut read = 0;
+            loop {
+                match values.next() {
+                    None => {
+                        start = text.len();
+                        break 'restart;
+                    }
+                    Some(Ok(value)) => {
+                        let end = values.byte_offset();
+                        self.read_value(&value, &rest[read..end], array, done);
+                        read = end;
+                    }
+                    Some(Err(e)) if e.is_eof() && !at_end => {
+                        start += read;
+                        break 'restart;
+                    }
+                    Some(Err(e)) => {
+                        let blank = rest[read..]
+                            .iter()
+                            .take_while(|b| b.is_ascii_whitespace())
+                            .count();
+                        let bad = &rest[read + blank..];
+                        match bad.iter().position(|b| *b == b'\n') {
+                            Some(newline) => {
+                                self.reject(invalid_json(&e), &bad[..newline]);
+                                start += read + blank + newline + 1;
+                                continue 'restart;
+                            }
+                            None if at_end => {
+                                self.reject(invalid_json(&e), bad);
+                                start = text.len();
+                                break 'restart;
+                            }
+                            // Resume at the next line, once it has arrived.
+                            None => {
+                                start += read;
+                                break 'restart;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.unfinished = text[start..].to_vec();
+    }
+
+    /// One top-level value: an event, or with `array=true` an array of events (queued
+    /// together, as Feldera's parser hands over whole values).
+    fn read_value(&mut self, value: &Json, text: &[u8], array: bool, done: &mut Completed) {
+        match (array, value) {
+            (false, event) => self.read_event(event, Some(text.trim_ascii()), done),
+            (true, Json::Array(events)) => {
+                for event in events {
                     self.read_event(event, None, done);
                 }
             }
-            Ok(_) | Err(_) => self.reject(
-                "with `array=true` the body must be one JSON array of events".to_string(),
-                body,
+            (true, _) => self.reject(
+                "with `array=true` every value must be a JSON array of events".to_string(),
+                text.trim_ascii(),
             ),
         }
     }
@@ -179,6 +276,14 @@ impl<'a> BodyReader<'a> {
             }),
         }
     }
+}
+
+/// serde_json's message without its position, which counts from wherever parsing began and
+/// so would differ with how the body arrived.
+fn invalid_json(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let what = text.split(" at line ").next().unwrap_or(&text);
+    format!("invalid JSON: {what}")
 }
 
 fn excerpt(bytes: &[u8]) -> String {
@@ -252,8 +357,20 @@ mod tests {
         }
     }
 
+    /// `lines=single`, as slotline sends.
     fn parse_body(rel: &Relation, body: &[u8], array: bool) -> Parsed {
-        read_in_pieces(rel, body, BodyMode::Json { array }, body.len())
+        let mode = BodyMode::Json {
+            array,
+            lines: Lines::Single,
+        };
+        read_in_pieces(rel, body, mode, body.len())
+    }
+
+    fn multiple(array: bool) -> BodyMode {
+        BodyMode::Json {
+            array,
+            lines: Lines::Multiple,
+        }
     }
 
     #[test]
@@ -269,7 +386,11 @@ mod tests {
     fn a_body_read_one_byte_at_a_time_gives_what_it_gives_read_whole() {
         let body = b"{\"insert\": {\"id\": 1, \"Name\": \"\xc3\xa9\"}}\n\nnot json\n{\"delete\": {\"id\": 2}}";
         for mode in [
-            BodyMode::Json { array: false },
+            BodyMode::Json {
+                array: false,
+                lines: Lines::Single,
+            },
+            multiple(false),
             BodyMode::Csv,
             BodyMode::Discard,
         ] {
@@ -279,8 +400,8 @@ mod tests {
                 "{mode:?}"
             );
         }
-        let array = b"[{\"insert\": {\"id\": 1}}, {\"delete\": {\"id\": 1}}]";
-        let mode = BodyMode::Json { array: true };
+        let array = b"[{\"insert\": {\"id\": 1}},\n {\"delete\": {\"id\": 1}}]\n[]";
+        let mode = multiple(true);
         assert_eq!(
             read_in_pieces(&rel(true), array, mode, 1),
             read_in_pieces(&rel(true), array, mode, array.len())
@@ -290,7 +411,11 @@ mod tests {
     #[test]
     fn a_line_is_handed_over_once_its_newline_arrives_and_not_before() {
         let rel = rel(true);
-        let mut reader = BodyReader::new(&rel, BodyMode::Json { array: false });
+        let single = BodyMode::Json {
+            array: false,
+            lines: Lines::Single,
+        };
+        let mut reader = BodyReader::new(&rel, single);
         let first = reader
             .feed(b"{\"insert\": {\"id\": 1}}\n{\"insert\": {\"id\"")
             .unwrap();
@@ -411,6 +536,52 @@ mod tests {
             vec![Change::Insert(vec![Value::Null, Value::Int(2)])],
             "column `id` can never be set"
         );
+    }
+
+    #[test]
+    fn single_lines_take_several_values_on_a_line_but_none_across_lines() {
+        let body = b"{\"insert\": {\"id\": 1}} {\"insert\": {\"id\": 2}}\n{\"insert\":\n {\"id\": 3}}\n\n{\"delete\": {\"id\": 1}}\n";
+        let p = parse_body(&rel(true), body, false);
+        assert_eq!(p.changes.len(), 3, "ids 1 and 2, then the delete: {p:?}");
+        assert!(
+            p.errors[0].description.contains("EOF while parsing"),
+            "{p:?}"
+        );
+        // The second half reads as an event with an unknown key, then a stray `}`.
+        let numbers: Vec<u64> = p.errors.iter().map(|e| e.event_number).collect();
+        assert_eq!(numbers, vec![3, 4, 5], "{p:?}");
+    }
+
+    #[test]
+    fn multiple_lines_take_values_spanning_lines_and_resume_after_bad_text_at_the_next_line() {
+        let body = b"{\"insert\": {\"id\": 1}} {\"insert\": {\"id\": 2}}\n{\"insert\":\n {\"id\": 3}}\nnot json\n{\"delete\": {\"id\": 1}}";
+        for piece_len in [1, 7, body.len()] {
+            let p = read_in_pieces(&rel(true), body, multiple(false), piece_len);
+            assert_eq!(p.changes.len(), 4, "{piece_len}: {p:?}");
+            assert_eq!(p.events, 5, "{piece_len}: {p:?}");
+            assert_eq!(p.errors.len(), 1, "{piece_len}: {p:?}");
+            assert_eq!(p.errors[0].event_number, 4);
+            assert_eq!(p.errors[0].invalid_text.as_deref(), Some("not json"));
+        }
+    }
+
+    #[test]
+    fn a_value_is_handed_over_once_complete_with_multiple_lines() {
+        let rel = rel(true);
+        let mut reader = BodyReader::new(&rel, multiple(false));
+        assert_eq!(
+            reader.feed(b"{\"insert\":\n").unwrap(),
+            Completed::default()
+        );
+        assert_eq!(reader.feed(b" {\"id\": 1}}").unwrap().records, 1);
+        assert_eq!(reader.finish(), Completed::default());
+        assert_eq!((reader.events, reader.errors.len()), (1, 0));
+    }
+
+    #[test]
+    fn an_unfinished_value_at_the_end_of_the_body_is_an_error() {
+        let p = read_in_pieces(&rel(true), b"{\"insert\": {\"id\": 1}", multiple(false), 4);
+        assert_eq!((p.events, p.changes.len(), p.errors.len()), (1, 0, 1));
     }
 
     #[test]

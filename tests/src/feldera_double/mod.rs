@@ -56,6 +56,7 @@ mod convert;
 mod error;
 mod faults;
 mod ingress;
+mod ingress_format;
 mod log;
 mod phase;
 mod query;
@@ -374,6 +375,14 @@ impl FelderaDouble {
     /// GET still answers and shows it.
     pub fn set_phase(&self, phase: Phase) {
         self.shared.state().phase = phase;
+    }
+
+    /// The HTTP input endpoints the pipeline holds, as Feldera would have created them: one
+    /// per table (as the URL names it) and parser configuration, whatever the spelling of
+    /// the parameters; at most 100 until a restart. Each is named
+    /// `<table>.api-ingress <format> <configuration>`, in the order they were created.
+    pub fn ingress_endpoints(&self) -> Vec<String> {
+        self.shared.state().endpoint_names()
     }
 
     /// Removes every ingress endpoint, as when Feldera drops an input connector: tokens they

@@ -209,8 +209,9 @@ impl Pipeline {
         }
     }
 
-    /// The endpoint id for one spelling of an ingress URL (table segment plus parameters),
-    /// created on first use as Feldera creates HTTP input endpoints; `None` past the limit.
+    /// The endpoint id for one endpoint identity (the table as the URL names it and the
+    /// parser configuration, `ingress_format`), created on first use as Feldera creates
+    /// HTTP input endpoints; `None` past the limit.
     pub fn endpoint_for(&mut self, spelling: &str) -> Option<u64> {
         if let Some(id) = self.endpoints.get(spelling) {
             return Some(*id);
@@ -414,7 +415,19 @@ impl Pipeline {
         })
     }
 
-    /// Forgets every ingress spelling; their ids stay known as removed, never reused.
+    /// The ingress endpoints this incarnation holds (what counts toward Feldera's limit),
+    /// in the order they were created.
+    pub fn endpoint_names(&self) -> Vec<String> {
+        let mut named: Vec<(u64, &String)> = self
+            .endpoints
+            .iter()
+            .map(|(name, id)| (*id, name))
+            .collect();
+        named.sort();
+        named.into_iter().map(|(_, name)| name.clone()).collect()
+    }
+
+    /// Forgets every ingress endpoint; their ids stay known as removed, never reused.
     pub fn remove_endpoints(&mut self) {
         let ids: Vec<u64> = self.endpoints.values().copied().collect();
         self.removed.extend(ids);

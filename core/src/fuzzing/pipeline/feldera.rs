@@ -15,7 +15,7 @@
 //!   find one open at the start), `commit_transaction` 400 while none is; the tokens of
 //!   records ingested while one is open stay `inprogress` (with a step once the answer
 //!   would have been `complete`) until its commit.
-//! - Ad-hoc queries (a retraction's key pages and counts) are answered from the tables as
+//! - Ad-hoc queries (a retraction's key scans and counts) are answered from the tables as
 //!   a query sees them: without the records of an open transaction, which nothing reads
 //!   before its commit; either once Feldera processed everything else queued (those
 //!   records are then complete, as their tokens would say) or while processing lags
@@ -716,6 +716,14 @@ impl FakeFeldera {
         }
     }
 
+    /// The request `id` is given up by the pipeline (`Command::HttpCancel`): true when it was
+    /// still waiting, so that its end (a failure) is reported.
+    pub(super) fn cancel(&mut self, id: HttpId) -> bool {
+        let before = self.waiting.len();
+        self.waiting.retain(|(waiting, _, _)| *waiting != id);
+        self.waiting.len() != before
+    }
+
     /// Answers one waiting request (see `Event::Answer`).
     pub(super) fn answer(&mut self, pick: u8, class: u8) -> Option<(HttpId, Answer)> {
         if self.waiting.is_empty() {
@@ -840,9 +848,9 @@ impl FakeFeldera {
         tables
     }
 
-    /// The NDJSON rows answering `sql`: the count of a table, or a page of its keys in
-    /// order after the last key of the previous page (the shapes `retract::sql` writes for
-    /// a single-column key). Other SQL is a question the pipeline has no reason to ask.
+    /// The NDJSON rows answering `sql`: the count of a table, or all of its keys (the shapes
+    /// `retract::sql` writes for a single-column key). Other SQL is a question the pipeline
+    /// has no reason to ask.
     pub(super) fn query(&self, sql: &str, lagging: bool) -> String {
         let table = sql
             .split(" FROM \"")
@@ -859,35 +867,10 @@ impl FakeFeldera {
         if sql.starts_with("SELECT COUNT(*) AS \"slotline_count\" FROM") {
             return format!("{{\"slotline_count\":{}}}\n", rows.len());
         }
-        let limit: usize = sql
-            .rsplit(" LIMIT ")
-            .next()
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("a key page without a LIMIT: {sql}"));
-        let after = sql.split(" WHERE ").nth(1).map(|condition| {
-            let literal = condition
-                .split(" > ")
-                .nth(1)
-                .and_then(|rest| rest.split(')').next())
-                .unwrap_or_else(|| panic!("a key page after no key: {sql}"));
-            match literal
-                .strip_prefix('\'')
-                .and_then(|l| l.strip_suffix('\''))
-            {
-                Some(text) => Value::from(text.replace("''", "'")),
-                None => match literal.parse::<i64>() {
-                    Ok(n) => Value::from(n),
-                    Err(_) => panic!("a key page after a literal the fake cannot read: {sql}"),
-                },
-            }
-        });
-        let mut keys: Vec<Value> = rows
-            .into_iter()
-            .filter(|key| after.as_ref().is_none_or(|a| order(key, a).is_gt()))
-            .collect();
-        keys.sort_by(order);
-        keys.iter()
-            .take(limit)
+        // The scan of every key (`retract::scan_query`): in no promised order, so here
+        // backwards.
+        rows.iter()
+            .rev()
             .map(|key| format!("{{\"k0\":{key}}}\n"))
             .collect()
     }
@@ -987,14 +970,6 @@ fn done(status: u16, body: String) -> Answer {
         Answer::Failed(body)
     } else {
         Answer::Done { status, body }
-    }
-}
-
-/// Feldera's order of key values: integers by value, text by its bytes.
-fn order(a: &Value, b: &Value) -> std::cmp::Ordering {
-    match (a.as_i64(), b.as_i64()) {
-        (Some(a), Some(b)) => a.cmp(&b),
-        _ => a.as_str().cmp(&b.as_str()),
     }
 }
 

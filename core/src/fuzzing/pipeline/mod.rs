@@ -125,7 +125,7 @@ pub struct PipelineRun {
     pub converged: bool,
     /// Times the pipeline paused reading (backpressure or a stop).
     pub pauses: u32,
-    /// Ad-hoc queries (a retraction's key pages and counts) answered with their rows.
+    /// Ad-hoc queries (a retraction's key scans and counts) answered with their rows.
     pub queries: u32,
     /// Slots the pipeline created (`CREATE_REPLICATION_SLOT`).
     pub slots_created: u32,
@@ -179,6 +179,13 @@ struct Harness {
     queued: VecDeque<(ConnId, bool)>,
     /// Answers about the state file, fed once the connects are delivered.
     state_answers: VecDeque<Input>,
+    /// Requests the pipeline wants answered in pieces (`HttpRequest::streamed`).
+    streamed: BTreeSet<HttpId>,
+    /// The pieces of streamed answers not yet read, by request.
+    streams: BTreeMap<HttpId, VecDeque<Bytes>>,
+    /// Pieces and ends of streamed answers the pipeline asked for, fed once it has no
+    /// command left.
+    stream_answers: VecDeque<Input>,
     conns: BTreeSet<ConnId>,
     closed: BTreeSet<ConnId>,
     requests: BTreeSet<HttpId>,
@@ -239,6 +246,9 @@ impl Harness {
             ),
             queued: VecDeque::new(),
             state_answers: VecDeque::new(),
+            streamed: BTreeSet::new(),
+            streams: BTreeMap::new(),
+            stream_answers: VecDeque::new(),
             conns: BTreeSet::new(),
             closed: BTreeSet::new(),
             requests: BTreeSet::new(),
@@ -279,14 +289,7 @@ impl Harness {
             Event::Corrupt { kind, tag, body } => self.pg.corrupt(*kind, *tag, body),
             Event::Answer { pick, class } => {
                 if let Some((id, answer)) = self.feldera.answer(*pick, *class) {
-                    self.feed(match answer {
-                        Answer::Done { status, body } => Input::HttpDone {
-                            id,
-                            status,
-                            body: Bytes::from(body),
-                        },
-                        Answer::Failed(error) => Input::HttpFailed { id, error },
-                    });
+                    self.deliver_answer(id, answer, *class);
                 }
             }
             Event::TickAtDeadline(late_ms) => {
@@ -512,6 +515,36 @@ impl Harness {
         }
     }
 
+    /// Hands an answer to the pipeline: whole, or, for a streamed request's success, in one
+    /// to four pieces cut anywhere (inside a line too), each after the pipeline read on.
+    fn deliver_answer(&mut self, id: HttpId, answer: Answer, class: u8) {
+        let input = match answer {
+            Answer::Done { status, body }
+                if self.streamed.contains(&id)
+                    && (200..300).contains(&status)
+                    && !body.is_empty() =>
+            {
+                let count = 1 + usize::from(class.rotate_left(3)) % 4;
+                let size = body.len().div_ceil(count).max(1);
+                let mut pieces: VecDeque<Bytes> = body
+                    .as_bytes()
+                    .chunks(size)
+                    .map(Bytes::copy_from_slice)
+                    .collect();
+                let first = pieces.pop_front().unwrap_or_default();
+                self.streams.insert(id, pieces);
+                Input::HttpChunk { id, bytes: first }
+            }
+            Answer::Done { status, body } => Input::HttpDone {
+                id,
+                status,
+                body: Bytes::from(body),
+            },
+            Answer::Failed(error) => Input::HttpFailed { id, error },
+        };
+        self.feed(input);
+    }
+
     /// Delivers what the world answers by itself until nothing is left.
     fn settle(&mut self) {
         for _ in 0..SETTLE_LIMIT {
@@ -523,6 +556,8 @@ impl Harness {
                     self.world_closes(conn, Some(refused));
                 }
             } else if let Some(input) = self.state_answers.pop_front() {
+                self.feed(input);
+            } else if let Some(input) = self.stream_answers.pop_front() {
                 self.feed(input);
             } else if let Some((id, body)) = self.feldera.take_stats() {
                 self.feed(Input::HttpDone {
@@ -601,8 +636,36 @@ impl Harness {
             }
             Command::Http { id, request } => {
                 assert!(self.requests.insert(id), "request id {id} reused");
+                if request.streamed {
+                    self.streamed.insert(id);
+                }
                 if let Err(e) = self.feldera.request(id, request) {
                     panic!("{e}");
+                }
+            }
+            Command::HttpRead { id } => {
+                let next = self.streams.get_mut(&id).map(VecDeque::pop_front);
+                let input = match next {
+                    Some(Some(bytes)) => Input::HttpChunk { id, bytes },
+                    Some(None) => {
+                        self.streams.remove(&id);
+                        Input::HttpDone {
+                            id,
+                            status: 200,
+                            body: Bytes::new(),
+                        }
+                    }
+                    None => panic!("{id}: read on, but no streamed answer of it is open"),
+                };
+                self.stream_answers.push_back(input);
+            }
+            Command::HttpCancel { id } => {
+                assert!(self.requests.contains(&id), "HttpCancel of unknown {id}");
+                if self.streams.remove(&id).is_some() || self.feldera.cancel(id) {
+                    self.stream_answers.push_back(Input::HttpFailed {
+                        id,
+                        error: "cancelled".to_owned(),
+                    });
                 }
             }
             Command::PgStartTls { conn, .. } => {

@@ -245,6 +245,9 @@ impl Snapshotting {
     /// Closes every connection (the slot stays; the state file says `pending`, so the next
     /// start copies again).
     pub(crate) fn close(mut self, ctx: &mut Ctx) {
+        if let Some(retraction) = self.retraction.as_mut() {
+            retraction.close(ctx);
+        }
         for worker in &mut self.workers {
             worker.link.close(ctx);
         }
@@ -340,6 +343,20 @@ impl Snapshotting {
         if let Some(w) = self.worker_of(conn) {
             self.workers[w].link.on_tls_ready(cx.ctx, certificate);
         }
+    }
+
+    /// A piece of a streamed answer: `None` when it is not this phase's.
+    pub(crate) fn on_http_chunk(
+        &mut self,
+        cx: &mut Cx<'_>,
+        id: HttpId,
+        bytes: &[u8],
+    ) -> Option<Next> {
+        let retraction = self.retraction.as_mut().filter(|r| r.owns(id))?;
+        let step = retraction
+            .on_chunk(cx, id, bytes)
+            .and_then(|s| self.on_retracted(cx, s));
+        Some(next_of(step.and_then(|()| self.maybe_finish(cx))))
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {

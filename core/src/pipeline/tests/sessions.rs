@@ -268,3 +268,30 @@ fn a_new_session_writes_to_a_table_only_after_the_ended_sessions_request_to_it_e
         s.take_trace()
     );
 }
+
+#[test]
+fn a_session_start_against_a_paused_pipeline_says_once_to_resume_it() {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
+    s.set_deployment_status("Paused");
+    for _ in 0..3 {
+        s.disconnect();
+        s.advance(31_000);
+    }
+    let trace = s.take_trace();
+    let warned: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("not Running"))
+        .collect();
+    assert_eq!(warned.len(), 1, "once while the status lasts:\n{trace}");
+    assert!(
+        warned[0].contains("resume it (POST http://feldera:8080/v0/pipelines/p/resume"),
+        "{}",
+        warned[0]
+    );
+    assert!(
+        !warned[0].contains("/p/start"),
+        "/start does nothing for a paused pipeline: {}",
+        warned[0]
+    );
+    assert_eq!(s.pipeline().status().sessions, 4);
+}

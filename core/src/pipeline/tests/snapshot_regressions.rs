@@ -11,7 +11,7 @@ fn user_rows(count: u32) -> Vec<Vec<Option<String>>> {
 #[test]
 fn a_long_leftover_check_that_keeps_every_key_is_progress() {
     // A re-snapshot (slot present, no state file): Feldera holds the 40 keys PostgreSQL
-    // still has, so every page is checked and nothing is deleted. Each page takes 100 ms;
+    // still has, so every key is checked and nothing is deleted. Each question takes 100 ms;
     // the whole check takes 4 s, past NO_PROGRESS_TIMEOUT_SECS=1.
     let mut pg = pg();
     pg.slot_confirmed = Some(START);
@@ -51,7 +51,7 @@ fn a_long_leftover_check_that_keeps_every_key_is_progress() {
     assert!(s.pipeline().status().streaming);
     assert_eq!(s.feldera.rows("users"), 40);
     assert!(
-        trace.contains("users: every page read; 0 key(s) deleted, 40 kept"),
+        trace.contains("users: scan ended: 40 keys read, 0 deletes sent, 40 kept"),
         "{trace}"
     );
 }

@@ -156,8 +156,9 @@ fn two_tables_truncated_at_once_are_retracted_one_after_the_other() {
 }
 
 #[test]
-fn a_truncate_of_25000_keys_reads_three_pages_and_deletes_in_bounded_batches() {
-    let mut s = streaming(&[("RETRACT_PAGE_ROWS", "10000"), ("BATCH_MAX_ROWS", "4000")]);
+fn a_truncate_of_25000_keys_reads_them_in_one_streamed_scan_and_deletes_in_bounded_batches() {
+    let mut s = streaming(&[("BATCH_MAX_ROWS", "4000"), ("MAX_IN_FLIGHT_BATCHES", "2")]);
+    s.set_pieces(64 * 1024);
     seed_users(&mut s, 0..25_000);
     s.wal(
         "tx 700: TRUNCATE users (Feldera holds 25,000 keys)",
@@ -172,12 +173,32 @@ fn a_truncate_of_25000_keys_reads_three_pages_and_deletes_in_bounded_batches() {
     assert_eq!(s.confirmed, Lsn(0x2100));
     let trace = s.take_trace();
     assert_eq!(
+        trace.matches("GET query").count(),
+        2,
+        "one scan, one count: {trace}"
+    );
+    assert_eq!(
         trace.matches("GET query SELECT \"users\"").count(),
-        3,
+        1,
         "{trace}"
     );
+    // The answer is read piece by piece, each next piece only once the keys of the one
+    // before are on their way as deletes: never the whole table in memory.
+    let lines: Vec<&str> = trace.lines().collect();
+    let reads: Vec<usize> = (0..lines.len())
+        .filter(|i| lines[*i].contains("read on;"))
+        .collect();
+    assert!(reads.len() >= 4, "{trace}");
+    for pair in reads.windows(2) {
+        assert!(
+            lines[pair[0]..pair[1]]
+                .iter()
+                .any(|l| l.contains("POST ingress users")),
+            "deletes go out between two pieces: {trace}"
+        );
+    }
     rule!(
-        "25,000 keys with RETRACT_PAGE_ROWS=10000 are read in three keyset pages (each after the last key of the one before) and deleted in batches of at most BATCH_MAX_ROWS=4000, each awaited to complete; the count then says 0 and the commit is acknowledged.",
+        "25,000 keys are read with one query whose answer streams in 64 KiB pieces; each piece's keys become deletes in batches of at most BATCH_MAX_ROWS=4000 (two in flight) before the next piece is read; once the answer ended and every delete completed, one count says 0 and the commit is acknowledged.",
         trace
     );
 }
@@ -217,7 +238,7 @@ fn a_count_that_stays_non_zero_exits_1_without_acknowledging() {
 }
 
 #[test]
-fn an_unparseable_key_page_is_never_proof_that_nothing_needs_retracting() {
+fn an_unreadable_key_is_never_proof_that_nothing_needs_retracting() {
     let mut s = streaming(&[]);
     seed_users(&mut s, 1..3);
     s.wal(
@@ -229,12 +250,92 @@ fn an_unparseable_key_page_is_never_proof_that_nothing_needs_retracting() {
         ],
     );
     assert!(s.waiting_query().is_some());
-    s.answer(200, "[{\"k0\": \"not a number\"}]");
+    s.answer(200, "{\"k0\": 1}\n{\"k0\": \"not a number\"}\n");
     assert_eq!(s.exit().map(|e| e.0), Some(1));
     assert_eq!(s.confirmed, START, "nothing acknowledged");
     rule!(
-        "A key page that cannot be read (here a string where BIGINT keys are) is never taken as an empty page: slotline exits 1 and acknowledges nothing.",
+        "A key that cannot be read (here a string where BIGINT keys are) is never skipped: slotline exits 1 and acknowledges nothing.",
         s.take_trace()
+    );
+}
+
+#[test]
+fn a_key_scan_that_fails_while_streaming_concludes_nothing() {
+    let rows: String = (1..=6).map(|k| format!("{{\"k0\":{k}}}\n")).collect();
+    let mut out = String::new();
+    for (case, body, fail_after, exit) in [
+        (
+            "an error line after some rows",
+            format!("{rows}{{\"error\":\"scan failed: out of memory\"}}\n"),
+            None,
+            None,
+        ),
+        (
+            "the answer ends inside a line",
+            format!("{rows}{{\"k0\":7"),
+            None,
+            Some(1),
+        ),
+        (
+            "the connection times out after two pieces",
+            rows.clone(),
+            Some(2),
+            None,
+        ),
+    ] {
+        let mut s = streaming(&[("BATCH_MAX_ROWS", "2")]);
+        s.set_pieces(20);
+        if let Some(after) = fail_after {
+            s.fail_streams_after(after, "timed out reading the answer");
+        }
+        seed_users(&mut s, 1..8);
+        s.wal(
+            "tx 700: TRUNCATE users",
+            &[
+                begin(0x2100, 700),
+                truncate(0x2010, &[16384]),
+                commit(0x20F8, 0x2100),
+            ],
+        );
+        for _ in 0..200 {
+            if s.exit().is_some() || s.pipeline().status().phase == "backing off" {
+                break;
+            }
+            if s.waiting_query()
+                .is_some_and(|q| !q.starts_with("SELECT COUNT"))
+            {
+                s.answer(200, &body);
+            } else if !s.step() {
+                break;
+            }
+        }
+        assert_eq!(s.exit().map(|e| e.0), exit, "{case}");
+        assert_eq!(s.confirmed, START, "{case}: nothing acknowledged");
+        let trace = s.take_trace();
+        assert!(
+            !trace.contains("SELECT COUNT"),
+            "{case}: never counted: {trace}"
+        );
+        if case.starts_with("an error line") {
+            assert!(
+                trace.contains("-> http#2 cancel"),
+                "{case}: the rest of the answer is not read: {trace}"
+            );
+        }
+        out.push_str(&format!("== {case}\n"));
+        for line in trace.lines().filter(|l| {
+            l.contains("policy")
+                || l.contains("exit")
+                || l.contains("read on")
+                || l.contains("streamed")
+        }) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    rule!(
+        "A key scan that fails while its answer streams (an error line after some rows, an answer ending inside a line, a transport failure between pieces) never passes for the whole key set: the deletes of the keys read so far may go out, but nothing is counted or acknowledged. A failure Feldera may recover from ends the session (the replay reads the keys again); an answer that cannot be read exits 1.",
+        out
     );
 }
 
@@ -243,7 +344,7 @@ fn a_crash_after_the_query_and_mid_delete_leaves_the_transaction_unacknowledged(
     let mut out = String::new();
     for (point, after) in [("retract_after_query", "1"), ("retract_mid_delete", "2")] {
         let mut s = streaming(&[
-            ("RETRACT_PAGE_ROWS", "2"),
+            ("BATCH_MAX_ROWS", "2"),
             ("CRASH_AT", point),
             ("CRASH_AFTER_BATCHES", after),
         ]);
@@ -276,7 +377,7 @@ fn a_crash_after_the_query_and_mid_delete_leaves_the_transaction_unacknowledged(
         }
     }
     rule!(
-        "retract_after_query exits 70 once a page of keys was read and before any delete; retract_mid_delete when the 2nd delete batch is durable and keys remain. Neither acknowledges the TRUNCATE's transaction: a restart replays it and converges (last lines of each trace).",
+        "retract_after_query exits 70 once the first piece of the key scan was read and before any delete; retract_mid_delete when the 2nd delete batch is durable and keys remain. Neither acknowledges the TRUNCATE's transaction: a restart replays it and converges (last lines of each trace).",
         out
     );
 }
