@@ -96,6 +96,11 @@ fn stop(connector: &mut Connector) {
 fn assert_few_queries(env: &Env, tables: &[&str], connector: &Connector) {
     let stats = env.feldera.query_stats();
     for table in tables {
+        eprintln!(
+            "{table}: {} queries, {} rows scanned",
+            stats.queries_of(table),
+            stats.rows_scanned_of(table)
+        );
         let sent = stats.queries_of(table);
         assert!(
             sent <= MAX_QUERIES_PER_TABLE,
