@@ -7,6 +7,7 @@
 //! cargo run --release -p slotline-tests --bin e2e-bench -- stream   [options]
 //! cargo run --release -p slotline-tests --bin e2e-bench -- snapshot [options]
 //! cargo run --release -p slotline-tests --bin e2e-bench -- idle     [options]
+//! cargo run --release -p slotline-tests --bin e2e-bench -- retract  [options]
 //! ```
 //! - `stream`: catching up on WAL already written, divided by `pg_recvlogical`'s time on
 //!   the same WAL (`support/bench/stream.rs`); with `--durability completion,checkpoint
@@ -14,7 +15,10 @@
 //!   slot confirmed it, per `FELDERA_DURABILITY`, in the same invocation;
 //! - `snapshot`: the initial copy, divided by `psql -c "COPY t TO STDOUT"` of the same table
 //!   (`support/bench/snapshot.rs`);
-//! - `idle`: CPU of caught-up connectors over a while, and the binaries' sizes.
+//! - `idle`: CPU of caught-up connectors over a while, and the binaries' sizes;
+//! - `retract`: a TRUNCATE of a table Feldera holds N rows of, and a re-snapshot finding N
+//!   leftovers, divided by the time the same N deletes take streamed from a `DELETE`
+//!   (`support/bench/retract.rs`), with the queries the double answered.
 //!
 //! Owns: the command line and the report's header and footer. Never asserts a figure.
 
@@ -23,6 +27,7 @@ mod support;
 #[path = "support/bench/mod.rs"]
 mod bench;
 
+use bench::retract::{RetractArgs, Scenario};
 use bench::snapshot::{Sink, SnapshotArgs};
 use bench::stream::{StreamArgs, Workload};
 use bench::Common;
@@ -115,6 +120,26 @@ enum Suite {
         /// completes without parsing).
         #[arg(long, value_delimiter = ',', default_value = "double,discard")]
         sinks: Vec<String>,
+    },
+    /// Emptying a Feldera table: TRUNCATE and a re-snapshot's leftovers, against the same
+    /// deletes streamed from a DELETE.
+    Retract {
+        #[command(flatten)]
+        shared: Shared,
+        /// Rows Feldera holds when the retraction starts.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+        /// Scenarios, each run for every shell: delete (the baseline), truncate, resnapshot.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "delete,truncate,resnapshot"
+        )]
+        scenarios: Vec<String>,
+        /// What the double's scan charges per row it visits, to mimic a slower engine (0:
+        /// nothing beyond its own work).
+        #[arg(long, default_value_t = 0)]
+        scan_ns_per_row: u64,
     },
     /// CPU of caught-up, idle connectors, and the binaries' sizes.
     Idle {
@@ -281,6 +306,33 @@ fn run(args: Args) -> Result<(), String> {
             let runs = bench::snapshot::run(&pg, &args)?;
             print_header(&pg, &args.binaries, &args.common);
             bench::snapshot::print_summary(&runs);
+        }
+        Suite::Retract {
+            shared,
+            rows,
+            scenarios,
+            scan_ns_per_row,
+        } => {
+            let scenarios = scenarios
+                .iter()
+                .map(|s| Scenario::parse(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            let args = RetractArgs {
+                binaries: bench::binaries(&shared.shells())?,
+                rows,
+                scenarios,
+                scan_ns_per_row,
+                common: shared.common(),
+            };
+            let runs = bench::retract::run(&pg, &args)?;
+            print_header(&pg, &args.binaries, &args.common);
+            println!(
+                "- Feldera double: every query scans all of r; scan cost {} ns per row; RETRACT_PAGE_ROWS={}, QUERY_TIMEOUT_SECS={}",
+                args.scan_ns_per_row,
+                bench::setting(&args.common, "RETRACT_PAGE_ROWS"),
+                bench::setting(&args.common, "QUERY_TIMEOUT_SECS"),
+            );
+            bench::retract::print_summary(&runs);
         }
         Suite::Idle { shared, idle_secs } => {
             let binaries = bench::binaries(&shared.shells())?;

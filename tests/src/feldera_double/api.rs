@@ -16,15 +16,17 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use http_body_util::BodyExt;
 use serde_json::json;
 
+use super::answer::{self, Framing};
 use super::checkpoint::ft_config_json;
 use super::error::{api_error, invalid_param, note, unknown_pipeline};
 use super::faults::FailMode;
 use super::ingress::{errors_details, BodyMode, BodyReader, Completed, ParseError};
 use super::ingress_format;
+use super::log::{LogDeferred, LogTicket};
 use super::query;
 use super::shared::Shared;
 use super::state::{Completion, Restarted, TokenError, Upload};
@@ -401,61 +403,72 @@ async fn completion_status(
     }
 }
 
+/// Plans the query under the lock (its rows are the snapshot it reads), then streams the
+/// answer from a full scan (`scan`, `answer`); the request is logged when the answer ended.
 async fn adhoc_query(
     State(shared): State<Arc<Shared>>,
     Path(pipeline): Path<String>,
     Query(params): Params,
+    ticket: Option<Extension<LogTicket>>,
 ) -> Response {
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(&pipeline);
     }
-    if params.get("format").map(String::as_str) != Some("json") {
-        return invalid_param("the double answers ad-hoc queries only with `format=json`");
-    }
-    let Some(sql) = params.get("sql") else {
-        return invalid_param("missing query parameter `sql`");
+    let sql = match (params.get("format").map(String::as_str), params.get("sql")) {
+        (Some("json"), Some(sql)) => sql,
+        (Some("json"), None) => {
+            shared.queries().count_query(None);
+            return invalid_param("missing query parameter `sql`");
+        }
+        _ => {
+            shared.queries().count_query(None);
+            return invalid_param("the double answers ad-hoc queries only with `format=json`");
+        }
     };
-    let (result, shape) = {
+    let (table, planned, framing) = {
         let mut st = shared.state();
         st.advance(Instant::now());
-        let result = query::run(&shared.schema, &st.tables, sql);
+        let (table, planned) = query::plan(&shared.schema, &st.tables, sql);
         // A mid-stream failure is planned only for queries that would have streamed.
-        let midstream = result.is_ok() && st.faults.take_query_failure();
-        (result, (st.query_array, midstream))
+        let midstream_error = planned.is_ok() && st.faults.take_query_failure();
+        let framing = Framing {
+            array: st.query_array,
+            midstream_error,
+        };
+        (table, planned, framing)
     };
-    match result {
-        Ok(rows) => {
-            let count = rows.len() as u64;
-            let mut resp = query_body(rows, shape.0, shape.1);
-            note(&mut resp, |n| n.rows = Some(count));
+    shared.queries().count_query(table.as_deref());
+    match planned {
+        Ok(plan) => {
+            let per_row = shared.scan_row_cost();
+            let body = answer::stream(
+                shared.clone(),
+                plan,
+                framing,
+                per_row,
+                ticket.map(|Extension(t)| t),
+            );
+            let content_type = if framing.array {
+                "application/json"
+            } else {
+                "application/x-ndjson"
+            };
+            let mut resp =
+                ([(header::CONTENT_TYPE, content_type)], Body::new(body)).into_response();
+            resp.extensions_mut().insert(LogDeferred);
             resp
         }
-        Err(e) => api_error(
-            StatusCode::BAD_REQUEST,
-            "AdHocQueryError",
-            e.clone(),
-            json!({"error": e}),
-        ),
-    }
-}
-
-/// NDJSON (one object per line) or, when configured, one JSON array. An injected
-/// mid-stream failure keeps the 200 and ends the stream with Feldera's `{"error": ...}` line.
-fn query_body(rows: Vec<String>, array: bool, midstream_error: bool) -> Response {
-    let mut lines = rows;
-    if midstream_error {
-        lines.push(json!({"error": "injected failure after streaming started"}).to_string());
-    }
-    let (content_type, body) = if array {
-        ("application/json", format!("[{}]", lines.join(",")))
-    } else {
-        let mut body = lines.join("\n");
-        if !body.is_empty() {
-            body.push('\n');
+        Err(e) => {
+            let mut resp = api_error(
+                StatusCode::BAD_REQUEST,
+                "AdHocQueryError",
+                e.clone(),
+                json!({"error": e}),
+            );
+            note(&mut resp, |n| n.table = table);
+            resp
         }
-        ("application/x-ndjson", body)
-    };
-    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+    }
 }
 
 async fn start_transaction(

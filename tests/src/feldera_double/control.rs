@@ -30,6 +30,8 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/control/read_slowly", post(read_slowly))
         .route("/control/fail_query", post(fail_query))
         .route("/control/query_format", post(query_format))
+        .route("/control/queries", get(queries).delete(clear_queries))
+        .route("/control/scan_cost", post(scan_cost))
         .route("/control/unavailable", post(unavailable).delete(available))
         .route("/control/restart", post(restart))
         .route("/control/crash_restart", post(crash_restart))
@@ -155,6 +157,31 @@ async fn query_format(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
         Ok(req) => {
             shared.set_query_array(req.array);
             ok(json!({"array": req.array}))
+        }
+        Err(resp) => *resp,
+    }
+}
+
+async fn queries(State(shared): State<Arc<Shared>>) -> Response {
+    ok(shared.query_stats().to_json())
+}
+
+async fn clear_queries(State(shared): State<Arc<Shared>>) -> Response {
+    shared.clear_query_stats();
+    ok(json!({"cleared": true}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScanCost {
+    ns_per_row: u64,
+}
+
+async fn scan_cost(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match decode::<ScanCost>(&body) {
+        Ok(req) => {
+            shared.set_scan_row_cost(Duration::from_nanos(req.ns_per_row));
+            ok(json!({"ns_per_row": req.ns_per_row}))
         }
         Err(resp) => *resp,
     }

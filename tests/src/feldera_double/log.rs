@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as Json};
 
+use super::shared::Shared;
+
 /// Records kept; older ones are dropped (counts keep counting).
 const MAX_RECORDS: usize = 100_000;
 
@@ -23,6 +25,42 @@ pub struct LogNote {
     pub authorization: Option<String>,
 }
 
+/// A request's place in the log, taken at its arrival: a handler whose answer streams
+/// (an ad-hoc query) logs its request with it once the answer ended, and marks its response
+/// `LogDeferred` so the middleware does not log it when the headers go out.
+#[derive(Debug, Clone)]
+pub struct LogTicket {
+    pub seq: u64,
+    pub method: String,
+    pub path: String,
+    pub authorization: Option<String>,
+    pub started: Instant,
+}
+
+/// In a response's extensions: its request is logged later, from its `LogTicket`.
+#[derive(Debug, Clone, Copy)]
+pub struct LogDeferred;
+
+impl LogTicket {
+    /// Logs the request as finished at `finished` (the `Authorization` header comes from
+    /// the ticket).
+    pub fn record(self, shared: &Shared, status: u16, note: LogNote, finished: Instant) {
+        let note = LogNote {
+            authorization: self.authorization,
+            ..note
+        };
+        shared.log().record(
+            self.seq,
+            &self.method,
+            &self.path,
+            status,
+            note,
+            self.started,
+            finished,
+        );
+    }
+}
+
 /// One logged request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestRecord {
@@ -34,7 +72,7 @@ pub struct RequestRecord {
     /// `pipeline`, `ingress`, `completion_status`, `query`, `start_transaction`,
     /// `commit_transaction`, `stats`, `checkpoint`, `checkpoint_status` or `other`.
     pub endpoint: String,
-    /// The table segment of an ingress path, percent-decoded.
+    /// The table segment of an ingress path, percent-decoded; the relation a query read.
     pub table: Option<String>,
     pub status: u16,
     pub error_code: Option<String>,
@@ -45,6 +83,8 @@ pub struct RequestRecord {
     pub authorization: Option<String>,
     /// Since the double started.
     pub started: Duration,
+    /// When the answer ended: for a query, when the last of its streamed answer was handed
+    /// to the server (or the client went away).
     pub finished: Duration,
 }
 

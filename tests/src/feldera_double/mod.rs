@@ -48,6 +48,7 @@
 //! `shared`, `server` (with its optional HTTPS listener). This file is the public handle
 //! only.
 
+mod answer;
 mod api;
 mod checkpoint;
 mod control;
@@ -61,6 +62,7 @@ mod phase;
 mod query;
 mod query_parse;
 mod row;
+mod scan;
 mod schema;
 mod server;
 mod shared;
@@ -79,6 +81,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
+pub use answer::{QueryStats, TableQueries, CHANNEL_PIECES, PIECE_BYTES, PIECE_ROWS};
 pub use checkpoint::{CheckpointCounts, DEFAULT_CHECKPOINT_DELAY};
 pub use faults::FailMode;
 pub use log::RequestRecord;
@@ -333,6 +336,24 @@ impl FelderaDouble {
         self.shared.set_query_array(array);
     }
 
+    /// Ad-hoc queries so far: per relation and in total, the rows their full scans
+    /// visited, and the answer bytes produced and still held by the double (see
+    /// `QueryStats`; `GET /control/queries`).
+    pub fn query_stats(&self) -> QueryStats {
+        self.shared.query_stats()
+    }
+
+    /// Zeroes the query counters (answers still streaming stay open).
+    pub fn clear_query_stats(&self) {
+        self.shared.clear_query_stats();
+    }
+
+    /// Every row a query's scan visits costs `per_row` of the scan's time from now on (zero,
+    /// the default, costs nothing): a slower engine for benchmarks.
+    pub fn set_scan_row_cost(&self, per_row: Duration) {
+        self.shared.set_scan_row_cost(per_row);
+    }
+
     /// Every `/v0` call answers 503 PipelineUnavailable for `duration` (`None`: until
     /// `clear_unavailable`).
     pub fn set_unavailable(&self, duration: Option<Duration>) {
@@ -478,6 +499,14 @@ impl FelderaDouble {
     pub fn table(&self, name: &str) -> Option<TableSnapshot> {
         let index = self.shared.input_index(name)?;
         self.tables().into_iter().nth(index)
+    }
+
+    /// How many rows a query of input table `name` (named as for `table`) sees now: each
+    /// row of a keyed table once, a keyless table's rows by their positive weights. Cheap
+    /// at any size, where `table` converts every row.
+    pub fn row_count(&self, name: &str) -> Option<usize> {
+        let index = self.shared.input_index(name)?;
+        Some(self.shared.row_count(index))
     }
 
     /// Incarnation, step, pause, queue length (`pending_groups`, `queued_records`), delay,

@@ -1,12 +1,13 @@
-//! Running the ad-hoc SQL subset that `query_parse` reads over the double's tables, answered
-//! as NDJSON rows in Feldera's query encoding with explicit nulls.
+//! Planning a query of the ad-hoc SQL subset that `query_parse` reads over the double's
+//! tables: the snapshot of the rows it reads, its condition, its order and the encoding of
+//! its answer rows (Feldera's query encoding, explicit nulls). `scan` runs a plan.
 //!
 //! Owns: name resolution (the table, qualified columns, select aliases), coercion of
 //! literals to their column's type, comparison and ordering as Feldera's query engine does
 //! them (strings and bytes bytewise, decimals by value, TIMESTAMP_TZ as instants, NULL never
-//! matching a comparison and sorting last), LIMIT, and the names of the answer's columns
-//! (the alias, else the column's schema name, `count(*)` for an unaliased count). Never
-//! mutates tables.
+//! matching a comparison and sorting last), and the names of the answer's columns (the
+//! alias, else the column's schema name, `count(*)` for an unaliased count). Never mutates
+//! tables, never decides what a query costs (`scan` does).
 
 use std::cmp::Ordering;
 
@@ -32,11 +33,68 @@ enum Side {
     Value(Value),
 }
 
-/// Runs `sql` over the inputs' current state; materialized outputs exist but hold no rows
-/// (the double runs no views). Returns one JSON object text per result row.
-pub fn run(schema: &Schema, tables: &[TableState], sql: &str) -> Result<Vec<String>, String> {
-    let q = parse(sql)?;
-    let (rel, mut rows) = resolve_table(schema, tables, &q.table)?;
+/// What a query answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// One row, `{name: count}`.
+    Count { name: String },
+    /// One row per matching row, in `order` (none: the table's own order), at most `limit`.
+    Rows {
+        order: Vec<(usize, Direction)>,
+        limit: Option<usize>,
+    },
+}
+
+/// A query ready to run: the rows of its table as of the query's start (Feldera's ad-hoc
+/// queries read a consistent snapshot), what it keeps and how it answers.
+pub struct Plan {
+    /// The relation's schema name.
+    pub table: String,
+    pub rows: Vec<Vec<Value>>,
+    pub output: Output,
+    rel: Relation,
+    condition: Option<Condition>,
+    /// Output name, column index and whether the value is cast to VARCHAR, per answer
+    /// column.
+    columns: Vec<(String, usize, bool)>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("table", &self.table)
+            .field("rows", &self.rows.len())
+            .field("output", &self.output)
+            .finish()
+    }
+}
+
+/// Plans `sql` over the inputs' current state; materialized outputs exist but hold no rows
+/// (the double runs no views). Returns the relation the query named, when it named one
+/// that exists (also when the query is refused), and the plan or why there is none.
+pub fn plan(
+    schema: &Schema,
+    tables: &[TableState],
+    sql: &str,
+) -> (Option<String>, Result<Plan, String>) {
+    let q = match parse(sql) {
+        Ok(q) => q,
+        Err(e) => return (None, Err(e)),
+    };
+    let rel = match resolve_relation(schema, &q.table) {
+        Ok(rel) => rel,
+        Err(e) => return (None, Err(e)),
+    };
+    let name = rel.name.clone();
+    (Some(name), plan_over(rel, schema, tables, &q))
+}
+
+fn plan_over(
+    rel: &Relation,
+    schema: &Schema,
+    tables: &[TableState],
+    q: &Query,
+) -> Result<Plan, String> {
     if !rel.queryable() {
         return Err(format!(
             "Tried to SELECT from a non-materialized source. Make sure `{}` is configured as \
@@ -45,58 +103,105 @@ pub fn run(schema: &Schema, tables: &[TableState], sql: &str) -> Result<Vec<Stri
             rel.name
         ));
     }
-    if let Some(filter) = &q.filter {
-        let condition = resolve_condition(rel, filter)?;
-        rows.retain(|row| holds(&condition, row));
+    let condition = q
+        .filter
+        .as_ref()
+        .map(|filter| resolve_condition(rel, filter))
+        .transpose()?;
+    let output = match &q.select {
+        Select::Count { alias } => Output::Count {
+            name: alias.as_ref().map_or("count(*)".to_owned(), Ident::folded),
+        },
+        _ => Output::Rows {
+            order: resolve_order(rel, q)?,
+            limit: q.limit,
+        },
+    };
+    let columns = output_columns(rel, q)?;
+    for (name, index, as_text) in &columns {
+        let field = &rel.fields[*index];
+        if *as_text && !castable_to_text(field.columntype.kind) {
+            return Err(format!(
+                "`{name}`: the double casts only integer, boolean, decimal, text and \
+                 date-time columns to VARCHAR, not {:?} (`{}`)",
+                field.columntype.kind, field.name
+            ));
+        }
     }
-    if let Select::Count { alias } = &q.select {
-        let name = alias.as_ref().map_or("count(*)".to_owned(), Ident::folded);
-        return Ok(vec![format!("{{{}:{}}}", Json::String(name), rows.len())]);
-    }
-    let order = resolve_order(rel, &q)?;
-    rows.sort_by(|a, b| compare_rows(a, b, &order));
-    if let Some(limit) = q.limit {
-        rows.truncate(limit);
-    }
-    let output = output_columns(rel, &q)?;
-    rows.iter()
-        .map(|row| {
-            let fields = output
-                .iter()
-                .map(|(name, index, as_text)| {
-                    let field = &rel.fields[*index];
-                    let value = if *as_text {
-                        match to_query_text(&row[*index], &field.columntype)? {
-                            Some(text) => Json::String(text).to_string(),
-                            None => "null".to_owned(),
-                        }
-                    } else {
-                        to_query_json(&row[*index], &field.columntype)
-                    };
-                    Ok(format!("{}:{value}", Json::String(name.clone())))
-                })
-                .collect::<Result<Vec<String>, String>>()?;
-            Ok(format!("{{{}}}", fields.join(",")))
-        })
-        .collect()
+    let rows = schema
+        .inputs
+        .iter()
+        .position(|r| r.name == rel.name)
+        .and_then(|i| tables.get(i))
+        .map(TableState::visible_rows)
+        .unwrap_or_default();
+    Ok(Plan {
+        table: rel.name.clone(),
+        rows,
+        output,
+        rel: rel.clone(),
+        condition,
+        columns,
+    })
 }
 
-fn resolve_table<'a>(
-    schema: &'a Schema,
-    tables: &[TableState],
-    name: &Ident,
-) -> Result<(&'a Relation, Vec<Vec<Value>>), String> {
-    if let Some(i) = schema.inputs.iter().position(|r| r.matches(name)) {
-        let rows = tables
-            .get(i)
-            .map(TableState::visible_rows)
-            .unwrap_or_default();
-        return Ok((&schema.inputs[i], rows));
+impl Plan {
+    /// Whether the WHERE condition keeps `row` (no condition keeps every row).
+    pub fn keeps(&self, row: &[Value]) -> bool {
+        self.condition.as_ref().is_none_or(|c| holds(c, row))
     }
-    match schema.outputs.iter().find(|r| r.matches(name)) {
-        Some(rel) => Ok((rel, Vec::new())),
-        None => Err(format!("table or view `{}` not found", name.folded())),
+
+    /// `row` as one answer line, a JSON object without its newline.
+    pub fn line(&self, row: &[Value]) -> Result<String, String> {
+        let fields = self
+            .columns
+            .iter()
+            .map(|(name, index, as_text)| {
+                let field = &self.rel.fields[*index];
+                let value = if *as_text {
+                    match to_query_text(&row[*index], &field.columntype)? {
+                        Some(text) => Json::String(text).to_string(),
+                        None => "null".to_owned(),
+                    }
+                } else {
+                    to_query_json(&row[*index], &field.columntype)
+                };
+                Ok(format!("{}:{value}", Json::String(name.clone())))
+            })
+            .collect::<Result<Vec<String>, String>>()?;
+        Ok(format!("{{{}}}", fields.join(",")))
     }
+
+    /// The answer line of a count.
+    pub fn count_line(name: &str, count: u64) -> String {
+        format!("{{{}:{count}}}", Json::String(name.to_owned()))
+    }
+
+    /// Rows `a` and `b` in the query's ORDER BY.
+    pub fn order(&self, a: &[Value], b: &[Value]) -> Ordering {
+        match &self.output {
+            Output::Rows { order, .. } => compare_rows(a, b, order),
+            Output::Count { .. } => Ordering::Equal,
+        }
+    }
+}
+
+/// What `CAST(col AS VARCHAR)` accepts (`value::to_query_text`), by column type.
+fn castable_to_text(kind: TypeKind) -> bool {
+    use TypeKind as K;
+    !matches!(
+        kind,
+        K::Binary | K::Varbinary | K::Real | K::Double | K::Variant | K::Array | K::Map | K::Struct
+    )
+}
+
+fn resolve_relation<'a>(schema: &'a Schema, name: &Ident) -> Result<&'a Relation, String> {
+    schema
+        .inputs
+        .iter()
+        .chain(&schema.outputs)
+        .find(|r| r.matches(name))
+        .ok_or_else(|| format!("table or view `{}` not found", name.folded()))
 }
 
 fn column(rel: &Relation, col: &ColumnRef) -> Result<usize, String> {

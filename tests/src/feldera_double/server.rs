@@ -29,7 +29,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::error::api_error;
-use super::log::LogNote;
+use super::log::{LogDeferred, LogNote, LogTicket};
 use super::shared::Shared;
 use super::{api, control};
 
@@ -77,21 +77,26 @@ async fn log_requests(State(shared): State<Arc<Shared>>, req: Request, next: Nex
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
-    let seq = shared.log().arrival();
-    let started = Instant::now();
-    let resp = next.run(req).await;
-    let note = LogNote {
+    let ticket = LogTicket {
+        seq: shared.log().arrival(),
+        method,
+        path,
         authorization,
-        ..resp
-            .extensions()
-            .get::<LogNote>()
-            .cloned()
-            .unwrap_or_default()
+        started: Instant::now(),
     };
+    let mut req = req;
+    req.extensions_mut().insert(ticket.clone());
+    let resp = next.run(req).await;
+    if resp.extensions().get::<LogDeferred>().is_some() {
+        return resp;
+    }
+    let note = resp
+        .extensions()
+        .get::<LogNote>()
+        .cloned()
+        .unwrap_or_default();
     let status = resp.status().as_u16();
-    shared
-        .log()
-        .record(seq, &method, &path, status, note, started, Instant::now());
+    ticket.record(&shared, status, note, Instant::now());
     resp
 }
 

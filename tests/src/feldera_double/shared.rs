@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use tokio::sync::watch;
 
+use super::answer::QueryStats;
 use super::checkpoint::{CheckpointCounts, FtModel};
 use super::faults::FailMode;
 use super::log::{RequestLog, RequestRecord};
 use super::schema::Schema;
 use super::state::{CompletionDelay, Pipeline};
+use super::table::TableState;
 
 /// State shared by the server tasks and the handle.
 #[derive(Debug)]
@@ -30,6 +32,9 @@ pub struct Shared {
     pub discard: bool,
     state: Mutex<Pipeline>,
     log: Mutex<RequestLog>,
+    queries: Mutex<QueryStats>,
+    /// What a query's scan charges per row it visits (zero: nothing).
+    scan_row_cost: Mutex<Duration>,
     /// Mirrors `Pipeline::paused` so ingress can wait for a resume without a lock.
     paused: watch::Sender<bool>,
 }
@@ -51,6 +56,8 @@ impl Shared {
             inprogress_202,
             discard: false,
             log: Mutex::new(RequestLog::new(Instant::now())),
+            queries: Mutex::new(QueryStats::default()),
+            scan_row_cost: Mutex::new(Duration::ZERO),
             paused,
         }
     }
@@ -63,6 +70,40 @@ impl Shared {
 
     pub fn log(&self) -> MutexGuard<'_, RequestLog> {
         self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn queries(&self) -> MutexGuard<'_, QueryStats> {
+        self.queries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn query_stats(&self) -> QueryStats {
+        self.queries().clone()
+    }
+
+    /// Zeroes the counters; what is open now (answers, unsent bytes) stays, and is the
+    /// new high-water mark.
+    pub fn clear_query_stats(&self) {
+        let mut stats = self.queries();
+        *stats = QueryStats {
+            open_answers: stats.open_answers,
+            unsent_bytes: stats.unsent_bytes,
+            max_unsent_bytes: stats.unsent_bytes,
+            ..QueryStats::default()
+        };
+    }
+
+    pub fn scan_row_cost(&self) -> Duration {
+        *self
+            .scan_row_cost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn set_scan_row_cost(&self, cost: Duration) {
+        *self
+            .scan_row_cost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = cost;
     }
 
     /// Waits while paused; `false` when the proxy timeout ran out first.
@@ -230,6 +271,13 @@ impl Shared {
         let mut st = self.state();
         st.advance(Instant::now());
         st.tables_json()
+    }
+
+    /// Rows a query of input table `index` sees (processed state).
+    pub fn row_count(&self, index: usize) -> usize {
+        let mut st = self.state();
+        st.advance(Instant::now());
+        st.tables.get(index).map_or(0, TableState::visible_len)
     }
 
     pub fn requests(&self) -> Vec<RequestRecord> {

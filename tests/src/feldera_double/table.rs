@@ -95,6 +95,14 @@ impl TableState {
         }
     }
 
+    /// How many rows `visible_rows` holds, without building them.
+    pub fn visible_len(&self) -> usize {
+        match &self.rows {
+            Rows::Keyed(rows) => rows.len(),
+            Rows::Multiset(rows) => rows.values().filter(|w| **w > 0).map(|w| *w as usize).sum(),
+        }
+    }
+
     /// Inspection view: `{"rows": [{"row": {...}, "weight": n}], "faults": [...]}`.
     pub fn to_json(&self, rel: &Relation) -> Json {
         let rows: Vec<Json> = match &self.rows {

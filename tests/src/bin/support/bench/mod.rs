@@ -6,6 +6,7 @@
 //! programs print what they measured and a person compares.
 
 pub mod idle;
+pub mod retract;
 pub mod snapshot;
 pub mod stream;
 
