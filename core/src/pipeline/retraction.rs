@@ -145,7 +145,7 @@ impl Retraction {
     /// nothing more of it is read.
     pub(crate) fn close(&mut self, ctx: &mut Ctx) {
         if let Some(scan) = self.scan.take().filter(|s| s.answer != Answer::Ended) {
-            ctx.push(Command::HttpCancel { id: scan.http });
+            ctx.cancel_http(scan.http);
         }
     }
 

@@ -107,6 +107,13 @@ impl Ctx {
         }
     }
 
+    /// Forgets a request still waiting behind the gate (never sent); false when none was.
+    pub(crate) fn unwait(&mut self, id: HttpId) -> bool {
+        let before = self.gate.waiting.len();
+        self.gate.waiting.retain(|(waiting, _)| *waiting != id);
+        self.gate.waiting.len() != before
+    }
+
     /// Whether `id` is one of the gate's own requests.
     pub(crate) fn settle_owns(&self, id: HttpId) -> bool {
         matches!(self.gate.state, State::Starting(h) | State::Committing(h) if h == id)

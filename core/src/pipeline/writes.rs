@@ -204,6 +204,17 @@ impl Ctx {
         false
     }
 
+    /// Stops a streamed answer (`Command::HttpCancel`), or, when its request was never
+    /// sent (parked here, or waiting behind the transaction gate), forgets the request.
+    pub(crate) fn cancel_http(&mut self, id: HttpId) {
+        let parked = self.writes.parked.len();
+        self.writes.parked.retain(|(_, waiting, _)| *waiting != id);
+        if self.writes.parked.len() != parked || self.unwait(id) {
+            return;
+        }
+        self.push(Command::HttpCancel { id });
+    }
+
     /// The last earlier request to `segment` ended: its parked queries go out.
     pub(crate) fn release_queries(&mut self, endpoint: &FelderaEndpoint, segment: &str) {
         for (id, request) in self.writes.release(segment) {
