@@ -294,10 +294,13 @@ impl Keeper {
                     return Ok(News::Nothing);
                 }
                 let http = cx.ctx.http_id();
-                cx.ctx.push(Command::Http {
-                    id: http,
-                    request: cx.env.endpoint.checkpoint(REQUEST_TIMEOUT_MS),
-                });
+                // Feldera delays a checkpoint while a transaction is open: one an ended
+                // session left open, which this session may never write to, would delay it
+                // for ever. So the request waits behind the transaction gate like table
+                // writes (`settle`), which commits such a transaction first. The mark is
+                // taken now: the checkpoint begins later and holds at least this much.
+                let request = cx.env.endpoint.checkpoint(REQUEST_TIMEOUT_MS);
+                cx.ctx.push_table_request(&cx.env.endpoint, http, request);
                 let mark = cx.run.ack.checkpoint_mark();
                 cx.run.feldera.checkpoint_wanted = false;
                 cx.run.feldera.counts.requested += 1;
