@@ -869,8 +869,14 @@ impl Harness {
             self.pg.busy_positions.contains(&flush) || self.idle_keepalives.contains(&flush),
             "{source} has flush {flush}: a keepalive's position, but every keepalive there came while a transaction was open"
         );
+        // A restart that emptied Feldera (no fault tolerance) voids what every earlier
+        // acknowledgement stood for, and the pipeline answers it with a new copy from a new
+        // slot, not from this one (docs/contract.md, "Feldera restarts"): until it notices, a TRUNCATE
+        // rightly finds nothing to delete, and what this slot's flush passes is outside the
+        // promise. The copy is then compared in full (`check_complete`).
+        let void = self.snapshot && !self.promised_incarnation();
         while let Some(tx) = self.pg.wal.get(self.verified).filter(|tx| tx.end <= flush) {
-            for marker in &tx.markers {
+            for marker in tx.markers.iter().filter(|_| !void) {
                 assert!(
                     self.feldera.holds(marker),
                     "{source} has flush {flush}, past the commit ending at {} whose change {marker} Feldera has not made durable",

@@ -124,12 +124,21 @@ impl Harness {
         let Some((_, file)) = &self.disk else {
             return false;
         };
-        let same_feldera = self.feldera.keeps_state()
-            || file.feldera_incarnation.as_deref() == Some(&self.feldera.incarnation_name());
         file.phase == SnapshotPhase::Complete
             && file.consistent_point == Some(self.pg.life_start)
             && self.pg.confirmed().is_some()
-            && same_feldera
+            && self.promised_incarnation()
+    }
+
+    /// Whether Feldera still holds what the state file's copy was written to: with fault
+    /// tolerance a restart resumes from a checkpoint; without it only the incarnation the
+    /// file names does (a later one started empty).
+    pub(super) fn promised_incarnation(&self) -> bool {
+        let Some((_, file)) = &self.disk else {
+            return false;
+        };
+        self.feldera.keeps_state()
+            || file.feldera_incarnation.as_deref() == Some(&self.feldera.incarnation_name())
     }
 
     /// The error a state-file read or write gets, if one is due.
