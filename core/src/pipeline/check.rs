@@ -15,7 +15,10 @@ use super::startup::{retraction_problems, Answer, Startup};
 use super::Env;
 use crate::config::{Config, ConfigError, SnapshotMode};
 use crate::conn::Event;
-use crate::feldera::{classify_pipeline, lifecycle, PipelineOutcome, Reply};
+use crate::contract::Schema;
+use crate::feldera::{
+    classify_pipeline, classify_query, lifecycle, PipelineOutcome, QueryOutcome, Reply,
+};
 use crate::io::{exit, Command, Driver, HttpId, Input};
 use crate::ops::report::{Format, Line, Report};
 use crate::ops::{server, slot};
@@ -61,6 +64,9 @@ pub struct Check {
     pg_lines: Vec<Line>,
     schema_request: Option<HttpId>,
     feldera_lines: Option<Vec<Line>>,
+    /// The ad-hoc query probe (`retract::probe_query`) and the table it asks about, while
+    /// its answer is awaited.
+    probe: Option<(HttpId, String)>,
     state: Option<StateRead>,
 }
 
@@ -93,6 +99,7 @@ impl Check {
             pg_lines: Vec::new(),
             schema_request: None,
             feldera_lines: None,
+            probe: None,
             state: None,
             env,
         };
@@ -331,7 +338,11 @@ impl Check {
                 });
                 let status = info.deployment_status.as_deref().unwrap_or("unknown");
                 let desired = info.deployment_desired_status.as_deref();
-                lines.push(match lifecycle::advice(status, desired, &url, &pipeline) {
+                let advice = lifecycle::advice(status, desired, &url, &pipeline);
+                if advice.is_none() {
+                    self.send_probe(&info.schema);
+                }
+                lines.push(match advice {
                     None => Line::ok("feldera pipeline", "Running"),
                     Some(advice) => Line::fail(
                         "feldera pipeline",
@@ -382,6 +393,71 @@ impl Check {
         };
         if let Err(error) = result {
             self.pg_failed(error.into_message());
+        }
+    }
+
+    /// Asks a running pipeline one free ad-hoc query of the first routed table it answers
+    /// queries on: TRUNCATE retraction and a re-snapshot's leftover check read keys that
+    /// way, in `format=json`, which Feldera marks deprecated in favour of `arrow_ipc`
+    /// (docs/feldera.md, "Ad-hoc queries"). A table that cannot be queried at all is
+    /// reported by the start plan's retraction lines instead.
+    fn send_probe(&mut self, schema: &Schema) {
+        let table = self.env.routes.iter().find_map(|route| {
+            schema
+                .inputs
+                .iter()
+                .find(|t| t.name.same_as(&route.destination))
+                .filter(|t| t.queryable())
+        });
+        let Some(table) = table else {
+            return;
+        };
+        let id = self.ctx.http_id();
+        let sql = crate::retract::probe_query(&table.name);
+        self.probe = Some((id, table.name.canonical().into_owned()));
+        self.ctx.push(Command::Http {
+            id,
+            request: self.env.endpoint.query(&sql, super::sink::POLL_TIMEOUT_MS),
+        });
+    }
+
+    /// The probe's answer, judged (see `send_probe`).
+    fn on_probe(&mut self, table: &str, reply: Reply<'_>) {
+        let why = |e: &dyn std::fmt::Display| {
+            format!("an ad-hoc query of {table} in format=json failed: {e}")
+        };
+        let line = match classify_query(reply) {
+            QueryOutcome::Rows(rows) if rows.is_empty() => Line::ok(
+                "feldera queries",
+                format!("ad-hoc queries of {table} are answered in JSON (format=json)"),
+            ),
+            QueryOutcome::Rows(rows) => Line::warn(
+                "feldera queries",
+                format!(
+                    "Feldera answered a LIMIT 0 query of {table} with a row ({}): its JSON answers may have changed (format=json is deprecated in favour of arrow_ipc); TRUNCATE retraction and a re-snapshot's leftover check read keys this way",
+                    serde_json::Value::Object(rows[0].clone())
+                ),
+            ),
+            QueryOutcome::Interrupted(e) | QueryOutcome::Transient(e) | QueryOutcome::Fatal(e) => {
+                let text = e.to_string().to_ascii_lowercase();
+                let about_format = text.contains("deprecat") || text.contains("format");
+                Line::warn(
+                    "feldera queries",
+                    match about_format {
+                        true => format!(
+                            "{}: this Feldera may no longer answer format=json (deprecated in favour of arrow_ipc), which TRUNCATE retraction and a re-snapshot's leftover check need; use a slotline release that speaks its query transport",
+                            why(&e)
+                        ),
+                        false => format!(
+                            "{}: TRUNCATE retraction and a re-snapshot's leftover check need ad-hoc queries",
+                            why(&e)
+                        ),
+                    },
+                )
+            }
+        };
+        if let Some(lines) = self.feldera_lines.as_mut() {
+            lines.push(line);
         }
     }
 
@@ -453,12 +529,19 @@ impl Check {
         lines
     }
 
+    fn probe_is(&self, id: HttpId) -> bool {
+        self.probe.as_ref().is_some_and(|(probe, _)| *probe == id)
+    }
+
     /// Reports once every answer is in (or the deadline passed).
     fn finish_if_ready(&mut self, timed_out: bool) {
         if self.ctx.exited() {
             return;
         }
-        let ready = self.pg == Pg::Done && self.feldera_lines.is_some() && self.state.is_some();
+        let ready = self.pg == Pg::Done
+            && self.feldera_lines.is_some()
+            && self.probe.is_none()
+            && self.state.is_some();
         if !ready && !timed_out {
             return;
         }
@@ -470,6 +553,15 @@ impl Check {
         }
         let mut report = Report::default();
         self.pg_lines.drain(..).for_each(|line| report.push(line));
+        if let (Some((_, table)), Some(lines)) = (self.probe.take(), self.feldera_lines.as_mut()) {
+            lines.push(Line::warn(
+                "feldera queries",
+                format!(
+                    "an ad-hoc query of {table} had no answer within {} s",
+                    CHECK_TIMEOUT_MS / 1000
+                ),
+            ));
+        }
         let feldera = self.feldera_lines.take().unwrap_or_else(|| {
             vec![Line::fail(
                 "feldera",
@@ -549,6 +641,22 @@ impl Driver for Check {
             }
             Input::HttpFailed { id, error } if Some(id) == self.schema_request => {
                 self.on_pipeline(Reply::Failed { error: &error });
+            }
+            Input::HttpDone { id, status, body } if self.probe_is(id) => {
+                if let Some((_, table)) = self.probe.take() {
+                    self.on_probe(
+                        &table,
+                        Reply::Answered {
+                            status,
+                            body: &body,
+                        },
+                    );
+                }
+            }
+            Input::HttpFailed { id, error } if self.probe_is(id) => {
+                if let Some((_, table)) = self.probe.take() {
+                    self.on_probe(&table, Reply::Failed { error: &error });
+                }
             }
             Input::StateRead { contents } => self.on_state(contents),
             // Interrupted: report what is known now.

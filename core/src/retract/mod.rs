@@ -19,5 +19,5 @@ pub use plan::{
     plan_keys, plan_leftovers, Key, KeyColumn, KeyPlan, LeftoverPlan, PgKeyColumn, Purpose,
     RetractRefusal,
 };
-pub use sql::{count_query, existence_query, key_alias, scan_query, COUNT_ALIAS};
+pub use sql::{count_query, existence_query, key_alias, probe_query, scan_query, COUNT_ALIAS};
 pub use value::{KeyKind, KeyValue, Ymd};

@@ -8,6 +8,7 @@
 use super::literal::{feldera_ident, pg_literal};
 use super::plan::{Key, KeyPlan, LeftoverPlan};
 use super::value::KeyKind;
+use crate::contract::Name;
 
 /// The alias of the count in the count query's answer (never `error`, which would read as
 /// Feldera's failure line).
@@ -42,6 +43,13 @@ pub fn scan_query(plan: &KeyPlan) -> String {
         })
         .collect();
     format!("SELECT {} FROM {table}", select.join(", "))
+}
+
+/// `SELECT * FROM <table> LIMIT 0`: asks whether ad-hoc queries of `table` are answered in
+/// the format slotline reads, at no cost (the query engine answers a zero limit without
+/// scanning; `slotline check` sends it).
+pub fn probe_query(table: &Name) -> String {
+    format!("SELECT * FROM {} LIMIT 0", feldera_ident(table))
 }
 
 /// `SELECT COUNT(*) AS "slotline_count" FROM <table>`.

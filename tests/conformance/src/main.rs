@@ -11,10 +11,13 @@
 //!   result must be what PostgreSQL holds.
 //! - `lines`: whole `insert` lines slotline writes are read by a record deserializer made
 //!   the way Feldera's compiler makes it (names, DEFAULTs, VARIANT nulls).
+//! - `requests`: the parameters of slotline's ingress and ad-hoc query URLs, read into
+//!   Feldera's parser configuration and query arguments as its server reads them.
 //!
 //! Prints one line per check and `N passed, M failed`; exits 1 on any failure.
 
 mod lines;
+mod requests;
 mod schemas;
 mod values;
 
@@ -24,6 +27,7 @@ fn main() -> ExitCode {
     let mut outcomes = schemas::run();
     outcomes.extend(values::run());
     outcomes.extend(lines::run());
+    outcomes.extend(requests::run());
     let failed: Vec<&(String, Result<(), String>)> =
         outcomes.iter().filter(|(_, r)| r.is_err()).collect();
     for (name, result) in &outcomes {

@@ -10,7 +10,7 @@ use crate::time::Now;
 use crate::Lsn;
 
 fn check(pg: FakePg, schema: &str, tweak: impl FnOnce(&mut Script)) -> Script {
-    Script::operation(
+    let mut s = Script::operation(
         &[TABLES],
         pg,
         schema,
@@ -19,7 +19,14 @@ fn check(pg: FakePg, schema: &str, tweak: impl FnOnce(&mut Script)) -> Script {
         |config: Config, now: Now| {
             Box::new(Check::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
         },
-    )
+    );
+    answer_all(&mut s);
+    s
+}
+
+/// Feldera answers every request (the ad-hoc query probe) as the fake models it.
+fn answer_all(s: &mut Script) {
+    while s.exit().is_none() && s.step() {}
 }
 
 fn printed(trace: &str) -> String {
@@ -140,6 +147,7 @@ fn check_json_is_one_document_with_every_finding() {
             Box::new(Check::new(config, now, Format::Json).expect("valid")) as Box<dyn Operation>
         },
     );
+    answer_all(&mut s);
     let report = printed(&s.take_trace());
     let value: serde_json::Value = serde_json::from_str(&report).expect("one JSON document");
     assert_eq!(value["ok"], serde_json::json!(true));
@@ -400,6 +408,7 @@ fn check_names_a_table_retraction_could_not_read_back() {
             Box::new(Check::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
         },
     );
+    answer_all(&mut s);
     let report = printed(&s.take_trace());
     assert_eq!(s.exit().map(|e| e.0), Some(1), "{report}");
     let failures: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
@@ -414,5 +423,73 @@ fn check_names_a_table_retraction_could_not_read_back() {
             .iter()
             .any(|l| l.starts_with("FAIL retract lineitems")),
         "{report}"
+    );
+}
+
+#[test]
+fn check_warns_when_the_pipeline_does_not_answer_json_ad_hoc_queries() {
+    let mut out = String::new();
+    for (case, status, body, expected) in [
+        (
+            "answered as slotline reads it",
+            200,
+            "",
+            "ok   feldera queries",
+        ),
+        (
+            "refused as a deprecated format",
+            400,
+            r#"{"message":"format 'json' is deprecated and no longer supported: use 'arrow_ipc'","error_code":"InvalidParameter","details":null}"#,
+            "may no longer answer format=json",
+        ),
+        (
+            "a notice line where no row can be",
+            200,
+            "{\"warning\":\"format=json is deprecated\"}\n",
+            "with a row",
+        ),
+        (
+            "unavailable",
+            503,
+            r#"{"message":"pipeline unavailable","error_code":"PipelineUnavailable","details":null}"#,
+            "need ad-hoc queries",
+        ),
+    ] {
+        let mut s = Script::operation(
+            &[TABLES],
+            pg(),
+            SCHEMA,
+            None,
+            |_| {},
+            |config, now| {
+                Box::new(Check::new(config, now, Format::Text).expect("valid"))
+                    as Box<dyn Operation>
+            },
+        );
+        assert_eq!(
+            s.waiting_query().as_deref(),
+            Some(r#"SELECT * FROM "users" LIMIT 0"#),
+            "{case}: the probe asks about the first routed table"
+        );
+        s.answer(status, body);
+        answer_all(&mut s);
+        let report = printed(&s.take_trace());
+        // Only retraction needs queries: a warning, never a failed check.
+        assert_eq!(s.exit().map(|e| e.0), Some(0), "{case}: {report}");
+        let line = report
+            .lines()
+            .find(|l| l.contains("feldera queries"))
+            .unwrap_or_else(|| panic!("{case}: no probe line: {report}"));
+        assert!(line.contains(expected), "{case}: {line}");
+        assert_eq!(
+            line.starts_with("WARN"),
+            status != 200 || !body.is_empty(),
+            "{case}: {line}"
+        );
+        out.push_str(&format!("== {case}\n{line}\n"));
+    }
+    rule!(
+        "check asks a running pipeline one free ad-hoc query (SELECT * ... LIMIT 0) of the first routed table, in format=json as TRUNCATE retraction and a re-snapshot's leftover check do. Any answer but an empty one warns: a refusal naming the format says Feldera may have dropped the deprecated JSON answers; a row where none can be says the answers changed; any other failure says retraction would need queries that fail. The check still passes: streaming needs no queries.",
+        out
     );
 }
