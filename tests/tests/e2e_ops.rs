@@ -100,6 +100,7 @@ fn check_of_a_correct_setup_is_all_green(shell: Shell) {
             "table public.users",
             "table public.items",
             "feldera pipeline",
+            "feldera queries",
             "slot",
             "start",
         ] {
