@@ -567,7 +567,10 @@ impl Streaming {
             Err(e) => {
                 return fail(
                     FailureKind::DataRefused,
-                    format!("table changed in a way Feldera's schema does not accept: {e}"),
+                    format!(
+                        "table changed in a way Feldera's schema does not accept: {e}\n\
+                         Nothing of this transaction was acknowledged"
+                    ),
                 )
             }
         };
