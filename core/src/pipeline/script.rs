@@ -1070,6 +1070,11 @@ impl Script {
             .map(|(_, r)| query_sql(&r.url))
     }
 
+    /// The timeout the oldest waiting request was sent with (the shell enforces it).
+    pub fn waiting_timeout_ms(&self) -> Option<u64> {
+        self.http.front().map(|(_, r)| r.timeout_ms)
+    }
+
     pub fn waiting_requests(&self) -> usize {
         self.http.len()
     }

@@ -462,3 +462,75 @@ fn a_truncate_reads_a_table_only_after_an_ended_sessions_request_to_it_ended() {
         s.take_trace()
     );
 }
+
+#[test]
+fn key_scans_and_counts_get_query_timeout_secs_and_a_timeout_concludes_nothing() {
+    let mut s = streaming(&[("QUERY_TIMEOUT_SECS", "45")]);
+    seed_users(&mut s, 1..4);
+    s.wal(
+        "tx 700: TRUNCATE users",
+        &[
+            begin(0x2100, 700),
+            truncate(0x2010, &[16384]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+    assert!(
+        s.waiting_query()
+            .is_some_and(|q| !q.starts_with("SELECT COUNT")),
+        "the key scan waits"
+    );
+    assert_eq!(
+        s.waiting_timeout_ms(),
+        Some(45_000),
+        "the scan has QUERY_TIMEOUT_SECS, not the 10 s of completion polls"
+    );
+    // The shell gives up on the scan after QUERY_TIMEOUT_SECS.
+    s.fail("timed out after 45 s");
+    assert_eq!(s.confirmed, START, "nothing acknowledged");
+    assert_eq!(s.pipeline().status().phase, "backing off");
+    assert_eq!(
+        keys(&s, "users").len(),
+        3,
+        "no key deleted on a scan that never answered"
+    );
+    // The next session replays the TRUNCATE from the slot and reads the keys again; its
+    // count has the same timeout.
+    for _ in 0..100 {
+        if s.pipeline().status().streaming {
+            break;
+        }
+        s.advance(100);
+    }
+    s.wal(
+        "tx 700: TRUNCATE users (replayed)",
+        &[
+            relation(&users(ReplicaIdentity::Default)),
+            begin(0x2100, 700),
+            truncate(0x2010, &[16384]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+    for _ in 0..100 {
+        if s.waiting_query()
+            .is_some_and(|q| q.starts_with("SELECT COUNT"))
+        {
+            break;
+        }
+        if !s.step() {
+            s.advance(10);
+        }
+    }
+    assert_eq!(
+        s.waiting_query().map(|q| q.starts_with("SELECT COUNT")),
+        Some(true),
+        "the replay reached the count"
+    );
+    assert_eq!(s.waiting_timeout_ms(), Some(45_000));
+    drive(&mut s);
+    assert_eq!(s.confirmed, Lsn(0x2100), "acknowledged once verified");
+    rule!(
+        "Key scans and counts are sent with QUERY_TIMEOUT_SECS (here 45 s) as their timeout, not the 10 s of completion polls; a scan the shell gives up on concludes nothing: the session ends with the TRUNCATE unacknowledged and no key deleted, and the replay reads the keys again.",
+        s.take_trace()
+    );
+}
