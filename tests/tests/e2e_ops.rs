@@ -421,6 +421,49 @@ fn readyz_is_503_until_streaming_and_reconnects_are_counted(shell: Shell) {
     assert!(ready.is_some(), "{}", connector.log_text());
 }
 
+/// A scrape sees the core's state as of at most one publish window (100 ms) ago, also on a
+/// quiet stream where no input follows the change for seconds: `/readyz` right after the
+/// log says streaming, and the rows counter right after Feldera got the row.
+fn a_scrape_200_ms_after_a_change_sees_it(shell: Shell) {
+    let env = Env::new("scrape", SETUP, schema("INTEGER"));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let extra = [
+        ("TABLES", "users,items"),
+        ("METRICS_ADDR", addr.as_str()),
+        ("BATCH_LINGER_MS", "0"),
+    ];
+    let connector = env.start(shell, &extra);
+    assert!(
+        connector.wait_log("streaming from slot", Duration::from_secs(60)),
+        "{}",
+        connector.log_text()
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, body) = get(&format!("{base}/readyz"));
+    assert_eq!(code, 200, "{body}\n{}", connector.log_text());
+    // Everything the start sent is settled: the next change is alone on a quiet stream.
+    std::thread::sleep(Duration::from_millis(500));
+    env.sql("INSERT INTO users VALUES (1, 'one')");
+    assert!(
+        wait_for(Duration::from_secs(30), || (env.feldera_count("users")
+            == 1)
+            .then_some(()))
+        .is_some(),
+        "{}",
+        connector.log_text()
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let text = get(&format!("{base}/metrics")).1;
+    assert_eq!(
+        metric(&text, "slotline_rows_sent_total"),
+        Some(1.0),
+        "{text}\n{}",
+        connector.log_text()
+    );
+    drop(connector);
+}
+
 /// 17+ creates a failover slot when asked; 15 and 16 refuse before creating anything.
 fn failover_slot_follows_the_server_version(shell: Shell) {
     let env = Env::new("failover", SETUP, schema("INTEGER"));
@@ -459,5 +502,6 @@ slotline_tests::both_shells!(
     status_and_drop_slot,
     metrics_move_as_rows_flow,
     readyz_is_503_until_streaming_and_reconnects_are_counted,
+    a_scrape_200_ms_after_a_change_sees_it,
     failover_slot_follows_the_server_version,
 );

@@ -42,6 +42,10 @@ impl Latest {
 pub struct Publisher {
     latest: Arc<Latest>,
     last: Option<Instant>,
+    /// A publish was skipped inside the window: the status served is older than the
+    /// core's, and must be replaced when the window ends (`due`), not at the next input,
+    /// which may be seconds away on a quiet stream.
+    skipped: bool,
 }
 
 impl Publisher {
@@ -50,12 +54,24 @@ impl Publisher {
     pub fn publish(&mut self, status: impl FnOnce() -> Option<Status>, force: bool) {
         let now = Instant::now();
         if !force && self.last.is_some_and(|t| now < t + PUBLISH_EVERY) {
+            self.skipped = true;
             return;
         }
         self.last = Some(now);
+        self.skipped = false;
         if let (Some(status), Ok(mut slot)) = (status(), self.latest.status.lock()) {
             *slot = Some(status);
         }
+    }
+
+    /// When the run loop must publish again although no input came: the end of the window
+    /// in which a publish was skipped. So a scrape sees the core's state as of at most one
+    /// window ago.
+    pub fn due(&self) -> Option<Instant> {
+        self.skipped
+            .then_some(self.last)
+            .flatten()
+            .map(|last| last + PUBLISH_EVERY)
     }
 }
 
@@ -101,6 +117,7 @@ impl MetricsServer {
         Publisher {
             latest: self.latest.clone(),
             last: None,
+            skipped: false,
         }
     }
 }
@@ -451,7 +468,13 @@ mod tests {
         // Published again at once: throttled, unless forced.
         publisher.publish(|| Some(streaming(0)), false);
         assert_eq!(fetch(&addr, "/readyz").0, 200, "throttled");
+        let due = publisher
+            .due()
+            .expect("a skipped publish is due when its window ends");
+        assert!(due > std::time::Instant::now(), "within the window");
+        assert!(due <= std::time::Instant::now() + PUBLISH_EVERY);
         publisher.publish(|| Some(streaming(0)), true);
+        assert_eq!(publisher.due(), None, "nothing skipped since");
         let (code, body) = fetch(&addr, "/readyz");
         assert_eq!(code, 503);
         assert!(

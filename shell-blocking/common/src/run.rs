@@ -88,33 +88,47 @@ pub fn run<D: Driver, R: Runtime>(
                 return code;
             }
         }
+        let publish_at = metrics.as_ref().and_then(|m| m.due());
         let input = match router.next_ready() {
             Some(input) => input,
-            None => wait(&mut shell.runtime, &clock, &core, &mut router),
+            None => match wait(&mut shell.runtime, &clock, &core, &mut router, publish_at) {
+                Some(input) => input,
+                // Nothing for the core yet, but the status it published is stale.
+                None => continue,
+            },
         };
         feed(&mut core, clock.now(), input, &mut shell);
     }
 }
 
-/// Waits for the next input the core should get, or for its deadline to pass.
+/// Waits for the next input the core should get, or for its deadline to pass; `None`
+/// when `publish_at` (the metrics publisher's `due`) comes first.
 fn wait<D: Driver, R: Runtime>(
     runtime: &mut R,
     clock: &Clock,
     core: &D,
     router: &mut ConnRouter,
-) -> Input {
+    publish_at: Option<Instant>,
+) -> Option<Input> {
     let deadline = core.poll_timeout();
     let until = deadline.map(|d| clock.instant_at(d.at));
+    let until = match (until, publish_at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     loop {
         match runtime.recv(until) {
             Some(input) => {
                 if let Some(input) = router.admit(input) {
-                    return input;
+                    return Some(input);
                 }
             }
             None => {
                 if deadline.is_some_and(|d| clock.reached(d.at)) {
-                    return Input::Tick;
+                    return Some(Input::Tick);
+                }
+                if publish_at.is_some_and(|at| Instant::now() >= at) {
+                    return None;
                 }
             }
         }
