@@ -230,14 +230,20 @@ fn status_and_drop_slot(shell: Shell) {
         "{out}"
     );
     let text = operation(shell, &with(&env, &[]), &["status"]);
-    assert!(text.stdout.contains("active (pid "), "{text}");
+    assert!(
+        text.stdout.contains("active (PostgreSQL backend pid "),
+        "{text}"
+    );
 
     let refused = operation(shell, &with(&env, &[]), &["drop-slot"]);
     assert_eq!(refused.code, Some(2), "{refused}");
     assert!(refused.stdout.contains("without --yes"), "{refused}");
     let busy = operation(shell, &with(&env, &[]), &["drop-slot", "--yes"]);
     assert_eq!(busy.code, Some(1), "{busy}");
-    assert!(busy.stdout.contains("is in use by process"), "{busy}");
+    assert!(
+        busy.stdout.contains("is in use by PostgreSQL backend pid"),
+        "{busy}"
+    );
     assert!(env.slot_exists());
 
     assert_eq!(
@@ -246,12 +252,32 @@ fn status_and_drop_slot(shell: Shell) {
         "{}",
         connector.log_text()
     );
+    // Retiring a connector needs only the connection and the slot: no publication, no
+    // tables, no pipeline.
+    let bare: Vec<(String, String)> = env
+        .config(&[])
+        .into_iter()
+        .filter(|(k, _)| ["PG_URL", "PG_SLOT", "STATE_DIR"].contains(&k.as_str()))
+        .collect();
+    assert_eq!(bare.len(), 3, "{bare:?}");
+    let status = operation(shell, &bare, &["status", "--json"]);
+    assert_eq!(status.code, Some(0), "{status}");
+    let report: Value =
+        serde_json::from_str(&status.stdout).unwrap_or_else(|e| panic!("{e}: {status}"));
+    assert_eq!(report["slot"]["exists"], json!(true), "{status}");
+    assert_eq!(report["slot"]["active"], json!(false), "{status}");
+    assert!(
+        status
+            .stdout
+            .contains("not asked: FELDERA_PIPELINE is not set"),
+        "{status}"
+    );
     std::fs::create_dir_all(&env.state_dir).unwrap();
     let state = env
         .state_dir
         .join(format!("{}.state.json", env.slot_name()));
     std::fs::write(&state, "{}").unwrap();
-    let dropped = operation(shell, &with(&env, &[]), &["drop-slot", "--yes"]);
+    let dropped = operation(shell, &bare, &["drop-slot", "--yes"]);
     assert_eq!(dropped.code, Some(0), "{dropped}");
     assert!(
         dropped.stdout.contains("dropped replication slot"),

@@ -127,6 +127,22 @@ const SETTINGS: [(&str, &str); 11] = [
 /// libpq's shortest connect timeout: smaller positive values are raised to it.
 const MIN_CONNECT_TIMEOUT_SECS: u64 = 2;
 
+/// What a missing PostgreSQL user is told.
+const USER_ACCEPTED: &str =
+    "the PostgreSQL user to connect as (by default the OS user, when the process knows it)";
+
+/// The missing-user error, as `(setting, accepted)`, when no setting and no OS user names
+/// the PostgreSQL user; `None` otherwise, and when `PG_URL` cannot be read (that error
+/// comes later, on its own).
+pub(super) fn missing_user(pairs: &Pairs) -> Option<(String, String)> {
+    match PgConnConfig::from_pairs(pairs) {
+        Err(e) if e.value.is_none() && e.accepted == USER_ACCEPTED => {
+            Some((e.variable, e.accepted))
+        }
+        _ => None,
+    }
+}
+
 impl PgConnConfig {
     pub(super) fn from_pairs(pairs: &Pairs) -> Result<PgConnConfig, ConfigError> {
         let mut parts = match pairs.get("PG_URL") {
@@ -160,13 +176,16 @@ impl PgConnConfig {
                 ConfigError::new(&name("port"), Some(raw), "a TCP port from 1 to 65535")
             })?,
         };
-        let user = parts.user.ok_or_else(|| {
-            ConfigError::new(
-                &missing_setting_name(url_keys.as_deref(), "user"),
-                None,
-                "the PostgreSQL user to connect as",
-            )
-        })?;
+        let user = parts
+            .user
+            .or_else(|| pairs.os_user().map(str::to_owned))
+            .ok_or_else(|| {
+                ConfigError::new(
+                    &missing_setting_name(url_keys.as_deref(), "user"),
+                    None,
+                    USER_ACCEPTED,
+                )
+            })?;
         let sslrootcert = parts.sslrootcert.map(|raw| match raw.as_str() {
             "system" => RootCert::System,
             _ => RootCert::File(raw),

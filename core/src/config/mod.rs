@@ -242,6 +242,17 @@ pub struct ConfigError {
     pub accepted: String,
     /// `variable` is not an option at all.
     pub unknown: bool,
+    /// `variable` names several missing settings.
+    pub several: bool,
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn join_and(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 impl ConfigError {
@@ -261,6 +272,7 @@ impl ConfigError {
             value,
             accepted: accepted.into(),
             unknown: false,
+            several: false,
         }
     }
 
@@ -270,6 +282,25 @@ impl ConfigError {
         ConfigError {
             value: Some(masked_value.to_owned()),
             ..ConfigError::new(variable, None, accepted)
+        }
+    }
+
+    /// Several required settings are missing (`(variable, accepted)` each): one error
+    /// naming them all.
+    fn missing(list: Vec<(String, String)>) -> Self {
+        match list.as_slice() {
+            [(variable, accepted)] => ConfigError::new(variable, None, accepted.clone()),
+            _ => {
+                let names: Vec<&str> = list.iter().map(|(v, _)| v.as_str()).collect();
+                let accepted: Vec<String> = list.iter().map(|(v, a)| format!("{v}: {a}")).collect();
+                ConfigError {
+                    variable: join_and(&names),
+                    value: None,
+                    accepted: accepted.join("; "),
+                    unknown: false,
+                    several: true,
+                }
+            }
         }
     }
 
@@ -291,6 +322,9 @@ impl fmt::Display for ConfigError {
             ),
             None if self.unknown => {
                 write!(f, "{} is not an option: {}", self.variable, self.accepted)
+            }
+            None if self.several => {
+                write!(f, "{} are required: {}", self.variable, self.accepted)
             }
             None => write!(f, "{} is required: {}", self.variable, self.accepted),
         }
@@ -356,11 +390,15 @@ const SECRET_VARIABLES: &[&str] = &["PGPASSWORD", "FELDERA_API_KEY", "PG_URL"];
 
 /// The pairs handed in, with empty values treated as unset (as an empty environment
 /// variable is by most tools).
-pub(crate) struct Pairs(BTreeMap<String, String>);
+pub(crate) struct Pairs {
+    map: BTreeMap<String, String>,
+    /// The OS user the process runs as: libpq's default PostgreSQL user.
+    os_user: Option<String>,
+}
 
 impl Pairs {
     pub(crate) fn get(&self, key: &str) -> Option<&str> {
-        self.0
+        self.map
             .get(key)
             .map(String::as_str)
             .filter(|v| !v.is_empty())
@@ -376,6 +414,11 @@ impl Pairs {
         })
     }
 
+    /// The OS user (see `Defaults`), for the PostgreSQL user no setting names.
+    pub(crate) fn os_user(&self) -> Option<&str> {
+        self.os_user.as_deref().filter(|u| !u.is_empty())
+    }
+
     fn required(&self, key: &str, accepted: &str) -> Result<String, ConfigError> {
         self.get(key)
             .map(str::to_owned)
@@ -383,10 +426,48 @@ impl Pairs {
     }
 }
 
+/// What a configuration is for: a run and `check` need the routes and the publication;
+/// `status` and `drop-slot` (retiring a connector) only the connection and the slot, named
+/// by `PG_SLOT` or derived from `FELDERA_PIPELINE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    Run,
+    SlotOperation,
+}
+
+/// What the process knows that the pairs do not (the shell fills it in).
+#[derive(Clone, Debug, Default)]
+pub struct Defaults {
+    /// The OS user the process runs as: the PostgreSQL user when no setting names one, as
+    /// libpq does.
+    pub os_user: Option<String>,
+}
+
+const PIPELINE_ACCEPTED: &str = "the name of the Feldera pipeline to feed";
+const PUBLICATION_ACCEPTED: &str = "the name of an existing publication";
+const TABLES_ACCEPTED: &str = "a list like `users,items` or `users:people,public.items:lineitems` (or PG_TABLE with an optional FELDERA_TABLE)";
+
 impl Config {
-    /// Parses and validates the configuration. Unknown keys are refused (a typo must not
-    /// silently fall back to a default).
+    /// Parses and validates the configuration of a run (or `check`). Unknown keys are
+    /// refused (a typo must not silently fall back to a default).
     pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<Config, ConfigError>
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Config::from_pairs_for(pairs, Purpose::Run, &Defaults::default())
+    }
+
+    /// Parses and validates the configuration for `purpose`. Every required setting that
+    /// is missing is named in one error, so one round of fixes suffices. For a
+    /// `SlotOperation`, `PG_PUBLICATION` and `TABLES` may be absent (they are then empty and
+    /// unused), and so may `FELDERA_PIPELINE` when `PG_SLOT` names the slot (it is then
+    /// empty and Feldera is not asked).
+    pub fn from_pairs_for<K, V>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+        purpose: Purpose,
+        defaults: &Defaults,
+    ) -> Result<Config, ConfigError>
     where
         K: Into<String>,
         V: Into<String>,
@@ -403,11 +484,38 @@ impl Config {
             }
             map.insert(key, value.into());
         }
-        let pairs = Pairs(map);
-        let feldera_pipeline = pairs.required(
-            "FELDERA_PIPELINE",
-            "the name of the Feldera pipeline to feed",
-        )?;
+        let pairs = Pairs {
+            map,
+            os_user: defaults.os_user.clone(),
+        };
+        let run = purpose == Purpose::Run;
+        let mut missing = Vec::new();
+        if pairs.get("FELDERA_PIPELINE").is_none() && (run || pairs.get("PG_SLOT").is_none()) {
+            let accepted = match run {
+                true => PIPELINE_ACCEPTED,
+                false => "the name of the Feldera pipeline (or PG_SLOT, the slot's name)",
+            };
+            missing.push(("FELDERA_PIPELINE".to_owned(), accepted.to_owned()));
+        }
+        if run && pairs.get("PG_PUBLICATION").is_none() {
+            missing.push(("PG_PUBLICATION".to_owned(), PUBLICATION_ACCEPTED.to_owned()));
+        }
+        let no_tables = ["TABLES", "PG_TABLE", "FELDERA_TABLE"]
+            .iter()
+            .all(|k| pairs.get(k).is_none());
+        if run && no_tables {
+            missing.push(("TABLES".to_owned(), TABLES_ACCEPTED.to_owned()));
+        }
+        if let Some(user) = conninfo::missing_user(&pairs) {
+            missing.push(user);
+        }
+        if !missing.is_empty() {
+            return Err(ConfigError::missing(missing));
+        }
+        let feldera_pipeline = match run {
+            true => pairs.required("FELDERA_PIPELINE", PIPELINE_ACCEPTED)?,
+            false => pairs.get("FELDERA_PIPELINE").unwrap_or_default().to_owned(),
+        };
         let slot = match pairs.get("PG_SLOT") {
             Some(slot) => parse::slot_name("PG_SLOT", slot)?.to_owned(),
             None => parse::default_slot_name(&feldera_pipeline),
@@ -441,9 +549,15 @@ impl Config {
         }
         Ok(Config {
             pg: PgConnConfig::from_pairs(&pairs)?,
-            publication: pairs.required("PG_PUBLICATION", "the name of an existing publication")?,
+            publication: match run {
+                true => pairs.required("PG_PUBLICATION", PUBLICATION_ACCEPTED)?,
+                false => pairs.get("PG_PUBLICATION").unwrap_or_default().to_owned(),
+            },
             slot,
-            tables: tables_spec(&pairs)?,
+            tables: match (run, no_tables) {
+                (false, true) => TablesSpec::List(String::new()),
+                _ => tables_spec(&pairs)?,
+            },
             feldera_url: parse::http_url("FELDERA_URL", pairs.get_or_default("FELDERA_URL"))?,
             feldera_pipeline,
             feldera_api_key: pairs.get("FELDERA_API_KEY").map(Secret::new),
@@ -532,7 +646,11 @@ impl Config {
 }
 
 fn tables_spec(pairs: &Pairs) -> Result<TablesSpec, ConfigError> {
-    match (pairs.get("TABLES"), pairs.get("PG_TABLE"), pairs.get("FELDERA_TABLE")) {
+    match (
+        pairs.get("TABLES"),
+        pairs.get("PG_TABLE"),
+        pairs.get("FELDERA_TABLE"),
+    ) {
         (Some(list), None, None) => Ok(TablesSpec::List(list.to_owned())),
         (None, Some(pg_table), feldera_table) => Ok(TablesSpec::Single {
             pg_table: pg_table.to_owned(),
@@ -543,11 +661,7 @@ fn tables_spec(pairs: &Pairs) -> Result<TablesSpec, ConfigError> {
             None,
             "FELDERA_TABLE names the destination of PG_TABLE; set PG_TABLE too (or use TABLES)",
         )),
-        (None, None, None) => Err(ConfigError::new(
-            "TABLES",
-            None,
-            "a list like `users,items` or `users:people,public.items:lineitems` (or PG_TABLE with an optional FELDERA_TABLE)",
-        )),
+        (None, None, None) => Err(ConfigError::new("TABLES", None, TABLES_ACCEPTED)),
         (Some(list), _, _) => Err(ConfigError::new(
             "TABLES",
             Some(list),

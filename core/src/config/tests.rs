@@ -175,7 +175,12 @@ fn batch_max_rows_past_what_a_feldera_ingress_endpoint_queues_is_refused_with_th
 
 #[test]
 fn required_options_are_named_when_missing() {
-    let err = Config::from_pairs([("PG_URL", "postgres://u@h/d"), ("TABLES", "t")]).unwrap_err();
+    let err = Config::from_pairs([
+        ("PG_URL", "postgres://u@h/d"),
+        ("TABLES", "t"),
+        ("PG_PUBLICATION", "p"),
+    ])
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         "FELDERA_PIPELINE is required: the name of the Feldera pipeline to feed"
@@ -485,6 +490,8 @@ fn sslmode_errors_name_what_the_user_set() {
         ("PGUSER", "u"),
         ("PGSSLMODE", "on"),
         ("FELDERA_PIPELINE", "x"),
+        ("PG_PUBLICATION", "p"),
+        ("TABLES", "t"),
     ])
     .unwrap_err();
     assert_eq!(err.variable, "PGSSLMODE");
@@ -659,10 +666,74 @@ fn settings_inside_pg_url_are_named_as_such_with_their_value_but_no_password() {
 #[test]
 fn a_missing_user_names_where_it_can_be_given() {
     let message = error(&[("PG_URL", "postgres://db.example/app")]);
-    insta::assert_snapshot!(message, @"user (in PG_URL, or PGUSER) is required: the PostgreSQL user to connect as");
+    insta::assert_snapshot!(message, @"user (in PG_URL, or PGUSER) is required: the PostgreSQL user to connect as (by default the OS user, when the process knows it)");
     let pairs = base().into_iter().filter(|(k, _)| *k != "PG_URL");
     let message = Config::from_pairs(pairs).unwrap_err().to_string();
-    insta::assert_snapshot!(message, @"PGUSER is required: the PostgreSQL user to connect as");
+    insta::assert_snapshot!(message, @"PGUSER is required: the PostgreSQL user to connect as (by default the OS user, when the process knows it)");
+}
+
+#[test]
+fn the_os_user_is_the_postgresql_user_no_setting_names() {
+    let pairs = || base().into_iter().filter(|(k, _)| *k != "PG_URL");
+    let os = Defaults {
+        os_user: Some("alice".to_owned()),
+    };
+    let config = Config::from_pairs_for(pairs(), Purpose::Run, &os).unwrap();
+    assert_eq!(config.pg.user, "alice");
+    assert_eq!(
+        config.pg.database, "alice",
+        "the database defaults to the user"
+    );
+    let named = Config::from_pairs_for(pairs().chain([("PGUSER", "bob")]), Purpose::Run, &os);
+    assert_eq!(named.unwrap().pg.user, "bob", "a setting wins");
+    let in_url = Config::from_pairs_for(
+        pairs().chain([("PG_URL", "postgres://carol@db/app")]),
+        Purpose::Run,
+        &os,
+    );
+    assert_eq!(in_url.unwrap().pg.user, "carol");
+}
+
+#[test]
+fn every_missing_required_setting_is_named_at_once() {
+    let err = Config::from_pairs([("PG_URL", "postgres://db.example/app")]).unwrap_err();
+    insta::assert_snapshot!(err.to_string(), @"FELDERA_PIPELINE, PG_PUBLICATION, TABLES and user (in PG_URL, or PGUSER) are required: FELDERA_PIPELINE: the name of the Feldera pipeline to feed; PG_PUBLICATION: the name of an existing publication; TABLES: a list like `users,items` or `users:people,public.items:lineitems` (or PG_TABLE with an optional FELDERA_TABLE); user (in PG_URL, or PGUSER): the PostgreSQL user to connect as (by default the OS user, when the process knows it)");
+    let none: [(&str, &str); 0] = [];
+    let err = Config::from_pairs(none).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("FELDERA_PIPELINE, PG_PUBLICATION, TABLES and PGUSER are required: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn slot_operations_need_only_the_connection_and_the_slot() {
+    let slot_op = |pairs: &[(&'static str, &'static str)]| {
+        Config::from_pairs_for(
+            pairs.iter().copied(),
+            Purpose::SlotOperation,
+            &Defaults::default(),
+        )
+    };
+    let by_slot = slot_op(&[("PG_URL", "postgres://u@db/app"), ("PG_SLOT", "s1")]).unwrap();
+    assert_eq!(by_slot.slot, "s1");
+    assert_eq!(by_slot.feldera_pipeline, "", "Feldera is not asked");
+    assert_eq!(by_slot.publication, "");
+    let by_pipeline = slot_op(&[
+        ("PG_URL", "postgres://u@db/app"),
+        ("FELDERA_PIPELINE", "orders"),
+    ])
+    .unwrap();
+    assert_eq!(by_pipeline.slot, "slotline_orders");
+    let neither = slot_op(&[("PG_URL", "postgres://u@db/app")]).unwrap_err();
+    insta::assert_snapshot!(neither.to_string(), @"FELDERA_PIPELINE is required: the name of the Feldera pipeline (or PG_SLOT, the slot's name)");
+    // A run still needs them all.
+    let run = Config::from_pairs([("PG_URL", "postgres://u@db/app"), ("PG_SLOT", "s1")]);
+    assert_eq!(
+        run.unwrap_err().variable,
+        "FELDERA_PIPELINE, PG_PUBLICATION and TABLES"
+    );
 }
 
 #[test]

@@ -266,7 +266,9 @@ impl fmt::Display for SlotState {
         let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
         let position = |v: Option<Lsn>| v.map_or_else(|| "none".into(), |l| l.to_string());
         match self.active_pid {
-            Some(pid) if self.active => write!(f, "active (pid {pid})")?,
+            Some(pid) if self.active => {
+                write!(f, "active (PostgreSQL backend pid {pid} streams it)")?
+            }
             _ => f.write_str("inactive")?,
         }
         write!(

@@ -64,7 +64,7 @@ fn a_present_slot_gives_lag_and_retained_wal() {
     assert_eq!(invalidation(slot), None);
     assert_eq!(
         slot.to_string(),
-        "active (pid 4242), confirmed_flush_lsn 0/2000000, restart_lsn 0/1000000, wal_status reserved, \
+        "active (PostgreSQL backend pid 4242 streams it), confirmed_flush_lsn 0/2000000, restart_lsn 0/1000000, wal_status reserved, \
          safe_wal_size unlimited, failover false"
     );
 }

@@ -194,7 +194,7 @@ pub struct Inspect {
 
 impl Inspect {
     pub fn new(config: Config, now: Now, format: Format) -> Result<Inspect, ConfigError> {
-        let env = Env::new(config)?;
+        let env = Env::for_slot_operation(config)?;
         let mut ctx = Ctx::new(now);
         let (control, pg_lines) = match Control::open(&mut ctx, &env, "slotline-status") {
             Ok(control) => (Some(control), None),
@@ -208,15 +208,29 @@ impl Inspect {
             ),
         };
         let pipeline_request = ctx.http_id();
-        ctx.push(Command::Http {
-            id: pipeline_request,
-            request: env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
-        });
         let stats_request = ctx.http_id();
-        ctx.push(Command::Http {
-            id: stats_request,
-            request: env.endpoint.stats(super::sink::POLL_TIMEOUT_MS),
-        });
+        // Without FELDERA_PIPELINE (the slot named by PG_SLOT) Feldera is not asked.
+        let ask_feldera = !env.config.feldera_pipeline.is_empty();
+        if ask_feldera {
+            ctx.push(Command::Http {
+                id: pipeline_request,
+                request: env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
+            });
+            ctx.push(Command::Http {
+                id: stats_request,
+                request: env.endpoint.stats(super::sink::POLL_TIMEOUT_MS),
+            });
+        }
+        let (feldera_lines, incarnation_line) = match ask_feldera {
+            true => (None, None),
+            false => (
+                Some(vec![Line::info(
+                    "feldera",
+                    "not asked: FELDERA_PIPELINE is not set",
+                )]),
+                Some(Line::info("feldera incarnation", "not asked")),
+            ),
+        };
         ctx.push(Command::ReadState {
             path: env.state_path.clone(),
         });
@@ -229,9 +243,9 @@ impl Inspect {
             pg_lines,
             slot_fact: serde_json::Value::Null,
             pipeline_request,
-            feldera_lines: None,
+            feldera_lines,
             stats_request,
-            incarnation_line: None,
+            incarnation_line,
             incarnation: None,
             feldera_fact: serde_json::Value::Null,
             state_line: None,
@@ -574,7 +588,7 @@ impl DropSlot {
         format: Format,
         confirmed: bool,
     ) -> Result<DropSlot, ConfigError> {
-        let env = Env::new(config)?;
+        let env = Env::for_slot_operation(config)?;
         let mut drop = DropSlot {
             ctx: Ctx::new(now),
             deadline: now.mono.plus_ms(OPERATION_TIMEOUT_MS),
@@ -667,7 +681,9 @@ impl DropSlot {
                         Some(pid) => {
                             self.report.push(Line::fail(
                                 "slot",
-                                format!("{slot} is in use by process {pid}; it was not dropped, nor the state file"),
+                                format!(
+                                    "{slot} is in use by PostgreSQL backend pid {pid} (the walsender streaming it to a connector); it was not dropped, nor the state file"
+                                ),
                                 "stop the connector (or whatever consumes the slot) first, then run drop-slot again",
                             ));
                             self.finish(exit::FATAL);

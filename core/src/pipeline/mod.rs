@@ -174,7 +174,19 @@ impl Env {
     /// What the configuration alone derives (routes, Feldera endpoint, state file path),
     /// or what it refuses.
     pub(crate) fn new(config: Config) -> Result<Env, ConfigError> {
+        Env::derive(config, true)
+    }
+
+    /// The environment of `status` and `drop-slot` (`Purpose::SlotOperation`): no routes
+    /// (they are not used, and `TABLES` may be absent). Without `FELDERA_PIPELINE` the
+    /// endpoint names a pipeline `-`; the operations do not ask Feldera then.
+    pub(crate) fn for_slot_operation(config: Config) -> Result<Env, ConfigError> {
+        Env::derive(config, false)
+    }
+
+    fn derive(config: Config, with_routes: bool) -> Result<Env, ConfigError> {
         let routes = match &config.tables {
+            _ if !with_routes => Ok(Vec::new()),
             TablesSpec::List(list) => parse_tables(list),
             TablesSpec::Single {
                 pg_table,
@@ -185,9 +197,13 @@ impl Env {
             let accepted = format!("{}; accepted: {}", e.problem, e.accepted);
             config_error(&config, e.variable, accepted)
         })?;
+        let pipeline = match config.feldera_pipeline.as_str() {
+            "" if !with_routes => "-",
+            name => name,
+        };
         let endpoint = FelderaEndpoint::new(
             &config.feldera_url,
-            &config.feldera_pipeline,
+            pipeline,
             config.feldera_api_key.as_ref().map(|k| k.expose()),
         )
         .map_err(|e| {

@@ -211,7 +211,7 @@ pub fn plan_routes(
 pub fn slot_in_use(slot: &SlotInfo) -> Option<String> {
     slot.active_pid.map(|pid| {
         format!(
-            "replication slot {} is in use by process {pid} (a previous connection not yet noticed dead, \
+            "replication slot {} is in use by PostgreSQL backend pid {pid} (the walsender of a previous connection not yet noticed dead, \
              another slotline, or a leftover consumer)",
             slot.name
         )

@@ -186,7 +186,7 @@ fn existing_slots_must_be_ours_and_a_busy_one_is_reported() {
     assert!(existing_slot(&slot("pgoutput", "app", Some(42), "reserved"), "app").is_ok());
     assert!(slot_in_use(&slot("pgoutput", "app", Some(42), "reserved"))
         .unwrap()
-        .contains("process 42"));
+        .contains("backend pid 42"));
     assert_eq!(
         slot_in_use(&slot("pgoutput", "app", None, "reserved")),
         None

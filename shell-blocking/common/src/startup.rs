@@ -10,7 +10,7 @@ use crate::cli::Operation;
 use crate::clock::Clock;
 use crate::metrics::MetricsServer;
 use crate::{cli, logging, Machine, RunOptions};
-use slotline_core::config::Config;
+use slotline_core::config::{Config, Defaults, Purpose};
 use slotline_core::io::exit;
 use slotline_core::ops::Format;
 use slotline_core::pipeline::{Check, DropSlot, Inspect, Pipeline};
@@ -58,7 +58,13 @@ where
         eprintln!("{bin_name}: {message} (see {bin_name} --help)");
         exit::USAGE
     };
-    let mut config = Config::from_pairs(args.pairs).map_err(|e| usage(e.to_string()))?;
+    let purpose = match args.operation {
+        Some(Operation::Status { .. } | Operation::DropSlot { .. }) => Purpose::SlotOperation,
+        None | Some(Operation::Check { .. }) => Purpose::Run,
+    };
+    let defaults = Defaults { os_user: os_user() };
+    let mut config =
+        Config::from_pairs_for(args.pairs, purpose, &defaults).map_err(|e| usage(e.to_string()))?;
     let tls = crate::tls::prepare(&config).map_err(|e| usage(e.to_string()))?;
     let filter = logging::filter_from_env().map_err(|e| usage(e.0))?;
     let seed = match args.seed {
@@ -89,6 +95,14 @@ where
             DropSlot::new(config, now, format(json), yes).map_err(|e| usage(e.to_string()))?,
         )),
     };
+    if let Machine::Pipeline(_) = &machine {
+        // The walsender's pid is PostgreSQL's (status, drop-slot); this is the connector's.
+        tracing::info!(
+            "{bin_name} {} running as pid {}",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id()
+        );
+    }
     let metrics = match (&machine, metrics_addr) {
         (Machine::Pipeline(_), Some(addr)) => {
             let server = MetricsServer::start(&addr, clock).map_err(|e| {
@@ -109,4 +123,12 @@ where
         tls: std::sync::Arc::new(tls),
         metrics,
     })
+}
+
+/// The OS user the process runs as, as the login environment names it (`USER`, else
+/// `LOGNAME`): the PostgreSQL user when no setting names one, as with libpq.
+fn os_user() -> Option<String> {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
 }

@@ -236,7 +236,7 @@ fn drop_slot_refuses_an_active_slot_and_keeps_the_state_file() {
     assert!(!trace.contains("pg_drop_replication_slot"), "{trace}");
     assert!(s.state_file.is_some(), "the state file stays");
     assert!(
-        printed(&trace).contains("in use by process 4242"),
+        printed(&trace).contains("in use by PostgreSQL backend pid 4242"),
         "{trace}"
     );
 }
