@@ -184,6 +184,35 @@ fn check_on_wal_level_replica_names_it(shell: Shell) {
         wal[0].contains("(fix: ALTER SYSTEM SET wal_level = logical"),
         "{out}"
     );
+    // A start is refused by the server when it creates the slot: the same fix, and no
+    // state file left behind (there is no copy to record), so the next check does not
+    // warn of a copy that never happened.
+    let initial: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "SNAPSHOT_MODE" => (k.clone(), "initial".to_owned()),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    let mut connector = slotline_tests::e2e::Connector::spawn(shell, &initial, &db);
+    assert_eq!(
+        connector.wait_exit(Duration::from_secs(60)),
+        Some(1),
+        "{}",
+        connector.log_text()
+    );
+    let log = connector.log_text();
+    assert!(
+        log.contains("(fix: ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)"),
+        "{log}"
+    );
+    let files: Vec<_> = std::fs::read_dir(&state)
+        .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(files.is_empty(), "state written: {files:?}\n{log}");
+    let again = operation(shell, &initial, &["check"]);
+    assert!(!again.stdout.contains("pending"), "{again}");
+    let _ = std::fs::remove_dir_all(&state);
 }
 
 /// A second throwaway cluster with `wal_level = replica`, shared by this binary's tests.

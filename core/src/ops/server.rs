@@ -71,6 +71,30 @@ pub fn parse_settings(rows: &[Row<'_>]) -> Result<ServerSettings, CatalogError> 
     })
 }
 
+/// The fix `check` gives for `wal_level` below logical.
+pub const WAL_LEVEL_FIX: &str = "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL";
+/// The fix `check` gives when no replication slot is free.
+pub const SLOTS_FIX: &str = "drop slots nobody uses (SELECT slot_name FROM pg_replication_slots WHERE NOT active) or raise max_replication_slots (restart)";
+/// The fix `check` gives when no WAL sender is free.
+pub const SENDERS_FIX: &str = "raise max_wal_senders (restart) or stop idle replication clients";
+
+/// The fix `check` gives for what a server error says, when it is one of the settings
+/// `check` judges (so a start refused by the server says the same as `check` would).
+pub fn fix_for_server_error(message: &str) -> Option<&'static str> {
+    let message = message.to_ascii_lowercase();
+    if message.contains("wal_level") {
+        Some(WAL_LEVEL_FIX)
+    } else if message.contains("replication slots are in use")
+        || message.contains("max_replication_slots")
+    {
+        Some(SLOTS_FIX)
+    } else if message.contains("max_wal_senders") {
+        Some(SENDERS_FIX)
+    } else {
+        None
+    }
+}
+
 /// The verdicts on the settings. `slot_exists`: the slot is already there (it needs no
 /// free entry). The check's own replication connection is one of the WAL senders counted.
 pub fn judge_settings(settings: &ServerSettings, slot_exists: bool) -> Vec<Line> {
@@ -84,7 +108,7 @@ pub fn judge_settings(settings: &ServerSettings, slot_exists: bool) -> Vec<Line>
                 "wal_level is {}; logical decoding needs logical",
                 settings.wal_level
             ),
-            "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL",
+            WAL_LEVEL_FIX,
         )
     });
     let free = settings
@@ -100,7 +124,7 @@ pub fn judge_settings(settings: &ServerSettings, slot_exists: bool) -> Vec<Line>
         Line::fail(
             "replication slots",
             format!("{slots}: no room for slotline's slot"),
-            "drop slots nobody uses (SELECT slot_name FROM pg_replication_slots WHERE NOT active) or raise max_replication_slots (restart)",
+            SLOTS_FIX,
         )
     });
     let senders = format!(
@@ -111,11 +135,7 @@ pub fn judge_settings(settings: &ServerSettings, slot_exists: bool) -> Vec<Line>
         if settings.wal_senders_used <= settings.max_wal_senders && settings.max_wal_senders > 0 {
             Line::ok("wal senders", senders)
         } else {
-            Line::fail(
-                "wal senders",
-                senders,
-                "raise max_wal_senders (restart) or stop idle replication clients",
-            )
+            Line::fail("wal senders", senders, SENDERS_FIX)
         },
     );
     lines.push(if settings.replication || settings.superuser {
@@ -196,6 +216,22 @@ mod tests {
     use super::*;
     use crate::contract::routes::parse_tables;
     use crate::ops::report::Verdict;
+
+    #[test]
+    fn server_errors_about_settings_check_judges_get_check_s_fix() {
+        // As PostgreSQL 15-18 word them (src/backend/replication/logical/logical.c, slot.c,
+        // walsender.c).
+        let cases = [
+            ("ERROR:  logical decoding requires \"wal_level\" >= \"logical\"", Some(WAL_LEVEL_FIX)),
+            ("ERROR:  logical decoding requires wal_level >= logical", Some(WAL_LEVEL_FIX)),
+            ("ERROR:  all replication slots are in use", Some(SLOTS_FIX)),
+            ("FATAL:  number of requested standby connections exceeds \"max_wal_senders\" (currently 1)", Some(SENDERS_FIX)),
+            ("ERROR:  replication slot \"s\" already exists", None),
+        ];
+        for (message, fix) in cases {
+            assert_eq!(fix_for_server_error(message), fix, "{message}");
+        }
+    }
 
     fn settings() -> ServerSettings {
         ServerSettings {

@@ -2,7 +2,9 @@
 //! (`startup`) while Feldera is asked for the pipeline's schema, fault tolerance and
 //! incarnation, and the shell reads the state file. Once the slot is known, the startup plan (`snapshot::plan`) decides: stream
 //! from the slot, create it and stream, or snapshot (record `pending`, drop the old slot,
-//! create one exporting a snapshot) and hand over to the Snapshotting phase.
+//! create one exporting a snapshot; without a slot or `complete` file to replace, record
+//! `pending` only once the slot exists: docs/snapshot.md, "Before anything is created") and hand over
+//! to the Snapshotting phase.
 //!
 //! Owns the replication connection until the stream opens or the snapshot begins, then
 //! hands it over (with any events that arrived in the same read). Never reads the stream.
@@ -48,6 +50,10 @@ enum Decision {
     DroppingSlot { leftovers: Leftovers },
     /// Snapshot: the slot is being created with an exported snapshot.
     CreatingForSnapshot { leftovers: Leftovers },
+    /// Snapshot: the slot exists; the state file is being written `pending` (a start that
+    /// had no `complete` file to invalidate and no slot to drop writes it only now, so a
+    /// start refused before the slot exists leaves nothing behind).
+    RecordingPendingAfterSlot,
     /// Stream only: the slot is being created with `SNAPSHOT 'nothing'`.
     CreatingToStream,
     /// `START_REPLICATION` was sent.
@@ -70,6 +76,11 @@ pub(crate) struct Starting {
     decision: Decision,
     /// The state file written for a snapshot (`pending`).
     state: Option<StateFile>,
+    /// The `pending` state file to write once the slot exists (see
+    /// `Decision::RecordingPendingAfterSlot`).
+    unwritten: Option<StateFile>,
+    /// That file's write was asked for and has not been confirmed.
+    awaiting_write: bool,
     /// The snapshot is ready to begin: the slot's consistent point, its exported snapshot
     /// (none under `inconsistent`) and what to do about leftovers.
     pending_snapshot: Option<(crate::Lsn, Option<String>, Leftovers)>,
@@ -138,6 +149,8 @@ impl Starting {
             decision: Decision::Gathering,
             state: None,
             pending_snapshot: None,
+            unwritten: None,
+            awaiting_write: false,
         })
     }
 
@@ -251,6 +264,15 @@ impl Starting {
                         ),
                         );
                         self.pending_snapshot = Some((consistent_point, snapshot, leftovers));
+                        if let Some(state) = self.unwritten.take() {
+                            cx.ctx.push(Command::WriteState {
+                                path: cx.env.state_path.clone(),
+                                contents: Bytes::from(state.encode()),
+                            });
+                            self.state = Some(state);
+                            self.awaiting_write = true;
+                            self.decision = Decision::RecordingPendingAfterSlot;
+                        }
                         Ok(None)
                     }
                     _ => Ok(None),
@@ -279,8 +301,25 @@ impl Starting {
         }
     }
 
-    /// The state file was rewritten `pending`: the snapshot may replace the slot.
+    /// The state file was rewritten `pending`: the snapshot may replace the slot (or,
+    /// written after the slot was created, begin).
     pub(crate) fn on_state_written(&mut self, cx: &mut Cx<'_>, result: Result<(), String>) -> Next {
+        let failed = |e: String| {
+            Next::Fail(Failure::new(
+                FailureKind::SetupRefused,
+                format!(
+                    "refusing to start: cannot write the state file {}: {e} (STATE_DIR must be a writable directory)",
+                    cx.env.state_path
+                ),
+            ))
+        };
+        if let Decision::RecordingPendingAfterSlot = self.decision {
+            self.awaiting_write = false;
+            return match result {
+                Ok(()) => self.snapshot_if_ready(cx),
+                Err(e) => failed(e),
+            };
+        }
         let Decision::RecordingPending {
             drop_slot,
             leftovers,
@@ -289,13 +328,7 @@ impl Starting {
             return Next::Stay;
         };
         if let Err(e) = result {
-            return Next::Fail(Failure::new(
-                FailureKind::SetupRefused,
-                format!(
-                    "refusing to start: cannot write the state file {}: {e} (STATE_DIR must be a writable directory)",
-                    cx.env.state_path
-                ),
-            ));
+            return failed(e);
         }
         let step = if drop_slot {
             self.decision = Decision::DroppingSlot { leftovers };
@@ -327,8 +360,13 @@ impl Starting {
             .map_err(Failure::from)
     }
 
-    /// The slot and its snapshot exist (or, `inconsistent`, will after the copy): hand over.
+    /// The slot and its snapshot exist (or, `inconsistent`, will after the copy), and the
+    /// state file says `pending`: hand over.
     fn snapshot_if_ready(&mut self, cx: &mut Cx<'_>) -> Next {
+        if self.awaiting_write {
+            // The `pending` state file is not written yet (`on_state_written`).
+            return Next::Stay;
+        }
         let Some((consistent_point, snapshot, leftovers)) = self.pending_snapshot.take() else {
             return Next::Stay;
         };
@@ -405,6 +443,19 @@ impl Starting {
                 leftovers,
             } => {
                 self.check_retractable(cx, leftovers)?;
+                // A `complete` file must say `pending` before its slot may be replaced (a
+                // crash between creating a slot and rewriting it would otherwise leave a
+                // complete copy that names a slot it never was); so must anything before
+                // an `inconsistent` copy, which creates no slot first. Otherwise the file is
+                // written once the slot exists: a start refused before that (wal_level,
+                // no free slot) leaves no state behind.
+                let complete_file = matches!(
+                    &self.state_read,
+                    Some(StateRead::Present(file)) if file.phase == SnapshotPhase::Complete
+                );
+                let inconsistent =
+                    config.snapshot_mode == crate::config::SnapshotMode::Inconsistent;
+                let record_first = drop_slot || complete_file || inconsistent;
                 let state = StateFile {
                     version: FORMAT_VERSION,
                     system_id: self.startup.system_id().to_owned(),
@@ -418,6 +469,10 @@ impl Starting {
                     updated_at: Some(rfc3339_utc(cx.ctx.now.wall)),
                     feldera_incarnation: cx.run.feldera.incarnation.clone(),
                 };
+                if !record_first {
+                    self.unwritten = Some(state);
+                    return self.create_for_snapshot(cx, leftovers);
+                }
                 cx.ctx.push(Command::WriteState {
                     path: cx.env.state_path.clone(),
                     contents: Bytes::from(state.encode()),

@@ -468,8 +468,11 @@ impl Startup {
 
     fn answer(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<Answer, StartupError> {
         if let Some(error) = self.query_error.take() {
+            let fix = crate::ops::server::fix_for_server_error(&error)
+                .map(|fix| format!(" (fix: {fix})"))
+                .unwrap_or_default();
             return Err(StartupError::Server(format!(
-                "{} failed: {error}",
+                "{} failed: {error}{fix}",
                 self.step_name()
             )));
         }
