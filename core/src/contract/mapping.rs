@@ -211,6 +211,16 @@ pub enum FieldCaution {
     /// Feldera as SQL NULL, because Feldera's JSON input reads `null` in a nullable column as
     /// NULL and has no other spelling for a VARIANT null there.
     JsonNullIsSqlNull { field: Name, column: String },
+    /// The Feldera column is narrower than PostgreSQL's: a value it cannot hold is refused
+    /// when it arrives, which stops the stream with the slot held before it (README, "When
+    /// a value does not fit").
+    Narrowing {
+        field: Name,
+        column: String,
+        pg_type: String,
+        target: ColumnType,
+        why: String,
+    },
 }
 
 impl fmt::Display for FieldCaution {
@@ -226,6 +236,18 @@ impl fmt::Display for FieldCaution {
                 "Feldera column {field} is {target} but PostgreSQL column {column} ({pg_type}) may \
                  hold longer values; Feldera does not enforce declared lengths on input, so longer \
                  values are sent and stored unchanged"
+            ),
+            FieldCaution::Narrowing {
+                field,
+                column,
+                pg_type,
+                target,
+                why,
+            } => write!(
+                f,
+                "Feldera column {field} is {target}, narrower than PostgreSQL column {column} ({pg_type}): \
+                 {why}; such a value stops the stream (exit 1) and the slot waits before its \
+                 transaction until the Feldera column is widened (README, \"When a value does not fit\")"
             ),
             FieldCaution::JsonNullIsSqlNull { field, column } => write!(
                 f,
@@ -414,6 +436,16 @@ fn cautions_for(column: &RelationColumn, field: &Field) -> Vec<FieldCaution> {
             });
         }
     }
+    let element = oid::array_element(column.type_oid).unwrap_or(column.type_oid);
+    if let Some(why) = narrowing(element, column.type_modifier, target) {
+        cautions.push(FieldCaution::Narrowing {
+            field: field.name.clone(),
+            column: column.name.clone(),
+            pg_type: oid::name(column.type_oid).into_owned(),
+            target: field.columntype.clone(),
+            why,
+        });
+    }
     let json = matches!(column.type_oid, oid::JSON | oid::JSONB);
     if json && field.columntype.sql == SqlType::Variant && field.columntype.nullable {
         cautions.push(FieldCaution::JsonNullIsSqlNull {
@@ -422,6 +454,64 @@ fn cautions_for(column: &RelationColumn, field: &Field) -> Vec<FieldCaution> {
         });
     }
     cautions
+}
+
+/// Why values of PostgreSQL type `source` (with `typmod`) may not fit `target`, for the
+/// pairs whose values are checked one by one on arrival: integers into a narrower integer,
+/// `numeric` into a `DECIMAL` with fewer integer or fraction digits. (Declared lengths are
+/// `UncheckedLength`: Feldera does not enforce them.) `None` when every value fits.
+fn narrowing(source: u32, typmod: i32, target: &ColumnType) -> Option<String> {
+    let target_bits = match target.sql {
+        SqlType::TinyInt => Some(8),
+        SqlType::SmallInt => Some(16),
+        SqlType::Integer => Some(32),
+        SqlType::BigInt => Some(64),
+        _ => None,
+    };
+    // `oid` is unsigned 32-bit: it needs 33 signed bits.
+    let source_bits = match source {
+        oid::INT2 => Some(16),
+        oid::INT4 => Some(32),
+        oid::OID => Some(33),
+        oid::INT8 => Some(64),
+        _ => None,
+    };
+    if let (Some(from), Some(to)) = (source_bits, target_bits) {
+        return (from > to).then(|| {
+            format!(
+                "it holds integers outside {}'s {to}-bit range",
+                target.sql.name()
+            )
+        });
+    }
+    if source == oid::NUMERIC && target.sql == SqlType::Decimal {
+        let (Some(p), Some(s)) = (target.precision, target.scale) else {
+            return None;
+        };
+        return match numeric_precision(typmod) {
+            None => Some(format!(
+                "numeric without a declared precision holds more than DECIMAL({p}, {s})'s {} integer and {s} fraction digits",
+                p - s
+            )),
+            Some((pp, ps)) if ps > s || pp - ps > p - s => Some(format!(
+                "numeric({pp}, {ps}) holds up to {} integer and {ps} fraction digits, DECIMAL({p}, {s}) {} and {s}",
+                pp - ps,
+                p - s
+            )),
+            Some(_) => None,
+        };
+    }
+    None
+}
+
+/// A `numeric(p, s)` column's precision and scale from its type modifier; `None` without
+/// them (an unconstrained `numeric`).
+fn numeric_precision(typmod: i32) -> Option<(i64, i64)> {
+    let packed = typmod.checked_sub(4).filter(|_| typmod >= 4)?;
+    let precision = i64::from((packed >> 16) & 0xFFFF);
+    // The scale is 11 bits, signed (PostgreSQL 15 accepts negative scales).
+    let scale = i64::from(((packed & 0x7FF) ^ 0x400) - 0x400);
+    Some((precision, scale))
 }
 
 /// The most characters a PostgreSQL `varchar(n)`/`char(n)` column (or an array of them)

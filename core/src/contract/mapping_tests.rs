@@ -487,3 +487,65 @@ fn a_nullable_variant_fed_from_jsonb_warns_that_json_null_becomes_sql_null() {
     assert_eq!(mapping.cautions.len(), 1);
     assert_snapshot!(mapping.warnings().join("\n"), @"public.users -> users: Feldera column doc is a nullable VARIANT: a value of PostgreSQL column doc that is the JSON document null arrives as SQL NULL (Feldera reads null in a nullable column as NULL and has no other spelling for a VARIANT null); declare the column VARIANT NOT NULL to keep it a VARIANT null (PostgreSQL NULLs are then refused)");
 }
+
+#[test]
+fn narrower_feldera_numbers_are_warned_with_what_does_not_fit() {
+    let decimal = |p, s| {
+        let mut t = ColumnType::new(SqlType::Decimal, true).with_precision(p);
+        t.scale = Some(s);
+        t
+    };
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::unquoted("big"), SqlType::Integer, true),
+            field(Name::unquoted("same"), SqlType::Integer, true),
+            field(Name::unquoted("wide"), SqlType::BigInt, true),
+            field(Name::unquoted("tiny"), SqlType::TinyInt, true),
+            field(Name::unquoted("ref"), SqlType::Integer, true),
+            Field::new(Name::unquoted("price"), decimal(8, 2)),
+            Field::new(Name::unquoted("cents"), decimal(8, 2)),
+            Field::new(Name::unquoted("amount"), decimal(28, 10)),
+            Field::new(
+                Name::unquoted("counts"),
+                ColumnType::array_of(ColumnType::new(SqlType::Integer, true), true),
+            ),
+        ],
+        Some(&["id"]),
+    );
+    // numeric(p, s)'s modifier is ((p << 16) | s) + 4.
+    let numeric = |p: i32, s: i32| ((p << 16) | s) + 4;
+    let rel = typed_relation(&[
+        ("id", INT8, -1),
+        ("big", INT8, -1),
+        ("same", oid::INT4, -1),
+        ("wide", oid::INT4, -1),
+        ("tiny", oid::INT2, -1),
+        ("ref", oid::OID, -1),
+        ("price", oid::NUMERIC, numeric(10, 2)),
+        ("cents", oid::NUMERIC, numeric(6, 2)),
+        ("amount", oid::NUMERIC, -1),
+        ("counts", 1016, -1),
+    ]);
+    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    let narrowed: Vec<String> = mapping
+        .cautions
+        .iter()
+        .filter_map(|c| match c {
+            FieldCaution::Narrowing { field, .. } => Some(field.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        narrowed,
+        ["big", "tiny", "ref", "price", "amount", "counts"]
+    );
+    assert_snapshot!(mapping.warnings().join("\n"), @r#"
+    public.users -> users: Feldera column big is INTEGER, narrower than PostgreSQL column big (int8): it holds integers outside INTEGER's 32-bit range; such a value stops the stream (exit 1) and the slot waits before its transaction until the Feldera column is widened (README, "When a value does not fit")
+    public.users -> users: Feldera column tiny is TINYINT, narrower than PostgreSQL column tiny (int2): it holds integers outside TINYINT's 8-bit range; such a value stops the stream (exit 1) and the slot waits before its transaction until the Feldera column is widened (README, "When a value does not fit")
+    public.users -> users: Feldera column ref is INTEGER, narrower than PostgreSQL column ref (oid): it holds integers outside INTEGER's 32-bit range; such a value stops the stream (exit 1) and the slot waits before its transaction until the Feldera column is widened (README, "When a value does not fit")
+    public.users -> users: Feldera column price is DECIMAL(8, 2), narrower than PostgreSQL column price (numeric): numeric(10, 2) holds up to 8 integer and 2 fraction digits, DECIMAL(8, 2) 6 and 2; such a value stops the stream (exit 1) and the slot waits before its transaction until the Feldera column is widened (README, "When a value does not fit")
+    public.users -> users: Feldera column amount is DECIMAL(28, 10), narrower than PostgreSQL column amount (numeric): numeric without a declared precision holds more than DECIMAL(28, 10)'s 18 integer and 10 fraction digits; such a value stops the stream (exit 1) and the slot waits before its transaction until the Feldera column is widened (README, "When a value does not fit")
+    public.users -> users: Feldera column counts is INTEGER ARRAY, narrower than PostgreSQL column counts (_int8): it holds integers outside INTEGER's 32-bit range; such a value stops the stream (exit 1) and the slot waits before its transaction until the Feldera column is widened (README, "When a value does not fit")
+    "#);
+}

@@ -493,3 +493,32 @@ fn check_warns_when_the_pipeline_does_not_answer_json_ad_hoc_queries() {
         out
     );
 }
+
+#[test]
+fn check_warns_of_a_feldera_column_narrower_than_postgresql_s() {
+    let narrow = SCHEMA.replace(
+        r#"{"name":"id","case_sensitive":false,"columntype":{"type":"BIGINT","nullable":false}}"#,
+        r#"{"name":"id","case_sensitive":false,"columntype":{"type":"INTEGER","nullable":false}}"#,
+    );
+    let mut s = check(pg(), &narrow, |_| {});
+    let report = printed(&s.take_trace());
+    assert_eq!(
+        s.exit().map(|e| e.0),
+        Some(0),
+        "a warning, not a failure: {report}"
+    );
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("WARN table public.users") && l.contains("narrower"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.contains(
+            "Feldera column id is INTEGER NOT NULL, narrower than PostgreSQL column id (int8)"
+        ),
+        "{line}"
+    );
+    assert!(
+        line.contains("until the Feldera column is widened"),
+        "{line}"
+    );
+}
