@@ -17,13 +17,21 @@ fn default_of(variable: &str) -> Option<&'static str> {
         .and_then(|(_, default)| *default)
 }
 
+/// The version and the git commit the binary was built from (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SLOTLINE_COMMIT"),
+    ")"
+);
+
 /// slotline: stream PostgreSQL logical replication (pgoutput) into Feldera pipelines.
 ///
 /// Every option is also read from the environment variable shown. Exit codes: 0 graceful
 /// stop, 1 fatal data or contract error, 2 usage or configuration error, 69 no durable
 /// progress, 70 injected crash; a second SIGINT/SIGTERM exits at once with 130/143.
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version = VERSION)]
 pub struct Cli {
     /// PostgreSQL to connect to: postgres://user:pass@host:port/db?sslmode=... or a
     /// key=value conninfo string; when absent the PG* variables are used

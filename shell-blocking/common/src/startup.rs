@@ -99,7 +99,7 @@ where
         // The walsender's pid is PostgreSQL's (status, drop-slot); this is the connector's.
         tracing::info!(
             "{bin_name} {} running as pid {}",
-            env!("CARGO_PKG_VERSION"),
+            cli::VERSION,
             std::process::id()
         );
     }

@@ -178,10 +178,27 @@ pub fn version_exits_0_and_names_the_binary(bin: &str, name: &str) {
     let scratch = Scratch::new("version");
     let out = run(bin, &scratch, &[], &["--version"]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(
-        text(&out.stdout),
-        format!("{name} {}\n", env!("CARGO_PKG_VERSION"))
-    );
+    let stdout = text(&out.stdout);
+    let prefix = format!("{name} {} (commit ", env!("CARGO_PKG_VERSION"));
+    let commit = stdout
+        .strip_prefix(&prefix)
+        .and_then(|rest| rest.strip_suffix(")\n"))
+        .unwrap_or_else(|| panic!("{stdout:?} is not {prefix:?}<commit>)"));
+    // The commit this test was built from, when git can say (the binary's build.rs asked
+    // the same repository).
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match head {
+        Some(head) if std::env::var("SLOTLINE_COMMIT").is_err() => {
+            assert_eq!(commit, head, "the commit is HEAD's")
+        }
+        _ => assert!(!commit.is_empty(), "{stdout}"),
+    }
 }
 
 pub fn bad_value_exits_2_naming_the_variable_before_any_side_effect(bin: &str) {
@@ -226,7 +243,11 @@ pub fn missing_required_option_exits_2_naming_it(bin: &str) {
         .collect();
     let out = run(bin, &scratch, &env, &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("PG_PUBLICATION is required"));
+    assert!(
+        text(&out.stderr).contains("PG_PUBLICATION is required"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(scratch.entries().is_empty());
     watched.assert_untouched();
 }
