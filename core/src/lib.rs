@@ -134,6 +134,7 @@ pub mod feldera;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod io;
+pub mod lag;
 pub mod lsn;
 pub mod ops;
 pub mod outbox;

@@ -519,6 +519,52 @@ fn a_scrape_200_ms_after_a_change_sees_it(shell: Shell) {
     drop(connector);
 }
 
+/// `slotline_replication_lag_seconds` is the age of the oldest change not acknowledged, by
+/// the source's commit time: it grows while Feldera processes nothing and is 0 once caught
+/// up.
+fn replication_lag_seconds_ages_while_nothing_is_acknowledged(shell: Shell) {
+    let env = Env::new("lagsecs", SETUP, schema("INTEGER"));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let extra = [
+        ("TABLES", "users,items"),
+        ("METRICS_ADDR", addr.as_str()),
+        ("BATCH_LINGER_MS", "0"),
+    ];
+    let connector = env.start(shell, &extra);
+    assert!(
+        connector.wait_log("streaming from slot", Duration::from_secs(60)),
+        "{}",
+        connector.log_text()
+    );
+    let lag = || {
+        metric(
+            &get(&format!("{base}/metrics")).1,
+            "slotline_replication_lag_seconds",
+        )
+    };
+    let caught_up = wait_for(Duration::from_secs(10), || {
+        (lag() == Some(0.0)).then_some(())
+    });
+    assert!(caught_up.is_some(), "{:?}\n{}", lag(), connector.log_text());
+    env.feldera.pause();
+    env.sql("INSERT INTO users VALUES (1, 'one')");
+    std::thread::sleep(Duration::from_millis(2_500));
+    let waiting = lag().expect("exported");
+    assert!(
+        (2.0..30.0).contains(&waiting),
+        "{waiting} s while Feldera holds the change\n{}",
+        connector.log_text()
+    );
+    env.feldera.resume();
+    assert!(env.wait_caught_up(Duration::from_secs(30)));
+    let back = wait_for(Duration::from_secs(10), || {
+        (lag() == Some(0.0)).then_some(())
+    });
+    assert!(back.is_some(), "{:?}\n{}", lag(), connector.log_text());
+    drop(connector);
+}
+
 /// 17+ creates a failover slot when asked; 15 and 16 refuse before creating anything.
 fn failover_slot_follows_the_server_version(shell: Shell) {
     let env = Env::new("failover", SETUP, schema("INTEGER"));
@@ -558,5 +604,6 @@ slotline_tests::both_shells!(
     metrics_move_as_rows_flow,
     readyz_is_503_until_streaming_and_reconnects_are_counted,
     a_scrape_200_ms_after_a_change_sees_it,
+    replication_lag_seconds_ages_while_nothing_is_acknowledged,
     failover_slot_follows_the_server_version,
 );

@@ -134,6 +134,9 @@ pub struct Status {
     pub pending_work: bool,
     /// Feldera checkpoints and restarts this run saw.
     pub checkpoints: CheckpointCounts,
+    /// The source commit time of the oldest change read and not acknowledged (`None`:
+    /// caught up): `slotline_replication_lag_seconds` (`lag::lag_seconds`).
+    pub oldest_unacknowledged: Option<crate::time::PgTime>,
 }
 
 impl Status {
@@ -231,6 +234,8 @@ impl Env {
 #[derive(Debug)]
 pub(crate) struct Run {
     pub(crate) ack: AckTracker,
+    /// The commit times of what is not acknowledged yet (`lag`).
+    pub(crate) ages: crate::lag::CommitAges,
     pub(crate) backoff: Backoff,
     pub(crate) progress: ProgressDeadline,
     pub(crate) crash: CrashInjector,
@@ -393,6 +398,7 @@ impl Pipeline {
         let config = &env.config;
         let run = Run {
             ack: AckTracker::new(crate::Lsn::ZERO),
+            ages: crate::lag::CommitAges::default(),
             backoff: Backoff::new(seed, Backoff::DEFAULT_BASE_MS, Backoff::DEFAULT_CAP_MS),
             progress: ProgressDeadline::new(now.mono, config.no_progress_timeout_secs),
             crash: CrashInjector::new(config.crash),
@@ -468,6 +474,7 @@ impl Pipeline {
             progress_deadline,
             pending_work: self.has_pending_work(),
             checkpoints: self.run.feldera.counts.clone(),
+            oldest_unacknowledged: self.run.ages.oldest(self.run.ack.flush()),
         }
     }
 
@@ -659,6 +666,7 @@ impl Pipeline {
     fn end_session(&mut self) {
         self.close_phase();
         self.run.ack.reset_session(self.run.last_cut);
+        self.run.ages.on_session_end();
     }
 
     /// A slot exists for this session from now on: sample it (once per session).

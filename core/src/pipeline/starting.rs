@@ -232,6 +232,7 @@ impl Starting {
                 snapshot,
             } => {
                 // A new slot starts a new acknowledgement history (docs/contract.md).
+                cx.run.ages.clear();
                 if let Some(earlier) = cx.run.ack.new_slot(consistent_point) {
                     cx.ctx.log(
                         Level::Warn,

@@ -413,14 +413,16 @@ impl Streaming {
             }
         };
         match message {
-            Message::Begin(_) => {
+            Message::Begin(begin) => {
                 cx.run.ack.on_begin();
+                cx.run.ages.on_begin(begin.commit_time);
                 self.outbox.mark_transaction_start();
                 self.in_source_tx = true;
                 Ok(())
             }
             Message::Commit(commit) => {
                 cx.run.report.on_commit();
+                cx.run.ages.on_commit(commit.end_lsn, cx.run.ack.flush());
                 self.on_commit(cx, commit.end_lsn)
             }
             Message::Relation(relation) => self.on_relation(cx, relation),

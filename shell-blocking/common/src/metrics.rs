@@ -301,6 +301,12 @@ impl Collector for StatusMetrics {
                 )?;
             }
         }
+        gauge(
+            e,
+            "slotline_replication_lag_seconds",
+            "Age, by the source's commit times, of the oldest change read and not acknowledged (0 when caught up)",
+            slotline_core::lag::lag_seconds(status.oldest_unacknowledged, self.clock.now().wall),
+        )?;
         if let Some(lag) = status.lag_bytes() {
             gauge(
                 e,
@@ -447,6 +453,7 @@ mod tests {
             progress_deadline: slotline_core::time::Mono(progress_deadline),
             pending_work: true,
             checkpoints: Default::default(),
+            oldest_unacknowledged: None,
         }
     }
 
@@ -521,8 +528,27 @@ mod tests {
                 incarnation_changes: 2,
                 last_saved: Some(slotline_core::time::Mono(0)),
             },
+            oldest_unacknowledged: None,
         };
+        let clock = Clock::start();
+        // Committed at the source 2.5 s before now.
+        let committed = slotline_core::time::PgTime(clock.now().wall.0 - 2_500_000);
+        let lagging = Status {
+            oldest_unacknowledged: Some(committed),
+            ..status.clone()
+        };
+        let lag = sample(
+            "slotline_replication_lag_seconds",
+            &render(Some(lagging), clock).unwrap(),
+        )
+        .expect("exported");
+        assert!((2.5..10.0).contains(&lag), "{lag}");
         let text = render(Some(status), Clock::start()).unwrap();
+        assert_eq!(
+            sample("slotline_replication_lag_seconds", &text),
+            Some(0.0),
+            "caught up"
+        );
         assert_eq!(sample("slotline_complete_lsn", &text), Some(640.0));
         assert_eq!(sample("slotline_checkpoint_lag_bytes", &text), Some(128.0));
         assert_eq!(
