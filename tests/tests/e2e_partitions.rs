@@ -95,24 +95,28 @@ fn catalog_rereads(connector: &Connector) -> usize {
         .count()
 }
 
-/// What `slotline check` prints for this environment (it must exit 0).
-fn check(env: &Env, shell: Shell) -> String {
+/// What `slotline check` prints for this environment (plus `extra`), and its exit code.
+fn check_with(env: &Env, shell: Shell, extra: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut pairs = vec![("TABLES", "metrics"), ("SNAPSHOT_MODE", "initial")];
+    pairs.extend_from_slice(extra);
     let out = Command::new(shell.binary())
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env.config(&[("TABLES", "metrics"), ("SNAPSHOT_MODE", "initial")]))
+        .envs(env.config(&pairs))
         .arg("check")
         .stdin(Stdio::null())
         .output()
         .expect("run slotline check");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), format!("{stdout}{stderr}"))
+}
+
+/// What `slotline check` prints for this environment (it must exit 0).
+fn check(env: &Env, shell: Shell) -> String {
+    let (code, out) = check_with(env, shell, &[]);
+    assert_eq!(code, Some(0), "{out}");
+    out
 }
 
 /// PostgreSQL's rows of `query` (a subquery with columns id, ts, v) against Feldera's.
@@ -270,6 +274,62 @@ fn truncate_of_one_partition(shell: Shell, via_root: bool) {
     stop(&mut connector);
 }
 
+/// A role that may SELECT the partitioned table but not its partitions: `check` names them,
+/// and a copy, which reads each partition, exits 1 naming the one it could not read.
+fn the_copy_needs_select_on_every_partition(shell: Shell) {
+    let env = Env::new("parts_grant", &setup(false, 300), schema());
+    let role = format!("ro_{}", env.name);
+    env.sql(&format!(
+        "CREATE ROLE {role} LOGIN REPLICATION; GRANT SELECT ON metrics TO {role};"
+    ));
+    let url = format!("postgres://{role}@127.0.0.1:{}/{}", env.pg.port(), env.db);
+    let (code, out) = check_with(&env, shell, &[("PG_URL", &url)]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("FAIL select public.metrics")
+            && l.contains("but not its partition(s) public.metrics_2023, public.metrics_2024, public.metrics_2025_h0, public.metrics_2025_h1, public.metrics_rest")),
+        "{out}"
+    );
+    let mut connector = env.start(
+        shell,
+        &[
+            ("TABLES", "metrics"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("PG_URL", &url),
+        ],
+    );
+    assert_eq!(
+        connector.wait_exit(LONG),
+        Some(1),
+        "{}",
+        connector.log_text()
+    );
+    let log = connector.log_text();
+    assert!(
+        log.contains("(a partition of public.metrics)")
+            && log.contains("GRANT SELECT ON public.metrics_"),
+        "{log}"
+    );
+    env.sql(&format!(
+        "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"
+    ));
+    let mut connector = env.start(
+        shell,
+        &[
+            ("TABLES", "metrics"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("PG_URL", &url),
+        ],
+    );
+    assert!(
+        env.wait_snapshot_complete_and_caught_up(LONG),
+        "{}",
+        connector.log_text()
+    );
+    env.assert_rows_equal("metrics", "metrics", "id");
+    stop(&mut connector);
+}
+
 fn copy_and_stream_publishing_partitions(shell: Shell) {
     copy_and_stream_every_kind_of_change(shell, false);
 }
@@ -301,4 +361,5 @@ slotline_tests::both_shells!(
     attach_and_detach_publishing_via_the_root,
     truncate_of_a_partition_published_by_itself_stops_the_stream,
     truncate_of_a_partition_published_via_the_root_is_not_in_the_stream,
+    the_copy_needs_select_on_every_partition,
 );

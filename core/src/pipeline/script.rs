@@ -1392,7 +1392,11 @@ impl Script {
             self.pg
                 .tables
                 .iter()
-                .map(|t| row(&["public", &t.relation.name, granted]))
+                .map(|t| {
+                    let mut row = row(&["public", &t.relation.name, granted]);
+                    row.push(None);
+                    row
+                })
                 .collect()
         } else if sql.starts_with("SELECT pg_catalog.pg_drop_replication_slot(") {
             self.pg.slot_confirmed = None;
