@@ -570,14 +570,16 @@ impl Startup {
             Step::Relation(index) => {
                 let relation = catalog::parse_relation(&rows)?;
                 let partitions = catalog::parse_partitions(&rows)?;
-                checks::partitions_fit(
-                    &self.publication,
-                    &self.routes,
-                    index,
-                    relation.oid,
-                    &partitions,
-                    &self.published,
-                )?;
+                if self.survey.is_none() || self.publication_found {
+                    checks::partitions_fit(
+                        &self.publication,
+                        &self.routes,
+                        index,
+                        relation.oid,
+                        &partitions,
+                        &self.published,
+                    )?;
+                }
                 self.relations.push(relation);
                 if self.partitions.len() <= index {
                     self.partitions.resize(index + 1, Vec::new());

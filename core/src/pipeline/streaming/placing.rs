@@ -80,11 +80,8 @@ impl Streaming {
                 )
             }
         };
-        if let RelationChange::Replaced {
-            shape_changed: true,
-            ..
-        } = self.relations.apply(relation)
-        {
+        let change = self.relations.apply(relation);
+        if change.is_shape_change() {
             cx.ctx.log(
                 Level::Info,
                 format!(
@@ -93,8 +90,10 @@ impl Streaming {
                 ),
             );
         }
-        // A partition's warnings are its table's, said when the routes were planned.
-        let warnings = if partition {
+        // Said once per shape (pgoutput re-sends a routed table's Relation before rows of
+        // each of its partitions under publish_via_partition_root = true); a partition's
+        // warnings are its table's, said when the routes were planned.
+        let warnings = if partition || change == RelationChange::Unchanged {
             Vec::new()
         } else {
             mapping.warnings()

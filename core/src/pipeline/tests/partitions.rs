@@ -354,3 +354,39 @@ fn a_partitioned_table_is_copied_through_its_leaves_in_parallel_and_leftovers_ar
             .join("\n")
     );
 }
+
+#[test]
+fn a_mapping_warning_is_said_once_however_often_the_partitioned_tables_relation_is_resent() {
+    let narrow = METRICS_SCHEMA.replace(
+        r#",
+            {"name":"v","case_sensitive":false,"columntype":{"type":"VARCHAR","nullable":true,"precision":-1}}"#,
+        "",
+    );
+    assert_ne!(narrow, METRICS_SCHEMA);
+    let mut s = Script::streaming(
+        &[("TABLES", "metrics"), ("BATCH_LINGER_MS", "0")],
+        metrics_pg(true),
+        &narrow,
+    );
+    s.wal(
+        "tx 700: rows of metrics_a and metrics_b, each announced after metrics",
+        &[
+            begin(0x2100, 700),
+            relation(&metrics()),
+            relation(&leaf("metrics_a")),
+            insert(0x2010, METRICS, &[Some("1"), Some("1"), Some("a")]),
+            relation(&metrics()),
+            relation(&leaf("metrics_b")),
+            insert(0x2020, METRICS, &[Some("2"), Some("2"), Some("b")]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+    s.settle();
+    let trace = s.take_trace();
+    let warnings = trace
+        .lines()
+        .filter(|l| l.contains("PostgreSQL column(s) v have no Feldera column"))
+        .count();
+    assert_eq!(warnings, 1, "{trace}");
+    assert_eq!(s.confirmed, Lsn(0x2100));
+}
