@@ -90,6 +90,7 @@ fn streaming_pipeline() -> (Pipeline, ConnId, Now) {
         truncate_published: true,
         slot_busy_answers: 0,
         system_id: "7000000000000000001".into(),
+        via_root: false,
     };
     Script::streaming(
         &[("TABLES", "users"), ("BATCH_LINGER_MS", "50")],

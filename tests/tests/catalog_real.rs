@@ -65,7 +65,7 @@ fn catalog_questions_read_publications_tables_identities_and_slots() {
     let users = ask(
         &pg,
         &db,
-        &relation_query(&tables[2]).unwrap(),
+        &relation_query(&tables[2].name).unwrap(),
         parse_relation,
     );
     let cols: Vec<(&str, u32, bool)> = users
@@ -83,7 +83,7 @@ fn catalog_questions_read_publications_tables_identities_and_slots() {
     let items = ask(
         &pg,
         &db,
-        &relation_query(&tables[0]).unwrap(),
+        &relation_query(&tables[0].name).unwrap(),
         parse_relation,
     );
     assert_eq!(items.replica_identity, ReplicaIdentity::Index);
@@ -93,7 +93,7 @@ fn catalog_questions_read_publications_tables_identities_and_slots() {
     let full = ask(
         &pg,
         &db,
-        &relation_query(&tables[1]).unwrap(),
+        &relation_query(&tables[1].name).unwrap(),
         parse_relation,
     );
     assert!(full.columns.iter().all(|c| c.in_replica_identity));
@@ -118,4 +118,169 @@ fn catalog_questions_read_publications_tables_identities_and_slots() {
     );
     assert!(slot.confirmed_flush.is_some() && slot.active_pid.is_none());
     pg.psql(&db, "SELECT pg_drop_replication_slot('s1')");
+}
+
+/// The catalog of a partitioned table as a start reads it, against a real server: the
+/// publication's `publish_via_partition_root`, the published leaves with their ancestors
+/// (or the table itself, published via its root), every partition's shape in its own column
+/// order, and the heaps a copy measures under a snapshot.
+#[test]
+fn partitioned_tables_are_read_with_their_partitions_at_every_depth() {
+    use slotline_core::pgoutput::Relation;
+    use slotline_core::snapshot::sql::{parse_sizes, sizes_query};
+    let pg = PgCluster::start();
+    let db = pg.create_database("catalog_parts");
+    pg.psql(
+        &db,
+        "CREATE TABLE metrics (id bigint NOT NULL, ts date NOT NULL, v text, PRIMARY KEY (id, ts)) PARTITION BY RANGE (ts);
+         CREATE TABLE metrics_2024 PARTITION OF metrics FOR VALUES FROM ('2024-01-01') TO ('2025-01-01') PARTITION BY RANGE (id);
+         CREATE TABLE metrics_2024_low PARTITION OF metrics_2024 FOR VALUES FROM (0) TO (1000);
+         CREATE TABLE metrics_2025 (v text, junk int, ts date NOT NULL, id bigint NOT NULL);
+         ALTER TABLE metrics_2025 DROP COLUMN junk;
+         ALTER TABLE metrics ATTACH PARTITION metrics_2025 FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
+         CREATE TABLE metrics_rest PARTITION OF metrics DEFAULT;
+         CREATE TABLE plain (id int PRIMARY KEY);
+         INSERT INTO metrics SELECT g, '2025-03-01', 'x' FROM generate_series(1, 500) g;
+         CREATE PUBLICATION leaves FOR TABLE metrics, plain;
+         CREATE PUBLICATION roots FOR TABLE metrics, plain WITH (publish_via_partition_root = true);",
+    );
+    let leaves = ask(
+        &pg,
+        &db,
+        &publication_query("leaves").unwrap(),
+        parse_publication,
+    )
+    .unwrap();
+    let roots = ask(
+        &pg,
+        &db,
+        &publication_query("roots").unwrap(),
+        parse_publication,
+    )
+    .unwrap();
+    assert!(!leaves.via_root && roots.via_root);
+
+    let shown = |tables: Vec<PublishedTable>| -> Vec<String> {
+        tables
+            .iter()
+            .map(|t| {
+                let ancestors: Vec<String> = t.ancestors.iter().map(ToString::to_string).collect();
+                format!("{t} <- [{}]", ancestors.join(", "))
+            })
+            .collect()
+    };
+    let published = ask(
+        &pg,
+        &db,
+        &published_tables_query("leaves").unwrap(),
+        parse_published_tables,
+    );
+    assert_eq!(
+        shown(published),
+        [
+            "public.metrics_2024_low <- [public.metrics_2024, public.metrics]",
+            "public.metrics_2025 <- [public.metrics]",
+            "public.metrics_rest <- [public.metrics]",
+            "public.plain <- []",
+        ]
+    );
+    let published = ask(
+        &pg,
+        &db,
+        &published_tables_query("roots").unwrap(),
+        parse_published_tables,
+    );
+    assert_eq!(
+        shown(published),
+        ["public.metrics <- []", "public.plain <- []"]
+    );
+
+    let metrics = QualifiedName {
+        schema: "public".into(),
+        table: "metrics".into(),
+    };
+    let sql = relation_query(&metrics).unwrap();
+    let table = ask(&pg, &db, &sql, parse_relation);
+    let partitions = ask(&pg, &db, &sql, parse_partitions);
+    assert_eq!(table.name, "metrics");
+    let columns = |r: &Relation| -> Vec<String> {
+        r.columns
+            .iter()
+            .map(|c| format!("{}{}", c.name, if c.in_replica_identity { "*" } else { "" }))
+            .collect()
+    };
+    assert_eq!(columns(&table), ["id*", "ts*", "v"]);
+    let tree: Vec<(String, bool, bool, Vec<String>)> = partitions
+        .iter()
+        .map(|p| {
+            let parent_is_root = p.parent == table.oid;
+            (
+                p.relation.name.clone(),
+                p.leaf,
+                parent_is_root,
+                columns(&p.relation),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tree,
+        [
+            (
+                "metrics_2024".to_owned(),
+                false,
+                true,
+                vec!["id*".to_owned(), "ts*".into(), "v".into()]
+            ),
+            (
+                "metrics_2024_low".to_owned(),
+                true,
+                false,
+                vec!["id*".to_owned(), "ts*".into(), "v".into()]
+            ),
+            (
+                "metrics_2025".to_owned(),
+                true,
+                true,
+                vec!["v".to_owned(), "ts*".into(), "id*".into()]
+            ),
+            (
+                "metrics_rest".to_owned(),
+                true,
+                true,
+                vec!["id*".to_owned(), "ts*".into(), "v".into()]
+            ),
+        ],
+        "every partition, in its own column order, without the dropped column"
+    );
+    let plain = QualifiedName {
+        schema: "public".into(),
+        table: "plain".into(),
+    };
+    assert_eq!(
+        ask(&pg, &db, &relation_query(&plain).unwrap(), parse_partitions),
+        []
+    );
+
+    let plain_relation = ask(&pg, &db, &relation_query(&plain).unwrap(), parse_relation);
+    let heaps = pg.query_rows(&db, &sizes_query(&[&table, &plain_relation]).unwrap());
+    let borrowed: Vec<Vec<Option<&str>>> = heaps
+        .iter()
+        .map(|r| r.iter().map(|c| c.as_deref()).collect())
+        .collect();
+    let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
+    let heaps = parse_sizes(&rows, 2).unwrap();
+    let listed: Vec<(usize, &str, bool)> = heaps
+        .iter()
+        .map(|h| (h.route, h.table.table.as_str(), h.blocks > 0))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (0, "metrics_2024_low", false),
+            (0, "metrics_2025", true),
+            (0, "metrics_rest", false),
+            (1, "plain", false)
+        ],
+        "a partitioned table's heaps are its leaves; a table's is its own"
+    );
 }

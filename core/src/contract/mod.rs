@@ -7,6 +7,7 @@
 
 pub mod mapping;
 pub mod names;
+pub mod partitions;
 pub mod routes;
 pub mod schema;
 pub mod types;
@@ -18,6 +19,7 @@ pub use mapping::{
 pub use names::{
     find_field, normalise_row, percent_encode_component, DuplicateColumn, NormalisedRow,
 };
+pub use partitions::{Placement, TruncateScope};
 pub use routes::{parse_pair, parse_tables, resolve, PgTable, ResolvedRoute, Route, RouteError};
 pub use schema::{
     parse_pipeline, parse_program_schema, FaultTolerance, PipelineInfo, Schema, SchemaError, Side,

@@ -155,7 +155,9 @@ pub fn judge_settings(settings: &ServerSettings, slot_exists: bool) -> Vec<Line>
     lines
 }
 
-/// Whether the role may SELECT each routed table (that exists).
+/// Whether the role may SELECT each routed table (that exists), and which leaf partitions
+/// of it it may not SELECT (NULL: none): a copy reads a partitioned table through its
+/// leaves, and a partition's privileges are its own.
 pub fn select_privileges_query(routes: &[Route]) -> Option<String> {
     let pairs = routes
         .iter()
@@ -171,7 +173,13 @@ pub fn select_privileges_query(routes: &[Route]) -> Option<String> {
         return None;
     }
     Some(format!(
-        "SELECT n.nspname, c.relname, pg_catalog.has_table_privilege(c.oid, 'SELECT') \
+        "SELECT n.nspname, c.relname, pg_catalog.has_table_privilege(c.oid, 'SELECT'), \
+           (SELECT pg_catalog.string_agg(pg_catalog.format('%I.%I', ln.nspname, lc.relname), ', ' \
+              ORDER BY ln.nspname, lc.relname) \
+            FROM pg_catalog.pg_partition_tree(c.oid) t \
+            JOIN pg_catalog.pg_class lc ON lc.oid = t.relid \
+            JOIN pg_catalog.pg_namespace ln ON ln.oid = lc.relnamespace \
+            WHERE t.level > 0 AND t.isleaf AND NOT pg_catalog.has_table_privilege(t.relid, 'SELECT')) \
          FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
          WHERE (n.nspname, c.relname) IN ({}) ORDER BY 1, 2",
         pairs.join(", ")
@@ -184,29 +192,39 @@ pub fn judge_select(rows: &[Row<'_>], routes: &[Route], role: &str, needed: bool
     let mut lines = Vec::new();
     for route in routes {
         let granted = rows.iter().find_map(|row| match row {
-            [Some(schema), Some(table), Some(flag)] if route.source.is(schema, table) => {
-                Some(*flag == "t")
+            [Some(schema), Some(table), Some(flag), denied] if route.source.is(schema, table) => {
+                Some((*flag == "t", *denied))
             }
             _ => None,
         });
         let item = format!("select {}", route.source);
-        match granted {
+        let (refused, grant) = match granted {
             // A table that does not exist has its own line (the table check).
-            None => {}
-            Some(true) => lines.push(Line::ok(item, format!("{role} may SELECT it"))),
-            Some(false) if needed => lines.push(Line::fail(
-                item,
-                format!("{role} may not SELECT {}: the initial copy reads it", route.source),
-                format!("GRANT SELECT ON {} TO {role}", route.source),
-            )),
-            Some(false) => lines.push(Line::warn(
-                item,
+            None => continue,
+            Some((true, None)) => {
+                lines.push(Line::ok(item, format!("{role} may SELECT it")));
+                continue;
+            }
+            Some((true, Some(partitions))) => (
                 format!(
-                    "{role} may not SELECT {}: fine for SNAPSHOT_MODE=never, but a snapshot needs it",
+                    "{role} may SELECT {} but not its partition(s) {partitions}, and the initial copy reads a partitioned table through its partitions",
                     route.source
                 ),
-            )),
-        }
+                partitions.to_owned(),
+            ),
+            Some((false, _)) => (
+                format!("{role} may not SELECT {}: the initial copy reads it", route.source),
+                route.source.to_string(),
+            ),
+        };
+        lines.push(if needed {
+            Line::fail(item, refused, format!("GRANT SELECT ON {grant} TO {role}"))
+        } else {
+            Line::warn(
+                item,
+                format!("{refused}; fine for SNAPSHOT_MODE=never, but a snapshot needs it"),
+            )
+        });
     }
     lines
 }
@@ -312,9 +330,9 @@ mod tests {
             query.contains("('public', 'users'), ('public', 'items')"),
             "{query}"
         );
-        let rows: [[Option<&str>; 3]; 2] = [
-            [Some("public"), Some("items"), Some("t")],
-            [Some("public"), Some("users"), Some("f")],
+        let rows: [[Option<&str>; 4]; 2] = [
+            [Some("public"), Some("items"), Some("t"), None],
+            [Some("public"), Some("users"), Some("f"), None],
         ];
         let rows: Vec<Row<'_>> = rows.iter().map(|r| &r[..]).collect();
         let lines = judge_select(&rows, &routes, "slotline", true);
@@ -331,5 +349,30 @@ mod tests {
         );
         let lines = judge_select(&rows, &routes, "slotline", false);
         assert_eq!(lines[0].verdict, Verdict::Warn);
+    }
+
+    #[test]
+    fn select_on_a_partitioned_table_needs_select_on_its_partitions_too() {
+        let routes = parse_tables("metrics").unwrap();
+        let rows = [[
+            Some("public"),
+            Some("metrics"),
+            Some("t"),
+            Some("public.metrics_2024, public.metrics_rest"),
+        ]];
+        let rows: Vec<Row<'_>> = rows.iter().map(|r| &r[..]).collect();
+        let lines = judge_select(&rows, &routes, "slotline", true);
+        assert_eq!(verdicts(&lines), [("select public.metrics", Verdict::Fail)]);
+        assert!(
+            lines[0]
+                .message
+                .contains("but not its partition(s) public.metrics_2024, public.metrics_rest"),
+            "{}",
+            lines[0].message
+        );
+        assert_eq!(
+            lines[0].fix.as_deref(),
+            Some("GRANT SELECT ON public.metrics_2024, public.metrics_rest TO slotline")
+        );
     }
 }

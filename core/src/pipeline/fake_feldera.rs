@@ -102,6 +102,14 @@ impl FakeFeldera {
             .unwrap_or_default()
     }
 
+    /// Every row of `table`, in key order.
+    pub fn contents(&self, table: &str) -> Vec<Value> {
+        self.tables
+            .get(table)
+            .map(|(_, rows)| rows.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
     pub fn rows(&self, table: &str) -> usize {
         self.tables.get(table).map_or(0, |(_, rows)| rows.len())
     }

@@ -55,6 +55,7 @@ mod meter;
 mod monitor;
 mod pg;
 mod policy;
+mod replans;
 mod retracting;
 mod retraction;
 #[cfg(any(test, feature = "testing"))]
@@ -251,6 +252,8 @@ pub(crate) struct Run {
     /// A session of this run found the slot usable (or created it): if a later session
     /// finds it invalidated, it was lost while this process ran.
     pub(crate) slot_seen_valid: bool,
+    /// Changes that ended a session so the next one reads the catalog again (`replans`).
+    pub(crate) replans: replans::Replans,
     /// The Feldera pipeline's fault tolerance and incarnation, and how this run
     /// acknowledges (`durability`).
     pub(crate) feldera: FelderaFacts,
@@ -408,6 +411,7 @@ impl Pipeline {
             last_cut: 0,
             batches_durable: 0,
             slot_seen_valid: false,
+            replans: replans::Replans::default(),
             feldera: FelderaFacts::default(),
         };
         let mut pipeline = Pipeline {

@@ -55,6 +55,9 @@ pub(crate) enum FailureKind {
     /// The slot was invalidated while this process ran (its WAL is gone): re-snapshot,
     /// never silently recreate it.
     SlotLost,
+    /// A change names a relation this session's catalog cannot place (a partition attached
+    /// after the catalog was read): the next session reads the catalog again and replays it.
+    CatalogChanged,
 }
 
 /// Something that went wrong: its kind and the operator's message (free of secrets).
@@ -116,7 +119,7 @@ use Reaction::{EndSession, Exit};
 /// The reaction to each kind of failure. Transient conditions end the session (nothing
 /// unacknowledged is lost: the slot replays it); conditions no retry can fix exit, leaving
 /// the slot where it is.
-pub(crate) const RULES: [Rule; 16] = [
+pub(crate) const RULES: [Rule; 17] = [
     rule(K::PgUnreachable, "pg-unreachable", EndSession),
     rule(K::PgRefused, "pg-refused", Exit(exit::FATAL)),
     rule(K::PgProtocol, "pg-protocol", Exit(exit::FATAL)),
@@ -137,6 +140,7 @@ pub(crate) const RULES: [Rule; 16] = [
     rule(K::Unverified, "retraction-unverified", Exit(exit::FATAL)),
     rule(K::NoProgress, "no-progress", Exit(exit::NO_PROGRESS)),
     rule(K::SlotLost, "slot-lost", Exit(exit::FATAL)),
+    rule(K::CatalogChanged, "catalog-changed", EndSession),
 ];
 
 /// What the pipeline is doing when the failure happens.
@@ -214,7 +218,7 @@ pub(crate) fn decide(kind: FailureKind, situation: Situation) -> Decision {
 mod tests {
     use super::*;
 
-    const ALL_KINDS: [FailureKind; 16] = [
+    const ALL_KINDS: [FailureKind; 17] = [
         K::PgUnreachable,
         K::PgRefused,
         K::PgProtocol,
@@ -231,6 +235,7 @@ mod tests {
         K::Unverified,
         K::NoProgress,
         K::SlotLost,
+        K::CatalogChanged,
     ];
 
     #[test]
@@ -260,6 +265,7 @@ mod tests {
             K::FelderaRestarted,
             K::FelderaNotReady,
             K::CompletionTimeout,
+            K::CatalogChanged,
         ] {
             assert_eq!(decide(kind, calm).reaction, EndSession, "{kind:?}");
         }

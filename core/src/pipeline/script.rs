@@ -40,6 +40,20 @@ pub struct FakeTable {
     pub blocks: u64,
     /// `pg_class.reltuples` (`None`: never analyzed).
     pub estimated_rows: Option<u64>,
+    /// When partitioned: its partitions at every depth (a partitioned table itself holds no
+    /// rows; its leaves do).
+    pub partitions: Vec<FakePartition>,
+}
+
+/// A partition of a fake partitioned table.
+#[derive(Clone, Debug)]
+pub struct FakePartition {
+    /// Its own shape; its `rows` are in the partitioned table's column order (the order a
+    /// copy selects them in).
+    pub table: FakeTable,
+    pub leaf: bool,
+    /// The OID of the table it is a partition of.
+    pub parent: u32,
 }
 
 impl FakeTable {
@@ -69,7 +83,30 @@ impl FakeTable {
             rows: Vec::new(),
             blocks: 0,
             estimated_rows: None,
+            partitions: Vec::new(),
         }
+    }
+
+    /// Adds a partition below `parent` (this table's OID or a partitioned partition's).
+    pub fn with_partition(mut self, table: FakeTable, leaf: bool, parent: u32) -> FakeTable {
+        self.partitions.push(FakePartition {
+            table,
+            leaf,
+            parent,
+        });
+        self
+    }
+
+    /// The heaps a copy reads: its leaves, or the table itself when it has no partitions.
+    fn heaps(&self) -> Vec<&FakeTable> {
+        if self.partitions.is_empty() {
+            return vec![self];
+        }
+        self.partitions
+            .iter()
+            .filter(|p| p.leaf)
+            .map(|p| &p.table)
+            .collect()
     }
 
     /// The table holds `rows` in `blocks` heap blocks (estimated exactly).
@@ -103,6 +140,8 @@ pub struct FakePg {
     pub slot_busy_answers: u32,
     /// `IDENTIFY_SYSTEM`'s system identifier.
     pub system_id: String,
+    /// The publication's `publish_via_partition_root`.
+    pub via_root: bool,
 }
 
 /// An operator's command (`check`, `status`, `drop-slot`) driven by the same harness.
@@ -1173,6 +1212,13 @@ impl Script {
         self.pg.slot_confirmed = None;
     }
 
+    /// The fake catalog changes (a partition attached or detached, ...): `what` says how,
+    /// in the trace; the next session's startup reads the change.
+    pub fn change_catalog(&mut self, what: &str, change: impl FnOnce(&mut FakePg)) {
+        self.note(format!("{} -- catalog: {what}", self.at()));
+        change(&mut self.pg);
+    }
+
     /// The replication connection breaks.
     pub fn disconnect(&mut self) {
         let conn = self.repl.expect("replication connection");
@@ -1335,14 +1381,11 @@ impl Script {
         } else if !self.publication_exists && sql.contains("pg_publication") {
             Vec::new()
         } else if sql.contains("FROM pg_catalog.pg_publication WHERE") {
-            let truncate = if self.pg.truncate_published { "t" } else { "f" };
-            vec![row(&["pub", "f", "t", "t", "t", truncate])]
+            let flag = |on: bool| if on { "t" } else { "f" };
+            let (truncate, via_root) = (flag(self.pg.truncate_published), flag(self.pg.via_root));
+            vec![row(&["pub", "f", "t", "t", "t", truncate, via_root])]
         } else if sql.contains("pg_publication_tables") {
-            self.pg
-                .tables
-                .iter()
-                .map(|t| row(&["public", &t.relation.name]))
-                .collect()
+            self.published_rows()
         } else if sql.contains("pg_attribute") {
             self.relation_rows(sql)
         } else if sql.contains("pg_last_wal_receive_lsn") {
@@ -1354,7 +1397,11 @@ impl Script {
             self.pg
                 .tables
                 .iter()
-                .map(|t| row(&["public", &t.relation.name, granted]))
+                .map(|t| {
+                    let mut row = row(&["public", &t.relation.name, granted]);
+                    row.push(None);
+                    row
+                })
                 .collect()
         } else if sql.starts_with("SELECT pg_catalog.pg_drop_replication_slot(") {
             self.pg.slot_confirmed = None;
@@ -1469,31 +1516,43 @@ impl Script {
                 .collect();
             tables.sort_by_key(|(at, _)| *at);
             let mut answer = vec![BackendMessage::RowDescription(RowDescription {
-                fields: (0..3)
+                fields: (0..5)
                     .map(|i| crate::wire::backend::FieldDescription {
                         name: format!("c{i}"),
                         table_oid: 0,
                         column_id: 0,
-                        type_oid: 20,
-                        type_size: 8,
+                        type_oid: 25,
+                        type_size: -1,
                         type_modifier: -1,
                         format: 0,
                     })
                     .collect(),
             })];
+            let mut count = 0;
             for (route, (_, table)) in tables.iter().enumerate() {
-                let estimate = table
-                    .estimated_rows
-                    .map_or("-1".to_owned(), |e| e.to_string());
-                answer.push(BackendMessage::DataRow(DataRow {
-                    columns: [route.to_string(), table.blocks.to_string(), estimate]
+                let mut heaps = table.heaps();
+                heaps.sort_by(|a, b| a.relation.name.cmp(&b.relation.name));
+                for heap in heaps {
+                    let estimate = heap
+                        .estimated_rows
+                        .map_or("-1".to_owned(), |e| e.to_string());
+                    answer.push(BackendMessage::DataRow(DataRow {
+                        columns: [
+                            route.to_string(),
+                            "public".to_owned(),
+                            heap.relation.name.clone(),
+                            heap.blocks.to_string(),
+                            estimate,
+                        ]
                         .into_iter()
                         .map(|c| Some(Bytes::from(c)))
                         .collect(),
-                }));
+                    }));
+                    count += 1;
+                }
             }
             answer.push(BackendMessage::CommandComplete {
-                tag: format!("SELECT {}", tables.len()),
+                tag: format!("SELECT {count}"),
             });
             answer.push(BackendMessage::ReadyForQuery(
                 TransactionStatus::InTransaction,
@@ -1526,8 +1585,9 @@ impl Script {
                 .iter()
                 .filter(|k| {
                     table
-                        .rows
+                        .heaps()
                         .iter()
+                        .flat_map(|heap| &heap.rows)
                         .any(|r| r.first().and_then(|c| c.as_ref()) == Some(*k))
                 })
                 .collect();
@@ -1549,6 +1609,7 @@ impl Script {
                 .pg
                 .tables
                 .iter()
+                .flat_map(FakeTable::heaps)
                 .find(|t| rest.contains(&format!("FROM \"public\".\"{}\"", t.relation.name)))?;
             let bound = |marker: &str| {
                 let at = rest.find(marker)? + marker.len();
@@ -1618,34 +1679,97 @@ impl Script {
         row
     }
 
+    /// `startup::catalog::relation_query`'s answer: the table's columns, then each
+    /// partition's.
     fn relation_rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
-        let Some(table) = self
+        let named = |t: &FakeTable| sql.contains(&format!("\"{}\"'::regclass", t.relation.name));
+        let mut answer = Vec::new();
+        if let Some(table) = self.pg.tables.iter().find(|t| named(t)) {
+            answer.extend(column_rows(&table.relation, None));
+            let mut partitions: Vec<&FakePartition> = table.partitions.iter().collect();
+            partitions.sort_by(|a, b| a.table.relation.name.cmp(&b.table.relation.name));
+            for p in partitions {
+                answer.extend(column_rows(&p.table.relation, Some((p.leaf, p.parent))));
+            }
+        } else if let Some(p) = self
             .pg
             .tables
             .iter()
-            .find(|t| sql.contains(&format!("\"{}\"'::regclass", t.relation.name)))
-        else {
-            return Vec::new();
-        };
-        let r = &table.relation;
-        let identity = match r.replica_identity {
-            ReplicaIdentity::Default => "d",
-            ReplicaIdentity::Nothing => "n",
-            ReplicaIdentity::Full => "f",
-            ReplicaIdentity::Index => "i",
-        };
-        r.columns
-            .iter()
-            .map(|c| {
-                let oid = r.oid.to_string();
-                let type_oid = c.type_oid.to_string();
-                let flag = if c.in_replica_identity { "t" } else { "f" };
-                row(&[
-                    &oid, "public", &r.name, identity, &c.name, &type_oid, "-1", flag,
-                ])
-            })
-            .collect()
+            .flat_map(|t| &t.partitions)
+            .find(|p| named(&p.table))
+        {
+            answer.extend(column_rows(&p.table.relation, None));
+        }
+        answer
     }
+
+    /// `pg_publication_tables` with ancestors: a partitioned table's leaves under
+    /// `publish_via_partition_root = false`, else the table.
+    fn published_rows(&self) -> Vec<Vec<Option<String>>> {
+        let mut rows = Vec::new();
+        for table in &self.pg.tables {
+            if table.partitions.is_empty() || self.pg.via_root {
+                rows.push(vec![
+                    Some("public".into()),
+                    Some(table.relation.name.clone()),
+                    None,
+                    None,
+                ]);
+                continue;
+            }
+            for leaf in table.partitions.iter().filter(|p| p.leaf) {
+                let mut parent = leaf.parent;
+                while let Some(ancestor) = std::iter::once(table)
+                    .chain(table.partitions.iter().map(|p| &p.table))
+                    .find(|t| t.relation.oid == parent)
+                {
+                    rows.push(row(&[
+                        "public",
+                        &leaf.table.relation.name,
+                        "public",
+                        &ancestor.relation.name,
+                    ]));
+                    parent = table
+                        .partitions
+                        .iter()
+                        .find(|p| p.table.relation.oid == parent)
+                        .map_or(0, |p| p.parent);
+                }
+            }
+        }
+        rows
+    }
+}
+
+/// The rows `relation_query` answers for one relation: level 0 for the table itself,
+/// 1 with `partition` (leaf, parent) for a partition.
+fn column_rows(r: &Relation, partition: Option<(bool, u32)>) -> Vec<Vec<Option<String>>> {
+    let identity = match r.replica_identity {
+        ReplicaIdentity::Default => "d",
+        ReplicaIdentity::Nothing => "n",
+        ReplicaIdentity::Full => "f",
+        ReplicaIdentity::Index => "i",
+    };
+    r.columns
+        .iter()
+        .map(|c| {
+            let oid = r.oid.to_string();
+            let type_oid = c.type_oid.to_string();
+            let flag = if c.in_replica_identity { "t" } else { "f" };
+            let mut row = row(&[
+                &oid, "public", &r.name, identity, &c.name, &type_oid, "-1", flag,
+            ]);
+            match partition {
+                None => row.extend([Some("0".to_owned()), None, None]),
+                Some((leaf, parent)) => row.extend([
+                    Some("1".to_owned()),
+                    Some(if leaf { "t" } else { "f" }.to_owned()),
+                    Some(parent.to_string()),
+                ]),
+            }
+            row
+        })
+        .collect()
 }
 
 /// The decoded `sql` parameter of a query URL.

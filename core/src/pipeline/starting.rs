@@ -380,6 +380,7 @@ impl Starting {
                 wal_sender_timeout_ms: self.startup.wal_sender_timeout_ms(),
                 tables,
                 slot_confirmed: consistent_point,
+                placement: self.startup.placement(),
             },
             relations: self.startup.relations().to_vec(),
             snapshot,

@@ -15,13 +15,16 @@
 
 use super::ctx::Ctx;
 use super::pg::PgLink;
+use crate::contract::partitions::Placement;
 use crate::contract::routes::Route;
 use crate::contract::schema::{Schema, Table};
 use crate::ops::report::Line;
 use crate::pgoutput::Relation;
 use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRead};
 use crate::snapshot::state::StateRoute;
-use crate::startup::catalog::{self, CatalogError, QualifiedName, Row, SlotInfo};
+use crate::startup::catalog::{
+    self, CatalogError, Partition, PublishedTable, QualifiedName, Row, SlotInfo,
+};
 use crate::startup::checks::{self, StartupRefusal};
 use crate::status::parse_guc_duration_ms;
 use crate::wire::DataRow;
@@ -67,6 +70,8 @@ pub(crate) struct Ready {
     pub(crate) wal_sender_timeout_ms: u64,
     pub(crate) tables: Vec<Table>,
     pub(crate) slot_confirmed: Lsn,
+    /// The route of every partition of a routed table, as the catalog showed them.
+    pub(crate) placement: Placement,
 }
 
 /// How a step ended when it did not simply move on.
@@ -150,6 +155,12 @@ pub(crate) struct Startup {
     require_primary_key: bool,
     wal_sender_timeout_ms: u64,
     relations: Vec<Relation>,
+    /// Each route's partitions, in route order (empty: not partitioned, or not read).
+    partitions: Vec<Vec<Partition>>,
+    /// What the publication publishes, partitions with their ancestors.
+    published: Vec<PublishedTable>,
+    /// The publication's `publish_via_partition_root`.
+    via_root: bool,
     schema: Option<Schema>,
     tables: Vec<Table>,
     slot_info: Option<SlotInfo>,
@@ -227,6 +238,9 @@ impl Startup {
             require_primary_key,
             wal_sender_timeout_ms: 60_000,
             relations: Vec::new(),
+            partitions: Vec::new(),
+            published: Vec::new(),
+            via_root: false,
             schema: None,
             tables: Vec::new(),
             slot_info: None,
@@ -295,6 +309,11 @@ impl Startup {
     /// Each route's Feldera table, in route order (once the mappings are planned).
     pub(crate) fn tables(&self) -> &[Table] {
         &self.tables
+    }
+
+    /// The route of every partition of a routed table.
+    pub(crate) fn placement(&self) -> Placement {
+        Placement::new(&self.partitions)
     }
 
     pub(crate) fn wal_sender_timeout_ms(&self) -> u64 {
@@ -430,7 +449,7 @@ impl Startup {
                 self.routes
                     .get(i)
                     .map_or("table".to_owned(), |r| format!("table {}", r.source)),
-                "create the table, or fix its name in TABLES".to_owned(),
+                "create the table or fix its name in TABLES; of a partitioned table, route only the table itself and publish every partition".to_owned(),
             ),
             _ => (
                 "slot".to_owned(),
@@ -524,7 +543,8 @@ impl Startup {
                 for warning in warnings {
                     self.warned(ctx, "publication", warning);
                 }
-                self.truncate_published = publication.is_some_and(|p| p.truncates);
+                self.truncate_published = publication.as_ref().is_some_and(|p| p.truncates);
+                self.via_root = publication.is_some_and(|p| p.via_root);
                 self.step = Step::PublishedTables;
                 self.ask(
                     ctx,
@@ -535,6 +555,7 @@ impl Startup {
             }
             Step::PublishedTables => {
                 let published = catalog::parse_published_tables(&rows)?;
+                self.published = published.clone();
                 if self.survey.is_none() || self.publication_found {
                     checks::routes_match_publication(&self.publication, &self.routes, &published)?;
                     self.found(Line::ok(
@@ -542,7 +563,7 @@ impl Startup {
                         format!(
                             "publication {} and TABLES list the same {} table(s)",
                             self.publication,
-                            published.len()
+                            self.routes.len()
                         ),
                     ));
                 }
@@ -550,7 +571,23 @@ impl Startup {
                 Ok(Answer::Asked)
             }
             Step::Relation(index) => {
-                self.relations.push(catalog::parse_relation(&rows)?);
+                let relation = catalog::parse_relation(&rows)?;
+                let partitions = catalog::parse_partitions(&rows)?;
+                if self.survey.is_none() || self.publication_found {
+                    checks::partitions_fit(
+                        &self.publication,
+                        &self.routes,
+                        index,
+                        relation.oid,
+                        &partitions,
+                        &self.published,
+                    )?;
+                }
+                self.relations.push(relation);
+                if self.partitions.len() <= index {
+                    self.partitions.resize(index + 1, Vec::new());
+                }
+                self.partitions[index] = partitions;
                 self.ask_relation(ctx, link, index + 1)?;
                 Ok(Answer::Asked)
             }
@@ -621,14 +658,12 @@ impl Startup {
         link: &mut PgLink,
         index: usize,
     ) -> Result<(), StartupError> {
-        if let Some(route) = self.routes.get(index) {
+        if let Some(name) = self.route_table(index) {
             self.step = Step::Relation(index);
-            let name = QualifiedName {
-                schema: route.source.schema.clone(),
-                table: route.source.name.clone(),
-            };
             return self.ask(ctx, link, catalog::relation_query(&name).ok_or_else(nul)?);
         }
+        self.partitions.resize(self.routes.len(), Vec::new());
+        self.note_partition_publishing(ctx);
         if self.schema.is_none() && !self.schema_unavailable {
             self.step = Step::AwaitSchema;
             return Ok(());
@@ -638,6 +673,35 @@ impl Startup {
         }
         self.step = Step::Slot;
         self.ask(ctx, link, catalog::slot_query(&self.slot).ok_or_else(nul)?)
+    }
+
+    /// Route `index`'s PostgreSQL table.
+    fn route_table(&self, index: usize) -> Option<QualifiedName> {
+        self.routes.get(index).map(|route| QualifiedName {
+            schema: route.source.schema.clone(),
+            table: route.source.name.clone(),
+        })
+    }
+
+    /// What the publication's `publish_via_partition_root` means for the routed tables: a
+    /// line of `check`, and of a start's log when a routed table is partitioned.
+    fn note_partition_publishing(&mut self, ctx: &mut Ctx) {
+        if self.survey.is_some() && !self.publication_found {
+            return;
+        }
+        let partitioned: Vec<String> = self
+            .routes
+            .iter()
+            .zip(&self.partitions)
+            .filter(|(_, partitions)| !partitions.is_empty())
+            .map(|(route, _)| route.source.to_string())
+            .collect();
+        let line = checks::partition_publishing(&self.publication, self.via_root, &partitioned);
+        match self.survey.as_mut() {
+            Some(findings) => findings.push(Line::ok("partitions", line)),
+            None if !partitioned.is_empty() => ctx.log(crate::io::Level::Info, line),
+            None => {}
+        }
     }
 
     fn plan_mappings(&mut self, ctx: &mut Ctx) -> Result<(), StartupError> {
@@ -657,6 +721,9 @@ impl Startup {
         )?;
         for warning in &planned.warnings {
             ctx.log(crate::io::Level::Warn, warning.clone());
+        }
+        if !self.via_root {
+            checks::plan_partitions(&planned.tables, &self.partitions, self.require_primary_key)?;
         }
         if self.truncate_published {
             for table in &planned.tables {
@@ -711,6 +778,26 @@ impl Startup {
             else {
                 continue;
             };
+            let leaves = self
+                .routes
+                .iter()
+                .position(|r| r.source == route.source)
+                .and_then(|i| self.partitions.get(i))
+                .filter(|_| !self.via_root);
+            if let Some(Err(refusal)) = leaves.map(|leaves| {
+                checks::plan_partitions(
+                    std::slice::from_ref(table),
+                    std::slice::from_ref(leaves),
+                    self.require_primary_key,
+                )
+            }) {
+                findings.push(Line::fail(
+                    item.clone(),
+                    refusal.0,
+                    "make every partition's columns and REPLICA IDENTITY agree with the Feldera table as the message says",
+                ));
+                continue;
+            }
             findings.push(Line::ok(
                 item.clone(),
                 format!(
@@ -795,6 +882,7 @@ impl Startup {
             wal_sender_timeout_ms: self.wal_sender_timeout_ms,
             tables: std::mem::take(&mut self.tables),
             slot_confirmed,
+            placement: self.placement(),
         })
     }
 

@@ -18,31 +18,35 @@
 //! the open one first: the retraction reads Feldera's keys, which only committed data shows.
 //! See `docs/pipelining.md`.
 //!
+//! Which route each Relation, row and TRUNCATE belongs to (partitions included, and what
+//! happens to a change the session's catalog cannot place) is in `streaming/placing.rs`.
+//!
 //! Owns the replication connection, the relation cache, the outbox and the sink for one
 //! session. The positions live in the run's ack tracker, which alone decides how far the
 //! flush position may move; this phase reports it.
+
+mod placing;
 
 use super::ctx::Ctx;
 use super::durability::News;
 use super::feldera_txn::{FelderaTxn, TxnStep};
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
-use super::retraction::TableJob;
 use super::sink::{Sink, SinkOutcome};
 use super::starting::StreamStart;
 use super::{Cx, Next};
 use crate::ack::{AckTracker, Advance, BatchSeq};
 use crate::config::{AckMode, CrashPoint, FelderaTransactions};
 use crate::conn::Event;
-use crate::contract::mapping::{plan_mapping, ColumnMapping, MappingOptions};
+use crate::contract::mapping::ColumnMapping;
+use crate::contract::partitions::Placement;
 use crate::contract::schema::Table;
 use crate::contract::Name;
 use crate::convert::Converter;
 use crate::feldera::Reply;
 use crate::io::{ConnFailure, HttpId, Level, Topic};
 use crate::outbox::{Batch, CutReason, Outbox};
-use crate::pgoutput::{self, Message, RelationCache, RelationChange, Truncate};
-use crate::retract::plan_keys;
+use crate::pgoutput::{self, Message, RelationCache};
 use crate::status::StatusSchedule;
 use crate::timer::{TimerKind, TimerTable};
 use crate::wire::{PrimaryKeepalive, StatusUpdate, XLogData};
@@ -56,6 +60,16 @@ pub(crate) struct Streaming {
     relations: RelationCache,
     /// Route index and mapping of every relation seen in this session.
     mapped: BTreeMap<u32, (usize, ColumnMapping)>,
+    /// The route of every partition of a routed table, as this session's catalog showed
+    /// them.
+    placement: Placement,
+    /// Relations announced that are neither routed nor a known partition, by name: only a
+    /// change of one is a problem (`unplaceable`).
+    unplaced: BTreeMap<u32, String>,
+    /// Partitions whose Relation cannot be mapped onto their route's table: the route and
+    /// why, refused when a row of them arrives (with `publish_via_partition_root = true`
+    /// none ever does).
+    unmappable: BTreeMap<u32, (usize, String)>,
     /// Each route's Feldera table, as the schema describes it.
     tables: Vec<Table>,
     backlog: VecDeque<Event>,
@@ -128,6 +142,9 @@ impl Streaming {
             status,
             relations: RelationCache::new(),
             mapped: BTreeMap::new(),
+            placement: ready.placement,
+            unplaced: BTreeMap::new(),
+            unmappable: BTreeMap::new(),
             tables: ready.tables,
             backlog: start.pending.into(),
             paused: false,
@@ -427,54 +444,11 @@ impl Streaming {
             }
             Message::Relation(relation) => self.on_relation(cx, relation),
             Message::Insert(_) | Message::Update(_) | Message::Delete(_) => {
-                self.on_row(cx, &message)
+                self.on_row(cx, &message, xlog.wal_start)
             }
-            Message::Truncate(truncate) => self.on_truncate(&truncate),
+            Message::Truncate(truncate) => self.on_truncate(cx, &truncate, xlog.wal_start),
             Message::Type(_) | Message::Origin(_) | Message::Logical(_) => Ok(()),
         }
-    }
-
-    /// A TRUNCATE: the truncated routes' unsent rows of this transaction are dropped
-    /// (PostgreSQL dropped them too; rows of earlier commits go out before the retraction
-    /// and are deleted by it) and the stream holds here while the Retracting phase empties their Feldera
-    /// tables; the rest of the transaction follows once that is durable and verified.
-    fn on_truncate(&mut self, truncate: &Truncate) -> Step {
-        let relations = match self.relations.truncated(truncate) {
-            Ok(relations) => relations,
-            Err(e) => return fail(FailureKind::PgProtocol, format!("protocol error: {e}")),
-        };
-        let mut jobs: Vec<TableJob> = Vec::new();
-        for relation in relations {
-            let Some((route, _)) = self.mapped.get(&relation.oid) else {
-                return fail(
-                    FailureKind::PgProtocol,
-                    format!(
-                        "protocol error: TRUNCATE of {} before its Relation message",
-                        relation.qualified_name()
-                    ),
-                );
-            };
-            if jobs.iter().any(|j| j.route == *route) {
-                continue;
-            }
-            let table = &self.tables[*route];
-            let keys = match plan_keys(table) {
-                Ok(keys) => keys,
-                Err(e) => {
-                    return fail(
-                        FailureKind::DataRefused,
-                        format!("TRUNCATE of {} cannot be propagated: {e}. Nothing after the previous commit was acknowledged", relation.qualified_name()),
-                    )
-                }
-            };
-            self.outbox.discard_transaction_rows(*route);
-            jobs.push(TableJob {
-                route: *route,
-                keys,
-                leftovers: None,
-            });
-        }
-        Err(Next::Retract(jobs))
     }
 
     /// Holds the stream (a retraction runs): events wait in the backlog, reading pauses.
@@ -543,67 +517,21 @@ impl Streaming {
         }
     }
 
-    fn on_relation(&mut self, cx: &mut Cx<'_>, relation: pgoutput::Relation) -> Step {
-        let config = &cx.env.config;
-        let Some(route) = cx
-            .env
-            .routes
-            .iter()
-            .position(|r| r.source.is(&relation.namespace, &relation.name))
-        else {
-            let name = relation.qualified_name();
-            return fail(
-                FailureKind::DataRefused,
-                format!(
-                    "a change to {name} arrived but {name} is not routed; add it to TABLES or remove it from publication {}. \
-                     Nothing of this transaction was acknowledged",
-                    config.publication
-                ),
-            );
-        };
-        let options = MappingOptions {
-            require_primary_key: config.require_primary_key,
-        };
-        let mapping = match plan_mapping(&relation, &self.tables[route], options) {
-            Ok(mapping) => mapping,
-            Err(e) => {
-                return fail(
-                    FailureKind::DataRefused,
-                    format!(
-                        "table changed in a way Feldera's schema does not accept: {e}\n\
-                         Nothing of this transaction was acknowledged"
-                    ),
-                )
-            }
-        };
-        let oid = relation.oid;
-        if let RelationChange::Replaced {
-            shape_changed: true,
-            ..
-        } = self.relations.apply(relation)
-        {
-            cx.ctx.log(
-                Level::Info,
-                format!(
-                    "{} changed shape mid-stream; using its new columns",
-                    mapping.source
-                ),
-            );
-        }
-        let warnings = mapping.warnings();
-        self.mapped.insert(oid, (route, mapping));
-        for warning in warnings {
-            cx.ctx.log(Level::Warn, warning);
-        }
-        Ok(())
-    }
-
-    fn on_row(&mut self, cx: &mut Cx<'_>, message: &Message<'_>) -> Step {
+    fn on_row(&mut self, cx: &mut Cx<'_>, message: &Message<'_>, at: Lsn) -> Step {
         if let Err(e) = self.relations.check(message) {
             return fail(FailureKind::PgProtocol, format!("protocol error: {e}"));
         }
         let oid = message.row_relation_oid().unwrap_or_default();
         let Some((route, mapping)) = self.mapped.get(&oid) else {
+            if let Some(name) = self.unplaced.get(&oid).cloned() {
+                return self.unplaceable(cx, at, &format!("a change to {name}"), &name);
+            }
+            if let Some((_, problem)) = self.unmappable.get(&oid) {
+                return fail(
+                    FailureKind::DataRefused,
+                    format!("{problem}. Nothing of this transaction was acknowledged"),
+                );
+            }
             return fail(
                 FailureKind::PgProtocol,
                 format!(

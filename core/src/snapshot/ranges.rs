@@ -10,10 +10,13 @@
 //!
 //! Owns only the arithmetic; never builds SQL (see `snapshot::sql`) nor hands work out.
 
-/// A table's size as PostgreSQL measured it under the snapshot.
+/// The size of one heap of a routed table (the table's own, or a leaf partition's) as
+/// PostgreSQL measured it under the snapshot.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TableSize {
     pub route: usize,
+    /// Which heap of the copy (an index the caller keeps).
+    pub heap: usize,
     /// Heap blocks (`pg_relation_size / block_size`).
     pub blocks: u64,
     /// `pg_class.reltuples`: an estimate, `None` when never analyzed.
@@ -38,10 +41,11 @@ impl BlockRange {
     }
 }
 
-/// One unit of copying: a range of one route's table.
+/// One unit of copying: a range of one heap of one route's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorkItem {
     pub route: usize,
+    pub heap: usize,
     pub range: BlockRange,
 }
 
@@ -53,7 +57,8 @@ pub const MIN_RANGE_BLOCKS: u64 = 1024;
 /// early find more work instead of idling behind one long range.
 pub const RANGES_PER_WORKER: u64 = 4;
 
-/// Plans the work: every table cut into ranges of about `total / (workers *
+/// Plans the work: every heap (a table, or a leaf partition: each is copied like a table
+/// of its own) cut into ranges of about `total / (workers *
 /// RANGES_PER_WORKER)` blocks (never below [`MIN_RANGE_BLOCKS`]), largest tables first so
 /// the longest copies start earliest. A table of zero or few blocks is one whole range.
 pub fn plan_ranges(tables: &[TableSize], workers: usize) -> Vec<WorkItem> {
@@ -61,13 +66,14 @@ pub fn plan_ranges(tables: &[TableSize], workers: usize) -> Vec<WorkItem> {
     let total: u64 = tables.iter().map(|t| t.blocks).sum();
     let target = (total / (workers * RANGES_PER_WORKER)).max(MIN_RANGE_BLOCKS);
     let mut order: Vec<&TableSize> = tables.iter().collect();
-    order.sort_by(|a, b| b.blocks.cmp(&a.blocks).then(a.route.cmp(&b.route)));
+    order.sort_by(|a, b| b.blocks.cmp(&a.blocks).then(a.heap.cmp(&b.heap)));
     let mut items = Vec::new();
     for table in order {
         let pieces = table.blocks.div_ceil(target).max(1);
         if pieces == 1 {
             items.push(WorkItem {
                 route: table.route,
+                heap: table.heap,
                 range: BlockRange::WHOLE,
             });
             continue;
@@ -78,6 +84,7 @@ pub fn plan_ranges(tables: &[TableSize], workers: usize) -> Vec<WorkItem> {
             let end = (piece + 1 < pieces).then_some((piece + 1) * step);
             items.push(WorkItem {
                 route: table.route,
+                heap: table.heap,
                 range: BlockRange { start, end },
             });
         }
@@ -98,6 +105,7 @@ mod tests {
     fn size(route: usize, blocks: u64) -> TableSize {
         TableSize {
             route,
+            heap: route,
             blocks,
             estimated_rows: None,
         }
@@ -110,6 +118,7 @@ mod tests {
             items,
             [1, 0, 2].map(|route| WorkItem {
                 route,
+                heap: route,
                 range: BlockRange::WHOLE
             })
         );
@@ -133,6 +142,32 @@ mod tests {
     }
 
     #[test]
+    fn the_leaves_of_a_partitioned_table_are_cut_and_shared_like_tables() {
+        // Route 0 is partitioned into three leaves of unequal size; route 1 is a table.
+        let sizes =
+            [(0, 0, 60_000), (0, 1, 3_000), (0, 2, 0), (1, 3, 500)].map(|(route, heap, blocks)| {
+                TableSize {
+                    route,
+                    heap,
+                    blocks,
+                    estimated_rows: None,
+                }
+            });
+        let items = plan_ranges(&sizes, 4);
+        let heaps: Vec<(usize, usize)> = items.iter().map(|i| (i.route, i.heap)).collect();
+        assert_eq!(
+            heaps.iter().filter(|(_, heap)| *heap == 0).count(),
+            16,
+            "the largest leaf is cut so every worker has work"
+        );
+        assert_eq!(
+            &heaps[16..],
+            [(0, 1), (1, 3), (0, 2)],
+            "the smaller leaves are copied whole, largest first"
+        );
+    }
+
+    #[test]
     fn workers_never_exceed_the_work() {
         assert_eq!(worker_count(4, 2), 2);
         assert_eq!(worker_count(4, 0), 1);
@@ -152,7 +187,7 @@ mod tests {
             for table in &tables {
                 let mut ranges: Vec<BlockRange> = items
                     .iter()
-                    .filter(|i| i.route == table.route)
+                    .filter(|i| i.heap == table.heap)
                     .map(|i| i.range)
                     .collect();
                 ranges.sort();

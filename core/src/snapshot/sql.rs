@@ -4,9 +4,9 @@
 //! Every name and literal is quoted here (the simple query protocol has no parameters).
 //! Owns the statements and the parsing of the size answer; never decides what to copy.
 
-use super::ranges::{BlockRange, TableSize};
+use super::ranges::BlockRange;
 use crate::pgoutput::Relation;
-use crate::startup::catalog::{quote_ident, quote_literal, Row};
+use crate::startup::catalog::{quote_ident, quote_literal, QualifiedName, Row};
 
 /// Starts the worker's transaction inside the exported snapshot (`name`), or, without one
 /// (`SNAPSHOT_MODE=inconsistent`), in a snapshot of its own. `READ ONLY` because a copy
@@ -31,8 +31,12 @@ pub fn qualified(relation: &Relation) -> Option<String> {
     ))
 }
 
-/// Heap blocks and estimated rows of each routed table, under the worker's snapshot.
-/// `relations[i]` is route `i`'s table.
+/// The heaps of every routed table, measured under the worker's snapshot: heap blocks and
+/// the planner's row estimate of a table, or, for a partitioned table (which has no heap of
+/// its own), of each of its leaf partitions at any depth. `relations[i]` is route `i`'s
+/// table. The partitions are listed here, in the snapshot's transaction, rather than taken
+/// from the startup catalog: one attached between the two is copied like a scan of the
+/// partitioned table would copy it (docs/snapshot.md, "Partitioned tables").
 pub fn sizes_query(relations: &[&Relation]) -> Option<String> {
     let mut values = Vec::with_capacity(relations.len());
     for (route, relation) in relations.iter().enumerate() {
@@ -42,51 +46,73 @@ pub fn sizes_query(relations: &[&Relation]) -> Option<String> {
         ));
     }
     Some(format!(
-        "SELECT v.route, pg_catalog.pg_relation_size(c.oid) / pg_catalog.current_setting('block_size')::bigint, \
+        "SELECT v.route, n.nspname, c.relname, \
+         pg_catalog.pg_relation_size(c.oid) / pg_catalog.current_setting('block_size')::bigint, \
          c.reltuples::bigint FROM (VALUES {}) AS v(route, name) \
-         JOIN pg_catalog.pg_class c ON c.oid = v.name::regclass ORDER BY v.route",
+         CROSS JOIN LATERAL (SELECT t.relid FROM pg_catalog.pg_partition_tree(v.name::regclass) t \
+           WHERE t.isleaf AND t.level > 0 \
+           UNION ALL SELECT v.name::regclass WHERE NOT EXISTS \
+           (SELECT FROM pg_catalog.pg_partition_tree(v.name::regclass) t WHERE t.level > 0)) AS h(relid) \
+         JOIN pg_catalog.pg_class c ON c.oid = h.relid \
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         ORDER BY v.route, n.nspname, c.relname",
         values.join(", ")
     ))
 }
 
-/// Reads the answer of [`sizes_query`]: one row per route, in route order.
-pub fn parse_sizes(rows: &[Row<'_>], routes: usize) -> Result<Vec<TableSize>, String> {
-    if rows.len() != routes {
-        return Err(format!(
-            "the table size query answered {} rows for {routes} tables",
-            rows.len()
-        ));
-    }
-    rows.iter()
-        .enumerate()
-        .map(|(route, row)| {
-            let number = |i: usize| -> Result<i64, String> {
-                let text = row
-                    .get(i)
-                    .copied()
-                    .flatten()
-                    .ok_or_else(|| format!("the table size query left column {i} empty"))?;
-                text.parse()
-                    .map_err(|_| format!("the table size query answered {text:?}, not a number"))
-            };
-            if number(0)? != route as i64 {
-                return Err("the table size query answered out of order".into());
-            }
-            let blocks = u64::try_from(number(1)?).unwrap_or(0);
-            let estimated_rows = u64::try_from(number(2)?).ok();
-            Ok(TableSize {
-                route,
-                blocks,
-                estimated_rows,
-            })
-        })
-        .collect()
+/// One heap a route's rows live in: its table's, or one leaf partition's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Heap {
+    pub route: usize,
+    pub table: QualifiedName,
+    /// Heap blocks (`pg_relation_size / block_size`).
+    pub blocks: u64,
+    /// `pg_class.reltuples`: an estimate, `None` when never analyzed.
+    pub estimated_rows: Option<u64>,
 }
 
-/// `COPY (SELECT <every column, in order> FROM t [WHERE <range>]) TO STDOUT`: text format,
-/// one row per CopyData, values rendered exactly as pgoutput renders them (same output
-/// functions, same pinned session settings).
-pub fn copy_range(relation: &Relation, range: BlockRange) -> Option<String> {
+/// Reads the answer of [`sizes_query`]: the heaps in route order (a partitioned table
+/// without leaves has none).
+pub fn parse_sizes(rows: &[Row<'_>], routes: usize) -> Result<Vec<Heap>, String> {
+    let mut heaps: Vec<Heap> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let text = |i: usize| -> Result<&str, String> {
+            row.get(i)
+                .copied()
+                .flatten()
+                .ok_or_else(|| format!("the table size query left column {i} empty"))
+        };
+        let number = |i: usize| -> Result<i64, String> {
+            let text = text(i)?;
+            text.parse()
+                .map_err(|_| format!("the table size query answered {text:?}, not a number"))
+        };
+        let route = usize::try_from(number(0)?)
+            .ok()
+            .filter(|route| *route < routes)
+            .ok_or_else(|| format!("the table size query answered a route out of 0..{routes}"))?;
+        if heaps.last().is_some_and(|last| last.route > route) {
+            return Err("the table size query answered out of order".into());
+        }
+        heaps.push(Heap {
+            route,
+            table: QualifiedName {
+                schema: text(1)?.to_owned(),
+                table: text(2)?.to_owned(),
+            },
+            blocks: u64::try_from(number(3)?).unwrap_or(0),
+            estimated_rows: u64::try_from(number(4)?).ok(),
+        });
+    }
+    Ok(heaps)
+}
+
+/// `COPY (SELECT <every column of relation, in its order> FROM heap [WHERE <range>]) TO
+/// STDOUT`: text format, one row per CopyData, values rendered exactly as pgoutput renders
+/// them (same output functions, same pinned session settings). `heap` is the relation
+/// itself or one of its leaf partitions, whose columns have the same names whatever their
+/// order: selected by name, they come in the relation's order.
+pub fn copy_range(relation: &Relation, heap: &QualifiedName, range: BlockRange) -> Option<String> {
     let mut columns = Vec::with_capacity(relation.columns.len());
     for column in &relation.columns {
         columns.push(quote_ident(&column.name)?);
@@ -96,7 +122,12 @@ pub fn copy_range(relation: &Relation, range: BlockRange) -> Option<String> {
     } else {
         format!("SELECT {}", columns.join(", "))
     };
-    let mut sql = format!("COPY ({select} FROM {}", qualified(relation)?);
+    let from = format!(
+        "{}.{}",
+        quote_ident(&heap.schema)?,
+        quote_ident(&heap.table)?
+    );
+    let mut sql = format!("COPY ({select} FROM {from}");
     if !range.is_whole() {
         sql.push_str(&format!(" WHERE ctid >= '({},0)'::tid", range.start));
         if let Some(end) = range.end {
@@ -143,16 +174,25 @@ mod tests {
         assert_eq!(import_snapshot(Some("x'; DROP")).as_deref(), Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT 'x''; DROP'"));
     }
 
+    fn heap(schema: &str, table: &str) -> QualifiedName {
+        QualifiedName {
+            schema: schema.into(),
+            table: table.into(),
+        }
+    }
+
     #[test]
     fn copy_statements_quote_names_and_bound_ranges() {
         let r = relation("public", "Odd \"name\"", &["id", "Mixed Case"]);
+        let own = heap("public", "Odd \"name\"");
         assert_eq!(
-            copy_range(&r, BlockRange::WHOLE).as_deref(),
+            copy_range(&r, &own, BlockRange::WHOLE).as_deref(),
             Some(r#"COPY (SELECT "id", "Mixed Case" FROM "public"."Odd ""name""") TO STDOUT"#)
         );
         assert_eq!(
             copy_range(
                 &r,
+                &own,
                 BlockRange {
                     start: 1024,
                     end: Some(2048)
@@ -166,6 +206,7 @@ mod tests {
         assert_eq!(
             copy_range(
                 &r,
+                &own,
                 BlockRange {
                     start: 2048,
                     end: None
@@ -177,30 +218,75 @@ mod tests {
             )
         );
         assert_eq!(
-            copy_range(&relation("s", "t\0", &[]), BlockRange::WHOLE),
+            copy_range(
+                &relation("s", "t\0", &[]),
+                &heap("s", "t\0"),
+                BlockRange::WHOLE
+            ),
             None
         );
     }
 
     #[test]
-    fn sizes_are_read_in_route_order_and_unanalyzed_tables_have_no_estimate() {
+    fn a_partition_is_copied_with_the_partitioned_tables_columns_in_its_order() {
+        let metrics = relation("public", "metrics", &["id", "ts", "v"]);
+        assert_eq!(
+            copy_range(&metrics, &heap("public", "metrics_2025"), BlockRange::WHOLE).as_deref(),
+            Some(r#"COPY (SELECT "id", "ts", "v" FROM "public"."metrics_2025") TO STDOUT"#)
+        );
+    }
+
+    #[test]
+    fn sizes_are_read_per_heap_in_route_order_and_unanalyzed_tables_have_no_estimate() {
         let users = relation("public", "users", &["id"]);
-        let items = relation("shop", "items", &["sku"]);
-        let sql = sizes_query(&[&users, &items]).unwrap();
+        let metrics = relation("shop", "metrics", &["sku"]);
+        let sql = sizes_query(&[&users, &metrics]).unwrap();
         assert!(
-            sql.contains(r#"(0, '"public"."users"'), (1, '"shop"."items"')"#),
+            sql.contains(r#"(0, '"public"."users"'), (1, '"shop"."metrics"')"#),
             "{sql}"
         );
+        assert!(sql.contains("pg_partition_tree"), "{sql}");
         let rows: Vec<Vec<Option<&str>>> = vec![
-            vec![Some("0"), Some("12"), Some("1500")],
-            vec![Some("1"), Some("0"), Some("-1")],
+            vec![
+                Some("0"),
+                Some("public"),
+                Some("users"),
+                Some("12"),
+                Some("1500"),
+            ],
+            vec![
+                Some("1"),
+                Some("shop"),
+                Some("metrics_2024"),
+                Some("0"),
+                Some("-1"),
+            ],
+            vec![
+                Some("1"),
+                Some("shop"),
+                Some("metrics_2025"),
+                Some("7"),
+                Some("700"),
+            ],
         ];
         let views: Vec<Row<'_>> = rows.iter().map(Vec::as_slice).collect();
         let sizes = parse_sizes(&views, 2).unwrap();
-        assert_eq!((sizes[0].blocks, sizes[0].estimated_rows), (12, Some(1500)));
-        assert_eq!((sizes[1].blocks, sizes[1].estimated_rows), (0, None));
-        assert!(parse_sizes(&views[..1], 2).is_err());
+        assert_eq!(
+            sizes
+                .iter()
+                .map(|h| (h.route, h.table.table.as_str(), h.blocks, h.estimated_rows))
+                .collect::<Vec<_>>(),
+            [
+                (0, "users", 12, Some(1500)),
+                (1, "metrics_2024", 0, None),
+                (1, "metrics_2025", 7, Some(700))
+            ]
+        );
         let swapped = [views[1], views[0]];
-        assert!(parse_sizes(&swapped, 2).is_err());
+        assert!(parse_sizes(&swapped, 2).is_err(), "out of route order");
+        assert!(
+            parse_sizes(&views, 1).is_err(),
+            "a route that does not exist"
+        );
     }
 }

@@ -114,11 +114,14 @@ pub struct Publication {
     pub updates: bool,
     pub deletes: bool,
     pub truncates: bool,
+    /// `publish_via_partition_root`: a partition's rows are published as rows of its
+    /// topmost published ancestor (else as rows of the partition itself).
+    pub via_root: bool,
 }
 
 pub fn publication_query(publication: &str) -> Option<String> {
     Some(format!(
-        "SELECT pubname, puballtables, pubinsert, pubupdate, pubdelete, pubtruncate \
+        "SELECT pubname, puballtables, pubinsert, pubupdate, pubdelete, pubtruncate, pubviaroot \
          FROM pg_catalog.pg_publication WHERE pubname = {}",
         quote_literal(publication)?
     ))
@@ -139,6 +142,7 @@ pub fn parse_publication(rows: &[Row<'_>]) -> Result<Option<Publication>, Catalo
         updates: boolean(Q, column(Q, row, 3)?)?,
         deletes: boolean(Q, column(Q, row, 4)?)?,
         truncates: boolean(Q, column(Q, row, 5)?)?,
+        via_root: boolean(Q, column(Q, row, 6)?)?,
     }))
 }
 
@@ -169,87 +173,242 @@ impl fmt::Display for QualifiedName {
     }
 }
 
+/// A table the publication publishes, with the partitioned tables it is a partition of
+/// (nearest first; empty for a table that is not a partition). With
+/// `publish_via_partition_root = false` the catalog lists the leaf partitions of a
+/// published partitioned table, not the table itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublishedTable {
+    pub name: QualifiedName,
+    pub ancestors: Vec<QualifiedName>,
+}
+
+impl fmt::Display for PublishedTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.name.fmt(f)
+    }
+}
+
+/// The published tables, one row per (table, ancestor), nearest ancestor first; a table
+/// without ancestors has one row whose ancestor columns are NULL.
 pub fn published_tables_query(publication: &str) -> Option<String> {
     Some(format!(
-        "SELECT schemaname, tablename FROM pg_catalog.pg_publication_tables \
-         WHERE pubname = {} ORDER BY schemaname, tablename",
+        "SELECT p.schemaname, p.tablename, an.nspname, ac.relname \
+         FROM pg_catalog.pg_publication_tables p \
+         LEFT JOIN LATERAL pg_catalog.pg_partition_ancestors(\
+           pg_catalog.format('%I.%I', p.schemaname, p.tablename)::regclass) \
+           WITH ORDINALITY AS a(relid, depth) ON a.depth > 1 \
+         LEFT JOIN pg_catalog.pg_class ac ON ac.oid = a.relid \
+         LEFT JOIN pg_catalog.pg_namespace an ON an.oid = ac.relnamespace \
+         WHERE p.pubname = {} ORDER BY p.schemaname, p.tablename, a.depth",
         quote_literal(publication)?
     ))
 }
 
-pub fn parse_published_tables(rows: &[Row<'_>]) -> Result<Vec<QualifiedName>, CatalogError> {
+pub fn parse_published_tables(rows: &[Row<'_>]) -> Result<Vec<PublishedTable>, CatalogError> {
     const Q: &str = "published tables";
-    rows.iter()
-        .map(|row| {
-            Ok(QualifiedName {
-                schema: column(Q, row, 0)?.to_owned(),
-                table: column(Q, row, 1)?.to_owned(),
-            })
-        })
-        .collect()
+    let mut tables: Vec<PublishedTable> = Vec::new();
+    for row in rows {
+        if row.len() != 4 {
+            return Err(bad(Q, format!("row has {} columns, expected 4", row.len())));
+        }
+        let name = QualifiedName {
+            schema: column(Q, row, 0)?.to_owned(),
+            table: column(Q, row, 1)?.to_owned(),
+        };
+        let ancestor = match (row[2], row[3]) {
+            (Some(schema), Some(table)) => Some(QualifiedName {
+                schema: schema.to_owned(),
+                table: table.to_owned(),
+            }),
+            (None, None) => None,
+            _ => return Err(bad(Q, format!("half an ancestor of {name}"))),
+        };
+        match tables.last_mut() {
+            Some(last) if last.name == name => match ancestor {
+                Some(ancestor) if !last.ancestors.is_empty() => last.ancestors.push(ancestor),
+                _ => return Err(bad(Q, format!("{name} is listed twice"))),
+            },
+            _ => tables.push(PublishedTable {
+                name,
+                ancestors: ancestor.into_iter().collect(),
+            }),
+        }
+    }
+    Ok(tables)
 }
 
 /// The table's shape as a Relation message would describe it (columns in attribute order,
 /// without dropped or generated columns, identity flags per the replica identity), so the
-/// column mapping can be validated before the slot exists.
+/// column mapping can be validated before the slot exists; and, when it is partitioned, the
+/// shape of every partition below it, at any depth. Columns: oid, namespace, name,
+/// relreplident, attname, atttypid, atttypmod, in identity, level (0 for the table),
+/// isleaf and the parent's OID (NULL for the table). The table's rows come first, then the
+/// partitions' by name. Read with [`parse_relation`] and [`parse_partitions`].
 pub fn relation_query(table: &QualifiedName) -> Option<String> {
+    let name = regclass(table)?;
+    Some(format!(
+        "SELECT c.oid, n.nspname, c.relname, c.relreplident, a.attname, a.atttypid, a.atttypmod, \
+           {IN_IDENTITY}, t.level, t.isleaf, t.parent \
+         FROM (SELECT {name} AS relid, 0 AS level, NULL::bool AS isleaf, NULL::oid AS parent \
+           UNION ALL SELECT p.relid, p.level, p.isleaf, p.parentrelid::oid \
+           FROM pg_catalog.pg_partition_tree({name}) p WHERE p.level > 0) AS t \
+         JOIN pg_catalog.pg_class c ON c.oid = t.relid \
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid \
+         WHERE {LIVE_COLUMN} \
+         ORDER BY t.level > 0, n.nspname, c.relname, c.oid, a.attnum"
+    ))
+}
+
+/// `'"schema"."table"'::regclass`.
+fn regclass(table: &QualifiedName) -> Option<String> {
     let name = format!(
         "{}.{}",
         quote_ident(&table.schema)?,
         quote_ident(&table.table)?
     );
-    Some(format!(
-        "SELECT c.oid, n.nspname, c.relname, c.relreplident, a.attname, a.atttypid, a.atttypmod, \
-           a.attnum = ANY(COALESCE((SELECT i.indkey::int2[] FROM pg_catalog.pg_index i \
-             WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) \
-             OR (c.relreplident = 'i' AND i.indisreplident)) LIMIT 1), '{{}}'::int2[])) \
-           OR c.relreplident = 'f' \
-         FROM pg_catalog.pg_class c \
-         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-         JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid \
-         WHERE c.oid = {}::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' \
-         ORDER BY a.attnum",
-        quote_literal(&name)?
-    ))
+    Some(format!("{}::regclass", quote_literal(&name)?))
 }
 
+/// Whether column `a` of relation `c` is in the replica identity, as pgoutput flags it.
+const IN_IDENTITY: &str =
+    "a.attnum = ANY(COALESCE((SELECT i.indkey::int2[] FROM pg_catalog.pg_index i \
+    WHERE i.indrelid = c.oid AND ((c.relreplident = 'd' AND i.indisprimary) \
+    OR (c.relreplident = 'i' AND i.indisreplident)) LIMIT 1), '{}'::int2[])) \
+    OR c.relreplident = 'f'";
+
+/// The columns a Relation message lists: neither system, dropped nor generated.
+const LIVE_COLUMN: &str = "a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''";
+
+/// The table itself from the answer of [`relation_query`].
 pub fn parse_relation(rows: &[Row<'_>]) -> Result<Relation, CatalogError> {
     const Q: &str = "table columns";
+    let own = levels(Q, rows)?.0;
+    if own.is_empty() {
+        return Err(bad(Q, "the table has no columns"));
+    }
+    relation_of(Q, own)
+}
+
+/// The answer of [`relation_query`] split into the table's rows and its partitions' rows.
+fn levels<'r, 'a>(
+    q: &'static str,
+    rows: &'r [Row<'a>],
+) -> Result<(&'r [Row<'a>], &'r [Row<'a>]), CatalogError> {
+    for row in rows {
+        if row.len() != 11 {
+            return Err(bad(
+                q,
+                format!("row has {} columns, expected 11", row.len()),
+            ));
+        }
+    }
+    let own = rows
+        .iter()
+        .position(|row| row[8] != Some("0"))
+        .unwrap_or(rows.len());
+    Ok(rows.split_at(own))
+}
+
+/// One relation from its column rows (the layout of [`relation_query`]: oid, namespace,
+/// name, relreplident, then one column per row).
+fn relation_of(q: &'static str, rows: &[Row<'_>]) -> Result<Relation, CatalogError> {
     let first = rows
         .first()
-        .ok_or_else(|| bad(Q, "the table has no columns"))?;
+        .ok_or_else(|| bad(q, "a relation without columns"))?;
     let number = |text: &str, what: &str| {
         text.parse::<i64>()
-            .map_err(|_| bad(Q, format!("{what} {text:?} is not a number")))
+            .map_err(|_| bad(q, format!("{what} {text:?} is not a number")))
     };
-    let replica_identity = match column(Q, first, 3)? {
+    let replica_identity = match column(q, first, 3)? {
         "d" => ReplicaIdentity::Default,
         "n" => ReplicaIdentity::Nothing,
         "f" => ReplicaIdentity::Full,
         "i" => ReplicaIdentity::Index,
-        other => return Err(bad(Q, format!("unknown relreplident {other:?}"))),
+        other => return Err(bad(q, format!("unknown relreplident {other:?}"))),
     };
     let columns = rows
         .iter()
         .map(|row| {
             Ok(RelationColumn {
-                in_replica_identity: boolean(Q, column(Q, row, 7)?)?,
-                name: column(Q, row, 4)?.to_owned(),
-                type_oid: u32::try_from(number(column(Q, row, 5)?, "type oid")?)
-                    .map_err(|_| bad(Q, "type oid out of range"))?,
-                type_modifier: i32::try_from(number(column(Q, row, 6)?, "typmod")?)
-                    .map_err(|_| bad(Q, "typmod out of range"))?,
+                in_replica_identity: boolean(q, column(q, row, 7)?)?,
+                name: column(q, row, 4)?.to_owned(),
+                type_oid: u32::try_from(number(column(q, row, 5)?, "type oid")?)
+                    .map_err(|_| bad(q, "type oid out of range"))?,
+                type_modifier: i32::try_from(number(column(q, row, 6)?, "typmod")?)
+                    .map_err(|_| bad(q, "typmod out of range"))?,
             })
         })
         .collect::<Result<Vec<_>, CatalogError>>()?;
     Ok(Relation {
-        oid: u32::try_from(number(column(Q, first, 0)?, "oid")?)
-            .map_err(|_| bad(Q, "oid out of range"))?,
-        namespace: column(Q, first, 1)?.to_owned(),
-        name: column(Q, first, 2)?.to_owned(),
+        oid: u32::try_from(number(column(q, first, 0)?, "oid")?)
+            .map_err(|_| bad(q, "oid out of range"))?,
+        namespace: column(q, first, 1)?.to_owned(),
+        name: column(q, first, 2)?.to_owned(),
         replica_identity,
         columns,
     })
+}
+
+/// A partition of a routed partitioned table, at any depth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// Its shape as a Relation message of its own would describe it (its columns may be in
+    /// another order than the root's, or have dropped columns between them).
+    pub relation: Relation,
+    /// A leaf holds rows; a partition that is itself partitioned holds none.
+    pub leaf: bool,
+    /// The OID of the partitioned table it is a partition of.
+    pub parent: u32,
+}
+
+/// The partitions of the table from the answer of [`relation_query`]: none for a table
+/// that is not partitioned (or is itself a leaf partition).
+pub fn parse_partitions(rows: &[Row<'_>]) -> Result<Vec<Partition>, CatalogError> {
+    const Q: &str = "table columns";
+    let rows = levels(Q, rows)?.1;
+    let mut partitions = Vec::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let oid = column(Q, rows[start], 0)?;
+        let end = rows[start..]
+            .iter()
+            .position(|row| row[0] != Some(oid))
+            .map_or(rows.len(), |n| start + n);
+        let group = &rows[start..end];
+        let first = group[0];
+        for row in group {
+            if row[8..] != first[8..] {
+                return Err(bad(Q, format!("the rows of relation {oid} disagree")));
+            }
+        }
+        if column(Q, first, 8)? == "0" {
+            return Err(bad(
+                Q,
+                format!("relation {oid} is listed after the partitions"),
+            ));
+        }
+        let leaf = boolean(Q, column(Q, first, 9)?)?;
+        let parent_text = column(Q, first, 10)?;
+        let parent = parent_text
+            .parse()
+            .map_err(|_| bad(Q, format!("parent OID {parent_text:?} is not a number")))?;
+        let relation = relation_of(Q, group)?;
+        if partitions
+            .iter()
+            .any(|p: &Partition| p.relation.oid == relation.oid)
+        {
+            return Err(bad(Q, format!("relation {oid} is listed twice")));
+        }
+        partitions.push(Partition {
+            relation,
+            leaf,
+            parent,
+        });
+        start = end;
+    }
+    Ok(partitions)
 }
 
 /// A replication slot as `pg_replication_slots` shows it.

@@ -55,9 +55,11 @@ fn publication_flags_are_read_and_absence_is_none() {
         Some("t"),
         Some("t"),
         Some("f"),
+        Some("t"),
     ]];
     let publication = parse_publication(&rows(&data)).unwrap().unwrap();
     assert!(publication.inserts && !publication.truncates && !publication.all_tables);
+    assert!(publication.via_root);
     assert_eq!(parse_publication(&[]).unwrap(), None);
     let data = [vec![
         Some("pub"),
@@ -66,6 +68,7 @@ fn publication_flags_are_read_and_absence_is_none() {
         Some("t"),
         Some("t"),
         Some("f"),
+        Some("f"),
     ]];
     assert!(parse_publication(&rows(&data))
         .unwrap_err()
@@ -73,29 +76,38 @@ fn publication_flags_are_read_and_absence_is_none() {
         .contains("expected t or f"));
 }
 
+/// One row of `relation_query`'s answer: a column of relation `oid`, at `level` 0 (the
+/// table) or as a partition (`leaf`, `parent`).
+fn column_row<'a>(
+    oid: &'a str,
+    name: &'a str,
+    column: &'a str,
+    type_oid: &'a str,
+    in_identity: &'a str,
+    partition: Option<(&'a str, &'a str)>,
+) -> Vec<Option<&'a str>> {
+    let mut row = vec![
+        Some(oid),
+        Some("public"),
+        Some(name),
+        Some("d"),
+        Some(column),
+        Some(type_oid),
+        Some("-1"),
+        Some(in_identity),
+    ];
+    match partition {
+        None => row.extend([Some("0"), None, None]),
+        Some((leaf, parent)) => row.extend([Some("1"), Some(leaf), Some(parent)]),
+    }
+    row
+}
+
 #[test]
 fn relation_rows_become_a_relation_with_identity_flags() {
     let data = [
-        vec![
-            Some("16384"),
-            Some("public"),
-            Some("users"),
-            Some("d"),
-            Some("id"),
-            Some("20"),
-            Some("-1"),
-            Some("t"),
-        ],
-        vec![
-            Some("16384"),
-            Some("public"),
-            Some("users"),
-            Some("d"),
-            Some("name"),
-            Some("25"),
-            Some("-1"),
-            Some("f"),
-        ],
+        column_row("16384", "users", "id", "20", "t", None),
+        column_row("16384", "users", "name", "25", "f", None),
     ];
     let relation = parse_relation(&rows(&data)).unwrap();
     assert_eq!(
@@ -105,6 +117,95 @@ fn relation_rows_become_a_relation_with_identity_flags() {
     assert_eq!(relation.columns.len(), 2);
     assert!(relation.columns[0].in_replica_identity && !relation.columns[1].in_replica_identity);
     assert_eq!(relation.columns[1].type_oid, 25);
+    assert_eq!(parse_partitions(&rows(&data)).unwrap(), []);
+    let short = [data[0][..8].to_vec()];
+    assert!(parse_relation(&rows(&short))
+        .unwrap_err()
+        .to_string()
+        .contains("row has 8 columns, expected 11"));
+}
+
+#[test]
+fn the_partitions_of_a_table_come_after_it_each_in_its_own_column_order() {
+    let data = [
+        column_row("100", "metrics", "id", "20", "t", None),
+        column_row("100", "metrics", "v", "25", "f", None),
+        column_row("101", "metrics_a", "id", "20", "t", Some(("t", "100"))),
+        column_row("101", "metrics_a", "v", "25", "f", Some(("t", "100"))),
+        column_row("102", "metrics_b", "v", "25", "f", Some(("f", "100"))),
+        column_row("102", "metrics_b", "id", "20", "t", Some(("f", "100"))),
+    ];
+    let relation = parse_relation(&rows(&data)).unwrap();
+    assert_eq!(
+        (relation.name.as_str(), relation.columns.len()),
+        ("metrics", 2)
+    );
+    let partitions = parse_partitions(&rows(&data)).unwrap();
+    let shapes: Vec<(u32, bool, u32, Vec<&str>)> = partitions
+        .iter()
+        .map(|p| {
+            let columns = p.relation.columns.iter().map(|c| c.name.as_str()).collect();
+            (p.relation.oid, p.leaf, p.parent, columns)
+        })
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (101, true, 100, vec!["id", "v"]),
+            (102, false, 100, vec!["v", "id"])
+        ]
+    );
+    let mut disagreeing = data.to_vec();
+    disagreeing[3][10] = Some("999");
+    assert!(parse_partitions(&rows(&disagreeing))
+        .unwrap_err()
+        .to_string()
+        .contains("the rows of relation 101 disagree"));
+}
+
+#[test]
+fn published_tables_carry_their_ancestors_nearest_first() {
+    let data = [
+        vec![
+            Some("public"),
+            Some("metrics_2024_01"),
+            Some("public"),
+            Some("metrics_2024"),
+        ],
+        vec![
+            Some("public"),
+            Some("metrics_2024_01"),
+            Some("public"),
+            Some("metrics"),
+        ],
+        vec![Some("public"), Some("users"), None, None],
+    ];
+    let tables = parse_published_tables(&rows(&data)).unwrap();
+    let shown: Vec<(String, Vec<String>)> = tables
+        .iter()
+        .map(|t| {
+            let ancestors = t.ancestors.iter().map(ToString::to_string).collect();
+            (t.to_string(), ancestors)
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (
+                "public.metrics_2024_01".to_owned(),
+                vec![
+                    "public.metrics_2024".to_owned(),
+                    "public.metrics".to_owned()
+                ]
+            ),
+            ("public.users".to_owned(), vec![])
+        ]
+    );
+    let twice = [data[2].clone(), data[2].clone()];
+    assert!(parse_published_tables(&rows(&twice))
+        .unwrap_err()
+        .to_string()
+        .contains("listed twice"));
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! The verdicts of startup: pure functions over what the catalog and Feldera said, each
 //! refusal naming what was found and what would be accepted.
 
-use super::catalog::{Publication, QualifiedName, SlotInfo};
+use super::catalog::{Partition, Publication, PublishedTable, QualifiedName, SlotInfo};
 use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, MappingOptions};
-use crate::contract::routes::{resolve, Route};
+use crate::contract::routes::{resolve, PgTable, Route};
 use crate::contract::schema::{Schema, Table};
 use crate::pgoutput::Relation;
 use std::fmt;
@@ -105,21 +105,26 @@ pub fn publication(name: &str, found: Option<&Publication>) -> Result<Vec<String
 }
 
 /// Every routed table must be published, and every published table routed: otherwise a
-/// routed table would never update, or a published one would arrive with nowhere to go.
+/// routed table would never update, or a published one would arrive with nowhere to go. A
+/// partition is routed by its partitioned table's route (with `publish_via_partition_root
+/// = false` the catalog lists the leaves, not the table the user routes).
 pub fn routes_match_publication(
     name: &str,
     routes: &[Route],
-    published: &[QualifiedName],
+    published: &[PublishedTable],
 ) -> Result<(), StartupRefusal> {
-    let is_routed = |t: &QualifiedName| routes.iter().any(|r| r.source.is(&t.schema, &t.table));
+    let routes_table = |r: &Route, t: &QualifiedName| r.source.is(&t.schema, &t.table);
+    let covers = |r: &Route, t: &PublishedTable| {
+        routes_table(r, &t.name) || t.ancestors.iter().any(|a| routes_table(r, a))
+    };
     let not_published: Vec<String> = routes
         .iter()
-        .filter(|r| !published.iter().any(|t| r.source.is(&t.schema, &t.table)))
+        .filter(|r| !published.iter().any(|t| covers(r, t)))
         .map(|r| r.source.to_string())
         .collect();
     let not_routed: Vec<String> = published
         .iter()
-        .filter(|t| !is_routed(t))
+        .filter(|t| !routes.iter().any(|r| covers(r, t)))
         .map(ToString::to_string)
         .collect();
     if not_published.is_empty() && not_routed.is_empty() {
@@ -134,7 +139,7 @@ pub fn routes_match_publication(
     }
     if !not_routed.is_empty() {
         problems.push(format!(
-            "in publication {name} but not routed (add them to TABLES): {}",
+            "in publication {name} but not routed (add them to TABLES; for a partition, route its partitioned table): {}",
             not_routed.join(", ")
         ));
     }
@@ -149,6 +154,106 @@ pub fn routes_match_publication(
             .collect::<Vec<_>>()
             .join(", ")
     ))
+}
+
+/// The partitions of routed table `routes[route]` (OID `root`): none may be routed as well
+/// (its rows would have two destinations), and every leaf must be published, by itself or
+/// through a partitioned table above it (else the copy would hold rows the stream never
+/// updates).
+pub fn partitions_fit(
+    publication: &str,
+    routes: &[Route],
+    route: usize,
+    root: u32,
+    partitions: &[Partition],
+    published: &[PublishedTable],
+) -> Result<(), StartupRefusal> {
+    let Some(routed) = routes.get(route) else {
+        return Ok(());
+    };
+    let name_of = |p: &Partition| PgTable {
+        schema: p.relation.namespace.clone(),
+        name: p.relation.name.clone(),
+    };
+    let routed_twice: Vec<String> = partitions
+        .iter()
+        .filter(|p| {
+            routes
+                .iter()
+                .any(|r| r.source.is(&p.relation.namespace, &p.relation.name))
+        })
+        .map(|p| name_of(p).to_string())
+        .collect();
+    if !routed_twice.is_empty() {
+        return refuse(format!(
+            "{} is partitioned and its partition(s) {} are routed too, so their rows would have two destinations; \
+             route only {} (the rows of every partition go to its Feldera table)",
+            routed.source,
+            routed_twice.join(", "),
+            routed.source
+        ));
+    }
+    let is_published = |schema: &str, table: &str| {
+        published
+            .iter()
+            .any(|t| t.name.schema == schema && t.name.table == table)
+    };
+    if is_published(&routed.source.schema, &routed.source.name) {
+        return Ok(());
+    }
+    let unpublished: Vec<String> = partitions
+        .iter()
+        .filter(|p| p.leaf)
+        .filter(|leaf| {
+            // The leaf and the partitioned tables between it and the routed table.
+            let mut at = Some(*leaf);
+            let mut hops = 0;
+            while let Some(p) = at {
+                if is_published(&p.relation.namespace, &p.relation.name) {
+                    return false;
+                }
+                hops += 1;
+                at = (p.parent != root && hops <= partitions.len())
+                    .then(|| partitions.iter().find(|q| q.relation.oid == p.parent))
+                    .flatten();
+            }
+            true
+        })
+        .map(|p| name_of(p).to_string())
+        .collect();
+    if unpublished.is_empty() {
+        return Ok(());
+    }
+    refuse(format!(
+        "{} is routed but its partition(s) {} are not in publication {publication}: the initial copy would hold \
+         their rows and the stream would never update them; publish the whole table \
+         (ALTER PUBLICATION {publication} ADD TABLE {}) or route another table",
+        routed.source,
+        unpublished.join(", "),
+        routed.source
+    ))
+}
+
+/// What the publication's `publish_via_partition_root` means for the routed tables that
+/// are partitioned (`partitioned`, as printed), in one line.
+pub fn partition_publishing(publication: &str, via_root: bool, partitioned: &[String]) -> String {
+    let setting = format!("publication {publication} has publish_via_partition_root = {via_root}");
+    if partitioned.is_empty() {
+        return format!("{setting}; no routed table is partitioned, so it changes nothing");
+    }
+    let tables = partitioned.join(", ");
+    if via_root {
+        format!(
+            "{setting}: rows of every partition arrive as rows of {tables}; PostgreSQL publishes no \
+             TRUNCATE of a single partition (Feldera keeps that partition's rows)"
+        )
+    } else {
+        format!(
+            "{setting}: rows arrive under each partition and go to the route of {tables}; a partition \
+             attached later ends the session once to read the catalog again; a TRUNCATE of only some \
+             partitions stops the stream (exit 1)"
+        )
+    }
 }
 
 /// Mappings for every route, in route order, with the warnings to log.
@@ -180,27 +285,64 @@ pub fn plan_routes(
     };
     let mut problems = Vec::new();
     for (route, relation) in resolved.iter().zip(relations) {
-        match plan_mapping(relation, &route.table, options) {
+        match checked_mapping(relation, &route.table, options) {
             Ok(mapping) => {
-                match &mapping.key_coverage {
-                    KeyCoverage::IdentityNothing | KeyCoverage::Missing { .. }
-                        if mapping.key.is_some() =>
-                    {
-                        problems.push(format!(
-                            "{} -> {}: {}",
-                            mapping.source, mapping.table, mapping.key_coverage
-                        ))
-                    }
-                    _ => {}
-                }
                 planned.warnings.extend(mapping.warnings());
                 planned.mappings.push(mapping);
             }
-            Err(error) => problems.push(error.to_string()),
+            Err(problem) => problems.push(problem),
         }
     }
     if problems.is_empty() {
         Ok(planned)
+    } else {
+        refuse(problems.join("\n"))
+    }
+}
+
+/// `relation` mapped onto `table`, refused when it cannot be, or when its replica identity
+/// cannot name the rows of a keyed Feldera table.
+fn checked_mapping(
+    relation: &Relation,
+    table: &Table,
+    options: MappingOptions,
+) -> Result<ColumnMapping, String> {
+    let mapping = plan_mapping(relation, table, options).map_err(|e| e.to_string())?;
+    match &mapping.key_coverage {
+        KeyCoverage::IdentityNothing | KeyCoverage::Missing { .. } if mapping.key.is_some() => {
+            Err(format!(
+                "{} -> {}: {}",
+                mapping.source, mapping.table, mapping.key_coverage
+            ))
+        }
+        _ => Ok(mapping),
+    }
+}
+
+/// With `publish_via_partition_root = false` a partition's rows arrive under its own
+/// Relation message, whose columns may be in another order (they are matched by name) and
+/// whose replica identity is its own: every leaf must map onto its route's Feldera table
+/// the way a routed table must. `partitions[i]` and `tables[i]` belong to route `i`.
+pub fn plan_partitions(
+    tables: &[Table],
+    partitions: &[Vec<Partition>],
+    require_primary_key: bool,
+) -> Result<(), StartupRefusal> {
+    let options = MappingOptions {
+        require_primary_key,
+    };
+    let problems: Vec<String> = tables
+        .iter()
+        .zip(partitions)
+        .flat_map(|(table, partitions)| {
+            partitions
+                .iter()
+                .filter(|p| p.leaf)
+                .filter_map(move |p| checked_mapping(&p.relation, table, options).err())
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
     } else {
         refuse(problems.join("\n"))
     }

@@ -11,6 +11,22 @@ fn q(table: &str) -> QualifiedName {
     }
 }
 
+/// A published table that is not a partition.
+fn t(table: &str) -> PublishedTable {
+    PublishedTable {
+        name: q(table),
+        ancestors: Vec::new(),
+    }
+}
+
+/// A published partition, with its ancestors nearest first.
+fn part(table: &str, ancestors: &[&str]) -> PublishedTable {
+    PublishedTable {
+        name: q(table),
+        ancestors: ancestors.iter().map(|a| q(a)).collect(),
+    }
+}
+
 fn publication(truncates: bool, updates: bool) -> Publication {
     Publication {
         name: "p".into(),
@@ -19,6 +35,7 @@ fn publication(truncates: bool, updates: bool) -> Publication {
         updates,
         deletes: true,
         truncates,
+        via_root: false,
     }
 }
 
@@ -52,9 +69,91 @@ fn publication_check(name: &str, found: Option<&Publication>) -> String {
 #[test]
 fn routes_and_publication_must_match_both_ways() {
     let routes = parse_tables("users,items").unwrap();
-    assert!(routes_match_publication("p", &routes, &[q("items"), q("users")]).is_ok());
-    let err = routes_match_publication("p", &routes, &[q("users"), q("audit")]).unwrap_err();
-    insta::assert_snapshot!(err, @"the publication and TABLES disagree; routed but not in publication p: public.items; in publication p but not routed (add them to TABLES): public.audit. The publication has: [public.users, public.audit]; TABLES routes: [public.users, public.items]");
+    assert!(routes_match_publication("p", &routes, &[t("items"), t("users")]).is_ok());
+    let err = routes_match_publication("p", &routes, &[t("users"), t("audit")]).unwrap_err();
+    insta::assert_snapshot!(err, @"the publication and TABLES disagree; routed but not in publication p: public.items; in publication p but not routed (add them to TABLES; for a partition, route its partitioned table): public.audit. The publication has: [public.users, public.audit]; TABLES routes: [public.users, public.items]");
+}
+
+#[test]
+fn a_partitioned_table_is_routed_by_its_own_name_whichever_way_it_is_published() {
+    let routes = parse_tables("metrics").unwrap();
+    // publish_via_partition_root = true: the catalog lists the table itself.
+    assert!(routes_match_publication("p", &routes, &[t("metrics")]).is_ok());
+    // false: its leaves, at any depth, and not the table.
+    let leaves = [
+        part("metrics_2024_01", &["metrics_2024", "metrics"]),
+        part("metrics_2025", &["metrics"]),
+        part("metrics_default", &["metrics"]),
+    ];
+    assert!(routes_match_publication("p", &routes, &leaves).is_ok());
+    let routes = parse_tables("metrics_2025,metrics_default").unwrap();
+    let err = routes_match_publication("p", &routes, &leaves).unwrap_err();
+    assert!(
+        err.0.contains("not routed (add them to TABLES; for a partition, route its partitioned table): public.metrics_2024_01"),
+        "{err}"
+    );
+}
+
+fn partition(oid: u32, name: &str, leaf: bool, parent: u32) -> Partition {
+    Partition {
+        relation: Relation {
+            oid,
+            namespace: "public".into(),
+            name: name.into(),
+            replica_identity: ReplicaIdentity::Default,
+            columns: Vec::new(),
+        },
+        leaf,
+        parent,
+    }
+}
+
+/// metrics (100): metrics_2024 (101, partitioned: 111), metrics_2025 (102).
+fn metrics_tree() -> Vec<Partition> {
+    vec![
+        partition(101, "metrics_2024", false, 100),
+        partition(111, "metrics_2024_01", true, 101),
+        partition(102, "metrics_2025", true, 100),
+    ]
+}
+
+#[test]
+fn every_leaf_of_a_routed_partitioned_table_must_be_published_by_itself_or_above_it() {
+    let routes = parse_tables("metrics").unwrap();
+    let tree = metrics_tree();
+    let fits =
+        |published: &[PublishedTable]| partitions_fit("p", &routes, 0, 100, &tree, published);
+    assert!(fits(&[t("metrics")]).is_ok(), "via the root");
+    assert!(fits(&[
+        part("metrics_2024_01", &["metrics_2024", "metrics"]),
+        part("metrics_2025", &["metrics"])
+    ])
+    .is_ok());
+    assert!(
+        fits(&[
+            part("metrics_2024", &["metrics"]),
+            part("metrics_2025", &["metrics"])
+        ])
+        .is_ok(),
+        "through a partitioned partition"
+    );
+    let err = fits(&[part("metrics_2025", &["metrics"])]).unwrap_err();
+    insta::assert_snapshot!(err, @"public.metrics is routed but its partition(s) public.metrics_2024_01 are not in publication p: the initial copy would hold their rows and the stream would never update them; publish the whole table (ALTER PUBLICATION p ADD TABLE public.metrics) or route another table");
+}
+
+#[test]
+fn a_partition_routed_beside_its_partitioned_table_is_refused() {
+    let routes = parse_tables("metrics,metrics_2025").unwrap();
+    let err = partitions_fit("p", &routes, 0, 100, &metrics_tree(), &[t("metrics")]).unwrap_err();
+    insta::assert_snapshot!(err, @"public.metrics is partitioned and its partition(s) public.metrics_2025 are routed too, so their rows would have two destinations; route only public.metrics (the rows of every partition go to its Feldera table)");
+}
+
+#[test]
+fn the_partition_publishing_line_says_what_the_setting_means() {
+    let tables = ["public.metrics".to_owned()];
+    insta::assert_snapshot!(partition_publishing("p", true, &tables), @"publication p has publish_via_partition_root = true: rows of every partition arrive as rows of public.metrics; PostgreSQL publishes no TRUNCATE of a single partition (Feldera keeps that partition's rows)");
+    insta::assert_snapshot!(partition_publishing("p", false, &tables), @"publication p has publish_via_partition_root = false: rows arrive under each partition and go to the route of public.metrics; a partition attached later ends the session once to read the catalog again; a TRUNCATE of only some partitions stops the stream (exit 1)");
+    insta::assert_snapshot!(partition_publishing("p", false, &[]), @"publication p has publish_via_partition_root = false; no routed table is partitioned, so it changes nothing");
 }
 
 const SCHEMA: &str = r#"{"inputs":[
@@ -116,6 +215,41 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
     )
     .unwrap_err();
     assert!(err.0.contains("not in the replica identity"), "{err}");
+}
+
+#[test]
+fn every_leaf_must_map_by_column_name_and_carry_the_key_in_its_own_identity() {
+    let schema = parse_program_schema(SCHEMA.as_bytes()).unwrap();
+    let routes = parse_tables("users").unwrap();
+    let planned = plan_routes(
+        &routes,
+        &[users_relation(ReplicaIdentity::Default, true)],
+        &schema,
+        true,
+    )
+    .unwrap();
+    let leaf = |name: &str, identity: ReplicaIdentity| {
+        let mut relation = users_relation(identity, identity != ReplicaIdentity::Nothing);
+        relation.name = name.into();
+        relation.columns.reverse();
+        Partition {
+            relation,
+            leaf: true,
+            parent: 1,
+        }
+    };
+    let reordered = vec![vec![leaf("users_a", ReplicaIdentity::Default)]];
+    assert!(plan_partitions(&planned.tables, &reordered, true).is_ok());
+    let nothing = vec![vec![
+        leaf("users_a", ReplicaIdentity::Default),
+        leaf("users_b", ReplicaIdentity::Nothing),
+    ]];
+    let err = plan_partitions(&planned.tables, &nothing, true).unwrap_err();
+    assert!(
+        err.0
+            .starts_with("public.users_b -> users: REPLICA IDENTITY is NOTHING"),
+        "{err}"
+    );
 }
 
 #[test]

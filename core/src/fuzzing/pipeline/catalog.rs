@@ -43,7 +43,8 @@ pub(super) fn text_row(values: &[&str]) -> Vec<Option<String>> {
     values.iter().map(|v| Some((*v).to_owned())).collect()
 }
 
-/// `pg_attribute` rows of the table the query names.
+/// `pg_attribute` rows of the table the query names (`startup::catalog::relation_query`'s
+/// layout; the fake's tables have no partitions).
 pub(super) fn column_rows(sql: &str) -> Vec<Vec<Option<String>>> {
     let Some((oid, name, columns)) = TABLES
         .into_iter()
@@ -56,7 +57,7 @@ pub(super) fn column_rows(sql: &str) -> Vec<Vec<Option<String>>> {
         .iter()
         .map(|(column, type_oid, key)| {
             let key = if *key { "t" } else { "f" };
-            text_row(&[
+            let mut row = text_row(&[
                 &oid,
                 "public",
                 name,
@@ -65,7 +66,11 @@ pub(super) fn column_rows(sql: &str) -> Vec<Vec<Option<String>>> {
                 &type_oid.to_string(),
                 "-1",
                 key,
-            ])
+                "0",
+            ]);
+            // Not partitioned: level 0, no leaf flag, no parent.
+            row.extend([None, None]);
+            row
         })
         .collect()
 }

@@ -186,7 +186,8 @@ pub(super) fn answer(
 }
 
 /// Heap blocks (the table's size now: past the last row ever placed, which the
-/// snapshot's rows never pass) and the planner's estimate, per route in route order.
+/// snapshot's rows never pass) and the planner's estimate, per route in route order (the
+/// fake's tables are not partitioned: one heap each).
 fn sizes(
     sql: &str,
     export: &Export,
@@ -212,8 +213,11 @@ fn sizes(
         // only an open-ended last range copies it (docs/snapshot.md, "Ranges").
         let blocks = next_ordinal(table).saturating_sub(1) * blocks_per_row;
         let estimate = export.rows.keys().filter(|(t, _)| t == table).count();
+        let relname = name.rsplit('.').next().unwrap_or(name).trim_matches('"');
         rows.push(text_row(&[
             route,
+            "public",
+            relname,
             &blocks.to_string(),
             &estimate.to_string(),
         ]));

@@ -510,12 +510,11 @@ impl FakePg {
         } else if sql == "SHOW wal_sender_timeout" {
             vec![text_row(&[self.wal_sender_timeout])]
         } else if sql.contains("pg_catalog.pg_publication WHERE") {
-            vec![text_row(&["pub", "f", "t", "t", "t", "t"])]
+            vec![text_row(&["pub", "f", "t", "t", "t", "t", "f"])]
         } else if sql.contains("pg_publication_tables") {
-            vec![
-                text_row(&["public", "items"]),
-                text_row(&["public", "users"]),
-            ]
+            let table =
+                |name: &str| vec![Some("public".to_owned()), Some(name.to_owned()), None, None];
+            vec![table("items"), table("users")]
         } else if sql.contains("::regclass") {
             column_rows(sql)
         } else if sql.contains("pg_replication_slots") {

@@ -45,7 +45,7 @@ use crate::snapshot::plan::Leftovers;
 use crate::snapshot::progress::Progress;
 use crate::snapshot::ranges::WorkItem;
 use crate::snapshot::state::{rfc3339_utc, SnapshotPhase, StateFile};
-use crate::startup::catalog;
+use crate::startup::catalog::{self, QualifiedName};
 use crate::timer::{TimerKind, TimerTable};
 use crate::wire::PgError;
 use bytes::Bytes;
@@ -132,6 +132,8 @@ pub(crate) struct Snapshotting {
     /// Workers to open once the work is planned.
     planned_workers: usize,
     queue: VecDeque<WorkItem>,
+    /// Every heap the copy reads (a table's own, or a leaf partition's), by `WorkItem::heap`.
+    heaps: Vec<QualifiedName>,
     /// Ranges not finished yet, per route.
     ranges_left: Vec<usize>,
     /// Rows read from COPY, per route: the snapshot's exact row count once a route is done.
@@ -214,6 +216,7 @@ impl Snapshotting {
             workers: Vec::new(),
             planned_workers: 1,
             queue: VecDeque::new(),
+            heaps: Vec::new(),
             ranges_left: vec![0; routes],
             copied: vec![0; routes],
             outbox: Outbox::new(routes, cx.env.thresholds),
@@ -453,6 +456,7 @@ impl Snapshotting {
                         wal_sender_timeout_ms: self.start.ready.wal_sender_timeout_ms,
                         tables: std::mem::take(&mut self.start.ready.tables),
                         slot_confirmed: self.start.ready.slot_confirmed,
+                        placement: std::mem::take(&mut self.start.ready.placement),
                     };
                     return Err(Next::Stream(Box::new(StreamStart {
                         ready,

@@ -12,7 +12,7 @@ use crate::pgoutput::Relation;
 use crate::pipeline::pg::PgLink;
 use crate::pipeline::policy::{Failure, FailureKind};
 use crate::pipeline::{Cx, Next};
-use crate::snapshot::ranges::{plan_ranges, worker_count};
+use crate::snapshot::ranges::{plan_ranges, worker_count, TableSize};
 use crate::snapshot::sql;
 use crate::startup::catalog::Row;
 use crate::startup::checks;
@@ -199,12 +199,21 @@ impl Snapshotting {
     pub(super) fn query_failure(&self, stage: WorkerStage, error: &PgError) -> Failure {
         match stage {
             WorkerStage::Copying(item) if error.code.starts_with("42") => {
-                let relation = &self.start.relations[item.route];
+                let table = self.start.relations[item.route].qualified_name();
+                let heap = self
+                    .heaps
+                    .get(item.heap)
+                    .map_or_else(|| table.clone(), ToString::to_string);
+                let what = if heap == table {
+                    table
+                } else {
+                    format!("{heap} (a partition of {table})")
+                };
                 Failure::new(
                     FailureKind::SetupRefused,
                     format!(
-                        "refusing to start: cannot copy {}.{}: {error} (the role needs SELECT on every routed table: GRANT SELECT ON {}.{} TO <role>)",
-                        relation.namespace, relation.name, relation.namespace, relation.name
+                        "refusing to start: cannot copy {what}: {error} (the role needs SELECT on every routed table and on each of its partitions, \
+                         which are copied directly: GRANT SELECT ON {heap} TO <role>)"
                     ),
                 )
             }
@@ -227,28 +236,54 @@ impl Snapshotting {
             .map(|r| r.iter().map(|c| c.as_deref()).collect())
             .collect();
         let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
-        let sizes = match sql::parse_sizes(&rows, self.start.relations.len()) {
-            Ok(sizes) => sizes,
+        let routes = self.start.relations.len();
+        let heaps = match sql::parse_sizes(&rows, routes) {
+            Ok(heaps) => heaps,
             Err(e) => return fail(FailureKind::PgProtocol, e),
         };
+        let sizes: Vec<TableSize> = heaps
+            .iter()
+            .enumerate()
+            .map(|(heap, h)| TableSize {
+                route: h.route,
+                heap,
+                blocks: h.blocks,
+                estimated_rows: h.estimated_rows,
+            })
+            .collect();
         let items = plan_ranges(&sizes, cx.env.config.snapshot_workers);
-        for size in &sizes {
-            self.progress.set_estimate(size.route, size.estimated_rows);
+        for route in 0..routes {
+            let mut estimates = heaps.iter().filter(|h| h.route == route);
+            let estimate = estimates.try_fold(0u64, |sum, h| {
+                h.estimated_rows.map(|rows| sum.saturating_add(rows))
+            });
+            self.progress.set_estimate(route, estimate);
         }
         for item in &items {
             self.ranges_left[item.route] += 1;
         }
         self.planned_workers = worker_count(cx.env.config.snapshot_workers, items.len());
+        let partitions = heaps
+            .iter()
+            .filter(|h| {
+                let own = &self.start.relations[h.route];
+                h.table.schema != own.namespace || h.table.table != own.name
+            })
+            .count();
+        let partitions = match partitions {
+            0 => String::new(),
+            n => format!(" (through {n} leaf partition(s))"),
+        };
         cx.ctx.note(
             Level::Info,
             Topic::Snapshot,
             format!(
-                "copying {} table(s) in {} range(s) with {} worker(s)",
-                sizes.len(),
+                "copying {routes} table(s){partitions} in {} range(s) with {} worker(s)",
                 items.len(),
                 self.planned_workers
             ),
         );
+        self.heaps = heaps.into_iter().map(|h| h.table).collect();
         self.queue = items.into();
         self.stage = Stage::Copying;
         while self.workers.len() < self.planned_workers {
@@ -269,7 +304,10 @@ impl Snapshotting {
         match self.queue.pop_front() {
             Some(item) => {
                 let relation = &self.start.relations[item.route];
-                let Some(sql) = sql::copy_range(relation, item.range) else {
+                let Some(heap) = self.heaps.get(item.heap) else {
+                    return fail(FailureKind::PgProtocol, "a range of a heap never measured");
+                };
+                let Some(sql) = sql::copy_range(relation, heap, item.range) else {
                     return fail(FailureKind::PgProtocol, "a column name contains a NUL byte");
                 };
                 self.send(cx, w, WorkerStage::Copying(item), &sql)

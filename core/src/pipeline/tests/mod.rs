@@ -20,6 +20,7 @@ mod durability;
 mod feldera_answers;
 mod idle_properties;
 mod ops;
+mod partitions;
 mod pipelining;
 mod progress;
 mod properties;
@@ -68,6 +69,7 @@ pub(super) fn pg_with(identity: ReplicaIdentity, wal_sender_timeout: &str) -> Fa
         truncate_published: true,
         slot_busy_answers: 0,
         system_id: "7000000000000000001".into(),
+        via_root: false,
     }
 }
 
@@ -123,7 +125,7 @@ fn startup_checks_everything_before_creating_the_slot_then_streams() {
 }
 
 #[test]
-fn unrouted_relation_exits_1_naming_it() {
+fn a_row_of_an_unrouted_table_exits_1_once_the_catalog_was_read_again() {
     let mut s = streaming(&[]);
     let audit = FakeTable::new(
         17000,
@@ -135,8 +137,18 @@ fn unrouted_relation_exits_1_naming_it() {
         "Begin, Relation audit",
         &[begin(0x2000, 9), relation(&audit)],
     );
+    assert!(s.exit().is_none(), "a Relation message is not a change");
+    let replay = [
+        begin(0x2000, 9),
+        relation(&audit),
+        insert(0x1F10, 17000, &[Some("1")]),
+    ];
+    s.wal("Insert audit", &replay[2..]);
+    s.advance(200);
+    s.wal("Begin, Relation audit, Insert audit (the replay)", &replay);
+    assert_eq!(s.confirmed, START);
     rule!(
-        "A change to a published table that TABLES does not route exits 1 naming the table and the two remedies; nothing of its transaction is acknowledged.",
+        "A Relation of a table TABLES does not route is only an announcement; a row of it ends the session so the catalog is read again, and when the replayed row is still unplaceable the process exits 1 naming the table and the two remedies; nothing of its transaction is acknowledged.",
         s.take_trace()
     );
     assert_eq!(s.exit().map(|e| e.0), Some(1));
