@@ -11,7 +11,8 @@ use super::schema::Table;
 use super::types::SqlType;
 use super::types::{ColumnType, Field, Name};
 use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
-use crate::value::{self, oid, Unsupported, ValuePlan};
+use crate::value::types::TypeKind;
+use crate::value::{self, oid, PgTypes, Unsupported, ValuePlan};
 use std::fmt;
 
 /// Policy knobs from the configuration.
@@ -314,10 +315,12 @@ impl fmt::Display for MappingError {
 
 impl std::error::Error for MappingError {}
 
-/// Maps `relation` onto `table`.
+/// Maps `relation` onto `table`; `types` describes the column types that are not builtin
+/// (domains, composites, enums, ...: what the startup read from the catalog).
 pub fn plan_mapping(
     relation: &Relation,
     table: &Table,
+    types: &PgTypes,
     options: MappingOptions,
 ) -> Result<ColumnMapping, MappingError> {
     let source = PgTable {
@@ -331,10 +334,10 @@ pub fn plan_mapping(
     let mut absent_defaulted = Vec::new();
     let mut cautions = Vec::new();
     for (field, column) in table.fields.iter().zip(&matched) {
-        let source = match source_of(relation, table, field, *column) {
+        let source = match source_of(relation, table, types, field, *column) {
             Ok(Some(source)) => {
                 if let Some(col) = relation.columns.get(source.column) {
-                    cautions.extend(cautions_for(col, field));
+                    cautions.extend(cautions_for(col, types, field));
                 }
                 Some(source)
             }
@@ -388,8 +391,13 @@ pub fn plan_mapping(
     })
 }
 
-/// The cautions one mapped column earns (see [`FieldCaution`]).
-fn cautions_for(column: &RelationColumn, field: &Field) -> Vec<FieldCaution> {
+/// The cautions one mapped column earns (see [`FieldCaution`]); a domain column earns those
+/// of its base type with the domain's modifier.
+fn cautions_for(column: &RelationColumn, types: &PgTypes, field: &Field) -> Vec<FieldCaution> {
+    let base = types.resolve(column.type_oid, column.type_modifier);
+    let (base_oid, base_modifier) = base.map_or((column.type_oid, column.type_modifier), |b| {
+        (b.oid, b.type_modifier)
+    });
     let mut cautions = Vec::new();
     let mut target = &field.columntype;
     while target.sql == SqlType::Array {
@@ -405,16 +413,16 @@ fn cautions_for(column: &RelationColumn, field: &Field) -> Vec<FieldCaution> {
         _ => None,
     };
     if let Some(limit) = declared {
-        if pg_max_length(column).is_none_or(|max| max > limit) {
+        if pg_max_length(types, base_oid, base_modifier).is_none_or(|max| max > limit) {
             cautions.push(FieldCaution::UncheckedLength {
                 field: field.name.clone(),
                 column: column.name.clone(),
-                pg_type: oid::name(column.type_oid).into_owned(),
+                pg_type: types.name(column.type_oid).into_owned(),
                 target: field.columntype.clone(),
             });
         }
     }
-    let json = matches!(column.type_oid, oid::JSON | oid::JSONB);
+    let json = matches!(base_oid, oid::JSON | oid::JSONB);
     if json && field.columntype.sql == SqlType::Variant && field.columntype.nullable {
         cautions.push(FieldCaution::JsonNullIsSqlNull {
             field: field.name.clone(),
@@ -424,13 +432,18 @@ fn cautions_for(column: &RelationColumn, field: &Field) -> Vec<FieldCaution> {
     cautions
 }
 
-/// The most characters a PostgreSQL `varchar(n)`/`char(n)` column (or an array of them)
-/// holds: its type modifier less the 4-byte header; `None` when unlimited.
-fn pg_max_length(column: &RelationColumn) -> Option<i64> {
-    let element = oid::array_element(column.type_oid).unwrap_or(column.type_oid);
-    match element {
-        oid::VARCHAR | oid::BPCHAR if column.type_modifier >= 4 => {
-            Some(i64::from(column.type_modifier) - 4)
+/// The most characters a PostgreSQL `varchar(n)`/`char(n)` type (or an array of them; a
+/// domain already unwrapped) holds: its type modifier less the 4-byte header; `None` when
+/// unlimited or unknown.
+fn pg_max_length(types: &PgTypes, pg_type: u32, type_modifier: i32) -> Option<i64> {
+    let element = match types.get(pg_type).map(|info| &info.kind) {
+        Some(TypeKind::Array { element, .. }) => *element,
+        _ => oid::array_element(pg_type).unwrap_or(pg_type),
+    };
+    let element = types.resolve(element, type_modifier)?;
+    match element.oid {
+        oid::VARCHAR | oid::BPCHAR if element.type_modifier >= 4 => {
+            Some(i64::from(element.type_modifier) - 4)
         }
         _ => None,
     }
@@ -443,6 +456,7 @@ fn pg_max_length(column: &RelationColumn) -> Option<i64> {
 fn source_of(
     relation: &Relation,
     table: &Table,
+    types: &PgTypes,
     field: &Field,
     column: Option<usize>,
 ) -> Result<Option<PgSource>, MappingProblem> {
@@ -465,7 +479,7 @@ fn source_of(
             })
         };
     };
-    match value::plan(col.type_oid, &field.columntype) {
+    match value::plan(types, col.type_oid, &field.columntype) {
         Ok(plan) => Ok(Some(PgSource {
             column: index,
             plan,

@@ -180,6 +180,8 @@ pub struct Script {
     pub select_granted: bool,
     /// The publication exists (else its questions find nothing).
     pub publication_exists: bool,
+    /// The answer to the column types question (`startup::types`), rows as text.
+    pub types_answer: Vec<Vec<Option<String>>>,
     now: Now,
     trace: Vec<String>,
     pg: FakePg,
@@ -338,6 +340,7 @@ impl Script {
             settings: default_settings(),
             select_granted: true,
             publication_exists: true,
+            types_answer: Vec::new(),
             now,
             trace: Vec::new(),
             pg,
@@ -1338,6 +1341,8 @@ impl Script {
                 .iter()
                 .map(|t| row(&["public", &t.relation.name]))
                 .collect()
+        } else if sql.starts_with("WITH RECURSIVE reach") {
+            self.types_answer.clone()
         } else if sql.contains("pg_attribute") {
             self.relation_rows(sql)
         } else if sql.contains("pg_last_wal_receive_lsn") {
@@ -1695,6 +1700,7 @@ fn summarize_sql(sql: &str) -> String {
         ("pg_relation_size", "<table sizes>"),
         ("pg_publication_tables", "<published tables>"),
         ("pg_catalog.pg_publication WHERE", "<publication>"),
+        ("WITH RECURSIVE reach", "<column types>"),
         ("pg_attribute", "<table columns>"),
         ("pg_last_wal_receive_lsn", "<slot health>"),
         ("FROM pg_catalog.pg_roles r", "<server settings>"),

@@ -340,6 +340,7 @@ impl Starting {
             ready: Ready {
                 wal_sender_timeout_ms: self.startup.wal_sender_timeout_ms(),
                 tables,
+                types: self.startup.types().clone(),
                 slot_confirmed: consistent_point,
             },
             relations: self.startup.relations().to_vec(),
@@ -443,6 +444,7 @@ impl Starting {
         let problems = super::startup::retraction_problems(
             self.startup.relations(),
             self.startup.tables(),
+            self.startup.types(),
             leftovers,
             cx.env.config.require_primary_key,
         );

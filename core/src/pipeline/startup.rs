@@ -1,7 +1,8 @@
 //! The startup conversation of a session, over the replication connection: pin and check
 //! the session settings, `IDENTIFY_SYSTEM`, `SHOW wal_sender_timeout`, the publication and
-//! its tables against the routes, each routed table's shape and replica identity against
-//! Feldera's schema, then the slot as it is. What happens to the slot (start, create, drop
+//! its tables against the routes, each routed table's shape and replica identity, the
+//! column types that are not builtin (only when there are some), all against Feldera's
+//! schema, then the slot as it is. What happens to the slot (start, create, drop
 //! and recreate for a snapshot) is the Starting phase's decision; this conversation only
 //! carries it out (`drop_slot`, `create_slot`, `start_replication`).
 //!
@@ -23,7 +24,9 @@ use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRea
 use crate::snapshot::state::StateRoute;
 use crate::startup::catalog::{self, CatalogError, QualifiedName, Row, SlotInfo};
 use crate::startup::checks::{self, StartupRefusal};
+use crate::startup::types::{parse_types, types_query};
 use crate::status::parse_guc_duration_ms;
+use crate::value::{oid, PgTypes};
 use crate::wire::DataRow;
 use crate::Lsn;
 
@@ -35,6 +38,8 @@ enum Step {
     Publication,
     PublishedTables,
     Relation(usize),
+    /// The routed columns' types the decoders do not know by OID.
+    Types,
     AwaitSchema,
     Slot,
     /// The slot is known; the Starting phase decides what comes next.
@@ -66,6 +71,8 @@ pub(crate) enum Answer {
 pub(crate) struct Ready {
     pub(crate) wal_sender_timeout_ms: u64,
     pub(crate) tables: Vec<Table>,
+    /// The catalog's description of the routed columns' non-builtin types.
+    pub(crate) types: PgTypes,
     pub(crate) slot_confirmed: Lsn,
 }
 
@@ -95,6 +102,7 @@ impl StartupError {
 pub(crate) fn retraction_problems(
     relations: &[Relation],
     tables: &[Table],
+    types: &PgTypes,
     leftovers: crate::snapshot::plan::Leftovers,
     require_primary_key: bool,
 ) -> Vec<(String, String)> {
@@ -112,7 +120,7 @@ pub(crate) fn retraction_problems(
                     table.name
                 )
             }),
-            Leftovers::Retract => match plan_mapping(relation, table, options) {
+            Leftovers::Retract => match plan_mapping(relation, table, types, options) {
                 Err(e) => Some(e.to_string()),
                 Ok(mapping) => crate::retract::plan_leftovers(table, &mapping, relation)
                     .err()
@@ -150,6 +158,7 @@ pub(crate) struct Startup {
     require_primary_key: bool,
     wal_sender_timeout_ms: u64,
     relations: Vec<Relation>,
+    types: PgTypes,
     schema: Option<Schema>,
     tables: Vec<Table>,
     slot_info: Option<SlotInfo>,
@@ -227,6 +236,7 @@ impl Startup {
             require_primary_key,
             wal_sender_timeout_ms: 60_000,
             relations: Vec::new(),
+            types: PgTypes::new(),
             schema: None,
             tables: Vec::new(),
             slot_info: None,
@@ -290,6 +300,12 @@ impl Startup {
     /// Each route's table as the catalog describes it, in route order.
     pub(crate) fn relations(&self) -> &[Relation] {
         &self.relations
+    }
+
+    /// What the catalog said about the routed columns' non-builtin types (empty when there
+    /// are none).
+    pub(crate) fn types(&self) -> &PgTypes {
+        &self.types
     }
 
     /// Each route's Feldera table, in route order (once the mappings are planned).
@@ -432,6 +448,11 @@ impl Startup {
                     .map_or("table".to_owned(), |r| format!("table {}", r.source)),
                 "create the table, or fix its name in TABLES".to_owned(),
             ),
+            Step::Types => (
+                "column types".to_owned(),
+                "grant the role read access to pg_catalog (pg_type, pg_attribute, pg_depend)"
+                    .to_owned(),
+            ),
             _ => (
                 "slot".to_owned(),
                 "drop the slot (slotline drop-slot --yes) or choose another PG_SLOT".to_owned(),
@@ -454,6 +475,10 @@ impl Startup {
             }
             Step::Relation(index) => {
                 self.ask_relation(ctx, link, index + 1)?;
+                return Ok(Answer::Asked);
+            }
+            Step::Types => {
+                self.after_columns(ctx, link)?;
                 return Ok(Answer::Asked);
             }
             _ => {
@@ -551,6 +576,11 @@ impl Startup {
                 self.ask_relation(ctx, link, index + 1)?;
                 Ok(Answer::Asked)
             }
+            Step::Types => {
+                self.types = parse_types(&rows)?;
+                self.after_columns(ctx, link)?;
+                Ok(Answer::Asked)
+            }
             Step::Slot => {
                 self.slot_info = catalog::parse_slot(&rows)?;
                 if let Some(slot) = &self.slot_info {
@@ -626,6 +656,28 @@ impl Startup {
             };
             return self.ask(ctx, link, catalog::relation_query(&name).ok_or_else(nul)?);
         }
+        let unknown = self.unknown_types();
+        if unknown.is_empty() {
+            return self.after_columns(ctx, link);
+        }
+        self.step = Step::Types;
+        self.ask(ctx, link, types_query(&unknown))
+    }
+
+    /// The routed columns' types that are not builtin, each once, in OID order.
+    fn unknown_types(&self) -> Vec<u32> {
+        let oids: std::collections::BTreeSet<u32> = self
+            .relations
+            .iter()
+            .flat_map(|r| r.columns.iter().map(|c| c.type_oid))
+            .filter(|t| !oid::is_builtin(*t))
+            .collect();
+        oids.into_iter().collect()
+    }
+
+    /// Every column and its types are known: plan the mappings once Feldera's schema is
+    /// here, then read the slot.
+    fn after_columns(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<(), StartupError> {
         if self.schema.is_none() && !self.schema_unavailable {
             self.step = Step::AwaitSchema;
             return Ok(());
@@ -649,6 +701,7 @@ impl Startup {
         let planned = checks::plan_routes(
             &self.routes,
             &self.relations,
+            &self.types,
             schema,
             self.require_primary_key,
         )?;
@@ -690,6 +743,7 @@ impl Startup {
             let planned = checks::plan_routes(
                 std::slice::from_ref(&route),
                 std::slice::from_ref(&relation),
+                &self.types,
                 &schema,
                 self.require_primary_key,
             );
@@ -791,6 +845,7 @@ impl Startup {
         Ok(Ready {
             wal_sender_timeout_ms: self.wal_sender_timeout_ms,
             tables: std::mem::take(&mut self.tables),
+            types: self.types.clone(),
             slot_confirmed,
         })
     }
@@ -807,6 +862,7 @@ impl Startup {
                 Some(route) => format!("reading the columns of {}", route.source),
                 None => "reading table columns".into(),
             },
+            Step::Types => "reading the types of the routed columns".into(),
             Step::AwaitSchema => "waiting for Feldera's schema".into(),
             Step::Slot | Step::SlotRead => format!("reading replication slot {}", self.slot),
             Step::DropSlot => format!("DROP_REPLICATION_SLOT {}", self.slot),

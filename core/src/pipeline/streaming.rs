@@ -45,6 +45,7 @@ use crate::pgoutput::{self, Message, RelationCache, RelationChange, Truncate};
 use crate::retract::plan_keys;
 use crate::status::StatusSchedule;
 use crate::timer::{TimerKind, TimerTable};
+use crate::value::PgTypes;
 use crate::wire::{PrimaryKeepalive, StatusUpdate, XLogData};
 use crate::Lsn;
 use std::collections::{BTreeMap, VecDeque};
@@ -58,6 +59,9 @@ pub(crate) struct Streaming {
     mapped: BTreeMap<u32, (usize, ColumnMapping)>,
     /// Each route's Feldera table, as the schema describes it.
     tables: Vec<Table>,
+    /// The routed columns' non-builtin types, as the startup read them: a Relation message
+    /// names only OIDs.
+    types: PgTypes,
     backlog: VecDeque<Event>,
     paused: bool,
     /// A commit was read and its rows wait to be cut there (`BATCH_LINGER_MS=0`, or a
@@ -129,6 +133,7 @@ impl Streaming {
             relations: RelationCache::new(),
             mapped: BTreeMap::new(),
             tables: ready.tables,
+            types: ready.types,
             backlog: start.pending.into(),
             paused: false,
             cut_at_commit: false,
@@ -562,7 +567,7 @@ impl Streaming {
         let options = MappingOptions {
             require_primary_key: config.require_primary_key,
         };
-        let mapping = match plan_mapping(&relation, &self.tables[route], options) {
+        let mapping = match plan_mapping(&relation, &self.tables[route], &self.types, options) {
             Ok(mapping) => mapping,
             Err(e) => {
                 return fail(

@@ -6,6 +6,7 @@ use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, Mapping
 use crate::contract::routes::{resolve, Route};
 use crate::contract::schema::{Schema, Table};
 use crate::pgoutput::Relation;
+use crate::value::PgTypes;
 use std::fmt;
 
 /// Why slotline will not start (exit 1, nothing created).
@@ -166,6 +167,7 @@ pub struct PlannedRoutes {
 pub fn plan_routes(
     routes: &[Route],
     relations: &[Relation],
+    types: &PgTypes,
     schema: &Schema,
     require_primary_key: bool,
 ) -> Result<PlannedRoutes, StartupRefusal> {
@@ -180,7 +182,7 @@ pub fn plan_routes(
     };
     let mut problems = Vec::new();
     for (route, relation) in resolved.iter().zip(relations) {
-        match plan_mapping(relation, &route.table, options) {
+        match plan_mapping(relation, &route.table, types, options) {
             Ok(mapping) => {
                 match &mapping.key_coverage {
                     KeyCoverage::IdentityNothing | KeyCoverage::Missing { .. }

@@ -2,6 +2,7 @@ use super::*;
 use crate::contract::routes::parse_tables;
 use crate::contract::schema::parse_program_schema;
 use crate::pgoutput::{RelationColumn, ReplicaIdentity};
+use crate::value::PgTypes;
 use crate::Lsn;
 
 fn q(table: &str) -> QualifiedName {
@@ -95,6 +96,7 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
     let planned = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Default, true)],
+        &PgTypes::new(),
         &schema,
         true,
     )
@@ -103,6 +105,7 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
     let err = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Nothing, false)],
+        &PgTypes::new(),
         &schema,
         true,
     )
@@ -111,6 +114,7 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
     let err = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Default, false)],
+        &PgTypes::new(),
         &schema,
         true,
     )
@@ -134,9 +138,16 @@ fn table_without_primary_key_is_refused_unless_allowed() {
             type_modifier: -1,
         }],
     };
-    let err = plan_routes(&routes, std::slice::from_ref(&relation), &schema, true).unwrap_err();
+    let err = plan_routes(
+        &routes,
+        std::slice::from_ref(&relation),
+        &PgTypes::new(),
+        &schema,
+        true,
+    )
+    .unwrap_err();
     assert!(err.0.contains("PRIMARY KEY"), "{err}");
-    assert!(plan_routes(&routes, &[relation], &schema, false).is_ok());
+    assert!(plan_routes(&routes, &[relation], &PgTypes::new(), &schema, false).is_ok());
 }
 
 #[test]
@@ -146,6 +157,7 @@ fn unknown_destination_lists_the_tables_that_exist() {
     let err = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Default, true)],
+        &PgTypes::new(),
         &schema,
         true,
     )
