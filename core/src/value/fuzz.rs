@@ -232,26 +232,51 @@ fn natural_at(types: &PgTypes, pg_type: u32, byte: u8, depth: usize) -> ColumnTy
     }
 }
 
-/// Decodes `data[2..]` as the text of the type `data[0]` picks (low 7 bits) for the column
-/// type `data[1]` picks, or for the type's natural column type when `data[0]`'s high bit is
-/// set (`data[1]` then decides nullability).
-pub fn fuzz_value(data: &[u8]) {
+/// The plan `data` picks (the type from `data[0]`'s low 7 bits; the column type from
+/// `data[1]`, or the type's natural one when `data[0]`'s high bit is set, `data[1]` then
+/// deciding nullability) and the value text `data[2..]`; `None` when the pair has no plan.
+fn pick<'d>(types: &PgTypes, data: &'d [u8]) -> Option<(super::ValuePlan, &'d [u8])> {
     let [pick_type, pick_target, text @ ..] = data else {
-        return;
+        return None;
     };
-    let types = catalog();
     let pg_type = OIDS[usize::from(*pick_type & 0x7f) % OIDS.len()];
     let target = if pick_type & 0x80 == 0 {
         column_type(*pick_target)
     } else {
-        natural_target(&types, pg_type, *pick_target)
+        natural_target(types, pg_type, *pick_target)
     };
-    let Ok(plan) = plan(&types, pg_type, &target) else {
-        assert!(
-            pick_type & 0x80 == 0,
-            "{} has no plan for its natural type {target}",
-            types.name(pg_type)
-        );
+    match plan(types, pg_type, &target) {
+        Ok(plan) => Some((plan, text)),
+        Err(e) => {
+            assert!(
+                pick_type & 0x80 == 0,
+                "{} has no plan for its natural type {target}: {e}",
+                types.name(pg_type)
+            );
+            None
+        }
+    }
+}
+
+/// What the harness makes of `data`: the JSON written, or the refusal's message; `None`
+/// when the pair has no plan (for the corpus tests that check what a seed exercises).
+pub fn outcome(data: &[u8]) -> Option<Result<String, String>> {
+    let types = catalog();
+    let (plan, text) = pick(&types, data)?;
+    let mut out = Vec::new();
+    Some(
+        plan.write_json(text, &mut out)
+            .map(|()| String::from_utf8_lossy(&out).into_owned())
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Decodes the value `data` picks (see [`pick`]): never a panic, one JSON value on one
+/// line or a refusal that leaves the buffer untouched, NULL accepted exactly when the
+/// column is nullable.
+pub fn fuzz_value(data: &[u8]) {
+    let types = catalog();
+    let Some((plan, text)) = pick(&types, data) else {
         return;
     };
     let prefix = b"{\"c\":";
