@@ -277,11 +277,27 @@ fn copies_and_streams_catalog_types_value_by_value(shell: Shell) {
         json!({"street": "moved (x)", "zip": null})
     );
     assert!(copied(103).is_none(), "row 103 was deleted");
+
+    // A composite altered while streaming prints values of its new shape: refused, and the
+    // transaction is not acknowledged (README: until a restart reads the type).
+    env.sql("ALTER TYPE addr ADD ATTRIBUTE extra int");
+    let before = env.sql("SELECT pg_current_wal_lsn()");
+    env.sql("INSERT INTO kinds (id, a) VALUES (200, ROW('x', 1, 5))");
     assert_eq!(
-        connector.stop(Duration::from_secs(15)),
-        Some(0),
+        connector.wait_exit(LONG),
+        Some(1),
         "{}",
         connector.log_text()
+    );
+    let log = connector.log_text();
+    assert!(
+        log.contains("column a (PostgreSQL addr (composite)")
+            && log.contains("more members than its composite type"),
+        "{log}"
+    );
+    assert!(
+        env.slot_at_or_before(&before),
+        "the refused insert was acknowledged"
     );
 }
 
