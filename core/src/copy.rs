@@ -423,7 +423,8 @@ mod tests {
 
         #[test]
         fn copy_and_pgoutput_agree_on_any_text(text in any::<String>()) {
-            let plan = plan(&PgTypes::new(), oid::TEXT, &ColumnType::new(SqlType::Varchar, true)).unwrap();
+            let varchar = ColumnType::new(SqlType::Varchar, true);
+            let plan = plan(&PgTypes::new(), oid::TEXT, &varchar).unwrap();
             let mut direct = Vec::new();
             plan.write_json(text.as_bytes(), &mut direct).unwrap();
             let mut row = CopyRow::new();
