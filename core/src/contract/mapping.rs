@@ -392,12 +392,11 @@ pub fn plan_mapping(
 }
 
 /// The cautions one mapped column earns (see [`FieldCaution`]); a domain column earns those
-/// of its base type with the domain's modifier.
+/// of its base type, with the domain's modifier.
 fn cautions_for(column: &RelationColumn, types: &PgTypes, field: &Field) -> Vec<FieldCaution> {
-    let base = types.resolve(column.type_oid, column.type_modifier);
-    let (base_oid, base_modifier) = base.map_or((column.type_oid, column.type_modifier), |b| {
-        (b.oid, b.type_modifier)
-    });
+    let base_oid = types
+        .resolve(column.type_oid, column.type_modifier)
+        .map_or(column.type_oid, |base| base.oid);
     let mut cautions = Vec::new();
     let mut target = &field.columntype;
     while target.sql == SqlType::Array {
@@ -413,7 +412,8 @@ fn cautions_for(column: &RelationColumn, types: &PgTypes, field: &Field) -> Vec<
         _ => None,
     };
     if let Some(limit) = declared {
-        if pg_max_length(types, base_oid, base_modifier).is_none_or(|max| max > limit) {
+        if pg_max_length(types, column.type_oid, column.type_modifier).is_none_or(|max| max > limit)
+        {
             cautions.push(FieldCaution::UncheckedLength {
                 field: field.name.clone(),
                 column: column.name.clone(),
@@ -432,15 +432,16 @@ fn cautions_for(column: &RelationColumn, types: &PgTypes, field: &Field) -> Vec<
     cautions
 }
 
-/// The most characters a PostgreSQL `varchar(n)`/`char(n)` type (or an array of them; a
-/// domain already unwrapped) holds: its type modifier less the 4-byte header; `None` when
+/// The most characters a PostgreSQL `varchar(n)`/`char(n)` type (or an array of them, or a
+/// domain over either) holds: its type modifier less the 4-byte header; `None` when
 /// unlimited or unknown.
 fn pg_max_length(types: &PgTypes, pg_type: u32, type_modifier: i32) -> Option<i64> {
-    let element = match types.get(pg_type).map(|info| &info.kind) {
+    let outer = types.resolve(pg_type, type_modifier)?;
+    let element = match types.get(outer.oid).map(|info| &info.kind) {
         Some(TypeKind::Array { element, .. }) => *element,
-        _ => oid::array_element(pg_type).unwrap_or(pg_type),
+        _ => oid::array_element(outer.oid).unwrap_or(outer.oid),
     };
-    let element = types.resolve(element, type_modifier)?;
+    let element = types.resolve(element, outer.type_modifier)?;
     match element.oid {
         oid::VARCHAR | oid::BPCHAR if element.type_modifier >= 4 => {
             Some(i64::from(element.type_modifier) - 4)

@@ -490,7 +490,8 @@ fn a_nullable_variant_fed_from_jsonb_warns_that_json_null_becomes_sql_null() {
 }
 
 /// `short` = varchar(5) as a domain (its modifier is the domain's: a column of a domain
-/// has -1), `shorts` its array, `doc` a domain over jsonb, `mood` an enum.
+/// has -1), `short[]` its array, `shortlist` a domain over varchar(2)[], `doc` a domain
+/// over jsonb, `mood` an enum.
 fn domain_types() -> PgTypes {
     use crate::value::types::{TypeInfo, TypeKind};
     let mut types = PgTypes::new();
@@ -528,6 +529,14 @@ fn domain_types() -> PgTypes {
         },
     );
     add(90_006, "mood", TypeKind::Opaque { what: "enum" });
+    add(
+        90_032,
+        "shortlist",
+        TypeKind::Domain {
+            base: 1015,
+            type_modifier: 2 + 4,
+        },
+    );
     types
 }
 
@@ -543,6 +552,10 @@ fn a_domain_column_earns_the_cautions_of_its_base_type_and_modifier() {
                 Name::unquoted("cuts"),
                 ColumnType::array_of(varchar(3), true),
             ),
+            Field::new(
+                Name::unquoted("list"),
+                ColumnType::array_of(varchar(3), true),
+            ),
             field(Name::unquoted("doc"), SqlType::Variant, true),
         ],
         Some(&["id"]),
@@ -552,6 +565,7 @@ fn a_domain_column_earns_the_cautions_of_its_base_type_and_modifier() {
         ("fits", 90_003, -1),
         ("cut", 90_003, -1),
         ("cuts", 90_030, -1),
+        ("list", 90_032, -1),
         ("doc", 90_031, -1),
     ]);
     let mapping = plan_mapping(&rel, &t, &domain_types(), STRICT).unwrap();
