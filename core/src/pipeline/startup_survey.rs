@@ -38,7 +38,8 @@ impl Startup {
             ),
             Step::Types => (
                 "column types".to_owned(),
-                "grant the role read access to pg_catalog (pg_type, pg_attribute, pg_depend)"
+                "let the role read pg_catalog.pg_type, pg_attribute, pg_depend and pg_extension \
+                 (every role can unless it was revoked)"
                     .to_owned(),
             ),
             _ => (
