@@ -22,6 +22,7 @@ use slotline_core::pgoutput::{
     parse, Datum, Message, Relation, RelationCache, RelationColumn, ReplicaIdentity,
 };
 use slotline_core::value::oid;
+use slotline_core::value::PgTypes;
 
 /// One column: name, PostgreSQL type, Feldera type, and the text PostgreSQL would send.
 struct Column {
@@ -148,8 +149,13 @@ fn setup(columns: &[Column]) -> (Relation, ColumnMapping, Vec<u8>) {
         primary_key: Some(vec![Name::unquoted("id")]),
         materialized: false,
     };
-    let mapping = plan_mapping(&relation, &table, MappingOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mapping = plan_mapping(
+        &relation,
+        &table,
+        &PgTypes::new(),
+        MappingOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let texts: Vec<Option<&str>> = columns.iter().map(|c| c.text).collect();
     let payload = insert(relation.oid, row(&texts));
     (relation, mapping, payload)

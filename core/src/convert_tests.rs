@@ -3,6 +3,7 @@ use crate::contract::mapping::{plan_mapping, MappingOptions};
 use crate::contract::schema::parse_program_schema;
 use crate::pgoutput::encode::row;
 use crate::pgoutput::{OldTuple, Relation, RelationColumn, ReplicaIdentity};
+use crate::value::PgTypes;
 
 const SCHEMA: &str = r#"{"inputs":[
  {"name":"users","case_sensitive":false,"primary_key":["id"],"materialized":false,"properties":{},
@@ -40,7 +41,13 @@ fn users(identity: ReplicaIdentity) -> ColumnMapping {
         identity,
         &[("id", 20, true), ("name", 25, full), ("bio", 25, full)],
     );
-    plan_mapping(&rel, &schema.inputs[0], MappingOptions::default()).unwrap()
+    plan_mapping(
+        &rel,
+        &schema.inputs[0],
+        &PgTypes::new(),
+        MappingOptions::default(),
+    )
+    .unwrap()
 }
 
 fn events() -> ColumnMapping {
@@ -53,6 +60,7 @@ fn events() -> ColumnMapping {
     plan_mapping(
         &rel,
         &schema.inputs[1],
+        &PgTypes::new(),
         MappingOptions {
             require_primary_key: false,
         },

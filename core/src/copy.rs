@@ -262,7 +262,8 @@ pub fn fuzz_copy_row(data: &[u8]) {
     }
     assert!(again.fields().eq(row.fields()), "re-encoded row differs");
     let varchar = ColumnType::new(SqlType::Varchar, true);
-    let Ok(text_plan) = crate::value::plan(crate::value::oid::TEXT, &varchar) else {
+    let types = crate::value::PgTypes::new();
+    let Ok(text_plan) = crate::value::plan(&types, crate::value::oid::TEXT, &varchar) else {
         panic!("text into VARCHAR must be planned");
     };
     for field in row.fields() {
@@ -277,7 +278,7 @@ pub fn fuzz_copy_row(data: &[u8]) {
 mod tests {
     use super::*;
     use crate::contract::{ColumnType, SqlType};
-    use crate::value::{oid, plan};
+    use crate::value::{oid, plan, PgTypes};
     use proptest::prelude::*;
 
     fn parse(data: &[u8], columns: usize) -> Result<Vec<Option<Vec<u8>>>, DecodeError> {
@@ -396,7 +397,7 @@ mod tests {
             (oid::INTERVAL, varchar, "1 day 02:00:00"),
         ];
         for (pg_type, target, text) in cases {
-            let plan = plan(pg_type, &target).unwrap();
+            let plan = plan(&PgTypes::new(), pg_type, &target).unwrap();
             let mut direct = Vec::new();
             plan.write_json(text.as_bytes(), &mut direct).unwrap();
             let mut row = CopyRow::new();
@@ -422,7 +423,8 @@ mod tests {
 
         #[test]
         fn copy_and_pgoutput_agree_on_any_text(text in any::<String>()) {
-            let plan = plan(oid::TEXT, &ColumnType::new(SqlType::Varchar, true)).unwrap();
+            let varchar = ColumnType::new(SqlType::Varchar, true);
+            let plan = plan(&PgTypes::new(), oid::TEXT, &varchar).unwrap();
             let mut direct = Vec::new();
             plan.write_json(text.as_bytes(), &mut direct).unwrap();
             let mut row = CopyRow::new();

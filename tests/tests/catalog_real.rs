@@ -284,3 +284,115 @@ fn partitioned_tables_are_read_with_their_partitions_at_every_depth() {
         "a partitioned table's heaps are its leaves; a table's is its own"
     );
 }
+
+fn hex_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex from encode()"))
+        .collect()
+}
+
+/// The column types question against real types: domains (over a domain too) resolve to
+/// their base type and its modifier, arrays name their element, composites their members
+/// without the dropped one, citext is text. And what pgoutput sends for such a table: the
+/// Relation message carries a domain column's own (domain) OID and a modifier of -1, so the
+/// base type can only come from the catalog.
+#[test]
+fn column_types_question_describes_domains_composites_arrays_and_citext() {
+    use slotline_core::pgoutput::{parse, Message};
+    use slotline_core::startup::types::{parse_types, types_query};
+    use slotline_core::value::types::TypeKind;
+
+    let pg = PgCluster::start();
+    let db = pg.create_database("coltypes");
+    pg.psql(
+        &db,
+        "CREATE EXTENSION citext;
+         CREATE DOMAIN money12 AS numeric(12,2);
+         CREATE DOMAIN money12b AS money12 CHECK (VALUE > 0);
+         CREATE TYPE mood AS ENUM ('sad', 'ok');
+         CREATE TYPE addr AS (gone int, street text, zip int);
+         ALTER TYPE addr DROP ATTRIBUTE gone;
+         CREATE TABLE t (id int8 PRIMARY KEY, m money12b, a addr[], e mood[], c citext,
+                         ip inet[], r int4range[], v int2vector);
+         CREATE PUBLICATION p FOR TABLE t;",
+    );
+    pg.psql(
+        &db,
+        "SELECT pg_create_logical_replication_slot('types_s', 'pgoutput')",
+    );
+    pg.psql(&db, "INSERT INTO t (id) VALUES (1)");
+    let relation = ask(
+        &pg,
+        &db,
+        &relation_query(&QualifiedName {
+            schema: "public".into(),
+            table: "t".into(),
+        })
+        .unwrap(),
+        parse_relation,
+    );
+    let oids: Vec<u32> = relation.columns.iter().map(|c| c.type_oid).collect();
+    let oid_of = |name: &str| -> u32 {
+        pg.psql(&db, &format!("SELECT '{name}'::regtype::oid"))
+            .trim()
+            .parse()
+            .expect("an oid")
+    };
+    let types = ask(&pg, &db, &types_query(&oids[1..]), parse_types);
+
+    let m = types.resolve(oid_of("money12b"), -1).unwrap();
+    assert_eq!((m.oid, m.type_modifier), (1700, (12 << 16) + 2 + 4));
+    let Some(TypeKind::Array { element, delimiter }) =
+        types.get(oid_of("addr[]")).map(|t| t.kind.clone())
+    else {
+        panic!("addr[] is an array: {types:?}");
+    };
+    assert_eq!((element, delimiter), (oid_of("addr"), b','));
+    let Some(TypeKind::Composite { members }) = types.get(element).map(|t| t.kind.clone()) else {
+        panic!("addr is a composite: {types:?}");
+    };
+    let members: Vec<(&str, u32)> = members
+        .iter()
+        .map(|m| (m.name.as_str(), m.type_oid))
+        .collect();
+    assert_eq!(
+        members,
+        [("street", 25), ("zip", 23)],
+        "without the dropped member"
+    );
+    assert_eq!(
+        types.get(oid_of("citext")).map(|t| &t.kind),
+        Some(&TypeKind::Text)
+    );
+    assert_eq!(types.name(oid_of("mood")), "mood (enum)");
+    assert_eq!(types.name(oid_of("int4range")), "int4range (range)");
+    assert_eq!(types.name(oid_of("inet")), "inet (base type)");
+    assert_eq!(
+        types.get(22).map(|t| &t.kind),
+        Some(&TypeKind::Opaque { what: "base type" }),
+        "int2vector is printed with spaces: not an array of int2"
+    );
+
+    let changes = pg.query_rows(
+        &db,
+        "SELECT encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('types_s', NULL, \
+         NULL, 'proto_version', '1', 'publication_names', 'p')",
+    );
+    let sent = changes
+        .iter()
+        .filter_map(|row| row.first().cloned().flatten())
+        .map(|hex| hex_bytes(&hex))
+        .find_map(|bytes| match parse(&bytes) {
+            Ok(Message::Relation(relation)) => Some(relation),
+            _ => None,
+        })
+        .expect("a Relation message");
+    let m = &sent.columns[1];
+    assert_eq!(
+        (m.type_oid, m.type_modifier),
+        (oid_of("money12b"), -1),
+        "pgoutput names the domain, without a modifier"
+    );
+    pg.psql(&db, "SELECT pg_drop_replication_slot('types_s')");
+}

@@ -10,6 +10,7 @@ use slotline_core::contract::mapping::{plan_mapping, MappingOptions};
 use slotline_core::contract::parse_program_schema;
 use slotline_core::retract::{existence_query, leftovers, plan_leftovers, Key, LeftoverPlan};
 use slotline_core::startup::catalog::{parse_relation, relation_query, QualifiedName, Row};
+use slotline_core::value::PgTypes;
 use slotline_tests::pg::PgCluster;
 
 struct Case {
@@ -250,8 +251,8 @@ fn plan(pg: &PgCluster, db: &str, case: &Case) -> LeftoverPlan {
     let relation = parse_relation(&rows).expect("the relation");
     let schema = parse_program_schema(&feldera_schema(case)).expect("schema");
     let table = &schema.inputs[0];
-    let mapping =
-        plan_mapping(&relation, table, MappingOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let mapping = plan_mapping(&relation, table, &PgTypes::new(), MappingOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
     plan_leftovers(table, &mapping, &relation).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -11,7 +11,8 @@ use super::schema::Table;
 use super::types::SqlType;
 use super::types::{ColumnType, Field, Name};
 use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
-use crate::value::{self, oid, Unsupported, ValuePlan};
+use crate::value::types::TypeKind;
+use crate::value::{self, oid, PgTypes, Unsupported, ValuePlan};
 use std::fmt;
 
 /// Policy knobs from the configuration.
@@ -336,10 +337,12 @@ impl fmt::Display for MappingError {
 
 impl std::error::Error for MappingError {}
 
-/// Maps `relation` onto `table`.
+/// Maps `relation` onto `table`; `types` describes the column types that are not builtin
+/// (domains, composites, enums, ...: what the startup read from the catalog).
 pub fn plan_mapping(
     relation: &Relation,
     table: &Table,
+    types: &PgTypes,
     options: MappingOptions,
 ) -> Result<ColumnMapping, MappingError> {
     let source = PgTable {
@@ -353,10 +356,10 @@ pub fn plan_mapping(
     let mut absent_defaulted = Vec::new();
     let mut cautions = Vec::new();
     for (field, column) in table.fields.iter().zip(&matched) {
-        let source = match source_of(relation, table, field, *column) {
+        let source = match source_of(relation, table, types, field, *column) {
             Ok(Some(source)) => {
                 if let Some(col) = relation.columns.get(source.column) {
-                    cautions.extend(cautions_for(col, field));
+                    cautions.extend(cautions_for(col, types, field));
                 }
                 Some(source)
             }
@@ -410,8 +413,12 @@ pub fn plan_mapping(
     })
 }
 
-/// The cautions one mapped column earns (see [`FieldCaution`]).
-fn cautions_for(column: &RelationColumn, field: &Field) -> Vec<FieldCaution> {
+/// The cautions one mapped column earns (see [`FieldCaution`]); a domain column earns those
+/// of its base type, with the domain's modifier.
+fn cautions_for(column: &RelationColumn, types: &PgTypes, field: &Field) -> Vec<FieldCaution> {
+    let base_oid = types
+        .resolve(column.type_oid, column.type_modifier)
+        .map_or(column.type_oid, |base| base.oid);
     let mut cautions = Vec::new();
     let mut target = &field.columntype;
     while target.sql == SqlType::Array {
@@ -427,26 +434,29 @@ fn cautions_for(column: &RelationColumn, field: &Field) -> Vec<FieldCaution> {
         _ => None,
     };
     if let Some(limit) = declared {
-        if pg_max_length(column).is_none_or(|max| max > limit) {
+        if pg_max_length(types, column.type_oid, column.type_modifier).is_none_or(|max| max > limit)
+        {
             cautions.push(FieldCaution::UncheckedLength {
                 field: field.name.clone(),
                 column: column.name.clone(),
-                pg_type: oid::name(column.type_oid).into_owned(),
+                pg_type: types.name(column.type_oid).into_owned(),
                 target: field.columntype.clone(),
             });
         }
     }
-    let element = oid::array_element(column.type_oid).unwrap_or(column.type_oid);
-    if let Some(why) = narrowing(element, column.type_modifier, target) {
-        cautions.push(FieldCaution::Narrowing {
-            field: field.name.clone(),
-            column: column.name.clone(),
-            pg_type: oid::name(column.type_oid).into_owned(),
-            target: field.columntype.clone(),
-            why,
-        });
+    if let Some((element, type_modifier)) = element_of(types, column.type_oid, column.type_modifier)
+    {
+        if let Some(why) = narrowing(element, type_modifier, target) {
+            cautions.push(FieldCaution::Narrowing {
+                field: field.name.clone(),
+                column: column.name.clone(),
+                pg_type: types.name(column.type_oid).into_owned(),
+                target: field.columntype.clone(),
+                why,
+            });
+        }
     }
-    let json = matches!(column.type_oid, oid::JSON | oid::JSONB);
+    let json = matches!(base_oid, oid::JSON | oid::JSONB);
     if json && field.columntype.sql == SqlType::Variant && field.columntype.nullable {
         cautions.push(FieldCaution::JsonNullIsSqlNull {
             field: field.name.clone(),
@@ -514,14 +524,24 @@ fn numeric_precision(typmod: i32) -> Option<(i64, i64)> {
     Some((precision, scale))
 }
 
-/// The most characters a PostgreSQL `varchar(n)`/`char(n)` column (or an array of them)
-/// holds: its type modifier less the 4-byte header; `None` when unlimited.
-fn pg_max_length(column: &RelationColumn) -> Option<i64> {
-    let element = oid::array_element(column.type_oid).unwrap_or(column.type_oid);
-    match element {
-        oid::VARCHAR | oid::BPCHAR if column.type_modifier >= 4 => {
-            Some(i64::from(column.type_modifier) - 4)
-        }
+/// The element type of `pg_type` (itself when not an array) and its modifier, domains
+/// resolved on both levels; `None` when the catalog does not say.
+fn element_of(types: &PgTypes, pg_type: u32, type_modifier: i32) -> Option<(u32, i32)> {
+    let outer = types.resolve(pg_type, type_modifier)?;
+    let element = match types.get(outer.oid).map(|info| &info.kind) {
+        Some(TypeKind::Array { element, .. }) => *element,
+        _ => oid::array_element(outer.oid).unwrap_or(outer.oid),
+    };
+    let element = types.resolve(element, outer.type_modifier)?;
+    Some((element.oid, element.type_modifier))
+}
+
+/// The most characters a PostgreSQL `varchar(n)`/`char(n)` type (or an array of them, or a
+/// domain over either) holds: its type modifier less the 4-byte header; `None` when
+/// unlimited or unknown.
+fn pg_max_length(types: &PgTypes, pg_type: u32, type_modifier: i32) -> Option<i64> {
+    match element_of(types, pg_type, type_modifier)? {
+        (oid::VARCHAR | oid::BPCHAR, modifier) if modifier >= 4 => Some(i64::from(modifier) - 4),
         _ => None,
     }
 }
@@ -533,6 +553,7 @@ fn pg_max_length(column: &RelationColumn) -> Option<i64> {
 fn source_of(
     relation: &Relation,
     table: &Table,
+    types: &PgTypes,
     field: &Field,
     column: Option<usize>,
 ) -> Result<Option<PgSource>, MappingProblem> {
@@ -555,7 +576,7 @@ fn source_of(
             })
         };
     };
-    match value::plan(col.type_oid, &field.columntype) {
+    match value::plan(types, col.type_oid, &field.columntype) {
         Ok(plan) => Ok(Some(PgSource {
             column: index,
             plan,

@@ -1,6 +1,7 @@
 use super::*;
 use crate::contract::{Field, SqlType};
 use crate::pgoutput::RelationColumn;
+use crate::value::PgTypes;
 use insta::assert_snapshot;
 
 const BOOL: u32 = 16;
@@ -67,7 +68,7 @@ fn fields_follow_schema_order_with_column_indices_plans_and_key() {
         ReplicaIdentity::Default,
         &[("name", TEXT, false), ("id", INT8, true)],
     );
-    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &users_table(), &PgTypes::new(), STRICT).unwrap();
     assert_eq!(columns_of(&mapping), vec![Some(1), Some(0)]);
     assert_eq!(mapping.fields[0].json_key, "\"id\"");
     assert!(!mapping.fields[0].nullable);
@@ -95,7 +96,7 @@ fn postgres_column_names_match_unquoted_fields_in_any_case() {
         ReplicaIdentity::Default,
         &[("ID", INT8, true), ("Name", TEXT, false)],
     );
-    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &users_table(), &PgTypes::new(), STRICT).unwrap();
     assert_eq!(columns_of(&mapping), vec![Some(0), Some(1)]);
     // What is sent is spelled from the schema, not from PostgreSQL.
     assert_eq!(mapping.fields[1].json_key, "\"name\"");
@@ -114,7 +115,7 @@ fn quoted_fields_match_only_the_exact_postgres_name() {
         ReplicaIdentity::Default,
         &[("id", INT8, true), ("name", TEXT, false)],
     );
-    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap();
     assert_eq!(columns_of(&mapping), vec![Some(0), None]);
     assert_eq!(mapping.absent_nullable, vec![Name::quoted("Name")]);
     assert_eq!(mapping.skipped_columns, vec!["name".to_owned()]);
@@ -133,7 +134,7 @@ fn exact_matches_are_claimed_before_case_insensitive_ones() {
         ReplicaIdentity::Default,
         &[("ID", INT8, false), ("id", INT8, true)],
     );
-    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap();
     assert_eq!(columns_of(&mapping), vec![Some(1), Some(0)]);
 }
 
@@ -147,7 +148,7 @@ fn two_postgres_columns_differing_in_case_are_ambiguous_for_an_unquoted_field() 
             ("NAME", TEXT, false),
         ],
     );
-    let err = plan_mapping(&rel, &users_table(), STRICT).unwrap_err();
+    let err = plan_mapping(&rel, &users_table(), &PgTypes::new(), STRICT).unwrap_err();
     assert_snapshot!(err, @"cannot map PostgreSQL table public.users to Feldera table users:
   - Feldera column name matches PostgreSQL columns Name, NAME (names differing only in case); accepted: one match, e.g. a quoted Feldera column name");
 }
@@ -163,7 +164,7 @@ fn extra_postgres_columns_are_skipped_and_reported_once() {
             ("pw", TEXT, false),
         ],
     );
-    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &users_table(), &PgTypes::new(), STRICT).unwrap();
     assert_eq!(
         mapping.skipped_columns,
         vec!["secret".to_owned(), "pw".to_owned()]
@@ -177,7 +178,7 @@ fn extra_postgres_columns_are_skipped_and_reported_once() {
 #[test]
 fn nullable_feldera_columns_missing_in_postgres_are_allowed_and_recorded() {
     let rel = relation(ReplicaIdentity::Default, &[("id", INT8, true)]);
-    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &users_table(), &PgTypes::new(), STRICT).unwrap();
     assert_eq!(columns_of(&mapping), vec![Some(0), None]);
     assert_eq!(mapping.absent_nullable, vec![Name::unquoted("name")]);
     assert_snapshot!(mapping.warnings().join("\n"), @"public.users -> users: Feldera column(s) name have no PostgreSQL column and stay NULL");
@@ -193,7 +194,7 @@ fn not_null_feldera_columns_missing_in_postgres_are_refused_all_at_once() {
         None,
     );
     let rel = relation(ReplicaIdentity::Default, &[("name", TEXT, false)]);
-    let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
+    let err = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap_err();
     assert_snapshot!(err, @"
     cannot map PostgreSQL table public.users to Feldera table users:
       - Feldera column id (BIGINT NOT NULL) has no PostgreSQL column and no DEFAULT; accepted: a PostgreSQL column of that name, a DEFAULT on the Feldera column, or a nullable Feldera column
@@ -209,7 +210,7 @@ fn a_key_column_missing_in_postgres_is_refused_even_when_nullable() {
         Some(&["id"]),
     );
     let rel = relation(ReplicaIdentity::Default, &[("other", INT8, true)]);
-    let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
+    let err = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap_err();
     assert_eq!(
         err.problems,
         vec![MappingProblem::MissingKey {
@@ -224,7 +225,7 @@ fn type_pairs_are_checked_and_refusals_name_table_column_and_field() {
         ReplicaIdentity::Default,
         &[("id", INT8, true), ("name", TEXT, false)],
     );
-    assert!(plan_mapping(&ok, &users_table(), STRICT).is_ok());
+    assert!(plan_mapping(&ok, &users_table(), &PgTypes::new(), STRICT).is_ok());
 
     let t = table(
         vec![
@@ -237,7 +238,7 @@ fn type_pairs_are_checked_and_refusals_name_table_column_and_field() {
         ReplicaIdentity::Default,
         &[("id", BOOL, true), ("flag", INT4, false)],
     );
-    let err = plan_mapping(&bad, &t, STRICT).unwrap_err();
+    let err = plan_mapping(&bad, &t, &PgTypes::new(), STRICT).unwrap_err();
     let refused: Vec<(String, String)> = err
         .problems
         .iter()
@@ -263,12 +264,12 @@ fn tables_without_primary_key_are_refused_unless_allowed() {
         None,
     );
     let rel = relation(ReplicaIdentity::Full, &[("id", INT8, true)]);
-    let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
+    let err = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap_err();
     assert_eq!(err.problems, vec![MappingProblem::NoPrimaryKey]);
     let lax = MappingOptions {
         require_primary_key: false,
     };
-    let mapping = plan_mapping(&rel, &t, lax).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), lax).unwrap();
     assert_eq!(mapping.key, None);
     assert_eq!(mapping.key_coverage, KeyCoverage::Covered);
 }
@@ -283,7 +284,7 @@ fn keyless_tables_need_replica_identity_full() {
     let lax = MappingOptions {
         require_primary_key: false,
     };
-    let mapping = plan_mapping(&rel, &t, lax).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), lax).unwrap();
     assert_eq!(
         mapping.key_coverage,
         KeyCoverage::NeedsFullRow {
@@ -306,7 +307,7 @@ fn key_coverage_reports_feldera_key_columns_outside_the_replica_identity() {
         ReplicaIdentity::Index,
         &[("id", INT8, true), ("tenant", INT8, false)],
     );
-    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap();
     assert_eq!(
         mapping.key,
         Some(vec![
@@ -329,7 +330,7 @@ fn a_wider_replica_identity_covers_a_narrower_feldera_key() {
         ReplicaIdentity::Default,
         &[("id", INT8, true), ("name", TEXT, true)],
     );
-    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &users_table(), &PgTypes::new(), STRICT).unwrap();
     assert!(mapping.key_coverage.is_covered());
 }
 
@@ -339,7 +340,7 @@ fn identity_full_covers_and_nothing_never_does() {
         ReplicaIdentity::Full,
         &[("id", INT8, true), ("name", TEXT, true)],
     );
-    assert!(plan_mapping(&full, &users_table(), STRICT)
+    assert!(plan_mapping(&full, &users_table(), &PgTypes::new(), STRICT)
         .unwrap()
         .key_coverage
         .is_covered());
@@ -347,7 +348,7 @@ fn identity_full_covers_and_nothing_never_does() {
         ReplicaIdentity::Nothing,
         &[("id", INT8, false), ("name", TEXT, false)],
     );
-    let mapping = plan_mapping(&nothing, &users_table(), STRICT).unwrap();
+    let mapping = plan_mapping(&nothing, &users_table(), &PgTypes::new(), STRICT).unwrap();
     assert_eq!(mapping.key_coverage, KeyCoverage::IdentityNothing);
     assert_eq!(mapping.warnings().len(), 1);
 }
@@ -358,7 +359,7 @@ fn a_postgres_table_without_key_under_default_identity_misses_every_key_column()
         ReplicaIdentity::Default,
         &[("id", INT8, false), ("name", TEXT, false)],
     );
-    let mapping = plan_mapping(&rel, &users_table(), STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &users_table(), &PgTypes::new(), STRICT).unwrap();
     assert_eq!(
         mapping.key_coverage,
         KeyCoverage::Missing {
@@ -388,7 +389,7 @@ fn feldera_columns_with_a_default_need_no_postgres_column_and_take_the_default()
         Some(&["id"]),
     );
     let rel = relation(ReplicaIdentity::Default, &[("id", INT8, true)]);
-    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap();
     assert_eq!(columns_of(&mapping), vec![Some(0), None, None, None]);
     assert_snapshot!(mapping.warnings().join("\n"), @"
     public.users -> users: Feldera column(s) score (DEFAULT 0), tag (DEFAULT 'none') have no PostgreSQL column and take their DEFAULT
@@ -406,7 +407,7 @@ fn a_not_null_column_without_default_names_the_default_as_a_remedy() {
         Some(&["id"]),
     );
     let rel = relation(ReplicaIdentity::Default, &[("id", INT8, true)]);
-    let err = plan_mapping(&rel, &t, STRICT).unwrap_err();
+    let err = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap_err();
     assert_snapshot!(err, @"
     cannot map PostgreSQL table public.users to Feldera table users:
       - Feldera column score (INTEGER NOT NULL) has no PostgreSQL column and no DEFAULT; accepted: a PostgreSQL column of that name, a DEFAULT on the Feldera column, or a nullable Feldera column
@@ -460,7 +461,7 @@ fn declared_lengths_postgres_may_exceed_are_warned_once_per_column() {
         ("blob", oid::BYTEA, -1),
         ("tags", 1015, 3 + 4),
     ]);
-    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap();
     assert_snapshot!(mapping.warnings().join("\n"), @"
     public.users -> users: Feldera column short is VARCHAR(10) but PostgreSQL column short (text) may hold longer values; Feldera does not enforce declared lengths on input, so longer values are sent and stored unchanged
     public.users -> users: Feldera column code is CHAR(2) but PostgreSQL column code (bpchar) may hold longer values; Feldera does not enforce declared lengths on input, so longer values are sent and stored unchanged
@@ -483,7 +484,7 @@ fn a_nullable_variant_fed_from_jsonb_warns_that_json_null_becomes_sql_null() {
         ("doc", oid::JSONB, -1),
         ("strict", oid::JSON, -1),
     ]);
-    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap();
     assert_eq!(mapping.cautions.len(), 1);
     assert_snapshot!(mapping.warnings().join("\n"), @"public.users -> users: Feldera column doc is a nullable VARIANT: a value of PostgreSQL column doc that is the JSON document null arrives as SQL NULL (Feldera reads null in a nullable column as NULL and has no other spelling for a VARIANT null); declare the column VARIANT NOT NULL to keep it a VARIANT null (PostgreSQL NULLs are then refused)");
 }
@@ -527,7 +528,7 @@ fn narrower_feldera_numbers_are_warned_with_what_does_not_fit() {
         ("amount", oid::NUMERIC, -1),
         ("counts", 1016, -1),
     ]);
-    let mapping = plan_mapping(&rel, &t, STRICT).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), STRICT).unwrap();
     let narrowed: Vec<String> = mapping
         .cautions
         .iter()
@@ -548,4 +549,108 @@ fn narrower_feldera_numbers_are_warned_with_what_does_not_fit() {
     public.users -> users: Feldera column amount is DECIMAL(28, 10), narrower than PostgreSQL column amount (numeric): numeric without a declared precision holds more than DECIMAL(28, 10)'s 18 integer and 10 fraction digits; such a value stops the stream (exit 1) and the slot waits before its transaction until the Feldera column is widened (README, "When a value does not fit")
     public.users -> users: Feldera column counts is INTEGER ARRAY, narrower than PostgreSQL column counts (_int8): it holds integers outside INTEGER's 32-bit range; such a value stops the stream (exit 1) and the slot waits before its transaction until the Feldera column is widened (README, "When a value does not fit")
     "#);
+}
+
+/// `short` = varchar(5) as a domain (its modifier is the domain's: a column of a domain
+/// has -1), `short[]` its array, `shortlist` a domain over varchar(2)[], `doc` a domain
+/// over jsonb, `mood` an enum.
+fn domain_types() -> PgTypes {
+    use crate::value::types::{TypeInfo, TypeKind};
+    let mut types = PgTypes::new();
+    let mut add = |oid, name: &str, kind| {
+        types.insert(
+            oid,
+            TypeInfo {
+                name: name.into(),
+                kind,
+            },
+        )
+    };
+    add(
+        90_003,
+        "short",
+        TypeKind::Domain {
+            base: oid::VARCHAR,
+            type_modifier: 5 + 4,
+        },
+    );
+    add(
+        90_030,
+        "short[]",
+        TypeKind::Array {
+            element: 90_003,
+            delimiter: b',',
+        },
+    );
+    add(
+        90_031,
+        "doc",
+        TypeKind::Domain {
+            base: oid::JSONB,
+            type_modifier: -1,
+        },
+    );
+    add(90_006, "mood", TypeKind::Opaque { what: "enum" });
+    add(
+        90_032,
+        "shortlist",
+        TypeKind::Domain {
+            base: 1015,
+            type_modifier: 2 + 4,
+        },
+    );
+    types
+}
+
+#[test]
+fn a_domain_column_earns_the_cautions_of_its_base_type_and_modifier() {
+    let varchar = |n| ColumnType::new(SqlType::Varchar, true).with_precision(n);
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            Field::new(Name::unquoted("fits"), varchar(5)),
+            Field::new(Name::unquoted("cut"), varchar(3)),
+            Field::new(
+                Name::unquoted("cuts"),
+                ColumnType::array_of(varchar(3), true),
+            ),
+            Field::new(
+                Name::unquoted("list"),
+                ColumnType::array_of(varchar(3), true),
+            ),
+            field(Name::unquoted("doc"), SqlType::Variant, true),
+        ],
+        Some(&["id"]),
+    );
+    let rel = typed_relation(&[
+        ("id", INT8, -1),
+        ("fits", 90_003, -1),
+        ("cut", 90_003, -1),
+        ("cuts", 90_030, -1),
+        ("list", 90_032, -1),
+        ("doc", 90_031, -1),
+    ]);
+    let mapping = plan_mapping(&rel, &t, &domain_types(), STRICT).unwrap();
+    assert_snapshot!(mapping.warnings().join("\n"), @r"
+    public.users -> users: Feldera column cut is VARCHAR(3) but PostgreSQL column cut (short (domain over varchar)) may hold longer values; Feldera does not enforce declared lengths on input, so longer values are sent and stored unchanged
+    public.users -> users: Feldera column cuts is VARCHAR(3) ARRAY but PostgreSQL column cuts (short[]) may hold longer values; Feldera does not enforce declared lengths on input, so longer values are sent and stored unchanged
+    public.users -> users: Feldera column doc is a nullable VARIANT: a value of PostgreSQL column doc that is the JSON document null arrives as SQL NULL (Feldera reads null in a nullable column as NULL and has no other spelling for a VARIANT null); declare the column VARIANT NOT NULL to keep it a VARIANT null (PostgreSQL NULLs are then refused)
+    ");
+}
+
+#[test]
+fn a_type_without_a_typed_mapping_is_refused_naming_table_column_type_and_the_way_out() {
+    let t = table(
+        vec![
+            field(Name::unquoted("id"), SqlType::BigInt, false),
+            field(Name::unquoted("mood"), SqlType::Integer, true),
+        ],
+        Some(&["id"]),
+    );
+    let rel = typed_relation(&[("id", INT8, -1), ("mood", 90_006, -1)]);
+    let err = plan_mapping(&rel, &t, &domain_types(), STRICT).unwrap_err();
+    assert_snapshot!(err, @r"
+    cannot map PostgreSQL table public.users to Feldera table users:
+      - column mood -> mood: PostgreSQL type mood (enum) cannot be sent to a Feldera INTEGER column: slotline has no conversion for this pair; mood (enum) is accepted by VARCHAR only (the text PostgreSQL prints); for another Feldera type, declare the Feldera column VARCHAR and convert it in a Feldera view (CAST), or change the PostgreSQL column to a type slotline maps to it
+    ");
 }

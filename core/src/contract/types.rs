@@ -177,7 +177,8 @@ impl ColumnType {
 }
 
 impl fmt::Display for ColumnType {
-    /// Prints the type as SQL would spell it (`DECIMAL(10, 2)`, `VARCHAR ARRAY`, `BIGINT NOT NULL`).
+    /// Prints the type as SQL would spell it (`DECIMAL(10, 2)`, `VARCHAR ARRAY`, `BIGINT NOT NULL`,
+    /// `ROW(street VARCHAR, zip INTEGER NOT NULL)`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.sql, &self.component) {
             (SqlType::Array, Some(component)) => write!(
@@ -192,6 +193,16 @@ impl fmt::Display for ColumnType {
                 (Some(p), Some(s)) => write!(f, "DECIMAL({p}, {s})")?,
                 _ => f.write_str("DECIMAL")?,
             },
+            (SqlType::Struct, _) => {
+                f.write_str("ROW(")?;
+                for (i, field) in self.fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{} {}", field.name, field.columntype)?;
+                }
+                f.write_str(")")?;
+            }
             (SqlType::Char | SqlType::Varchar | SqlType::Binary | SqlType::Varbinary, _) => {
                 match self.precision {
                     Some(p) if p >= 0 => write!(f, "{}({p})", self.sql)?,
@@ -273,6 +284,23 @@ mod tests {
                 .with_precision(3)
                 .to_string(),
             "CHAR(3)"
+        );
+        let row = ColumnType {
+            fields: vec![
+                Field::new(
+                    Name::unquoted("street"),
+                    ColumnType::new(SqlType::Varchar, true),
+                ),
+                Field::new(
+                    Name::quoted("Zip"),
+                    ColumnType::new(SqlType::Integer, false),
+                ),
+            ],
+            ..ColumnType::new(SqlType::Struct, false)
+        };
+        assert_eq!(
+            ColumnType::array_of(row, true).to_string(),
+            "ROW(street VARCHAR, \"Zip\" INTEGER NOT NULL) ARRAY"
         );
     }
 }

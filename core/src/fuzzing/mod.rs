@@ -105,7 +105,8 @@ pub fn value_text(data: &[u8]) {
     let Some(&pg_type) = VALUE_OIDS.get(usize::from(*pick_type) % VALUE_OIDS.len()) else {
         return;
     };
-    let Ok(plan) = value::plan(pg_type, &value::fuzz::column_type(*pick_target)) else {
+    let types = value::PgTypes::new();
+    let Ok(plan) = value::plan(&types, pg_type, &value::fuzz::column_type(*pick_target)) else {
         return;
     };
     let prefix = b"{\"v\":";
@@ -347,16 +348,23 @@ impl StreamState {
 }
 
 /// One value plan per column: the Feldera type a contract would naturally map the column
-/// to; columns whose pair has no plan fall back to VARCHAR (every type maps to it).
+/// to; columns whose pair has no plan fall back to VARCHAR (every type maps to it). The
+/// stream carries no catalog, so types outside the builtins are only ever VARCHAR here.
 fn plans_for(relation: &Relation) -> Vec<ValuePlan> {
+    let types = value::PgTypes::new();
     relation
         .columns
         .iter()
         .map(|column| {
             let nullable = !column.in_replica_identity;
-            value::plan(column.type_oid, &natural_target(column.type_oid, nullable))
-                .or_else(|_| value::plan(column.type_oid, &ColumnType::new(SqlType::Varchar, true)))
-                .unwrap_or_else(|e| panic!("every type must map to VARCHAR: {e}"))
+            let varchar = ColumnType::new(SqlType::Varchar, true);
+            value::plan(
+                &types,
+                column.type_oid,
+                &natural_target(column.type_oid, nullable),
+            )
+            .or_else(|_| value::plan(&types, column.type_oid, &varchar))
+            .unwrap_or_else(|e| panic!("every type must map to VARCHAR: {e}"))
         })
         .collect()
 }

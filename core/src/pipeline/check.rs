@@ -511,6 +511,7 @@ impl Check {
                 let problems = retraction_problems(
                     self.startup.relations(),
                     self.startup.tables(),
+                    self.startup.types(),
                     *leftovers,
                     self.env.config.require_primary_key,
                 );

@@ -219,6 +219,8 @@ pub struct Script {
     pub select_granted: bool,
     /// The publication exists (else its questions find nothing).
     pub publication_exists: bool,
+    /// The answer to the column types question (`startup::types`), rows as text.
+    pub types_answer: Vec<Vec<Option<String>>>,
     now: Now,
     trace: Vec<String>,
     pg: FakePg,
@@ -377,6 +379,7 @@ impl Script {
             settings: default_settings(),
             select_granted: true,
             publication_exists: true,
+            types_answer: Vec::new(),
             now,
             trace: Vec::new(),
             pg,
@@ -1386,6 +1389,8 @@ impl Script {
             vec![row(&["pub", "f", "t", "t", "t", truncate, via_root])]
         } else if sql.contains("pg_publication_tables") {
             self.published_rows()
+        } else if sql.starts_with("WITH RECURSIVE reach") {
+            self.types_answer.clone()
         } else if sql.contains("pg_attribute") {
             self.relation_rows(sql)
         } else if sql.contains("pg_last_wal_receive_lsn") {
@@ -1824,6 +1829,7 @@ fn summarize_sql(sql: &str) -> String {
         ("pg_relation_size", "<table sizes>"),
         ("pg_publication_tables", "<published tables>"),
         ("pg_catalog.pg_publication WHERE", "<publication>"),
+        ("WITH RECURSIVE reach", "<column types>"),
         ("pg_attribute", "<table columns>"),
         ("pg_last_wal_receive_lsn", "<slot health>"),
         ("FROM pg_catalog.pg_roles r", "<server settings>"),

@@ -379,6 +379,7 @@ impl Starting {
             ready: Ready {
                 wal_sender_timeout_ms: self.startup.wal_sender_timeout_ms(),
                 tables,
+                types: self.startup.types().clone(),
                 slot_confirmed: consistent_point,
                 placement: self.startup.placement(),
             },
@@ -500,6 +501,7 @@ impl Starting {
         let problems = super::startup::retraction_problems(
             self.startup.relations(),
             self.startup.tables(),
+            self.startup.types(),
             leftovers,
             cx.env.config.require_primary_key,
         );

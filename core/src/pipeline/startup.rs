@@ -1,7 +1,8 @@
 //! The startup conversation of a session, over the replication connection: pin and check
 //! the session settings, `IDENTIFY_SYSTEM`, `SHOW wal_sender_timeout`, the publication and
-//! its tables against the routes, each routed table's shape and replica identity against
-//! Feldera's schema, then the slot as it is. What happens to the slot (start, create, drop
+//! its tables against the routes, each routed table's shape and replica identity, the
+//! column types that are not builtin (only when there are some), all against Feldera's
+//! schema, then the slot as it is. What happens to the slot (start, create, drop
 //! and recreate for a snapshot) is the Starting phase's decision; this conversation only
 //! carries it out (`drop_slot`, `create_slot`, `start_replication`).
 //!
@@ -11,7 +12,8 @@
 //!
 //! A survey (`slotline check`) runs the same conversation up to the slot, but a refusal
 //! does not end it: each verdict becomes a report line (`Line`) and the next question is
-//! asked, so every problem is found in one run and nothing is ever created.
+//! asked, so every problem is found in one run and nothing is ever created
+//! (`startup_survey.rs`).
 
 use super::ctx::Ctx;
 use super::pg::PgLink;
@@ -26,7 +28,9 @@ use crate::startup::catalog::{
     self, CatalogError, Partition, PublishedTable, QualifiedName, Row, SlotInfo,
 };
 use crate::startup::checks::{self, StartupRefusal};
+use crate::startup::types::{parse_types, types_query};
 use crate::status::parse_guc_duration_ms;
+use crate::value::{oid, PgTypes};
 use crate::wire::DataRow;
 use crate::Lsn;
 
@@ -38,6 +42,8 @@ enum Step {
     Publication,
     PublishedTables,
     Relation(usize),
+    /// The routed columns' types the decoders do not know by OID.
+    Types,
     AwaitSchema,
     Slot,
     /// The slot is known; the Starting phase decides what comes next.
@@ -69,6 +75,8 @@ pub(crate) enum Answer {
 pub(crate) struct Ready {
     pub(crate) wal_sender_timeout_ms: u64,
     pub(crate) tables: Vec<Table>,
+    /// The catalog's description of the routed columns' non-builtin types.
+    pub(crate) types: PgTypes,
     pub(crate) slot_confirmed: Lsn,
     /// The route of every partition of a routed table, as the catalog showed them.
     pub(crate) placement: Placement,
@@ -100,6 +108,7 @@ impl StartupError {
 pub(crate) fn retraction_problems(
     relations: &[Relation],
     tables: &[Table],
+    types: &PgTypes,
     leftovers: crate::snapshot::plan::Leftovers,
     require_primary_key: bool,
 ) -> Vec<(String, String)> {
@@ -117,7 +126,7 @@ pub(crate) fn retraction_problems(
                     table.name
                 )
             }),
-            Leftovers::Retract => match plan_mapping(relation, table, options) {
+            Leftovers::Retract => match plan_mapping(relation, table, types, options) {
                 Err(e) => Some(e.to_string()),
                 Ok(mapping) => crate::retract::plan_leftovers(table, &mapping, relation)
                     .err()
@@ -161,6 +170,7 @@ pub(crate) struct Startup {
     published: Vec<PublishedTable>,
     /// The publication's `publish_via_partition_root`.
     via_root: bool,
+    types: PgTypes,
     schema: Option<Schema>,
     tables: Vec<Table>,
     slot_info: Option<SlotInfo>,
@@ -241,6 +251,7 @@ impl Startup {
             partitions: Vec::new(),
             published: Vec::new(),
             via_root: false,
+            types: PgTypes::new(),
             schema: None,
             tables: Vec::new(),
             slot_info: None,
@@ -304,6 +315,12 @@ impl Startup {
     /// Each route's table as the catalog describes it, in route order.
     pub(crate) fn relations(&self) -> &[Relation] {
         &self.relations
+    }
+
+    /// What the catalog said about the routed columns' non-builtin types (empty when there
+    /// are none).
+    pub(crate) fn types(&self) -> &PgTypes {
+        &self.types
     }
 
     /// Each route's Feldera table, in route order (once the mappings are planned).
@@ -420,71 +437,6 @@ impl Startup {
         }
     }
 
-    /// Survey: `error` refused the answer to `step`; note it and ask what comes next.
-    fn survey_past(
-        &mut self,
-        ctx: &mut Ctx,
-        link: &mut PgLink,
-        step: Step,
-        error: StartupError,
-    ) -> Result<Answer, StartupError> {
-        let message = error.into_message();
-        let publication = self.publication.clone();
-        let (item, fix) = match step {
-            Step::Identify | Step::WalSenderTimeout => (
-                "replication connection".to_owned(),
-                "connect as a role with REPLICATION to a server with wal_level = logical".to_owned(),
-            ),
-            Step::Publication => (
-                "publication".to_owned(),
-                format!("CREATE PUBLICATION {publication} FOR TABLE <the tables in TABLES>"),
-            ),
-            Step::PublishedTables => (
-                "tables".to_owned(),
-                format!(
-                    "make TABLES and the publication agree (ALTER PUBLICATION {publication} ADD TABLE / DROP TABLE ..., or change TABLES)"
-                ),
-            ),
-            Step::Relation(i) => (
-                self.routes
-                    .get(i)
-                    .map_or("table".to_owned(), |r| format!("table {}", r.source)),
-                "create the table or fix its name in TABLES; of a partitioned table, route only the table itself and publish every partition".to_owned(),
-            ),
-            _ => (
-                "slot".to_owned(),
-                "drop the slot (slotline drop-slot --yes) or choose another PG_SLOT".to_owned(),
-            ),
-        };
-        self.found(Line::fail(item, message, fix));
-        let next = match step {
-            Step::Identify => ("SHOW wal_sender_timeout".to_owned(), Step::WalSenderTimeout),
-            Step::WalSenderTimeout => (
-                catalog::publication_query(&self.publication).ok_or_else(nul)?,
-                Step::Publication,
-            ),
-            Step::Publication => (
-                catalog::published_tables_query(&self.publication).ok_or_else(nul)?,
-                Step::PublishedTables,
-            ),
-            Step::PublishedTables => {
-                self.ask_relation(ctx, link, 0)?;
-                return Ok(Answer::Asked);
-            }
-            Step::Relation(index) => {
-                self.ask_relation(ctx, link, index + 1)?;
-                return Ok(Answer::Asked);
-            }
-            _ => {
-                self.step = Step::SlotRead;
-                return Ok(Answer::SlotRead);
-            }
-        };
-        self.step = next.1;
-        self.ask(ctx, link, next.0)?;
-        Ok(Answer::Asked)
-    }
-
     fn answer(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<Answer, StartupError> {
         if let Some(error) = self.query_error.take() {
             let fix = crate::ops::server::fix_for_server_error(&error)
@@ -591,6 +543,11 @@ impl Startup {
                 self.ask_relation(ctx, link, index + 1)?;
                 Ok(Answer::Asked)
             }
+            Step::Types => {
+                self.types = parse_types(&rows)?;
+                self.after_columns(ctx, link)?;
+                Ok(Answer::Asked)
+            }
             Step::Slot => {
                 self.slot_info = catalog::parse_slot(&rows)?;
                 if let Some(slot) = &self.slot_info {
@@ -664,6 +621,28 @@ impl Startup {
         }
         self.partitions.resize(self.routes.len(), Vec::new());
         self.note_partition_publishing(ctx);
+        let unknown = self.unknown_types();
+        if unknown.is_empty() {
+            return self.after_columns(ctx, link);
+        }
+        self.step = Step::Types;
+        self.ask(ctx, link, types_query(&unknown))
+    }
+
+    /// The routed columns' types that are not builtin, each once, in OID order.
+    fn unknown_types(&self) -> Vec<u32> {
+        let oids: std::collections::BTreeSet<u32> = self
+            .relations
+            .iter()
+            .flat_map(|r| r.columns.iter().map(|c| c.type_oid))
+            .filter(|t| !oid::is_builtin(*t))
+            .collect();
+        oids.into_iter().collect()
+    }
+
+    /// Every column and its types are known: plan the mappings once Feldera's schema is
+    /// here, then read the slot.
+    fn after_columns(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<(), StartupError> {
         if self.schema.is_none() && !self.schema_unavailable {
             self.step = Step::AwaitSchema;
             return Ok(());
@@ -716,6 +695,7 @@ impl Startup {
         let planned = checks::plan_routes(
             &self.routes,
             &self.relations,
+            &self.types,
             schema,
             self.require_primary_key,
         )?;
@@ -723,7 +703,12 @@ impl Startup {
             ctx.log(crate::io::Level::Warn, warning.clone());
         }
         if !self.via_root {
-            checks::plan_partitions(&planned.tables, &self.partitions, self.require_primary_key)?;
+            checks::plan_partitions(
+                &planned.tables,
+                &self.partitions,
+                &self.types,
+                self.require_primary_key,
+            )?;
         }
         if self.truncate_published {
             for table in &planned.tables {
@@ -737,96 +722,6 @@ impl Startup {
         }
         self.tables = planned.tables;
         Ok(())
-    }
-
-    /// Survey: each table mapped on its own, so each problem is its own finding; only the
-    /// tables that map stay in `relations` and `tables` (aligned).
-    fn survey_mappings(&mut self) {
-        let Some(schema) = self.schema.clone() else {
-            return;
-        };
-        let relations = std::mem::take(&mut self.relations);
-        let mut findings = Vec::new();
-        for relation in relations {
-            let Some(route) = self
-                .routes
-                .iter()
-                .find(|r| r.source.is(&relation.namespace, &relation.name))
-                .cloned()
-            else {
-                continue;
-            };
-            let item = format!("table {}", route.source);
-            let planned = checks::plan_routes(
-                std::slice::from_ref(&route),
-                std::slice::from_ref(&relation),
-                &schema,
-                self.require_primary_key,
-            );
-            let planned = match planned {
-                Ok(planned) => planned,
-                Err(refusal) => {
-                    findings.push(Line::fail(
-                        item.clone(),
-                        refusal.0,
-                        "make the PostgreSQL table, its REPLICA IDENTITY and the Feldera table agree as the message says",
-                    ));
-                    continue;
-                }
-            };
-            let (Some(mapping), Some(table)) = (planned.mappings.first(), planned.tables.first())
-            else {
-                continue;
-            };
-            let leaves = self
-                .routes
-                .iter()
-                .position(|r| r.source == route.source)
-                .and_then(|i| self.partitions.get(i))
-                .filter(|_| !self.via_root);
-            if let Some(Err(refusal)) = leaves.map(|leaves| {
-                checks::plan_partitions(
-                    std::slice::from_ref(table),
-                    std::slice::from_ref(leaves),
-                    self.require_primary_key,
-                )
-            }) {
-                findings.push(Line::fail(
-                    item.clone(),
-                    refusal.0,
-                    "make every partition's columns and REPLICA IDENTITY agree with the Feldera table as the message says",
-                ));
-                continue;
-            }
-            findings.push(Line::ok(
-                item.clone(),
-                format!(
-                    "{} -> {}: {} column(s) map; {}",
-                    mapping.source,
-                    mapping.table,
-                    mapping.fields.len(),
-                    mapping.key_coverage
-                ),
-            ));
-            findings.extend(planned.warnings.iter().map(|w| Line::warn(item.clone(), w)));
-            if self.truncate_published {
-                if let Err(e) = crate::retract::plan_keys(table) {
-                    findings.push(Line::fail(
-                        format!("truncate {}", route.source),
-                        format!("the publication publishes TRUNCATE, which retracts by reading keys back: {e}"),
-                        format!(
-                            "give Feldera table {} a primary key, or stop publishing TRUNCATE: ALTER PUBLICATION {} SET (publish = 'insert, update, delete')",
-                            table.name, self.publication
-                        ),
-                    ));
-                }
-            }
-            self.relations.push(relation);
-            self.tables.push(table.clone());
-        }
-        for line in findings {
-            self.found(line);
-        }
     }
 
     /// `START_REPLICATION` from the slot's position.
@@ -881,6 +776,7 @@ impl Startup {
         Ok(Ready {
             wal_sender_timeout_ms: self.wal_sender_timeout_ms,
             tables: std::mem::take(&mut self.tables),
+            types: self.types.clone(),
             slot_confirmed,
             placement: self.placement(),
         })
@@ -898,6 +794,7 @@ impl Startup {
                 Some(route) => format!("reading the columns of {}", route.source),
                 None => "reading table columns".into(),
             },
+            Step::Types => "reading the types of the routed columns".into(),
             Step::AwaitSchema => "waiting for Feldera's schema".into(),
             Step::Slot | Step::SlotRead => format!("reading replication slot {}", self.slot),
             Step::DropSlot => format!("DROP_REPLICATION_SLOT {}", self.slot),
@@ -907,6 +804,9 @@ impl Startup {
         }
     }
 }
+
+#[path = "startup_survey.rs"]
+mod survey;
 
 fn nul() -> StartupError {
     StartupError::Refused("a name contains a NUL byte".into())

@@ -49,6 +49,7 @@ use crate::outbox::{Batch, CutReason, Outbox};
 use crate::pgoutput::{self, Message, RelationCache};
 use crate::status::StatusSchedule;
 use crate::timer::{TimerKind, TimerTable};
+use crate::value::PgTypes;
 use crate::wire::{PrimaryKeepalive, StatusUpdate, XLogData};
 use crate::Lsn;
 use std::collections::{BTreeMap, VecDeque};
@@ -72,6 +73,9 @@ pub(crate) struct Streaming {
     unmappable: BTreeMap<u32, (usize, String)>,
     /// Each route's Feldera table, as the schema describes it.
     tables: Vec<Table>,
+    /// The routed columns' non-builtin types, as the startup read them: a Relation message
+    /// names only OIDs.
+    types: PgTypes,
     backlog: VecDeque<Event>,
     paused: bool,
     /// A commit was read and its rows wait to be cut there (`BATCH_LINGER_MS=0`, or a
@@ -146,6 +150,7 @@ impl Streaming {
             unplaced: BTreeMap::new(),
             unmappable: BTreeMap::new(),
             tables: ready.tables,
+            types: ready.types,
             backlog: start.pending.into(),
             paused: false,
             cut_at_commit: false,

@@ -4,6 +4,7 @@ use crate::contract::{ColumnType, Field, Name, SqlType, Table};
 use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
 use crate::retract::plan::{plan_keys, plan_leftovers};
 use crate::value::oid;
+use crate::value::PgTypes;
 use serde_json::json;
 
 fn table(fields: Vec<(&str, ColumnType)>) -> Table {
@@ -160,7 +161,7 @@ fn leftover_plan(pg_type: u32, target: ColumnType) -> LeftoverPlan {
             type_modifier: -1,
         }],
     };
-    let mapping = plan_mapping(&rel, &t, MappingOptions::default()).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), MappingOptions::default()).unwrap();
     plan_leftovers(&t, &mapping, &rel).unwrap()
 }
 

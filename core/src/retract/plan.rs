@@ -262,7 +262,7 @@ fn pg_key_column(
         .columns
         .get(source.column)
         .ok_or("the mapping points past the relation's columns")?;
-    let pg_name = oid::name(pg.type_oid);
+    let pg_name = &source.plan.pg_name;
     if pg_type_name(pg.type_oid).is_none() {
         return Err(format!(
             "it comes from PostgreSQL column {} of type {pg_name}, which slotline cannot \

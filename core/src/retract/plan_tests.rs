@@ -5,6 +5,7 @@ use crate::contract::Field;
 use crate::convert::Converter;
 use crate::pgoutput::encode::row;
 use crate::pgoutput::{Delete, OldKind, OldTuple, ReplicaIdentity};
+use crate::value::PgTypes;
 use serde_json::{json, Value as Json};
 
 fn table(fields: &[(&str, ColumnType)], key: &[&str]) -> Table {
@@ -53,7 +54,8 @@ fn both_deletes(
     pg_texts: &[&str],
     query_values: &[Json],
 ) -> (String, String) {
-    let mapping = plan_mapping(relation, table, MappingOptions::default()).unwrap();
+    let mapping =
+        plan_mapping(relation, table, &PgTypes::new(), MappingOptions::default()).unwrap();
     let values: Vec<Option<&str>> = pg_texts.iter().map(|t| Some(*t)).collect();
     let delete = Delete {
         relation_oid: 1,
@@ -265,7 +267,7 @@ fn composite_keys_are_written_in_primary_key_order() {
         ("name", oid::TEXT, -1),
         ("at", oid::DATE, -1),
     ]);
-    let mapping = plan_mapping(&rel, &t, MappingOptions::default()).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), MappingOptions::default()).unwrap();
     let delete = Delete {
         relation_oid: 1,
         old: OldTuple {
@@ -332,7 +334,7 @@ fn a_table_that_cannot_be_read_or_keyed_is_refused_naming_table_column_and_type(
 fn leftovers_for(pg_type: u32, typmod: i32, target: ColumnType) -> Result<LeftoverPlan, String> {
     let t = table(&[("k", target)], &["k"]);
     let rel = relation(&[("k", pg_type, typmod)]);
-    let mapping = plan_mapping(&rel, &t, MappingOptions::default()).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), MappingOptions::default()).unwrap();
     plan_leftovers(&t, &mapping, &rel).map_err(|e| e.to_string())
 }
 
@@ -384,7 +386,7 @@ fn a_leftover_plan_quotes_postgres_names() {
     let mut t_upper = t.clone();
     t_upper.fields[0].name = Name::quoted("K \"x\"");
     t_upper.primary_key = Some(vec![Name::quoted("K \"x\"")]);
-    let mapping = plan_mapping(&rel, &t_upper, MappingOptions::default()).unwrap();
+    let mapping = plan_mapping(&rel, &t_upper, &PgTypes::new(), MappingOptions::default()).unwrap();
     let plan = plan_leftovers(&t_upper, &mapping, &rel).unwrap();
     assert_eq!(plan.source_sql, "\"My Schema\".\"t\"");
     assert_eq!(plan.columns[0].sql_name, "\"K \"\"x\"\"\"");

@@ -5,6 +5,7 @@ use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
 use crate::retract::plan::{plan_keys, plan_leftovers};
 use crate::retract::value::{KeyValue, Ymd};
 use crate::value::oid;
+use crate::value::PgTypes;
 
 fn table(name: Name, fields: Vec<(Name, ColumnType)>, key: &[usize]) -> Table {
     Table {
@@ -101,7 +102,7 @@ fn ledger_leftovers() -> crate::retract::LeftoverPlan {
         })
         .collect(),
     };
-    let mapping = plan_mapping(&rel, &t, MappingOptions::default()).unwrap();
+    let mapping = plan_mapping(&rel, &t, &PgTypes::new(), MappingOptions::default()).unwrap();
     plan_leftovers(&t, &mapping, &rel).unwrap()
 }
 

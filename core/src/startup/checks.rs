@@ -6,6 +6,7 @@ use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, Mapping
 use crate::contract::routes::{resolve, PgTable, Route};
 use crate::contract::schema::{Schema, Table};
 use crate::pgoutput::Relation;
+use crate::value::PgTypes;
 use std::fmt;
 
 /// Why slotline will not start (exit 1, nothing created).
@@ -271,6 +272,7 @@ pub struct PlannedRoutes {
 pub fn plan_routes(
     routes: &[Route],
     relations: &[Relation],
+    types: &PgTypes,
     schema: &Schema,
     require_primary_key: bool,
 ) -> Result<PlannedRoutes, StartupRefusal> {
@@ -285,7 +287,7 @@ pub fn plan_routes(
     };
     let mut problems = Vec::new();
     for (route, relation) in resolved.iter().zip(relations) {
-        match checked_mapping(relation, &route.table, options) {
+        match checked_mapping(relation, &route.table, types, options) {
             Ok(mapping) => {
                 planned.warnings.extend(mapping.warnings());
                 planned.mappings.push(mapping);
@@ -305,9 +307,10 @@ pub fn plan_routes(
 fn checked_mapping(
     relation: &Relation,
     table: &Table,
+    types: &PgTypes,
     options: MappingOptions,
 ) -> Result<ColumnMapping, String> {
-    let mapping = plan_mapping(relation, table, options).map_err(|e| e.to_string())?;
+    let mapping = plan_mapping(relation, table, types, options).map_err(|e| e.to_string())?;
     match &mapping.key_coverage {
         KeyCoverage::IdentityNothing | KeyCoverage::Missing { .. } if mapping.key.is_some() => {
             Err(format!(
@@ -326,6 +329,7 @@ fn checked_mapping(
 pub fn plan_partitions(
     tables: &[Table],
     partitions: &[Vec<Partition>],
+    types: &PgTypes,
     require_primary_key: bool,
 ) -> Result<(), StartupRefusal> {
     let options = MappingOptions {
@@ -338,7 +342,7 @@ pub fn plan_partitions(
             partitions
                 .iter()
                 .filter(|p| p.leaf)
-                .filter_map(move |p| checked_mapping(&p.relation, table, options).err())
+                .filter_map(move |p| checked_mapping(&p.relation, table, types, options).err())
         })
         .collect();
     if problems.is_empty() {

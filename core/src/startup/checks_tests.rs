@@ -2,6 +2,7 @@ use super::*;
 use crate::contract::routes::parse_tables;
 use crate::contract::schema::parse_program_schema;
 use crate::pgoutput::{RelationColumn, ReplicaIdentity};
+use crate::value::PgTypes;
 use crate::Lsn;
 
 fn q(table: &str) -> QualifiedName {
@@ -194,6 +195,7 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
     let planned = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Default, true)],
+        &PgTypes::new(),
         &schema,
         true,
     )
@@ -202,6 +204,7 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
     let err = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Nothing, false)],
+        &PgTypes::new(),
         &schema,
         true,
     )
@@ -210,6 +213,7 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
     let err = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Default, false)],
+        &PgTypes::new(),
         &schema,
         true,
     )
@@ -224,6 +228,7 @@ fn every_leaf_must_map_by_column_name_and_carry_the_key_in_its_own_identity() {
     let planned = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Default, true)],
+        &PgTypes::new(),
         &schema,
         true,
     )
@@ -239,12 +244,12 @@ fn every_leaf_must_map_by_column_name_and_carry_the_key_in_its_own_identity() {
         }
     };
     let reordered = vec![vec![leaf("users_a", ReplicaIdentity::Default)]];
-    assert!(plan_partitions(&planned.tables, &reordered, true).is_ok());
+    assert!(plan_partitions(&planned.tables, &reordered, &PgTypes::new(), true).is_ok());
     let nothing = vec![vec![
         leaf("users_a", ReplicaIdentity::Default),
         leaf("users_b", ReplicaIdentity::Nothing),
     ]];
-    let err = plan_partitions(&planned.tables, &nothing, true).unwrap_err();
+    let err = plan_partitions(&planned.tables, &nothing, &PgTypes::new(), true).unwrap_err();
     assert!(
         err.0
             .starts_with("public.users_b -> users: REPLICA IDENTITY is NOTHING"),
@@ -268,9 +273,16 @@ fn table_without_primary_key_is_refused_unless_allowed() {
             type_modifier: -1,
         }],
     };
-    let err = plan_routes(&routes, std::slice::from_ref(&relation), &schema, true).unwrap_err();
+    let err = plan_routes(
+        &routes,
+        std::slice::from_ref(&relation),
+        &PgTypes::new(),
+        &schema,
+        true,
+    )
+    .unwrap_err();
     assert!(err.0.contains("PRIMARY KEY"), "{err}");
-    assert!(plan_routes(&routes, &[relation], &schema, false).is_ok());
+    assert!(plan_routes(&routes, &[relation], &PgTypes::new(), &schema, false).is_ok());
 }
 
 #[test]
@@ -280,6 +292,7 @@ fn unknown_destination_lists_the_tables_that_exist() {
     let err = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Default, true)],
+        &PgTypes::new(),
         &schema,
         true,
     )

@@ -3,3 +3,4 @@
 
 pub mod catalog;
 pub mod checks;
+pub mod types;

@@ -2,8 +2,8 @@
 //!
 //! Format: an optional dimension decoration `[lo:hi][lo:hi]=` (printed when a lower bound is
 //! not 1; bounds carry no meaning in JSON and are skipped), then `{...}` nested once per
-//! dimension. Elements are separated by `,` (every type we decode as an array element uses
-//! `,`; `box` uses `;` but has no array plan here). An element is either double-quoted, with
+//! dimension. Elements are separated by the element type's delimiter (`typdelim`: `,` for
+//! every type but `box`, which uses `;`). An element is either double-quoted, with
 //! `\"` and `\\` escapes, or bare; bare `NULL` (any case) is SQL NULL while `"NULL"` is the
 //! string. Whitespace around elements is ignored, as `array_in` does.
 //!
@@ -22,11 +22,13 @@ const EXPECTED: &str = "PostgreSQL array text `{a,b}` (elements bare or double-q
 pub(crate) fn write_array(
     text: &[u8],
     dimensions: usize,
+    delimiter: u8,
     element: &ValuePlan,
     out: &mut Vec<u8>,
 ) -> Result<(), ValueErrorKind> {
     let mut parser = Parser {
         text,
+        delimiter,
         pos: skip_decoration(text)?,
         index: 0,
         scratch: Vec::new(),
@@ -77,6 +79,8 @@ fn skip_decoration(text: &[u8]) -> Result<usize, ValueErrorKind> {
 
 struct Parser<'a> {
     text: &'a [u8],
+    /// Between elements: `,`, or the element type's own `typdelim`.
+    delimiter: u8,
     pos: usize,
     /// Elements seen so far, in text order (for error messages).
     index: usize,
@@ -87,6 +91,15 @@ struct Parser<'a> {
 impl Parser<'_> {
     fn error(&self, expected: &'static str) -> ValueErrorKind {
         ValueErrorKind::malformed(self.text, self.pos, expected)
+    }
+
+    /// What may follow an element, for messages.
+    fn after_element(&self) -> &'static str {
+        match self.delimiter {
+            b',' => "`,` or `}`",
+            b';' => "`;` or `}`",
+            _ => "the element type's delimiter or `}`",
+        }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -127,7 +140,7 @@ impl Parser<'_> {
             }
             self.skip_ws();
             match self.peek() {
-                Some(b',') => {
+                Some(b) if b == self.delimiter => {
                     self.pos += 1;
                     out.push(b',');
                 }
@@ -136,7 +149,7 @@ impl Parser<'_> {
                     out.push(b']');
                     return Ok(());
                 }
-                _ => return Err(self.error("`,` or `}`")),
+                _ => return Err(self.error(self.after_element())),
             }
         }
     }
@@ -203,15 +216,16 @@ impl Parser<'_> {
         Ok((start, end, escaped, true))
     }
 
-    /// A bare element at `pos`, up to `,` or `}`, trailing whitespace excluded.
+    /// A bare element at `pos`, up to the delimiter or `}`, trailing whitespace excluded.
     fn bare(&mut self) -> Result<(usize, usize, bool, bool), ValueErrorKind> {
         let start = self.pos;
         let mut escaped = false;
         let mut end = start;
         loop {
             match self.peek() {
-                None => return Err(self.error("`,` or `}`")),
-                Some(b',' | b'}') => break,
+                None => return Err(self.error(self.after_element())),
+                Some(b'}') => break,
+                Some(b) if b == self.delimiter => break,
                 Some(b'{' | b'"') => return Err(self.error("a bare element without `{` or `\"`")),
                 Some(b'\\') => {
                     escaped = true;

@@ -13,7 +13,7 @@ const EXCERPT_MAX_BYTES: usize = 40;
 /// One value could not be turned into JSON for its column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValueError {
-    /// PostgreSQL type name (`int4`, `_text`, `oid 16384`).
+    /// PostgreSQL type name (`int4`, `_text`, `addr (composite)`, `oid 16384`).
     pub pg_type: String,
     /// Feldera column type as SQL spells it (`SMALLINT NOT NULL`).
     pub target: String,
@@ -43,6 +43,11 @@ pub enum ValueErrorKind {
     /// The error of one array element (index counts elements in text order from 0).
     InElement {
         index: usize,
+        kind: Box<ValueErrorKind>,
+    },
+    /// The error of one member of a composite value (named as PostgreSQL names it).
+    InMember {
+        name: String,
         kind: Box<ValueErrorKind>,
     },
 }
@@ -117,6 +122,7 @@ impl fmt::Display for ValueErrorKind {
             ValueErrorKind::InElement { index, kind } => {
                 write!(f, "array element {index}: {kind}")
             }
+            ValueErrorKind::InMember { name, kind } => write!(f, "member {name}: {kind}"),
         }
     }
 }

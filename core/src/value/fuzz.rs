@@ -1,12 +1,43 @@
-//! Fuzz harness for the value decoders: any bytes pick a (type OID, column type) pair and a
+//! Fuzz harness for the value decoders: any bytes pick a (type, column type) pair and a
 //! value text; decoding must never panic, and whatever it writes must be one JSON value on
 //! one line, while a refusal must leave the output buffer untouched.
+//!
+//! The types come from the builtins and from a catalog answer written here ([`catalog`]):
+//! domains (over a domain too), enums, network types, ranges, citext, composites (nested,
+//! with arrays inside, behind a domain) and arrays of all of them. A random column type
+//! almost never matches a composite, so the type byte's high bit asks for the type's
+//! natural column type instead ([`natural_target`]): a ROW with the composite's members.
 
+use super::types::{Member, PgTypes, TypeInfo, TypeKind, MAX_TYPE_DEPTH};
 use super::{oid, plan};
-use crate::contract::{ColumnType, SqlType};
+use crate::contract::{ColumnType, Field, Name, SqlType};
 
-/// Type OIDs worth fuzzing: every family, arrays, and an unknown OID.
-const OIDS: [u32; 28] = [
+/// OIDs of the catalog types below (made up: any OID the builtins do not use will do).
+pub mod oids {
+    pub const MONEY12: u32 = 90_001;
+    pub const MONEY12B: u32 = 90_002;
+    pub const SHORT: u32 = 90_003;
+    pub const POSINT: u32 = 90_004;
+    pub const POSINT_ARRAY: u32 = 90_005;
+    pub const MOOD: u32 = 90_006;
+    pub const MOOD_ARRAY: u32 = 90_007;
+    pub const CITEXT: u32 = 90_008;
+    pub const CITEXT_ARRAY: u32 = 90_009;
+    pub const ADDR: u32 = 90_010;
+    pub const ADDR_ARRAY: u32 = 90_011;
+    pub const PERSON: u32 = 90_012;
+    pub const PERSON_ARRAY: u32 = 90_013;
+    pub const ADDR_DOMAIN: u32 = 90_014;
+    pub const INET: u32 = 869;
+    pub const INET_ARRAY: u32 = 1041;
+    pub const INT4RANGE: u32 = 3904;
+    pub const INT4RANGE_ARRAY: u32 = 3905;
+    pub const BOX: u32 = 603;
+    pub const BOX_ARRAY: u32 = 1020;
+}
+
+/// Type OIDs worth fuzzing: every family, arrays, an unknown OID, then the catalog's types.
+const OIDS: [u32; 48] = [
     oid::BOOL,
     oid::BYTEA,
     oid::CHAR,
@@ -35,7 +66,101 @@ const OIDS: [u32; 28] = [
     3807,
     1001,
     16_384,
+    oids::MONEY12,
+    oids::MONEY12B,
+    oids::SHORT,
+    oids::POSINT,
+    oids::POSINT_ARRAY,
+    oids::MOOD,
+    oids::MOOD_ARRAY,
+    oids::CITEXT,
+    oids::CITEXT_ARRAY,
+    oids::ADDR,
+    oids::ADDR_ARRAY,
+    oids::PERSON,
+    oids::PERSON_ARRAY,
+    oids::ADDR_DOMAIN,
+    oids::INET,
+    oids::INET_ARRAY,
+    oids::INT4RANGE,
+    oids::INT4RANGE_ARRAY,
+    oids::BOX,
+    oids::BOX_ARRAY,
 ];
+
+/// What a catalog answer says about the types of [`oids`], shaped like a real one
+/// (`startup::types`): `person` is `(name text, home addr, tags text[], mood mood)`.
+pub fn catalog() -> PgTypes {
+    use oids::*;
+    let mut types = PgTypes::new();
+    let mut add = |oid: u32, name: &str, kind: TypeKind| {
+        types.insert(
+            oid,
+            TypeInfo {
+                name: name.into(),
+                kind,
+            },
+        )
+    };
+    let domain = |base, type_modifier| TypeKind::Domain {
+        base,
+        type_modifier,
+    };
+    let array = |element| TypeKind::Array {
+        element,
+        delimiter: b',',
+    };
+    let member = |name: &str, type_oid| Member {
+        name: name.into(),
+        type_oid,
+        type_modifier: -1,
+    };
+    add(MONEY12, "money12", domain(oid::NUMERIC, 786_438));
+    add(MONEY12B, "money12b", domain(MONEY12, -1));
+    add(SHORT, "short", domain(oid::VARCHAR, 9));
+    add(POSINT, "posint", domain(oid::INT4, -1));
+    add(POSINT_ARRAY, "posint[]", array(POSINT));
+    add(MOOD, "mood", TypeKind::Opaque { what: "enum" });
+    add(MOOD_ARRAY, "mood[]", array(MOOD));
+    add(CITEXT, "citext", TypeKind::Text);
+    add(CITEXT_ARRAY, "citext[]", array(CITEXT));
+    add(
+        ADDR,
+        "addr",
+        TypeKind::Composite {
+            members: vec![member("street", oid::TEXT), member("zip", oid::INT4)],
+        },
+    );
+    add(ADDR_ARRAY, "addr[]", array(ADDR));
+    add(
+        PERSON,
+        "person",
+        TypeKind::Composite {
+            members: vec![
+                member("name", oid::TEXT),
+                member("home", ADDR),
+                member("tags", 1009),
+                member("mood", MOOD),
+            ],
+        },
+    );
+    add(PERSON_ARRAY, "person[]", array(PERSON));
+    add(ADDR_DOMAIN, "addr_d", domain(ADDR, -1));
+    add(INET, "inet", TypeKind::Opaque { what: "base type" });
+    add(INET_ARRAY, "inet[]", array(INET));
+    add(INT4RANGE, "int4range", TypeKind::Opaque { what: "range" });
+    add(INT4RANGE_ARRAY, "int4range[]", array(INT4RANGE));
+    add(BOX, "box", TypeKind::Opaque { what: "base type" });
+    add(
+        BOX_ARRAY,
+        "box[]",
+        TypeKind::Array {
+            element: BOX,
+            delimiter: b';',
+        },
+    );
+    types
+}
 
 /// A column type from one byte: the low 5 bits pick the SQL type, bit 5 nullability, bits 6-7
 /// a length/precision variant; ARRAY gets a component chosen from the next bits.
@@ -66,13 +191,92 @@ pub fn column_type(byte: u8) -> ColumnType {
     ty
 }
 
-/// Decodes `data[2..]` as the text of type `data[0]` for column type `data[1]`.
-pub fn fuzz_value(data: &[u8]) {
+/// The column type the mapping table pairs with `pg_type` (a ROW with the composite's
+/// members, an ARRAY of the element's, the base type's for a domain); `byte`'s bits decide
+/// nullability, level by level, so NOT NULL members and elements get fuzzed too.
+pub fn natural_target(types: &PgTypes, pg_type: u32, byte: u8) -> ColumnType {
+    natural_at(types, pg_type, byte, 0)
+}
+
+fn natural_at(types: &PgTypes, pg_type: u32, byte: u8, depth: usize) -> ColumnType {
+    let nullable = byte & 1 == 0;
+    let next = byte.rotate_right(1);
+    let base = types.resolve(pg_type, -1).map_or(pg_type, |r| r.oid);
+    if depth > MAX_TYPE_DEPTH {
+        return ColumnType::new(SqlType::Varchar, nullable);
+    }
+    match types.get(base).map(|info| &info.kind) {
+        Some(TypeKind::Composite { members }) => ColumnType {
+            fields: members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let ty = natural_at(types, m.type_oid, next.rotate_right(i as u32), depth + 1);
+                    Field::new(Name::unquoted(&m.name), ty)
+                })
+                .collect(),
+            ..ColumnType::new(SqlType::Struct, nullable)
+        },
+        Some(TypeKind::Array { element, .. }) => {
+            ColumnType::array_of(natural_at(types, *element, next, depth + 1), nullable)
+        }
+        Some(TypeKind::Text | TypeKind::Opaque { .. } | TypeKind::Domain { .. }) => {
+            ColumnType::new(SqlType::Varchar, nullable)
+        }
+        None => match oid::array_element(base) {
+            Some(element) => {
+                ColumnType::array_of(natural_at(types, element, next, depth + 1), nullable)
+            }
+            None => crate::fuzzing::natural_target(base, nullable),
+        },
+    }
+}
+
+/// The plan `data` picks (the type from `data[0]`'s low 7 bits; the column type from
+/// `data[1]`, or the type's natural one when `data[0]`'s high bit is set, `data[1]` then
+/// deciding nullability) and the value text `data[2..]`; `None` when the pair has no plan.
+fn pick<'d>(types: &PgTypes, data: &'d [u8]) -> Option<(super::ValuePlan, &'d [u8])> {
     let [pick_type, pick_target, text @ ..] = data else {
-        return;
+        return None;
     };
-    let pg_type = OIDS[usize::from(*pick_type) % OIDS.len()];
-    let Ok(plan) = plan(pg_type, &column_type(*pick_target)) else {
+    let pg_type = OIDS[usize::from(*pick_type & 0x7f) % OIDS.len()];
+    let target = if pick_type & 0x80 == 0 {
+        column_type(*pick_target)
+    } else {
+        natural_target(types, pg_type, *pick_target)
+    };
+    match plan(types, pg_type, &target) {
+        Ok(plan) => Some((plan, text)),
+        Err(e) => {
+            assert!(
+                pick_type & 0x80 == 0,
+                "{} has no plan for its natural type {target}: {e}",
+                types.name(pg_type)
+            );
+            None
+        }
+    }
+}
+
+/// What the harness makes of `data`: the JSON written, or the refusal's message; `None`
+/// when the pair has no plan (for the corpus tests that check what a seed exercises).
+pub fn outcome(data: &[u8]) -> Option<Result<String, String>> {
+    let types = catalog();
+    let (plan, text) = pick(&types, data)?;
+    let mut out = Vec::new();
+    Some(
+        plan.write_json(text, &mut out)
+            .map(|()| String::from_utf8_lossy(&out).into_owned())
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// Decodes the value `data` picks (see [`pick`]): never a panic, one JSON value on one
+/// line or a refusal that leaves the buffer untouched, NULL accepted exactly when the
+/// column is nullable.
+pub fn fuzz_value(data: &[u8]) {
+    let types = catalog();
+    let Some((plan, text)) = pick(&types, data) else {
         return;
     };
     let prefix = b"{\"c\":";
@@ -87,7 +291,10 @@ pub fn fuzz_value(data: &[u8]) {
                 panic!("invalid JSON {:?}: {e}", String::from_utf8_lossy(json));
             }
         }
-        Err(_) => assert_eq!(out, prefix, "a refused value left bytes behind"),
+        Err(error) => {
+            assert_eq!(out, prefix, "a refused value left bytes behind");
+            let _ = error.to_string();
+        }
     }
     let mut null_out = Vec::new();
     let null = plan.write_null(&mut null_out);

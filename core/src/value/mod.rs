@@ -23,13 +23,16 @@ pub mod fuzz;
 mod json;
 pub mod oid;
 mod plan;
+mod record;
 mod scalar;
 #[cfg(test)]
 mod tests;
+pub mod types;
 
 use crate::contract::ColumnType;
 pub use error::{ColumnValueError, ValueError, ValueErrorKind};
 pub use plan::{plan, Unsupported};
+pub use types::PgTypes;
 
 use datetime::Temporal;
 
@@ -37,9 +40,22 @@ use datetime::Temporal;
 /// `plan`. `pg_type` and `target` are what it was planned for (read them, do not change them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValuePlan {
+    /// The column's own type (a domain's OID for a domain column).
     pub pg_type: u32,
+    /// `pg_type` as messages name it (`PgTypes::name`).
+    pub pg_name: String,
     pub target: ColumnType,
     decode: Decode,
+}
+
+/// One member of a composite value: where its value goes in the ROW and how it is decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MemberPlan {
+    /// The PostgreSQL member name, for messages.
+    pub(crate) name: String,
+    /// The Feldera ROW member's name as a JSON string literal, quotes included.
+    pub(crate) json_key: String,
+    pub(crate) plan: ValuePlan,
 }
 
 /// The decoder chosen by `plan`.
@@ -65,10 +81,16 @@ enum Decode {
     Temporal(Temporal),
     Uuid,
     Variant,
-    /// `dimensions` levels of `{...}`, each element decoded by `element`.
+    /// `dimensions` levels of `{...}`, elements separated by `delimiter` (the element type's
+    /// `typdelim`), each decoded by `element`.
     Array {
         dimensions: usize,
+        delimiter: u8,
         element: Box<ValuePlan>,
+    },
+    /// Record text `(...)`, one plan per member in attribute order, into a JSON object.
+    Composite {
+        members: Vec<MemberPlan>,
     },
 }
 
@@ -108,7 +130,7 @@ impl ValuePlan {
 
     fn error(&self, kind: ValueErrorKind) -> ValueError {
         ValueError {
-            pg_type: oid::name(self.pg_type).into_owned(),
+            pg_type: self.pg_name.clone(),
             target: self.target.to_string(),
             kind,
         }
@@ -143,9 +165,14 @@ impl ValuePlan {
             }
             Decode::Array {
                 dimensions,
+                delimiter,
                 element,
             } => {
-                array::write_array(text, *dimensions, element, out)?;
+                array::write_array(text, *dimensions, *delimiter, element, out)?;
+                Outcome::Written
+            }
+            Decode::Composite { members } => {
+                record::write_record(text, members, out)?;
                 Outcome::Written
             }
         };

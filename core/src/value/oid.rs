@@ -2,7 +2,7 @@
 //!
 //! OIDs below 10000 are fixed by PostgreSQL's catalog (`pg_type.dat`) and identical on every
 //! server; user types (enums, domains, composites, extension types) get OIDs assigned at
-//! creation and are only ever "other" here. The list was checked against `pg_type` of a
+//! creation, and what they are comes from the catalog at startup (`value::types`). The list was checked against `pg_type` of a
 //! PostgreSQL 15 server (`select oid, typname, typarray from pg_type`).
 
 use std::borrow::Cow;
@@ -60,13 +60,21 @@ const SCALARS: [(u32, &str, u32); 23] = [
 ];
 
 /// The element type of a known array type (`_int4` 1007 → `int4` 23), or `None` when the
-/// OID is not the array of a type listed here (user-type arrays are opaque to us: the
-/// Relation message carries no element type for them).
+/// OID is not the array of a type listed here (the Relation message carries no element
+/// type: every other array's element comes from the catalog, `value::types`).
 pub fn array_element(oid: u32) -> Option<u32> {
     SCALARS
         .iter()
         .find(|(_, _, array)| *array == oid)
         .map(|(element, _, _)| *element)
+}
+
+/// Whether the decoders know `oid` without asking the catalog: one of the scalars listed
+/// here or its array type.
+pub fn is_builtin(oid: u32) -> bool {
+    SCALARS
+        .iter()
+        .any(|(scalar, _, array)| *scalar == oid || *array == oid)
 }
 
 /// The array type of a known scalar type.
@@ -107,7 +115,12 @@ mod tests {
             assert_eq!(array_element(array), Some(scalar));
             assert_eq!(array_of(scalar), Some(array));
             assert_eq!(array_element(scalar), None, "{scalar} is not an array");
+            assert!(is_builtin(scalar) && is_builtin(array));
         }
         assert_eq!(array_element(1020), None, "_box is not one of ours");
+        assert!(
+            !is_builtin(1020) && !is_builtin(869),
+            "_box and inet come from the catalog"
+        );
     }
 }

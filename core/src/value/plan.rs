@@ -2,12 +2,14 @@
 //!
 //! This is the one place that decides which pairs are supported. Every type may go to
 //! VARCHAR (its text output as a string); the typed targets follow the table in
-//! docs/postgres.md ("Values"); arrays recurse on their element type. Anything else is
-//! refused once, at contract time, naming both types and what the PostgreSQL type does accept.
+//! docs/postgres.md ("Values"); a domain is planned as its base type, arrays recurse on their
+//! element type and composites on their members. Anything else is refused once, at contract
+//! time, naming both types and what the PostgreSQL type does accept.
 
 use super::array::MAX_DIMENSIONS;
 use super::datetime::Temporal;
-use super::{oid, Decode, ValuePlan};
+use super::types::{Member, PgTypes, TypeKind, MAX_TYPE_DEPTH};
+use super::{oid, Decode, MemberPlan, ValuePlan};
 use crate::contract::{ColumnType, SqlType};
 use std::fmt;
 
@@ -31,9 +33,9 @@ impl fmt::Display for Unsupported {
 
 impl std::error::Error for Unsupported {}
 
-/// What the value decoders know a PostgreSQL type as.
+/// What the value decoders know a PostgreSQL type as (domains unwrapped).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Family {
+enum Family<'t> {
     Bool,
     Int,
     Float4,
@@ -47,13 +49,42 @@ enum Family {
     TimestampTz,
     Uuid,
     Json,
-    Array { element: u32 },
+    Array {
+        element: u32,
+        delimiter: u8,
+    },
+    Composite(&'t [Member]),
+    /// A type slotline has only the text of (enums, ranges, network types, ...).
     Other,
+    /// Neither builtin nor in the catalog answer read at startup.
+    Unknown,
+    /// A domain chain that does not end within [`MAX_TYPE_DEPTH`] (never from PostgreSQL).
+    Endless,
 }
 
-impl Family {
-    fn of(pg_type: u32) -> Family {
-        match pg_type {
+impl<'t> Family<'t> {
+    fn of(types: &'t PgTypes, pg_type: u32) -> Family<'t> {
+        let Some(resolved) = types.resolve(pg_type, -1) else {
+            return Family::Endless;
+        };
+        let pg_type = resolved.oid;
+        if let Some(family) = Family::builtin(pg_type) {
+            return family;
+        }
+        match types.get(pg_type).map(|info| &info.kind) {
+            Some(TypeKind::Array { element, delimiter }) => Family::Array {
+                element: *element,
+                delimiter: *delimiter,
+            },
+            Some(TypeKind::Composite { members }) => Family::Composite(members),
+            Some(TypeKind::Text) => Family::Text,
+            Some(TypeKind::Opaque { .. } | TypeKind::Domain { .. }) => Family::Other,
+            None => Family::Unknown,
+        }
+    }
+
+    fn builtin(pg_type: u32) -> Option<Family<'static>> {
+        Some(match pg_type {
             oid::BOOL => Family::Bool,
             oid::INT2 | oid::INT4 | oid::INT8 | oid::OID => Family::Int,
             oid::FLOAT4 => Family::Float4,
@@ -67,11 +98,14 @@ impl Family {
             oid::TIMESTAMPTZ => Family::TimestampTz,
             oid::UUID => Family::Uuid,
             oid::JSON | oid::JSONB => Family::Json,
-            _ => match oid::array_element(pg_type) {
-                Some(element) => Family::Array { element },
-                None => Family::Other,
-            },
-        }
+            oid::INTERVAL | oid::TIMETZ => Family::Other,
+            _ => {
+                return oid::array_element(pg_type).map(|element| Family::Array {
+                    element,
+                    delimiter: b',',
+                })
+            }
+        })
     }
 
     fn accepted(self) -> &'static str {
@@ -92,33 +126,64 @@ impl Family {
             Family::Uuid => "UUID or VARCHAR",
             Family::Json => "VARIANT or VARCHAR",
             Family::Array { .. } => "an ARRAY whose element type accepts the element, or VARCHAR",
-            Family::Other => "VARCHAR only (the text PostgreSQL prints)",
+            Family::Composite(_) => {
+                "a ROW type with the same member names, each member accepting its PostgreSQL \
+                 member's type, or VARCHAR"
+            }
+            Family::Other => {
+                "VARCHAR only (the text PostgreSQL prints); for another Feldera type, declare \
+                 the Feldera column VARCHAR and convert it in a Feldera view (CAST), or change \
+                 the PostgreSQL column to a type slotline maps to it"
+            }
+            Family::Unknown => {
+                "VARCHAR only: it was not in the catalog slotline read at startup (a column \
+                 added since?); restarting slotline reads it"
+            }
+            Family::Endless => "VARCHAR only: its catalog entry names domains without end",
         }
     }
 }
 
-/// Chooses the decoder for a PostgreSQL type OID and a Feldera column type, or says why the
-/// pair is not supported.
-pub fn plan(pg_type: u32, target: &ColumnType) -> Result<ValuePlan, Unsupported> {
-    let decode = choose(pg_type, target)?;
+/// Chooses the decoder for a column of PostgreSQL type `pg_type` (a builtin OID, or one
+/// `types` describes) and a Feldera column type, or says why the pair is not supported.
+pub fn plan(types: &PgTypes, pg_type: u32, target: &ColumnType) -> Result<ValuePlan, Unsupported> {
+    plan_at(types, pg_type, target, 0)
+}
+
+/// `plan` at `depth` levels inside a column type (array elements and composite members).
+fn plan_at(
+    types: &PgTypes,
+    pg_type: u32,
+    target: &ColumnType,
+    depth: usize,
+) -> Result<ValuePlan, Unsupported> {
+    let decode = choose(types, pg_type, target, depth)?;
     Ok(ValuePlan {
         pg_type,
+        pg_name: types.name(pg_type).into_owned(),
         target: target.clone(),
         decode,
     })
 }
 
-fn choose(pg_type: u32, target: &ColumnType) -> Result<Decode, Unsupported> {
-    let family = Family::of(pg_type);
+fn choose(
+    types: &PgTypes,
+    pg_type: u32,
+    target: &ColumnType,
+    depth: usize,
+) -> Result<Decode, Unsupported> {
+    let family = Family::of(types, pg_type);
+    let name = types.name(pg_type);
     let refuse = |why: &str| Unsupported {
-        pg_type: oid::name(pg_type).into_owned(),
+        pg_type: name.clone().into_owned(),
         target: target.to_string(),
-        why: format!(
-            "{why}; {} is accepted by {}",
-            oid::name(pg_type),
-            family.accepted()
-        ),
+        why: format!("{why}; {name} is accepted by {}", family.accepted()),
     };
+    if depth > MAX_TYPE_DEPTH {
+        return Err(refuse(&format!(
+            "its type nests arrays, domains and composites deeper than {MAX_TYPE_DEPTH} levels"
+        )));
+    }
     let int = |min: i64, max: i64| Decode::Int { min, max };
     use SqlType as T;
     Ok(match (family, target.sql) {
@@ -152,7 +217,12 @@ fn choose(pg_type: u32, target: &ColumnType) -> Result<Decode, Unsupported> {
         }
         (Family::Uuid, T::Uuid) => Decode::Uuid,
         (Family::Json, T::Variant) => Decode::Variant,
-        (Family::Array { element }, T::Array) => array(pg_type, element, target)?,
+        (Family::Array { element, delimiter }, T::Array) => {
+            array(types, pg_type, element, delimiter, target, depth)?
+        }
+        (Family::Composite(members), T::Struct) => {
+            composite(types, pg_type, members, target, depth)?
+        }
         _ => return Err(refuse("slotline has no conversion for this pair")),
     })
 }
@@ -176,9 +246,16 @@ fn decimal(target: &ColumnType) -> Result<Decode, &'static str> {
 
 /// An ARRAY column: one PostgreSQL dimension per ARRAY nesting level, the innermost
 /// component planned against the element type.
-fn array(pg_type: u32, element: u32, target: &ColumnType) -> Result<Decode, Unsupported> {
+fn array(
+    types: &PgTypes,
+    pg_type: u32,
+    element: u32,
+    delimiter: u8,
+    target: &ColumnType,
+    depth: usize,
+) -> Result<Decode, Unsupported> {
     let refuse = |why: String| Unsupported {
-        pg_type: oid::name(pg_type).into_owned(),
+        pg_type: types.name(pg_type).into_owned(),
         target: target.to_string(),
         why,
     };
@@ -196,10 +273,93 @@ fn array(pg_type: u32, element: u32, target: &ColumnType) -> Result<Decode, Unsu
             .as_deref()
             .ok_or_else(|| refuse("the ARRAY column has no component type".into()))?;
     }
-    let element = plan(element, leaf)
+    let element = plan_at(types, element, leaf, depth + 1)
         .map_err(|inner| refuse(format!("its elements cannot be decoded: {inner}")))?;
     Ok(Decode::Array {
         dimensions,
+        delimiter,
         element: Box::new(element),
+    })
+}
+
+/// A ROW column fed by a composite type: every PostgreSQL member matches one ROW member by
+/// name (the exact spelling first, then case-insensitively, as columns match) and is planned
+/// against it; a member on one side only is refused, since record text carries every
+/// member in order and Feldera's ROW needs each of its own.
+fn composite(
+    types: &PgTypes,
+    pg_type: u32,
+    members: &[Member],
+    target: &ColumnType,
+    depth: usize,
+) -> Result<Decode, Unsupported> {
+    let name = types.name(pg_type);
+    let fields = &target.fields;
+    let mut claimed = vec![false; fields.len()];
+    let mut plans = Vec::with_capacity(members.len());
+    let mut problems = Vec::new();
+    for member in members {
+        let exact = fields.iter().position(|f| f.name.name == member.name);
+        let folded: Vec<usize> = fields
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.name.matches(&member.name))
+            .map(|(i, _)| i)
+            .collect();
+        let index = match (exact, folded.as_slice()) {
+            (Some(i), _) | (None, &[i]) => i,
+            (None, []) => {
+                problems.push(format!(
+                    "member {} has no ROW member of that name",
+                    member.name
+                ));
+                continue;
+            }
+            (None, _) => {
+                problems.push(format!(
+                    "member {} matches several ROW members differing only in case",
+                    member.name
+                ));
+                continue;
+            }
+        };
+        let (Some(field), Some(taken)) = (fields.get(index), claimed.get_mut(index)) else {
+            continue;
+        };
+        if std::mem::replace(taken, true) {
+            problems.push(format!(
+                "member {} matches ROW member {}, which another member matched already",
+                member.name, field.name
+            ));
+            continue;
+        }
+        match plan_at(types, member.type_oid, &field.columntype, depth + 1) {
+            Ok(plan) => plans.push(MemberPlan {
+                name: member.name.clone(),
+                json_key: field.name.json_key(),
+                plan,
+            }),
+            Err(inner) => problems.push(format!("member {}: {inner}", member.name)),
+        }
+    }
+    for (field, taken) in fields.iter().zip(&claimed) {
+        if !taken {
+            problems.push(format!(
+                "ROW member {} is not a member of {name}",
+                field.name
+            ));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(Decode::Composite { members: plans });
+    }
+    Err(Unsupported {
+        pg_type: name.clone().into_owned(),
+        target: target.to_string(),
+        why: format!(
+            "the members do not match ({}); {name} is accepted by {}",
+            problems.join("; "),
+            Family::Composite(members).accepted()
+        ),
     })
 }

@@ -68,8 +68,13 @@ fn relation() -> Relation {
 
 fn check(values: &[Option<&str>], expected: Docs) -> Result<(), String> {
     let schema = parse_program_schema(SCHEMA.as_bytes()).map_err(|e| e.to_string())?;
-    let mapping = plan_mapping(&relation(), &schema.inputs[0], MappingOptions::default())
-        .map_err(|e| e.to_string())?;
+    let mapping = plan_mapping(
+        &relation(),
+        &schema.inputs[0],
+        &slotline_core::value::PgTypes::new(),
+        MappingOptions::default(),
+    )
+    .map_err(|e| e.to_string())?;
     let insert = Insert {
         relation_oid: 16384,
         new: row(values),

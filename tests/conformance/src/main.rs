@@ -9,6 +9,9 @@
 //!   encoded by slotline's value plans into the JSON it sends, and read back by Feldera's
 //!   deserializers for the column's type under the JSON input format's `SqlSerdeConfig`; the
 //!   result must be what PostgreSQL holds.
+//! - `catalog_values`: values of the types slotline reads from the catalog (domains, arrays
+//!   of enums, network types and ranges, composites into ROW columns, citext), read back
+//!   the same way, composites by a struct deserializer made as the compiler makes one.
 //! - `lines`: whole `insert` lines slotline writes are read by a record deserializer made
 //!   the way Feldera's compiler makes it (names, DEFAULTs, VARIANT nulls).
 //! - `requests`: the parameters of slotline's ingress and ad-hoc query URLs, read into
@@ -16,6 +19,7 @@
 //!
 //! Prints one line per check and `N passed, M failed`; exits 1 on any failure.
 
+mod catalog_values;
 mod lines;
 mod requests;
 mod schemas;
@@ -26,6 +30,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let mut outcomes = schemas::run();
     outcomes.extend(values::run());
+    outcomes.extend(catalog_values::run());
     outcomes.extend(lines::run());
     outcomes.extend(requests::run());
     let failed: Vec<&(String, Result<(), String>)> =

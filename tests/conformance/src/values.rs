@@ -8,17 +8,17 @@ use feldera_sqllib::{
 use feldera_types::format::json::JsonFlavor;
 use feldera_types::serde_with_context::{DeserializeWithContext, SqlSerdeConfig};
 use slotline_core::contract::{ColumnType, SqlType};
-use slotline_core::value::{oid, plan};
+use slotline_core::value::{oid, plan, PgTypes};
 use std::fmt::Debug;
 use std::str::FromStr;
 use std::sync::Arc;
 
 /// What Feldera must read from slotline's JSON for one value.
-type Check = Box<dyn Fn(&[u8]) -> Result<(), String>>;
+pub(crate) type Check = Box<dyn Fn(&[u8]) -> Result<(), String>>;
 
 /// One value: PostgreSQL type and text, the Feldera column type, and a check of what
 /// Feldera reads from slotline's JSON.
-struct Case {
+pub(crate) struct Case {
     what: String,
     pg_type: u32,
     text: Option<String>,
@@ -37,7 +37,7 @@ where
 }
 
 /// A check that Feldera reads a `T` equal to `expected`.
-fn equals<T>(expected: T) -> Check
+pub(crate) fn equals<T>(expected: T) -> Check
 where
     T: for<'de> DeserializeWithContext<'de, SqlSerdeConfig> + PartialEq + Debug + 'static,
 {
@@ -75,7 +75,13 @@ fn variant(json: &str) -> Variant {
     serde_json::from_str(json).expect("a JSON document")
 }
 
-fn case(what: &str, pg_type: u32, text: Option<&str>, target: ColumnType, check: Check) -> Case {
+pub(crate) fn case(
+    what: &str,
+    pg_type: u32,
+    text: Option<&str>,
+    target: ColumnType,
+    check: Check,
+) -> Case {
     Case {
         what: what.to_owned(),
         pg_type,
@@ -522,22 +528,28 @@ fn cases() -> Vec<Case> {
 }
 
 pub fn run() -> Vec<(String, Result<(), String>)> {
-    cases()
+    run_cases(&PgTypes::new(), cases())
+}
+
+/// Each case's name and outcome, its PostgreSQL type described by `types` when not builtin.
+pub(crate) fn run_cases(types: &PgTypes, cases: Vec<Case>) -> Vec<(String, Result<(), String>)> {
+    cases
         .into_iter()
         .map(|c| {
             let name = format!(
                 "value {} ({} -> {})",
                 c.what,
-                oid::name(c.pg_type),
+                types.name(c.pg_type),
                 c.target
             );
-            (name, check(&c))
+            (name, check(types, &c))
         })
         .collect()
 }
 
-fn check(c: &Case) -> Result<(), String> {
-    let plan = plan(c.pg_type, &c.target).map_err(|e| format!("slotline has no plan: {e}"))?;
+fn check(types: &PgTypes, c: &Case) -> Result<(), String> {
+    let plan =
+        plan(types, c.pg_type, &c.target).map_err(|e| format!("slotline has no plan: {e}"))?;
     let mut json = Vec::new();
     plan.write_datum(c.text.as_deref().map(str::as_bytes), &mut json)
         .map_err(|e| format!("slotline refuses the value: {e}"))?;

@@ -16,7 +16,7 @@ use slotline_core::contract::{
 use slotline_core::pgoutput::{
     self, Datum, Message, OldKind, OldTuple, Relation, RelationCache, Tuple,
 };
-use slotline_core::value::oid;
+use slotline_core::value::{oid, PgTypes};
 use slotline_core::wire::{BackendMessage, Frame, Framer, ReplicationMessage};
 
 use super::final_rows::Row;
@@ -209,7 +209,7 @@ impl JsonDecoder {
             .iter()
             .find(|t| t.name.matches(&relation.name))
             .unwrap_or_else(|| panic!("no Feldera table for {}", relation.name));
-        let mapping = plan_mapping(relation, table, MappingOptions::default())
+        let mapping = plan_mapping(relation, table, &PgTypes::new(), MappingOptions::default())
             .unwrap_or_else(|e| panic!("{e}"));
         let columns: Vec<String> = relation
             .columns

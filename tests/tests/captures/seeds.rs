@@ -13,7 +13,7 @@ use slotline_core::copy::encode_row;
 use slotline_core::fuzzing::VALUE_OIDS;
 use slotline_core::pgoutput::encode::encode;
 use slotline_core::pgoutput::{self, Datum, Delete, Insert, Message, OldTuple, Tuple, Update};
-use slotline_core::value::{self, fuzz::column_type};
+use slotline_core::value::{self, fuzz::column_type, PgTypes};
 use slotline_core::wire::testing::frame;
 use slotline_core::wire::Frame;
 
@@ -281,7 +281,9 @@ fn value_seed(pg_type: u32, target: SqlType, text: &[u8]) -> Vec<u8> {
         .unwrap_or(VALUE_OIDS.len() - 1);
     let planned = |b: &u8| {
         let ty: ColumnType = column_type(*b);
-        ty.sql == target && ty.nullable && value::plan(VALUE_OIDS[index], &ty).is_ok()
+        ty.sql == target
+            && ty.nullable
+            && value::plan(&PgTypes::new(), VALUE_OIDS[index], &ty).is_ok()
     };
     let byte = (0..=255u8)
         .find(planned)

@@ -168,7 +168,7 @@ impl Snapshotting {
         };
         let mut mappings = Vec::with_capacity(start.relations.len());
         for (relation, table) in start.relations.iter().zip(&start.ready.tables) {
-            match plan_mapping(relation, table, options) {
+            match plan_mapping(relation, table, &start.ready.types, options) {
                 Ok(mapping) => mappings.push(mapping),
                 Err(e) => {
                     let failure =
@@ -455,6 +455,7 @@ impl Snapshotting {
                     let ready = Ready {
                         wal_sender_timeout_ms: self.start.ready.wal_sender_timeout_ms,
                         tables: std::mem::take(&mut self.start.ready.tables),
+                        types: std::mem::take(&mut self.start.ready.types),
                         slot_confirmed: self.start.ready.slot_confirmed,
                         placement: std::mem::take(&mut self.start.ready.placement),
                     };

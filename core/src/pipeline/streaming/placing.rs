@@ -57,7 +57,7 @@ impl Streaming {
         let options = MappingOptions {
             require_primary_key: config.require_primary_key,
         };
-        let mapping = match plan_mapping(&relation, &self.tables[route], options) {
+        let mapping = match plan_mapping(&relation, &self.tables[route], &self.types, options) {
             Ok(mapping) => mapping,
             Err(e) if partition => {
                 // Refused when a row of it arrives: under publish_via_partition_root = true

@@ -31,6 +31,7 @@ mod snapshot_regressions;
 mod stopping;
 mod transactions;
 mod truncate;
+mod types;
 
 pub(super) const SCHEMA: &str = r#"{"inputs":[
  {"name":"users","case_sensitive":false,"primary_key":["id"],"materialized":false,"properties":{},

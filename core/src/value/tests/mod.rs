@@ -1,7 +1,9 @@
 //! Table-driven tests of the mapping (one row per case of the value table in docs/postgres.md,
 //! "Values", and its edges), plus properties over generated values.
 
+mod catalog_types;
 mod properties;
+mod records;
 mod scalars;
 mod structured;
 mod temporal;
@@ -23,7 +25,17 @@ fn array(component: ColumnType) -> ColumnType {
 
 /// Decodes `text` and returns the JSON, or the error's Display.
 fn decode(pg_type: u32, target: &ColumnType, text: &[u8]) -> Result<String, String> {
-    let plan = plan(pg_type, target).map_err(|e| format!("unsupported: {e}"))?;
+    decode_in(&PgTypes::new(), pg_type, target, text)
+}
+
+/// `decode` for a type `types` describes.
+fn decode_in(
+    types: &PgTypes,
+    pg_type: u32,
+    target: &ColumnType,
+    text: &[u8],
+) -> Result<String, String> {
+    let plan = plan(types, pg_type, target).map_err(|e| format!("unsupported: {e}"))?;
     let mut out = Vec::new();
     plan.write_json(text, &mut out).map_err(|e| e.to_string())?;
     Ok(String::from_utf8(out).expect("decoders write UTF-8"))
@@ -56,9 +68,14 @@ fn err(pg_type: u32, target: ColumnType, text: &'static str, message: &'static s
 }
 
 fn check(cases: Vec<Case>) {
+    check_in(&PgTypes::new(), cases);
+}
+
+/// `check` for types `types` describes.
+fn check_in(types: &PgTypes, cases: Vec<Case>) {
     let mut failures = Vec::new();
     for case in &cases {
-        let got = decode(case.pg_type, &case.target, case.text);
+        let got = decode_in(types, case.pg_type, &case.target, case.text);
         let pass = match (&got, case.expected) {
             (Ok(json), Ok(want)) => json == want,
             (Err(message), Err(want)) => message.contains(want),
@@ -67,7 +84,7 @@ fn check(cases: Vec<Case>) {
         if !pass {
             failures.push(format!(
                 "{} {:?} -> {}: got {got:?}, want {:?}",
-                oid::name(case.pg_type),
+                types.name(case.pg_type),
                 String::from_utf8_lossy(case.text),
                 case.target,
                 case.expected

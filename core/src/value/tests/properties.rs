@@ -6,7 +6,7 @@ use crate::value::{fuzz, oid, plan, ValueError};
 use proptest::prelude::*;
 
 fn json_of(pg_type: u32, target: &ColumnType, text: &[u8]) -> Result<Vec<u8>, ValueError> {
-    let plan = plan(pg_type, target).expect("planned");
+    let plan = plan(&PgTypes::new(), pg_type, target).expect("planned");
     let mut out = Vec::new();
     plan.write_json(text, &mut out).map(|()| out)
 }
