@@ -314,9 +314,12 @@ static RUN_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 impl Connector {
     pub fn spawn(shell: Shell, pairs: &[(String, String)], label: &str) -> Connector {
+        // The test process's pid too: test binaries of several PostgreSQL versions run side
+        // by side (.ci/pg-versions) and may use the same labels.
         let log = std::env::temp_dir().join(format!(
-            "slotline-{label}-{}-{}.log",
+            "slotline-{label}-{}-{}-{}.log",
             shell.binary_name(),
+            std::process::id(),
             RUN_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
         let file = std::fs::File::create(&log).expect("create the connector log");

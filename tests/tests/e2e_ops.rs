@@ -159,7 +159,11 @@ fn check_on_wal_level_replica_names_it(shell: Shell) {
         schema("INTEGER"),
     ))
     .expect("double");
-    let state = std::env::temp_dir().join(format!("slotline-walrep-{}", std::process::id()));
+    let state = std::env::temp_dir().join(format!(
+        "slotline-walrep-{}-{}",
+        shell.binary_name(),
+        std::process::id()
+    ));
     let pairs: Vec<(String, String)> = [
         ("PG_URL", cluster.url(&db)),
         ("PG_PUBLICATION", "pub".into()),
