@@ -8,7 +8,7 @@
 //! creates a slot. `/metrics` values move as rows flow.
 
 use serde_json::{json, Value};
-use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::e2e::{Connector, Env, Shell};
 use slotline_tests::feldera_double::DoubleConfig;
 use slotline_tests::pg::{wait_for, ClusterOptions, PgCluster};
 use std::process::{Command, Stdio};
@@ -198,7 +198,7 @@ fn check_on_wal_level_replica_names_it(shell: Shell) {
             _ => (k.clone(), v.clone()),
         })
         .collect();
-    let mut connector = slotline_tests::e2e::Connector::spawn(shell, &initial, &db);
+    let mut connector = Connector::spawn(shell, &initial, &db);
     assert_eq!(
         connector.wait_exit(Duration::from_secs(60)),
         Some(1),
@@ -480,13 +480,11 @@ fn readyz_is_503_until_streaming_and_reconnects_are_counted(shell: Shell) {
     assert!(ready.is_some(), "{}", connector.log_text());
 }
 
-/// A scrape sees the core's state as of at most one publish window (100 ms) ago, also on a
-/// quiet stream where no input follows the change for seconds: `/readyz` right after the
-/// log says streaming, and the rows counter right after Feldera got the row.
-fn a_scrape_200_ms_after_a_change_sees_it(shell: Shell) {
-    let env = Env::new("scrape", SETUP, schema("INTEGER"));
+/// An environment and a connector that serves metrics and is streaming; the metrics' base
+/// URL.
+fn streaming_with_metrics(name: &str, shell: Shell) -> (Env, Connector, String) {
+    let env = Env::new(name, SETUP, schema("INTEGER"));
     let addr = format!("127.0.0.1:{}", free_port());
-    let base = format!("http://{addr}");
     let extra = [
         ("TABLES", "users,items"),
         ("METRICS_ADDR", addr.as_str()),
@@ -498,6 +496,14 @@ fn a_scrape_200_ms_after_a_change_sees_it(shell: Shell) {
         "{}",
         connector.log_text()
     );
+    (env, connector, format!("http://{addr}"))
+}
+
+/// A scrape sees the core's state as of at most one publish window (100 ms) ago, also on a
+/// quiet stream where no input follows the change for seconds: `/readyz` right after the
+/// log says streaming, and the rows counter right after Feldera got the row.
+fn a_scrape_200_ms_after_a_change_sees_it(shell: Shell) {
+    let (env, connector, base) = streaming_with_metrics("scrape", shell);
     std::thread::sleep(Duration::from_millis(200));
     let (code, body) = get(&format!("{base}/readyz"));
     assert_eq!(code, 200, "{body}\n{}", connector.log_text());
@@ -527,20 +533,7 @@ fn a_scrape_200_ms_after_a_change_sees_it(shell: Shell) {
 /// the source's commit time: it grows while Feldera processes nothing and is 0 once caught
 /// up.
 fn replication_lag_seconds_ages_while_nothing_is_acknowledged(shell: Shell) {
-    let env = Env::new("lagsecs", SETUP, schema("INTEGER"));
-    let addr = format!("127.0.0.1:{}", free_port());
-    let base = format!("http://{addr}");
-    let extra = [
-        ("TABLES", "users,items"),
-        ("METRICS_ADDR", addr.as_str()),
-        ("BATCH_LINGER_MS", "0"),
-    ];
-    let connector = env.start(shell, &extra);
-    assert!(
-        connector.wait_log("streaming from slot", Duration::from_secs(60)),
-        "{}",
-        connector.log_text()
-    );
+    let (env, connector, base) = streaming_with_metrics("lagsecs", shell);
     let lag = || {
         metric(
             &get(&format!("{base}/metrics")).1,

@@ -21,6 +21,18 @@ fn keys(s: &Script, table: &str) -> Vec<String> {
 }
 
 /// Answers Feldera as it would until nothing waits.
+/// Transaction 700: a TRUNCATE of users alone, committed at 0/2100.
+fn truncate_users(s: &mut Script, what: &str) {
+    s.wal(
+        what,
+        &[
+            begin(0x2100, 700),
+            truncate(0x2010, &[16384]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+}
+
 fn drive(s: &mut Script) {
     for _ in 0..1000 {
         if s.exit().is_some() {
@@ -39,14 +51,7 @@ fn drive(s: &mut Script) {
 fn truncate_alone_deletes_every_key_verifies_empty_then_acknowledges() {
     let mut s = streaming(&[]);
     seed_users(&mut s, 1..4);
-    s.wal(
-        "tx 700: TRUNCATE users",
-        &[
-            begin(0x2100, 700),
-            truncate(0x2010, &[16384]),
-            commit(0x20F8, 0x2100),
-        ],
-    );
+    truncate_users(&mut s, "tx 700: TRUNCATE users");
     drive(&mut s);
     assert_eq!(keys(&s, "users"), Vec::<String>::new());
     assert_eq!(s.confirmed, Lsn(0x2100), "acknowledged once verified");
@@ -160,14 +165,7 @@ fn a_truncate_of_25000_keys_reads_them_in_one_streamed_scan_and_deletes_in_bound
     let mut s = streaming(&[("BATCH_MAX_ROWS", "4000"), ("MAX_IN_FLIGHT_BATCHES", "2")]);
     s.set_pieces(64 * 1024);
     seed_users(&mut s, 0..25_000);
-    s.wal(
-        "tx 700: TRUNCATE users (Feldera holds 25,000 keys)",
-        &[
-            begin(0x2100, 700),
-            truncate(0x2010, &[16384]),
-            commit(0x20F8, 0x2100),
-        ],
-    );
+    truncate_users(&mut s, "tx 700: TRUNCATE users (Feldera holds 25,000 keys)");
     drive(&mut s);
     assert_eq!(s.feldera.rows("users"), 0);
     assert_eq!(s.confirmed, Lsn(0x2100));
@@ -207,14 +205,7 @@ fn a_truncate_of_25000_keys_reads_them_in_one_streamed_scan_and_deletes_in_bound
 fn a_count_that_stays_non_zero_exits_1_without_acknowledging() {
     let mut s = streaming(&[]);
     seed_users(&mut s, 1..3);
-    s.wal(
-        "tx 700: TRUNCATE users",
-        &[
-            begin(0x2100, 700),
-            truncate(0x2010, &[16384]),
-            commit(0x20F8, 0x2100),
-        ],
-    );
+    truncate_users(&mut s, "tx 700: TRUNCATE users");
     for _ in 0..100 {
         if s.exit().is_some() {
             break;
@@ -241,14 +232,7 @@ fn a_count_that_stays_non_zero_exits_1_without_acknowledging() {
 fn an_unreadable_key_is_never_proof_that_nothing_needs_retracting() {
     let mut s = streaming(&[]);
     seed_users(&mut s, 1..3);
-    s.wal(
-        "tx 700: TRUNCATE users",
-        &[
-            begin(0x2100, 700),
-            truncate(0x2010, &[16384]),
-            commit(0x20F8, 0x2100),
-        ],
-    );
+    truncate_users(&mut s, "tx 700: TRUNCATE users");
     assert!(s.waiting_query().is_some());
     s.answer(200, "{\"k0\": 1}\n{\"k0\": \"not a number\"}\n");
     assert_eq!(s.exit().map(|e| e.0), Some(1));
@@ -289,14 +273,7 @@ fn a_key_scan_that_fails_while_streaming_concludes_nothing() {
             s.fail_streams_after(after, "timed out reading the answer");
         }
         seed_users(&mut s, 1..8);
-        s.wal(
-            "tx 700: TRUNCATE users",
-            &[
-                begin(0x2100, 700),
-                truncate(0x2010, &[16384]),
-                commit(0x20F8, 0x2100),
-            ],
-        );
+        truncate_users(&mut s, "tx 700: TRUNCATE users");
         for _ in 0..200 {
             if s.exit().is_some() || s.pipeline().status().phase == "backing off" {
                 break;
@@ -349,14 +326,7 @@ fn a_crash_after_the_query_and_mid_delete_leaves_the_transaction_unacknowledged(
             ("CRASH_AFTER_BATCHES", after),
         ]);
         seed_users(&mut s, 1..6);
-        s.wal(
-            "tx 700: TRUNCATE users",
-            &[
-                begin(0x2100, 700),
-                truncate(0x2010, &[16384]),
-                commit(0x20F8, 0x2100),
-            ],
-        );
+        truncate_users(&mut s, "tx 700: TRUNCATE users");
         drive(&mut s);
         assert_eq!(s.exit().map(|e| e.0), Some(70), "{point}");
         assert_eq!(s.confirmed, START, "{point}");
@@ -387,13 +357,9 @@ fn a_truncate_first_in_its_session_settles_a_feldera_transaction_left_open_befor
     let mut s = streaming(&[("FELDERA_TRANSACTIONS", "large")]);
     seed_users(&mut s, 1..4);
     s.transaction_open = true;
-    s.wal(
+    truncate_users(
+        &mut s,
         "tx 700: TRUNCATE users (replayed first thing in this session)",
-        &[
-            begin(0x2100, 700),
-            truncate(0x2010, &[16384]),
-            commit(0x20F8, 0x2100),
-        ],
     );
     drive(&mut s);
     assert!(!s.transaction_open, "the open transaction was committed");
@@ -467,14 +433,7 @@ fn a_truncate_reads_a_table_only_after_an_ended_sessions_request_to_it_ended() {
 fn key_scans_and_counts_get_query_timeout_secs_and_a_timeout_concludes_nothing() {
     let mut s = streaming(&[("QUERY_TIMEOUT_SECS", "45")]);
     seed_users(&mut s, 1..4);
-    s.wal(
-        "tx 700: TRUNCATE users",
-        &[
-            begin(0x2100, 700),
-            truncate(0x2010, &[16384]),
-            commit(0x20F8, 0x2100),
-        ],
-    );
+    truncate_users(&mut s, "tx 700: TRUNCATE users");
     assert!(
         s.waiting_query()
             .is_some_and(|q| !q.starts_with("SELECT COUNT")),
@@ -502,15 +461,12 @@ fn key_scans_and_counts_get_query_timeout_secs_and_a_timeout_concludes_nothing()
         }
         s.advance(100);
     }
+    // A new session: the Relation comes again before the replayed TRUNCATE.
     s.wal(
-        "tx 700: TRUNCATE users (replayed)",
-        &[
-            relation(&users(ReplicaIdentity::Default)),
-            begin(0x2100, 700),
-            truncate(0x2010, &[16384]),
-            commit(0x20F8, 0x2100),
-        ],
+        "Relation users",
+        &[relation(&users(ReplicaIdentity::Default))],
     );
+    truncate_users(&mut s, "tx 700: TRUNCATE users (replayed)");
     for _ in 0..100 {
         if s.waiting_query()
             .is_some_and(|q| q.starts_with("SELECT COUNT"))
