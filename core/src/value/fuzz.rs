@@ -8,7 +8,7 @@
 //! almost never matches a composite, so the type byte's high bit asks for the type's
 //! natural column type instead ([`natural_target`]): a ROW with the composite's members.
 
-use super::types::{Member, PgTypes, TypeInfo, TypeKind, MAX_TYPE_DEPTH};
+use super::types::{Member, PgTypes, TypeKind, MAX_TYPE_DEPTH};
 use super::{oid, plan};
 use crate::contract::{ColumnType, Field, Name, SqlType};
 
@@ -93,28 +93,8 @@ const OIDS: [u32; 48] = [
 pub fn catalog() -> PgTypes {
     use oids::*;
     let mut types = PgTypes::new();
-    let mut add = |oid: u32, name: &str, kind: TypeKind| {
-        types.insert(
-            oid,
-            TypeInfo {
-                name: name.into(),
-                kind,
-            },
-        )
-    };
-    let domain = |base, type_modifier| TypeKind::Domain {
-        base,
-        type_modifier,
-    };
-    let array = |element| TypeKind::Array {
-        element,
-        delimiter: b',',
-    };
-    let member = |name: &str, type_oid| Member {
-        name: name.into(),
-        type_oid,
-        type_modifier: -1,
-    };
+    let mut add = |oid: u32, name: &str, kind: TypeKind| types.add(oid, name, kind);
+    let (domain, array, member) = (TypeKind::domain, TypeKind::array, Member::new);
     add(MONEY12, "money12", domain(oid::NUMERIC, 786_438));
     add(MONEY12B, "money12b", domain(MONEY12, -1));
     add(SHORT, "short", domain(oid::VARCHAR, 9));

@@ -30,6 +30,17 @@ pub struct Member {
     pub type_modifier: i32,
 }
 
+impl Member {
+    /// A member without a type modifier.
+    pub fn new(name: &str, type_oid: u32) -> Member {
+        Member {
+            name: name.into(),
+            type_oid,
+            type_modifier: -1,
+        }
+    }
+}
+
 /// What kind of type the catalog described.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TypeKind {
@@ -47,6 +58,23 @@ pub enum TypeKind {
     /// Any other type: its text is all slotline can send. `what` names the kind for messages
     /// (`enum`, `range`, ...).
     Opaque { what: &'static str },
+}
+
+impl TypeKind {
+    pub fn domain(base: u32, type_modifier: i32) -> TypeKind {
+        TypeKind::Domain {
+            base,
+            type_modifier,
+        }
+    }
+
+    /// An array whose elements are separated by `,` (every type's but `box`'s).
+    pub fn array(element: u32) -> TypeKind {
+        TypeKind::Array {
+            element,
+            delimiter: b',',
+        }
+    }
 }
 
 /// One type as the catalog described it.
@@ -82,6 +110,17 @@ impl PgTypes {
     /// Records what the catalog said about `oid` (replacing an earlier answer).
     pub fn insert(&mut self, oid: u32, info: TypeInfo) {
         self.types.insert(oid, info);
+    }
+
+    /// `insert` of a type named `name` (for catalogs built by hand: tests, fuzzing).
+    pub fn add(&mut self, oid: u32, name: &str, kind: TypeKind) {
+        self.insert(
+            oid,
+            TypeInfo {
+                name: name.into(),
+                kind,
+            },
+        );
     }
 
     pub fn get(&self, oid: u32) -> Option<&TypeInfo> {

@@ -8,7 +8,7 @@ use crate::values::{case, equals, run_cases, Case};
 use feldera_sqllib::{SqlDecimal, SqlString};
 use feldera_types::deserialize_table_record;
 use slotline_core::contract::{ColumnType, Field, Name, SqlType};
-use slotline_core::value::types::{Member, TypeInfo, TypeKind};
+use slotline_core::value::types::{Member, TypeKind};
 use slotline_core::value::{oid, PgTypes};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -77,28 +77,8 @@ deserialize_table_record!(Quoted["quoted", 2] {
 /// What the catalog answers about those types (`startup::types`).
 fn catalog() -> PgTypes {
     let mut types = PgTypes::new();
-    let mut add = |oid: u32, name: &str, kind: TypeKind| {
-        types.insert(
-            oid,
-            TypeInfo {
-                name: name.into(),
-                kind,
-            },
-        )
-    };
-    let domain = |base, type_modifier| TypeKind::Domain {
-        base,
-        type_modifier,
-    };
-    let array = |element| TypeKind::Array {
-        element,
-        delimiter: b',',
-    };
-    let member = |name: &str, type_oid| Member {
-        name: name.into(),
-        type_oid,
-        type_modifier: -1,
-    };
+    let mut add = |oid: u32, name: &str, kind: TypeKind| types.add(oid, name, kind);
+    let (domain, array, member) = (TypeKind::domain, TypeKind::array, Member::new);
     add(MONEY12, "money12", domain(oid::NUMERIC, (12 << 16) + 2 + 4));
     add(MONEY12B, "money12b", domain(MONEY12, -1));
     add(POSINT, "posint", domain(oid::INT4, -1));
