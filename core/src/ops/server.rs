@@ -237,8 +237,8 @@ mod tests {
 
     #[test]
     fn server_errors_about_settings_check_judges_get_check_s_fix() {
-        // As PostgreSQL 15-18 word them (src/backend/replication/logical/logical.c, slot.c,
-        // walsender.c).
+        // The wal_level refusal as 15 and 16+ word it (e2e_ops sees it on 15-18), the slots
+        // one as measured on 15; the WAL sender one is matched by the setting it names.
         let cases = [
             ("ERROR:  logical decoding requires \"wal_level\" >= \"logical\"", Some(WAL_LEVEL_FIX)),
             ("ERROR:  logical decoding requires wal_level >= logical", Some(WAL_LEVEL_FIX)),
