@@ -300,7 +300,6 @@ impl Drop for Env {
 pub struct Connector {
     child: Option<Child>,
     pub log: PathBuf,
-    started: Instant,
     status: Option<ExitStatus>,
 }
 
@@ -338,7 +337,6 @@ impl Connector {
         Connector {
             child: Some(child),
             log,
-            started: Instant::now(),
             status: None,
         }
     }
@@ -390,10 +388,6 @@ impl Connector {
     pub fn kill(&mut self) {
         self.signal("KILL");
         let _ = self.wait_exit(Duration::from_secs(10));
-    }
-
-    pub fn uptime(&self) -> Duration {
-        self.started.elapsed()
     }
 }
 

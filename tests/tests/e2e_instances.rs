@@ -118,14 +118,19 @@ fn two_instances_share_a_database_and_a_pipeline(first: Shell, second: Shell) {
     for round in 0..2 {
         let before = writer.committed();
         assert!(writer.wait_committed(before + 50, WAIT), "writer stalled");
-        let (victim, survivor) = match round {
-            0 => (&mut a, &b),
-            _ => (&mut b, &a),
+        let (victim, survivor, survivor_instance) = match round {
+            0 => (&mut a, &mut b, &payments),
+            _ => (&mut b, &mut a, &orders),
         };
+        let survivor_pid = survivor.pid();
         victim.kill();
         let before = writer.committed();
         assert!(writer.wait_committed(before + 50, WAIT), "writer stalled");
-        assert!(survivor.uptime() > Duration::from_secs(1));
+        // The survivor is the same process it was, and its slot confirms what was
+        // written while the other instance was down.
+        assert!(survivor.is_running(), "{}", survivor.log_text());
+        assert_eq!(survivor.pid(), survivor_pid);
+        assert!(survivor_instance.caught_up(&env), "{}", survivor.log_text());
         let restarted = match round {
             0 => orders.start(&env),
             _ => payments.start(&env),
