@@ -506,7 +506,7 @@ impl Check {
                 format!("a start would refuse: {message}"),
                 "do what the message says before starting",
             )),
-            Action::Snapshot { leftovers, .. } => {
+            Action::Snapshot { leftovers, .. } | Action::Reroute { leftovers, .. } => {
                 lines.push(Line::ok("start", format!("a start would {}", plan.action)));
                 let problems = retraction_problems(
                     self.startup.relations(),
@@ -515,7 +515,12 @@ impl Check {
                     *leftovers,
                     self.env.config.require_primary_key,
                 );
-                for (table, problem) in problems {
+                // An added-route copy writes only to the added routes' tables.
+                let copied = |table: &String| match &plan.action {
+                    Action::Reroute { copy, .. } => copy.iter().any(|r| &r.target == table),
+                    _ => true,
+                };
+                for (table, problem) in problems.into_iter().filter(|(t, _)| copied(t)) {
                     lines.push(Line::fail(
                         format!("retract {table}"),
                         problem,

@@ -12,7 +12,8 @@
 use super::durability::Durability;
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
-use super::snapshotting::SnapshotStart;
+use super::snapshotting::{AddedCopy, SnapshotStart};
+use super::streaming::Skips;
 use super::startup::{Answer, Ready, Startup, StartupError};
 use super::{Cx, Next};
 use crate::conn::Event;
@@ -54,6 +55,17 @@ enum Decision {
     /// had no `complete` file to invalidate and no slot to drop writes it only now, so a
     /// start refused before the slot exists leaves nothing behind).
     RecordingPendingAfterSlot,
+    /// Routes changed: the state file is being rewritten with them (`copy`: the routes to
+    /// copy before streaming, by index).
+    RecordingReroute {
+        copy: Vec<usize>,
+        leftovers: Leftovers,
+    },
+    /// Routes were added: the temporary slot whose snapshot copies them is being created.
+    CreatingTemporarySlot {
+        copy: Vec<usize>,
+        leftovers: Leftovers,
+    },
     /// Stream only: the slot is being created with `SNAPSHOT 'nothing'`.
     CreatingToStream,
     /// `START_REPLICATION` was sent.
@@ -84,6 +96,8 @@ pub(crate) struct Starting {
     /// The snapshot is ready to begin: the slot's consistent point, its exported snapshot
     /// (none under `inconsistent`) and what to do about leftovers.
     pending_snapshot: Option<(crate::Lsn, Option<String>, Leftovers)>,
+    /// With `pending_snapshot`: the copy is of added routes only, under a temporary slot.
+    added: Option<AddedCopy>,
 }
 
 impl From<StartupError> for Failure {
@@ -151,6 +165,7 @@ impl Starting {
             pending_snapshot: None,
             unwritten: None,
             awaiting_write: false,
+            added: None,
         })
     }
 
@@ -176,7 +191,8 @@ impl Starting {
             match self.on_event(cx, event) {
                 Ok(None) if self.pending_snapshot.is_some() => return self.snapshot_if_ready(cx),
                 Ok(None) => {}
-                Ok(Some(ready)) => {
+                Ok(Some(mut ready)) => {
+                    ready.skips = self.skips(cx);
                     return Next::Stream(Box::new(StreamStart {
                         ready,
                         pending: events.collect(),
@@ -186,6 +202,20 @@ impl Starting {
             }
         }
         Next::Stay
+    }
+
+    /// What the stream skips, as the state file (rewritten or as read) records it; nothing
+    /// under `SNAPSHOT_MODE=never`, which decides nothing from the file.
+    fn skips(&self, cx: &Cx<'_>) -> Skips {
+        if cx.env.config.snapshot_mode == crate::config::SnapshotMode::Never {
+            return Skips::default();
+        }
+        let file = match (&self.state, &self.state_read) {
+            (Some(file), _) => file,
+            (None, Some(StateRead::Present(file))) => file,
+            _ => return Skips::default(),
+        };
+        Skips::of(file, &cx.env.routes)
     }
 
     /// One startup event; `Some` once the stream is open.
@@ -279,6 +309,37 @@ impl Starting {
                     _ => Ok(None),
                 }
             }
+            Answer::TemporarySlotCreated {
+                consistent_point,
+                snapshot,
+            } => {
+                let Decision::CreatingTemporarySlot { copy, leftovers } =
+                    std::mem::replace(&mut self.decision, Decision::Streaming)
+                else {
+                    return Ok(None);
+                };
+                let temporary_slot = crate::startup::catalog::temporary_slot_name(&cx.env.config.slot);
+                cx.ctx.log(
+                    Level::Info,
+                    format!(
+                        "created temporary replication slot {temporary_slot} at {consistent_point} (SNAPSHOT 'export') \
+                         to copy the added route(s); slot {} stays where it is",
+                        cx.env.config.slot
+                    ),
+                );
+                let slot_confirmed = self
+                    .startup
+                    .slot()
+                    .and_then(|slot| slot.confirmed_flush)
+                    .unwrap_or(crate::Lsn::ZERO);
+                self.added = Some(AddedCopy {
+                    routes: copy,
+                    temporary_slot,
+                    slot_confirmed,
+                });
+                self.pending_snapshot = Some((consistent_point, Some(snapshot), leftovers));
+                Ok(None)
+            }
         }
     }
 
@@ -314,6 +375,23 @@ impl Starting {
                 ),
             ))
         };
+        if let Decision::RecordingReroute { copy, leftovers } = &mut self.decision {
+            if let Err(e) = result {
+                return failed(e);
+            }
+            let (copy, leftovers) = (std::mem::take(copy), *leftovers);
+            let step = if copy.is_empty() {
+                self.decision = Decision::Streaming;
+                self.startup.start_replication(cx.ctx, &mut self.repl)
+            } else {
+                self.decision = Decision::CreatingTemporarySlot { copy, leftovers };
+                self.startup.create_temporary_slot(cx.ctx, &mut self.repl)
+            };
+            return match step {
+                Ok(()) => Next::Stay,
+                Err(error) => Next::Fail(error.into()),
+            };
+        }
         if let Decision::RecordingPendingAfterSlot = self.decision {
             self.awaiting_write = false;
             return match result {
@@ -382,12 +460,14 @@ impl Starting {
                 types: self.startup.types().clone(),
                 slot_confirmed: consistent_point,
                 placement: self.startup.placement(),
+                skips: Skips::default(),
             },
             relations: self.startup.relations().to_vec(),
             snapshot,
             leftovers,
             state,
             state_path: cx.env.state_path.clone(),
+            added: self.added.take(),
         }))
     }
 
@@ -487,9 +567,73 @@ impl Starting {
                 };
                 Ok(())
             }
+            Action::Reroute {
+                copy,
+                routes,
+                leftovers,
+                ..
+            } => {
+                let copy: Vec<usize> = cx
+                    .env
+                    .routes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, route)| copy.iter().any(|c| c.same_route(&StateRoute::of(route))))
+                    .map(|(index, _)| index)
+                    .collect();
+                self.check_retractable_routes(cx, leftovers, &copy)?;
+                let Some(StateRead::Present(file)) = &self.state_read else {
+                    return Err(Failure::new(
+                        FailureKind::SetupRefused,
+                        "refusing to start: a change of routes without a state file",
+                    ));
+                };
+                let mut state = file.clone();
+                state.routes = routes;
+                state.updated_at = Some(rfc3339_utc(cx.ctx.now.wall));
+                if state.feldera_incarnation.is_none() {
+                    state.feldera_incarnation = cx.run.feldera.incarnation.clone();
+                }
+                cx.ctx.push(Command::WriteState {
+                    path: cx.env.state_path.clone(),
+                    contents: Bytes::from(state.encode()),
+                });
+                self.state = Some(state);
+                self.decision = Decision::RecordingReroute { copy, leftovers };
+                Ok(())
+            }
             Action::Refuse(message) => Err(Failure::new(
                 FailureKind::SetupRefused,
                 format!("refusing to start: {message}"),
+            )),
+        }
+    }
+
+    /// `check_retractable` for the routes an added-route copy writes to only.
+    fn check_retractable_routes(
+        &self,
+        cx: &Cx<'_>,
+        leftovers: Leftovers,
+        routes: &[usize],
+    ) -> Result<(), Failure> {
+        let tables = self.startup.tables();
+        let names: Vec<String> = routes
+            .iter()
+            .filter_map(|&route| tables.get(route))
+            .map(|table| table.name.to_string())
+            .collect();
+        let problems = super::startup::retraction_problems(
+            self.startup.relations(),
+            tables,
+            self.startup.types(),
+            leftovers,
+            cx.env.config.require_primary_key,
+        );
+        match problems.into_iter().find(|(table, _)| names.contains(table)) {
+            None => Ok(()),
+            Some((_, problem)) => Err(Failure::new(
+                FailureKind::SetupRefused,
+                format!("refusing to start: {problem}"),
             )),
         }
     }

@@ -50,6 +50,9 @@ enum Step {
     SlotRead,
     DropSlot,
     CreateSlot,
+    /// A temporary slot whose exported snapshot copies routes added to a running
+    /// deployment; the slot streamed from stays as it is.
+    CreateTemporarySlot,
     StartReplication,
     Streaming,
 }
@@ -68,6 +71,11 @@ pub(crate) enum Answer {
         consistent_point: Lsn,
         snapshot: Option<String>,
     },
+    /// The temporary slot for added routes exists: its consistent point and snapshot.
+    TemporarySlotCreated {
+        consistent_point: Lsn,
+        snapshot: String,
+    },
 }
 
 /// What the session learnt before streaming.
@@ -80,6 +88,9 @@ pub(crate) struct Ready {
     pub(crate) slot_confirmed: Lsn,
     /// The route of every partition of a routed table, as the catalog showed them.
     pub(crate) placement: Placement,
+    /// What the stream skips: routes copied apart from the others, removed routes (set
+    /// from the state file by the phase that opens the stream).
+    pub(crate) skips: super::streaming::Skips,
 }
 
 /// How a step ended when it did not simply move on.
@@ -600,6 +611,19 @@ impl Startup {
                     snapshot,
                 })
             }
+            Step::CreateTemporarySlot => {
+                let (consistent_point, snapshot) = catalog::parse_created_slot(&rows)?;
+                self.step = Step::SlotRead;
+                let snapshot = snapshot.ok_or_else(|| {
+                    StartupError::Refused(
+                        "the temporary slot was created without an exported snapshot".into(),
+                    )
+                })?;
+                Ok(Answer::TemporarySlotCreated {
+                    consistent_point,
+                    snapshot,
+                })
+            }
             Step::AwaitSchema | Step::SlotRead | Step::StartReplication | Step::Streaming => {
                 Err(StartupError::Refused(format!(
                     "unexpected end of a query while {}",
@@ -760,6 +784,19 @@ impl Startup {
         self.ask(ctx, link, command)
     }
 
+    /// `CREATE_REPLICATION_SLOT <slot>_add TEMPORARY ... (SNAPSHOT 'export')`: a snapshot
+    /// for routes added since the copy, taken without touching the slot streamed from.
+    pub(crate) fn create_temporary_slot(
+        &mut self,
+        ctx: &mut Ctx,
+        link: &mut PgLink,
+    ) -> Result<(), StartupError> {
+        self.step = Step::CreateTemporarySlot;
+        let name = catalog::temporary_slot_name(&self.slot);
+        let command = catalog::create_temporary_slot_command(&name).ok_or_else(nul)?;
+        self.ask(ctx, link, command)
+    }
+
     /// `START_REPLICATION` answered with CopyBoth: the stream is open.
     pub(crate) fn on_stream_started(&mut self) -> Result<Ready, StartupError> {
         if self.step != Step::StartReplication {
@@ -779,6 +816,7 @@ impl Startup {
             types: self.types.clone(),
             slot_confirmed,
             placement: self.placement(),
+            skips: Default::default(),
         })
     }
 
@@ -799,6 +837,10 @@ impl Startup {
             Step::Slot | Step::SlotRead => format!("reading replication slot {}", self.slot),
             Step::DropSlot => format!("DROP_REPLICATION_SLOT {}", self.slot),
             Step::CreateSlot => format!("CREATE_REPLICATION_SLOT {}", self.slot),
+            Step::CreateTemporarySlot => format!(
+                "CREATE_REPLICATION_SLOT {} TEMPORARY",
+                catalog::temporary_slot_name(&self.slot)
+            ),
             Step::StartReplication => format!("START_REPLICATION SLOT {}", self.slot),
             Step::Streaming => "streaming".into(),
         }

@@ -26,6 +26,9 @@
 //! flush position may move; this phase reports it.
 
 mod placing;
+mod skipping;
+
+pub(crate) use skipping::Skips;
 
 use super::ctx::Ctx;
 use super::durability::News;
@@ -67,6 +70,12 @@ pub(crate) struct Streaming {
     /// Relations announced that are neither routed nor a known partition, by name: only a
     /// change of one is a problem (`unplaceable`).
     unplaced: BTreeMap<u32, String>,
+    /// What the stream skips (routes copied apart from the others, removed routes).
+    skips: Skips,
+    /// The routes whose changes in the open transaction are in their own copy already.
+    skipping: Vec<usize>,
+    /// Relations of removed routes, by OID: their changes are skipped.
+    retired: std::collections::BTreeSet<u32>,
     /// Partitions whose Relation cannot be mapped onto their route's table: the route and
     /// why, refused when a row of them arrives (with `publish_via_partition_root = true`
     /// none ever does).
@@ -148,6 +157,9 @@ impl Streaming {
             mapped: BTreeMap::new(),
             placement: ready.placement,
             unplaced: BTreeMap::new(),
+            skips: ready.skips,
+            skipping: Vec::new(),
+            retired: Default::default(),
             unmappable: BTreeMap::new(),
             tables: ready.tables,
             types: ready.types,
@@ -436,6 +448,22 @@ impl Streaming {
         };
         match message {
             Message::Begin(begin) => {
+                self.skipping = self.skips.copied_before(begin.final_lsn);
+                if !self.skipping.is_empty() {
+                    cx.ctx.note(
+                        Level::Debug,
+                        Topic::General,
+                        format!(
+                            "transaction committed at {} is in the own copy of {}: its changes of them are skipped",
+                            begin.final_lsn,
+                            self.skipping
+                                .iter()
+                                .map(|&r| self.tables[r].name.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
+                }
                 cx.run.ack.on_begin();
                 cx.run.ages.on_begin(begin.commit_time);
                 self.outbox.mark_transaction_start();
@@ -527,6 +555,9 @@ impl Streaming {
             return fail(FailureKind::PgProtocol, format!("protocol error: {e}"));
         }
         let oid = message.row_relation_oid().unwrap_or_default();
+        if self.retired.contains(&oid) {
+            return Ok(());
+        }
         let Some((route, mapping)) = self.mapped.get(&oid) else {
             if let Some(name) = self.unplaced.get(&oid).cloned() {
                 return self.unplaceable(cx, at, &format!("a change to {name}"), &name);
@@ -544,6 +575,9 @@ impl Streaming {
                 ),
             );
         };
+        if self.skipping.contains(route) {
+            return Ok(());
+        }
         let converter = Converter::new(mapping);
         let (mark, body) = self.outbox.start_line(*route);
         let written = match message {

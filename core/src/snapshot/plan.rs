@@ -19,6 +19,7 @@
 //! | complete | absent | the WAL since the last acknowledgement may be gone: copy, retract leftovers |
 //! | complete | lost, or confirmed before the consistent point | drop it, copy, retract leftovers |
 //! | complete, Feldera restarted without fault tolerance since | any | copy again, retract leftovers (`FELDERA_RESTART=resnapshot`), or refuse (`exit`) |
+//! | complete, routes added or removed | present | copy only the added tables under a temporary slot's snapshot, record the removed ones, stream from the slot |
 //! | complete | present | stream from the slot |
 //!
 //! `never` ignores the state file: it creates an absent slot with `SNAPSHOT 'nothing'`,
@@ -31,7 +32,7 @@
 //! pipeline's incarnation now: another one, on a pipeline whose restarts do not resume from
 //! a checkpoint, came back with empty tables.
 
-use super::state::{SnapshotPhase, StateError, StateFile, StateRoute};
+use super::state::{RoutePhase, SnapshotPhase, StateError, StateFile, StateRoute};
 use crate::config::{FelderaRestart, SnapshotMode};
 use crate::startup::catalog::SlotInfo;
 use std::collections::BTreeSet;
@@ -102,8 +103,29 @@ pub enum Action {
         drop_slot: bool,
         leftovers: Leftovers,
     },
+    /// The routes changed since the copy, and nothing else did: the state file is
+    /// rewritten with `routes` first. The `copy` routes (added, added again after a
+    /// removal, or whose own copy was interrupted) are then copied under a temporary slot's
+    /// exported snapshot, and the stream continues from the slot, skipping their
+    /// transactions committed before that snapshot; nothing of the other routes is sent
+    /// again. `removed` routes are no longer streamed; their Feldera rows stay as they are.
+    Reroute {
+        copy: Vec<StateRoute>,
+        removed: Vec<StateRoute>,
+        routes: Vec<StateRoute>,
+        leftovers: Leftovers,
+    },
     /// Exit 1 with this message, changing nothing.
     Refuse(String),
+}
+
+/// `a, b`: routes as `TABLES` spells them.
+fn route_list(routes: &[StateRoute]) -> String {
+    routes
+        .iter()
+        .map(|route| format!("{}:{}", route.source, route.target))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl fmt::Display for Action {
@@ -129,6 +151,34 @@ impl fmt::Display for Action {
                     Leftovers::Retract => "retract leftovers",
                     Leftovers::IfTargetNotEmpty => "retract leftovers only in non-empty tables",
                 })
+            }
+            Action::Reroute {
+                copy,
+                removed,
+                leftovers,
+                ..
+            } => {
+                if !copy.is_empty() {
+                    write!(
+                        f,
+                        "copy only {} under a temporary slot's snapshot ({}), then ",
+                        route_list(copy),
+                        match leftovers {
+                            Leftovers::Retract => "retract leftovers",
+                            Leftovers::IfTargetNotEmpty =>
+                                "retract leftovers only in non-empty tables",
+                        }
+                    )?;
+                }
+                f.write_str("stream from the slot")?;
+                if !removed.is_empty() {
+                    write!(
+                        f,
+                        "; no longer stream {} (their Feldera rows stay)",
+                        route_list(removed)
+                    )?;
+                }
+                Ok(())
             }
             Action::Refuse(message) => write!(f, "refuse: {message}"),
         }
@@ -437,7 +487,13 @@ impl Planner<'_> {
     }
 
     fn after_complete(&mut self, file: &StateFile, system_id: &str, lost: bool) -> Action {
-        let changes = self.changes(file, system_id);
+        let mut changes = self.changes(file, system_id);
+        let rerouted = !changes.is_empty() || self.slot.is_none() || lost;
+        let reroute = self.reroute(file);
+        if rerouted {
+            // Copying everything again anyway: name the route change with the others.
+            changes.extend(self.route_change(file));
+        }
         for change in &changes {
             self.trace.push(format!("state complete + {change}"));
         }
@@ -485,11 +541,88 @@ impl Planner<'_> {
             return self.recopy();
         }
         self.warn_if_unreserved(slot);
+        if let Some(action) = reroute {
+            self.note_reroute(&action);
+            return action;
+        }
         self.trace.push(
             "state complete + slot present + same system, database, pipeline and routes: stream from the slot"
                 .to_owned(),
         );
         Action::Stream
+    }
+
+    /// The routes configured now against those recorded: `Some` when one was added (or
+    /// added again), removed, or its own copy never finished. Traces and warns only when
+    /// it is what the start will do (`after_complete` decides that).
+    fn reroute(&self, file: &StateFile) -> Option<Action> {
+        let wanted = self.configured.routes;
+        let mut copy = Vec::new();
+        let mut routes = Vec::new();
+        let mut retract = false;
+        for route in wanted {
+            match file.routes.iter().find(|r| r.same_route(route)) {
+                Some(recorded) if recorded.is_routed() && recorded.is_copied(file.phase) => {
+                    routes.push(recorded.clone());
+                }
+                recorded => {
+                    // Pending: part of a copy may be there. Removed: its stale rows are.
+                    retract |= recorded.is_some();
+                    copy.push(route.with_phase(None, None));
+                    routes.push(route.with_phase(Some(RoutePhase::Pending), None));
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for recorded in &file.routes {
+            if wanted.iter().any(|w| w.same_route(recorded)) {
+                continue;
+            }
+            if recorded.is_routed() {
+                removed.push(recorded.with_phase(None, None));
+            }
+            routes.push(recorded.with_phase(Some(RoutePhase::Removed), None));
+        }
+        if copy.is_empty() && removed.is_empty() {
+            return None;
+        }
+        Some(Action::Reroute {
+            copy,
+            removed,
+            routes,
+            leftovers: if retract {
+                Leftovers::Retract
+            } else {
+                Leftovers::IfTargetNotEmpty
+            },
+        })
+    }
+
+    /// Traces and warns about a route change the start carries out.
+    fn note_reroute(&mut self, action: &Action) {
+        let Action::Reroute { copy, removed, .. } = action else {
+            return;
+        };
+        if !copy.is_empty() {
+            self.trace.push(format!(
+                "state complete + slot present + route(s) {} not copied yet (added, added again, or their own copy \
+                 interrupted): copy only them under a temporary slot's exported snapshot; the stream skips their \
+                 transactions committed before it, and nothing of the other routes is sent again",
+                route_list(copy)
+            ));
+        }
+        if !removed.is_empty() {
+            self.trace.push(format!(
+                "state complete + slot present + route(s) {} removed: no longer streamed; changes of them the slot \
+                 still carries are skipped",
+                route_list(removed)
+            ));
+            self.warnings.push(format!(
+                "route(s) {} are no longer in TABLES: their Feldera tables keep the rows they hold, which will \
+                 not change any more (stale); delete those rows in Feldera if they are not wanted",
+                route_list(removed)
+            ));
+        }
     }
 
     /// A publication of another name is noted, not a reason to copy again: the routes are
@@ -561,8 +694,20 @@ impl Planner<'_> {
                 file.pipeline, configured.pipeline
             ));
         }
-        let recorded: BTreeSet<&StateRoute> = file.routes.iter().collect();
-        let wanted: BTreeSet<&StateRoute> = configured.routes.iter().collect();
+        changes
+    }
+
+    /// The routes recorded (and routed) against those configured, as `routes removed ...,
+    /// added ...`; `None` when they are the same.
+    fn route_change(&self, file: &StateFile) -> Option<String> {
+        let recorded: BTreeSet<StateRoute> = file
+            .routes
+            .iter()
+            .filter(|route| route.is_routed())
+            .map(|route| route.with_phase(None, None))
+            .collect();
+        let wanted: BTreeSet<&StateRoute> = self.configured.routes.iter().collect();
+        let recorded: BTreeSet<&StateRoute> = recorded.iter().collect();
         if recorded != wanted {
             let list = |routes: Vec<&&StateRoute>| {
                 routes
@@ -583,9 +728,9 @@ impl Planner<'_> {
                 }
                 change.push_str(&format!(" added {added}"));
             }
-            changes.push(change);
+            return Some(change);
         }
-        changes
+        None
     }
 
     fn warn_if_unreserved(&mut self, slot: &SlotInfo) {

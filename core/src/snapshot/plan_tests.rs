@@ -22,10 +22,14 @@ fn routes() -> Vec<StateRoute> {
         StateRoute {
             source: "public.users".into(),
             target: "users".into(),
+            phase: None,
+            consistent_point: None,
         },
         StateRoute {
             source: "public.items".into(),
             target: "lineitems".into(),
+            phase: None,
+            consistent_point: None,
         },
     ]
 }
@@ -246,25 +250,134 @@ fn complete_state_for_another_pipeline_copies_again() {
 }
 
 #[test]
-fn complete_state_for_other_routes_copies_again() {
+fn complete_state_for_other_routes_copies_only_the_added_ones() {
     let plan = initial(
         &complete_with(|file| {
             file.routes[1].target = "items".into();
             file.routes.push(StateRoute {
                 source: "public.orders".into(),
                 target: "orders".into(),
+                phase: None,
+                consistent_point: None,
             });
         }),
         Some(&reserved()),
     );
+    let Action::Reroute {
+        copy,
+        removed,
+        leftovers,
+        ..
+    } = &plan.action
+    else {
+        panic!("{plan}");
+    };
+    assert_eq!(copy.len(), 1);
+    assert_eq!(removed.len(), 2);
+    assert_eq!(*leftovers, Leftovers::IfTargetNotEmpty);
+    rule!("state complete + a changed set of routes, nothing else changed: keep the slot, copy only the added route, warn that the removed ones go stale", plan);
+}
+
+/// The file a start rewrites first for a change of routes, as it reads.
+fn rerouted(plan: &Plan) -> String {
+    let Action::Reroute { routes, .. } = &plan.action else {
+        panic!("{plan}");
+    };
+    routes
+        .iter()
+        .map(|r| format!("{}\n", serde_json::to_string(r).unwrap()))
+        .collect()
+}
+
+#[test]
+fn an_added_route_is_copied_alone_and_recorded_pending_first() {
+    let plan = initial(
+        &complete_with(|file| {
+            file.routes.truncate(1);
+        }),
+        Some(&reserved()),
+    );
     assert!(matches!(
-        plan.action,
-        Action::Snapshot {
-            drop_slot: true,
-            leftovers: Leftovers::Retract
-        }
+        &plan.action,
+        Action::Reroute { copy, removed, leftovers: Leftovers::IfTargetNotEmpty, .. }
+            if copy.len() == 1 && copy[0].source == "public.items" && removed.is_empty()
     ));
-    rule!("state complete + a changed set of routes: drop the slot, copy again, retract; the warning lists routes removed and added", plan);
+    assert!(plan.warnings.is_empty(), "{plan}");
+    rule!("state complete + a route added: copy only it (retract only if its Feldera table holds rows), the rest streams on", plan);
+    insta::assert_snapshot!(rerouted(&plan), @r#"
+    {"source":"public.users","target":"users"}
+    {"source":"public.items","target":"lineitems","phase":"pending"}
+    "#);
+}
+
+#[test]
+fn an_added_route_whose_copy_was_interrupted_is_copied_again_with_its_leftovers_retracted() {
+    let plan = initial(
+        &complete_with(|file| {
+            file.routes[1].phase = Some(RoutePhase::Pending);
+        }),
+        Some(&reserved()),
+    );
+    assert!(matches!(
+        &plan.action,
+        Action::Reroute { copy, leftovers: Leftovers::Retract, .. }
+            if copy.len() == 1 && copy[0].source == "public.items"
+    ));
+    rule!("state complete + a route's own copy pending: copy it again, retracting leftovers", plan);
+}
+
+#[test]
+fn a_route_added_again_after_its_removal_is_copied_again() {
+    let plan = initial(
+        &complete_with(|file| {
+            file.routes[1].phase = Some(RoutePhase::Removed);
+        }),
+        Some(&reserved()),
+    );
+    assert!(matches!(
+        &plan.action,
+        Action::Reroute { copy, leftovers: Leftovers::Retract, .. } if copy.len() == 1
+    ));
+}
+
+#[test]
+fn a_removed_route_is_recorded_removed_and_the_slot_streams_on() {
+    let one = vec![routes()[0].clone()];
+    let configured = configured(SnapshotMode::Initial, &one);
+    let plan = plan_startup(&complete(), Some(&reserved()), &configured, SYSTEM);
+    assert!(matches!(
+        &plan.action,
+        Action::Reroute { copy, removed, .. } if copy.is_empty() && removed.len() == 1
+    ));
+    rule!("state complete + a route removed: nothing copied; its Feldera rows stay (warned), the slot streams on", plan);
+    insta::assert_snapshot!(rerouted(&plan), @r#"
+    {"source":"public.users","target":"users"}
+    {"source":"public.items","target":"lineitems","phase":"removed"}
+    "#);
+    // Once recorded, the removal is no change any more.
+    let Action::Reroute { routes, .. } = plan.action else {
+        unreachable!()
+    };
+    let again = plan_startup(
+        &complete_with(|file| file.routes = routes),
+        Some(&reserved()),
+        &configured,
+        SYSTEM,
+    );
+    assert_eq!(again.action, Action::Stream, "{again}");
+}
+
+#[test]
+fn a_route_change_with_a_new_system_copies_everything() {
+    let plan = initial(
+        &complete_with(|file| {
+            file.routes.truncate(1);
+            file.system_id = "7399999999999999999".into();
+        }),
+        Some(&reserved()),
+    );
+    assert!(matches!(plan.action, Action::Snapshot { drop_slot: true, .. }));
+    assert!(plan.warnings[0].contains("added public.items:lineitems"), "{plan}");
 }
 
 #[test]
@@ -559,17 +672,27 @@ fn arb_slot() -> impl Strategy<Value = Option<SlotInfo>> {
 
 /// The only inputs under which streaming from the slot as it is can be right.
 fn may_stream(read: &StateRead, slot: Option<&SlotInfo>, configured: &Configured<'_>) -> bool {
+    may_keep_slot(read, slot, configured) && same_routes(read, configured)
+}
+
+fn same_routes(read: &StateRead, configured: &Configured<'_>) -> bool {
+    let StateRead::Present(file) = read else {
+        return false;
+    };
+    file.routes.iter().collect::<BTreeSet<_>>() == configured.routes.iter().collect::<BTreeSet<_>>()
+}
+
+/// The only inputs under which the slot may be kept (streamed from as it is, or after
+/// copying only added routes).
+fn may_keep_slot(read: &StateRead, slot: Option<&SlotInfo>, configured: &Configured<'_>) -> bool {
     let (StateRead::Present(file), Some(slot)) = (read, slot) else {
         return false;
     };
-    let same_routes = file.routes.iter().collect::<BTreeSet<_>>()
-        == configured.routes.iter().collect::<BTreeSet<_>>();
     file.phase == SnapshotPhase::Complete
         && file.slot == configured.slot
         && file.system_id == SYSTEM
         && file.database == configured.database
         && file.pipeline == configured.pipeline
-        && same_routes
         && slot.wal_status.as_deref() != Some("lost")
         && !matches!((slot.confirmed_flush, file.consistent_point), (Some(c), Some(p)) if c < p)
 }
@@ -598,6 +721,10 @@ fn check(
     }
     if seeded && may_stream(read, slot, &configured) && plan.action != Action::Stream {
         return fail("a complete copy for this setup with a usable slot streams");
+    }
+    let reroute = seeded && may_keep_slot(read, slot, &configured) && !same_routes(read, &configured);
+    if reroute != matches!(plan.action, Action::Reroute { .. }) {
+        return fail("only a change of routes alone keeps the slot and copies the added routes");
     }
     Ok(match &plan.action {
         Action::Stream if !seeded => return fail("never streams only (StreamOnly)"),
@@ -629,6 +756,31 @@ fn check(
             "snapshot, retract"
         }
         Action::Snapshot { .. } => "snapshot, if target not empty",
+        Action::Reroute { copy, removed, routes, .. } => {
+            let StateRead::Present(file) = read else {
+                return fail("a reroute without a state file");
+            };
+            for route in configured.routes {
+                let recorded = file.routes.iter().find(|r| r.same_route(route));
+                let copied = copy.iter().any(|c| c.same_route(route));
+                if copied == recorded.is_some() {
+                    return fail("exactly the routes the copy did not cover are copied");
+                }
+                if !routes.iter().any(|r| r.same_route(route)) {
+                    return fail("the rewritten file records every configured route");
+                }
+            }
+            for recorded in &file.routes {
+                let wanted = configured.routes.iter().any(|w| w.same_route(recorded));
+                if wanted == removed.iter().any(|r| r.same_route(recorded)) {
+                    return fail("exactly the routes no longer configured are removed");
+                }
+            }
+            if !removed.is_empty() && plan.warnings.is_empty() {
+                return fail("a removed route is never silent");
+            }
+            "reroute"
+        }
         Action::Refuse(_) if !seeded && !is_lost(slot) => {
             return fail("mode never refuses only a lost slot")
         }
@@ -694,6 +846,7 @@ fn every_input_of_the_grid_keeps_the_invariants_and_every_action_occurs() {
         [
             "refuse file",
             "refuse lost slot",
+            "reroute",
             "snapshot, if target not empty",
             "snapshot, retract",
             "stream",

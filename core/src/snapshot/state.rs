@@ -17,7 +17,7 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// What a state file holds, for error messages.
 const FIELDS: &str = "version, system_id, database, slot, publication, pipeline, \
-routes [{source, target}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
+routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
 updated_at (text, or null), and optionally feldera_incarnation (text)";
 
 /// Whether the copy recorded by a state file finished.
@@ -40,6 +40,33 @@ impl fmt::Display for SnapshotPhase {
     }
 }
 
+/// Where a route copied apart from the others stands (docs/snapshot.md, "Adding and
+/// removing tables"). A route without one is covered by the file's own `phase` and
+/// `consistent_point`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoutePhase {
+    /// Added to a running deployment; its own copy was started and is not recorded as
+    /// finished: Feldera's table may hold part of it.
+    Pending,
+    /// Its own copy is durable in Feldera as of the route's `consistent_point`: the stream
+    /// skips the table's transactions that committed before it.
+    Complete,
+    /// No longer routed. Its Feldera table keeps what it held (stale from then on); changes
+    /// of it the slot still carries (committed before it left the publication) are skipped.
+    Removed,
+}
+
+impl fmt::Display for RoutePhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RoutePhase::Pending => "pending",
+            RoutePhase::Complete => "complete",
+            RoutePhase::Removed => "removed",
+        })
+    }
+}
+
 /// One route as a state file records it. Printed as `TABLES` spells it: `source:target`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,14 +76,55 @@ pub struct StateRoute {
     pub source: String,
     /// The Feldera table, printed as `Name` prints it (`users`, `"Users"`).
     pub target: String,
+    /// The route's own copy, when it was added (or removed) after the file's copy; absent
+    /// for a route the file's `phase` covers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<RoutePhase>,
+    /// With `phase` `complete`: the consistent point of the temporary slot whose snapshot
+    /// the route's own copy read.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "lsn_text"
+    )]
+    pub consistent_point: Option<Lsn>,
 }
 
 impl StateRoute {
-    /// The record of a configured route.
+    /// The record of a configured route, covered by the file's own phase.
     pub fn of(route: &crate::contract::routes::Route) -> StateRoute {
         StateRoute {
             source: route.source.to_string(),
             target: route.destination.to_string(),
+            phase: None,
+            consistent_point: None,
+        }
+    }
+
+    /// The same source and target, whatever either record says of its copy.
+    pub fn same_route(&self, other: &StateRoute) -> bool {
+        self.source == other.source && self.target == other.target
+    }
+
+    /// This route with its own phase (and consistent point).
+    pub fn with_phase(&self, phase: Option<RoutePhase>, point: Option<Lsn>) -> StateRoute {
+        StateRoute {
+            phase,
+            consistent_point: point,
+            ..self.clone()
+        }
+    }
+
+    /// Routed now (not `removed`).
+    pub fn is_routed(&self) -> bool {
+        self.phase != Some(RoutePhase::Removed)
+    }
+
+    /// Copied: by the file's copy (when it is complete), or by its own.
+    pub fn is_copied(&self, file_phase: SnapshotPhase) -> bool {
+        match self.phase {
+            None => file_phase == SnapshotPhase::Complete,
+            Some(phase) => phase == RoutePhase::Complete,
         }
     }
 }
@@ -251,6 +319,22 @@ impl StateFile {
             serde_path_to_error::deserialize(&mut deserializer).map_err(|e| field_error(&e))?;
         if state.phase == SnapshotPhase::Complete && state.consistent_point.is_none() {
             return Err(StateError::CompleteWithoutConsistentPoint);
+        }
+        for (index, route) in state.routes.iter().enumerate() {
+            let problem = match (route.phase, route.consistent_point) {
+                (Some(RoutePhase::Complete), None) => {
+                    "phase is complete but there is no consistent_point; a route's own complete copy records its consistent point"
+                }
+                (None, Some(_)) => "a consistent_point without a phase",
+                (Some(RoutePhase::Pending | RoutePhase::Removed), Some(_)) => {
+                    "a consistent_point belongs only to phase complete"
+                }
+                _ => continue,
+            };
+            return Err(StateError::Field {
+                path: format!("routes[{index}]"),
+                problem: problem.to_owned(),
+            });
         }
         Ok(state)
     }

@@ -13,10 +13,14 @@ fn complete() -> StateFile {
             StateRoute {
                 source: "public.users".into(),
                 target: "users".into(),
+                phase: None,
+                consistent_point: None,
             },
             StateRoute {
                 source: "\"Sales\".\"Items\"".into(),
                 target: "\"LineItems\"".into(),
+                phase: None,
+                consistent_point: None,
             },
         ],
         phase: SnapshotPhase::Complete,
@@ -175,13 +179,13 @@ fn every_missing_field_is_named() {
             "without {key}"
         );
     }
-    insta::assert_snapshot!(error(&edited("  \"slot\": \"slotline_shop\",\n", "")), @"missing field `slot`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
+    insta::assert_snapshot!(error(&edited("  \"slot\": \"slotline_shop\",\n", "")), @"missing field `slot`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
 }
 
 #[test]
 fn unknown_fields_are_refused_with_the_known_ones() {
-    insta::assert_snapshot!(error(&edited("\"version\": 1,", "\"version\": 1,\n  \"tables\": [],")), @"unknown field `tables`, expected one of `version`, `system_id`, `database`, `slot`, `publication`, `pipeline`, `routes`, `phase`, `consistent_point`, `updated_at`, `feldera_incarnation`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
-    insta::assert_snapshot!(error(&edited("\"target\": \"users\"", "\"target\": \"users\", \"key\": \"id\"")), @"at routes[0]: unknown field `key`, expected `source` or `target`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
+    insta::assert_snapshot!(error(&edited("\"version\": 1,", "\"version\": 1,\n  \"tables\": [],")), @"unknown field `tables`, expected one of `version`, `system_id`, `database`, `slot`, `publication`, `pipeline`, `routes`, `phase`, `consistent_point`, `updated_at`, `feldera_incarnation`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
+    insta::assert_snapshot!(error(&edited("\"target\": \"users\"", "\"target\": \"users\", \"key\": \"id\"")), @"at routes[0]: unknown field `key`, expected one of `source`, `target`, `phase`, `consistent_point`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
 }
 
 #[test]
@@ -205,7 +209,7 @@ fn a_duplicated_key_is_refused() {
         "\"phase\": \"complete\",",
         "\"phase\": \"pending\",\n  \"phase\": \"complete\",",
     );
-    insta::assert_snapshot!(StateFile::parse(twice.as_bytes()).unwrap_err(), @"duplicate field `phase`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
+    insta::assert_snapshot!(StateFile::parse(twice.as_bytes()).unwrap_err(), @"duplicate field `phase`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
 }
 
 #[test]
@@ -308,7 +312,7 @@ fn arb_state() -> impl Strategy<Value = StateFile> {
                     pipeline,
                     routes: routes
                         .into_iter()
-                        .map(|(source, target)| StateRoute { source, target })
+                        .map(|(source, target)| StateRoute { source, target, phase: None, consistent_point: None })
                         .collect(),
                     phase: if done {
                         SnapshotPhase::Complete
@@ -348,4 +352,38 @@ proptest! {
             prop_assert!(parsed.phase == SnapshotPhase::Pending || parsed.consistent_point.is_some());
         }
     }
+}
+
+#[test]
+fn a_route_s_own_copy_round_trips_and_its_point_goes_only_with_complete() {
+    let mut file = complete();
+    file.routes[1].phase = Some(RoutePhase::Complete);
+    file.routes[1].consistent_point = Some(Lsn(0x16_B374_D900));
+    let bytes = file.encode();
+    assert_eq!(StateFile::parse(&bytes).unwrap(), file);
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(
+        text.contains("\"phase\": \"complete\",\n      \"consistent_point\": \"16/B374D900\""),
+        "{text}"
+    );
+    let reroute = |phase: &str, point: &str| {
+        let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let route = &mut value["routes"][1];
+        route["phase"] = serde_json::json!(phase);
+        route["consistent_point"] = serde_json::json!(point);
+        if phase.is_empty() {
+            route.as_object_mut().unwrap().remove("phase");
+        }
+        if point.is_empty() {
+            route.as_object_mut().unwrap().remove("consistent_point");
+        }
+        StateFile::parse(value.to_string().as_bytes()).map(|_| ())
+    };
+    assert_eq!(reroute("pending", ""), Ok(()));
+    assert_eq!(reroute("removed", ""), Ok(()));
+    for (phase, point) in [("complete", ""), ("", "1/0"), ("pending", "1/0"), ("removed", "1/0")] {
+        let error = reroute(phase, point).unwrap_err().to_string();
+        assert!(error.starts_with("at routes[1]: "), "{phase} {point}: {error}");
+    }
+    assert!(reroute("copied", "").unwrap_err().to_string().contains("unknown variant `copied`"));
 }

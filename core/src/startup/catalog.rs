@@ -475,6 +475,25 @@ pub fn create_slot_command_with(slot: &str, export: bool, failover: bool) -> Opt
     ))
 }
 
+/// The temporary slot a start creates to copy routes added since the slot's own copy:
+/// `<slot>_add`, the slot's name cut to leave room (a slot name has at most 63 bytes).
+pub fn temporary_slot_name(slot: &str) -> String {
+    let mut end = slot.len().min(59);
+    while !slot.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}_add", &slot[..end])
+}
+
+/// `CREATE_REPLICATION_SLOT ... TEMPORARY ... (SNAPSHOT 'export')`: dropped by the server
+/// when the connection ends, if not before.
+pub fn create_temporary_slot_command(slot: &str) -> Option<String> {
+    Some(format!(
+        "CREATE_REPLICATION_SLOT {} TEMPORARY LOGICAL pgoutput (SNAPSHOT 'export')",
+        quote_ident(slot)?
+    ))
+}
+
 /// `DROP_REPLICATION_SLOT` for a slot that is not in use (no `WAIT`: a slot someone holds is
 /// an error, never waited for).
 pub fn drop_slot_command(slot: &str) -> Option<String> {

@@ -28,6 +28,8 @@ pub(super) fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
     let route = |table: &str| StateRoute {
         source: format!("public.{table}"),
         target: table.to_owned(),
+        phase: None,
+        consistent_point: None,
     };
     StateFile {
         version: FORMAT_VERSION,

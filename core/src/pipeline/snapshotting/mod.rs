@@ -44,7 +44,7 @@ use crate::retract::plan_keys;
 use crate::snapshot::plan::Leftovers;
 use crate::snapshot::progress::Progress;
 use crate::snapshot::ranges::WorkItem;
-use crate::snapshot::state::{rfc3339_utc, SnapshotPhase, StateFile};
+use crate::snapshot::state::{rfc3339_utc, RoutePhase, SnapshotPhase, StateFile, StateRoute};
 use crate::startup::catalog::{self, QualifiedName};
 use crate::timer::{TimerKind, TimerTable};
 use crate::wire::PgError;
@@ -63,9 +63,27 @@ pub(crate) struct SnapshotStart {
     /// the slot afterwards.
     pub(crate) snapshot: Option<String>,
     pub(crate) leftovers: Leftovers,
-    /// The state file as written (`pending`), and where.
+    /// The state file as written (`pending`, or with the added routes `pending`), and
+    /// where.
     pub(crate) state: StateFile,
     pub(crate) state_path: String,
+    /// A copy of routes added since the slot's own copy, under a temporary slot: `ready`
+    /// then describes every route (for the stream afterwards) and its `slot_confirmed` is
+    /// the temporary slot's consistent point.
+    pub(crate) added: Option<AddedCopy>,
+}
+
+/// A copy of only the routes added to a running deployment (docs/snapshot.md, "Adding
+/// and removing tables").
+#[derive(Debug)]
+pub(crate) struct AddedCopy {
+    /// The routes copied, as indexes of the configured routes.
+    pub(crate) routes: Vec<usize>,
+    /// The temporary slot whose exported snapshot the copy reads; dropped once the copy is
+    /// recorded, before the stream starts on the same connection.
+    pub(crate) temporary_slot: String,
+    /// Where the slot streamed from was confirmed: the stream continues from there.
+    pub(crate) slot_confirmed: crate::Lsn,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +125,8 @@ enum Stage {
     Verifying,
     /// Everything is durable; the state file is being rewritten `complete`.
     WritingState,
+    /// An added-route copy is recorded; its temporary slot is being dropped.
+    DroppingTemporarySlot,
     /// `START_REPLICATION` was sent.
     StartingStream,
 }
@@ -153,6 +173,9 @@ pub(crate) struct Snapshotting {
     retraction: Option<Retraction>,
     /// The retraction may start (every emptiness count is in).
     retraction_decided: bool,
+    /// An added-route copy: every route's Feldera table, for the stream afterwards (the
+    /// phase itself sees only the routes it copies).
+    stream_tables: Option<Vec<crate::contract::schema::Table>>,
 }
 
 impl Snapshotting {
@@ -161,8 +184,19 @@ impl Snapshotting {
     pub(crate) fn begin(
         cx: &mut Cx<'_>,
         repl: PgLink,
-        start: SnapshotStart,
+        mut start: SnapshotStart,
     ) -> (Snapshotting, Next) {
+        // An added-route copy sees only the routes it copies: route indexes of its batches,
+        // progress and retraction are positions in that list.
+        let stream_tables = start.added.as_ref().map(|added| {
+            let tables = std::mem::take(&mut start.ready.tables);
+            let relations = std::mem::take(&mut start.relations);
+            for &route in &added.routes {
+                start.ready.tables.push(tables[route].clone());
+                start.relations.push(relations[route].clone());
+            }
+            tables
+        });
         let options = MappingOptions {
             require_primary_key: cx.env.config.require_primary_key,
         };
@@ -181,6 +215,7 @@ impl Snapshotting {
         let mut phase = Self::empty(cx, repl, start);
         phase.mappings = mappings;
         phase.names = names;
+        phase.stream_tables = stream_tables;
         match phase.start.snapshot {
             Some(_) => {
                 if cx.crash_at(CrashPoint::SnapshotAfterSlot) {
@@ -228,6 +263,7 @@ impl Snapshotting {
             retracted_routes: Vec::new(),
             retraction: None,
             retraction_decided: false,
+            stream_tables: None,
             start,
         }
     }
@@ -422,27 +458,59 @@ impl Snapshotting {
         cx.ctx.note(
             Level::Info,
             Topic::Snapshot,
-            format!(
-                "state file {} says complete (consistent point {})",
-                self.start.state_path, self.start.ready.slot_confirmed
-            ),
+            match &self.start.added {
+                None => format!(
+                    "state file {} says complete (consistent point {})",
+                    self.start.state_path, self.start.ready.slot_confirmed
+                ),
+                Some(_) => format!(
+                    "state file {} says {} complete (consistent point {})",
+                    self.start.state_path,
+                    self.names
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    self.start.ready.slot_confirmed
+                ),
+            },
         );
+        if let Some(added) = &self.start.added {
+            let Some(command) = catalog::drop_slot_command(&added.temporary_slot) else {
+                return Next::Fail(Failure::new(
+                    FailureKind::ConfigInvalid,
+                    "a slot name contains a NUL byte",
+                ));
+            };
+            self.stage = Stage::DroppingTemporarySlot;
+            return match self.repl.query(cx.ctx, &command) {
+                Ok(()) => Next::Stay,
+                Err(e) => Next::Fail(Failure::new(
+                    FailureKind::PgUnreachable,
+                    format!("cannot drop the temporary slot: {e}"),
+                )),
+            };
+        }
+        next_of(self.start_stream(cx))
+    }
+
+    /// `START_REPLICATION` on the connection that held the snapshot.
+    fn start_stream(&mut self, cx: &mut Cx<'_>) -> Step {
         let Some(command) =
             catalog::start_replication_command(&cx.env.config.slot, &cx.env.config.publication)
         else {
-            return Next::Fail(Failure::new(
+            return fail(
                 FailureKind::ConfigInvalid,
                 "a slot or publication name contains a NUL byte",
-            ));
+            );
         };
         self.stage = Stage::StartingStream;
-        match self.repl.query(cx.ctx, &command) {
-            Ok(()) => Next::Stay,
-            Err(e) => Next::Fail(Failure::new(
+        self.repl.query(cx.ctx, &command).map_err(|e| {
+            Next::Fail(Failure::new(
                 FailureKind::PgUnreachable,
                 format!("cannot start replication: {e}"),
-            )),
-        }
+            ))
+        })
     }
 
     // ---- the replication connection: idle until the end ----
@@ -451,13 +519,34 @@ impl Snapshotting {
         let mut events = self.repl.on_bytes(cx.ctx, bytes).into_iter();
         while let Some(event) = events.next() {
             match event {
+                Event::QueryDone { .. } if self.stage == Stage::DroppingTemporarySlot => {
+                    if let Some(added) = &self.start.added {
+                        cx.ctx.log(
+                            Level::Info,
+                            format!("dropped temporary replication slot {}", added.temporary_slot),
+                        );
+                    }
+                    self.start_stream(cx)?;
+                }
                 Event::StreamStarted(_) if self.stage == Stage::StartingStream => {
+                    let tables = match self.stream_tables.take() {
+                        Some(tables) => tables,
+                        None => std::mem::take(&mut self.start.ready.tables),
+                    };
+                    let slot_confirmed = match &self.start.added {
+                        Some(added) => added.slot_confirmed,
+                        None => self.start.ready.slot_confirmed,
+                    };
                     let ready = Ready {
                         wal_sender_timeout_ms: self.start.ready.wal_sender_timeout_ms,
-                        tables: std::mem::take(&mut self.start.ready.tables),
+                        tables,
                         types: std::mem::take(&mut self.start.ready.types),
-                        slot_confirmed: self.start.ready.slot_confirmed,
+                        slot_confirmed,
                         placement: std::mem::take(&mut self.start.ready.placement),
+                        skips: crate::pipeline::streaming::Skips::of(
+                            &self.start.state,
+                            &cx.env.routes,
+                        ),
                     };
                     return Err(Next::Stream(Box::new(StreamStart {
                         ready,
@@ -695,9 +784,23 @@ impl Snapshotting {
 
     fn write_complete(&mut self, cx: &mut Cx<'_>) {
         self.stage = Stage::WritingState;
+        let point = self.start.ready.slot_confirmed;
         let state = &mut self.start.state;
-        state.phase = SnapshotPhase::Complete;
-        state.consistent_point = Some(self.start.ready.slot_confirmed);
+        match &self.start.added {
+            None => {
+                state.phase = SnapshotPhase::Complete;
+                state.consistent_point = Some(point);
+            }
+            Some(added) => {
+                // Only the copied routes: the file's own copy and the other routes stay.
+                for &route in &added.routes {
+                    let copied = StateRoute::of(&cx.env.routes[route]);
+                    for recorded in state.routes.iter_mut().filter(|r| r.same_route(&copied)) {
+                        *recorded = copied.with_phase(Some(RoutePhase::Complete), Some(point));
+                    }
+                }
+            }
+        }
         state.updated_at = Some(rfc3339_utc(cx.ctx.now.wall));
         cx.ctx.push(Command::WriteState {
             path: self.start.state_path.clone(),

@@ -31,6 +31,7 @@ impl Streaming {
         let oid = relation.oid;
         self.unplaced.remove(&oid);
         self.unmappable.remove(&oid);
+        self.retired.remove(&oid);
         let by_name = cx
             .env
             .routes
@@ -39,6 +40,20 @@ impl Streaming {
         let (route, partition) = match (by_name, self.placement.route_of(oid)) {
             (Some(route), _) => (route, false),
             (None, Some(route)) => (route, true),
+            (None, None) if self.skips.is_removed(&relation.namespace, &relation.name) => {
+                cx.ctx.note(
+                    Level::Info,
+                    Topic::General,
+                    format!(
+                        "{} (OID {oid}) is a removed route's table: the changes of it the slot still carries are skipped",
+                        relation.qualified_name()
+                    ),
+                );
+                self.mapped.remove(&oid);
+                self.relations.apply(relation);
+                self.retired.insert(oid);
+                return Ok(());
+            }
             (None, None) => {
                 let name = relation.qualified_name();
                 cx.ctx.note(
@@ -124,12 +139,17 @@ impl Streaming {
         let mut unplaced = None;
         for relation in relations {
             let oid = relation.oid;
+            if self.retired.contains(&oid) {
+                continue;
+            }
             let route = self
                 .mapped
                 .get(&oid)
                 .map(|(route, _)| *route)
                 .or_else(|| self.unmappable.get(&oid).map(|(route, _)| *route));
             match route {
+                // In the route's own copy already (committed before its consistent point).
+                Some(route) if self.skipping.contains(&route) => {}
                 Some(route) => {
                     routes.entry(route).or_default().insert(oid);
                 }
@@ -170,6 +190,10 @@ impl Streaming {
                 keys,
                 leftovers: None,
             });
+        }
+        if jobs.is_empty() {
+            // Every truncated table was a removed route's, or is in its own copy already.
+            return Ok(());
         }
         for job in &jobs {
             self.outbox.discard_transaction_rows(job.route);
