@@ -13,8 +13,8 @@ use super::durability::Durability;
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
 use super::snapshotting::{AddedCopy, SnapshotStart};
-use super::streaming::Skips;
 use super::startup::{Answer, Ready, Startup, StartupError};
+use super::streaming::Skips;
 use super::{Cx, Next};
 use crate::conn::Event;
 use crate::contract::PipelineInfo;
@@ -318,7 +318,8 @@ impl Starting {
                 else {
                     return Ok(None);
                 };
-                let temporary_slot = crate::startup::catalog::temporary_slot_name(&cx.env.config.slot);
+                let temporary_slot =
+                    crate::startup::catalog::temporary_slot_name(&cx.env.config.slot);
                 cx.ctx.log(
                     Level::Info,
                     format!(
@@ -629,7 +630,10 @@ impl Starting {
             leftovers,
             cx.env.config.require_primary_key,
         );
-        match problems.into_iter().find(|(table, _)| names.contains(table)) {
+        match problems
+            .into_iter()
+            .find(|(table, _)| names.contains(table))
+        {
             None => Ok(()),
             Some((_, problem)) => Err(Failure::new(
                 FailureKind::SetupRefused,

@@ -323,7 +323,10 @@ fn an_added_route_whose_copy_was_interrupted_is_copied_again_with_its_leftovers_
         Action::Reroute { copy, leftovers: Leftovers::Retract, .. }
             if copy.len() == 1 && copy[0].source == "public.items"
     ));
-    rule!("state complete + a route's own copy pending: copy it again, retracting leftovers", plan);
+    rule!(
+        "state complete + a route's own copy pending: copy it again, retracting leftovers",
+        plan
+    );
 }
 
 #[test]
@@ -376,8 +379,17 @@ fn a_route_change_with_a_new_system_copies_everything() {
         }),
         Some(&reserved()),
     );
-    assert!(matches!(plan.action, Action::Snapshot { drop_slot: true, .. }));
-    assert!(plan.warnings[0].contains("added public.items:lineitems"), "{plan}");
+    assert!(matches!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            ..
+        }
+    ));
+    assert!(
+        plan.warnings[0].contains("added public.items:lineitems"),
+        "{plan}"
+    );
 }
 
 #[test]
@@ -722,7 +734,8 @@ fn check(
     if seeded && may_stream(read, slot, &configured) && plan.action != Action::Stream {
         return fail("a complete copy for this setup with a usable slot streams");
     }
-    let reroute = seeded && may_keep_slot(read, slot, &configured) && !same_routes(read, &configured);
+    let reroute =
+        seeded && may_keep_slot(read, slot, &configured) && !same_routes(read, &configured);
     if reroute != matches!(plan.action, Action::Reroute { .. }) {
         return fail("only a change of routes alone keeps the slot and copies the added routes");
     }
@@ -756,7 +769,12 @@ fn check(
             "snapshot, retract"
         }
         Action::Snapshot { .. } => "snapshot, if target not empty",
-        Action::Reroute { copy, removed, routes, .. } => {
+        Action::Reroute {
+            copy,
+            removed,
+            routes,
+            ..
+        } => {
             let StateRead::Present(file) = read else {
                 return fail("a reroute without a state file");
             };

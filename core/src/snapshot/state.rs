@@ -82,11 +82,7 @@ pub struct StateRoute {
     pub phase: Option<RoutePhase>,
     /// With `phase` `complete`: the consistent point of the temporary slot whose snapshot
     /// the route's own copy read.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "lsn_text"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "lsn_text")]
     pub consistent_point: Option<Lsn>,
 }
 

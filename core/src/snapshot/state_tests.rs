@@ -312,7 +312,12 @@ fn arb_state() -> impl Strategy<Value = StateFile> {
                     pipeline,
                     routes: routes
                         .into_iter()
-                        .map(|(source, target)| StateRoute { source, target, phase: None, consistent_point: None })
+                        .map(|(source, target)| StateRoute {
+                            source,
+                            target,
+                            phase: None,
+                            consistent_point: None,
+                        })
                         .collect(),
                     phase: if done {
                         SnapshotPhase::Complete
@@ -381,9 +386,20 @@ fn a_route_s_own_copy_round_trips_and_its_point_goes_only_with_complete() {
     };
     assert_eq!(reroute("pending", ""), Ok(()));
     assert_eq!(reroute("removed", ""), Ok(()));
-    for (phase, point) in [("complete", ""), ("", "1/0"), ("pending", "1/0"), ("removed", "1/0")] {
+    for (phase, point) in [
+        ("complete", ""),
+        ("", "1/0"),
+        ("pending", "1/0"),
+        ("removed", "1/0"),
+    ] {
         let error = reroute(phase, point).unwrap_err().to_string();
-        assert!(error.starts_with("at routes[1]: "), "{phase} {point}: {error}");
+        assert!(
+            error.starts_with("at routes[1]: "),
+            "{phase} {point}: {error}"
+        );
     }
-    assert!(reroute("copied", "").unwrap_err().to_string().contains("unknown variant `copied`"));
+    assert!(reroute("copied", "")
+        .unwrap_err()
+        .to_string()
+        .contains("unknown variant `copied`"));
 }

@@ -523,7 +523,10 @@ impl Snapshotting {
                     if let Some(added) = &self.start.added {
                         cx.ctx.log(
                             Level::Info,
-                            format!("dropped temporary replication slot {}", added.temporary_slot),
+                            format!(
+                                "dropped temporary replication slot {}",
+                                added.temporary_slot
+                            ),
                         );
                     }
                     self.start_stream(cx)?;

@@ -40,7 +40,11 @@ impl Skips {
             .routes
             .iter()
             .filter(|r| r.phase == Some(RoutePhase::Removed))
-            .filter(|r| !routes.iter().any(|route| route.source.to_string() == r.source))
+            .filter(|r| {
+                !routes
+                    .iter()
+                    .any(|route| route.source.to_string() == r.source)
+            })
             .map(|r| r.source.clone())
             .collect();
         Skips { copied_at, removed }
