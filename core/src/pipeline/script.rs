@@ -1439,6 +1439,11 @@ impl Script {
                 ]],
                 None => Vec::new(),
             }
+        } else if sql.starts_with("CREATE_REPLICATION_SLOT") && sql.contains(" TEMPORARY ") {
+            // A temporary slot for added routes: the WAL is at 0/3000 by now, and the
+            // slot streamed from stays where it is.
+            let name = sql.split_whitespace().nth(1).unwrap_or_default().to_owned();
+            vec![row(&[&name, "0/3000", "00000003-00000002-2", "pgoutput"])]
         } else if sql.starts_with("CREATE_REPLICATION_SLOT") {
             self.pg.slot_confirmed = Some(Lsn(0x1000));
             self.confirmed = Lsn(0x1000);
@@ -1506,7 +1511,9 @@ impl Script {
             return Some(done(&["COMMIT"], TransactionStatus::Idle));
         }
         if sql.starts_with("DROP_REPLICATION_SLOT") {
-            self.pg.slot_confirmed = None;
+            if !sql.ends_with("_add") {
+                self.pg.slot_confirmed = None;
+            }
             return Some(done(&["DROP_REPLICATION_SLOT"], TransactionStatus::Idle));
         }
         if sql.contains("pg_relation_size") {

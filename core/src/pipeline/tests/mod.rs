@@ -24,6 +24,7 @@ mod partitions;
 mod pipelining;
 mod progress;
 mod properties;
+mod reroute;
 mod sessions;
 mod snapshot;
 mod snapshot_properties;

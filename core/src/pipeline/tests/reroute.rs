@@ -1,0 +1,164 @@
+//! Routes added to (or removed from) a running deployment, as the pipeline executes the
+//! plan: only the added route is copied, under a temporary slot's exported snapshot; the
+//! slot streamed from stays where it was; the stream skips the added route's transactions
+//! committed before the temporary slot's consistent point, and a removed route's changes.
+use super::*;
+use crate::snapshot::state::{
+    RoutePhase, SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION,
+};
+use crate::Lsn;
+
+fn route(source: &str, target: &str, phase: Option<RoutePhase>) -> StateRoute {
+    StateRoute {
+        source: source.into(),
+        target: target.into(),
+        phase,
+        consistent_point: None,
+    }
+}
+
+/// A complete copy of `routes` under the scripted slot, consistent at 0/1000.
+fn copied(routes: Vec<StateRoute>) -> Vec<u8> {
+    StateFile {
+        version: FORMAT_VERSION,
+        system_id: "7000000000000000001".into(),
+        database: "app".into(),
+        slot: "slotline_p".into(),
+        publication: "pub".into(),
+        pipeline: "p".into(),
+        routes,
+        phase: SnapshotPhase::Complete,
+        consistent_point: Some(START),
+        updated_at: None,
+        feldera_incarnation: None,
+    }
+    .encode()
+}
+
+fn seeded() -> FakePg {
+    let mut pg = pg();
+    pg.tables = vec![
+        users(ReplicaIdentity::Default)
+            .with_rows(vec![vec![Some("1".into()), Some("a".into()), None]], 1),
+        items().with_rows(
+            (0..3)
+                .map(|i| vec![Some(format!("sku{i}")), Some(i.to_string())])
+                .collect(),
+            1,
+        ),
+    ];
+    pg
+}
+
+fn script(state: Vec<u8>, tables: &str) -> Script {
+    let mut pg = seeded();
+    // The publication holds exactly the routed tables (startup checks that).
+    pg.tables.truncate(tables.split(',').count());
+    Script::with_state(
+        &[
+            ("TABLES", tables),
+            ("SNAPSHOT_MODE", "initial"),
+            ("SNAPSHOT_WORKERS", "1"),
+        ],
+        pg,
+        SCHEMA,
+        Some(state),
+    )
+}
+
+fn run_until_streaming(s: &mut Script) {
+    for _ in 0..200 {
+        if s.exit().is_some() || s.pipeline().status().streaming {
+            return;
+        }
+        s.settle();
+        s.advance(10);
+    }
+    panic!("never streamed:\n{}", s.take_trace());
+}
+
+fn state(s: &Script) -> StateFile {
+    StateFile::parse(s.state_file.as_deref().expect("a state file")).expect("it parses")
+}
+
+#[test]
+fn an_added_route_is_copied_alone_and_its_earlier_transactions_are_skipped() {
+    let mut s = script(
+        copied(vec![route("public.users", "users", None)]),
+        "users,public.items:lineitems",
+    );
+    run_until_streaming(&mut s);
+    assert_eq!(s.exit(), None);
+    assert_eq!(s.feldera.rows("users"), 0, "users is not copied again");
+    assert_eq!(s.feldera.rows("lineitems"), 3);
+    let file = state(&s);
+    assert_eq!(file.consistent_point, Some(START), "the file's own copy stays");
+    assert_eq!(file.routes[1].phase, Some(RoutePhase::Complete));
+    assert_eq!(file.routes[1].consistent_point, Some(Lsn(0x3000)));
+    // Committed before the temporary slot's consistent point: items is in the copy, users
+    // is the slot's to deliver. Committed at it: both are the slot's.
+    s.wal(
+        "tx 1 before the copy's point: insert users 7, items sku7",
+        &[
+            begin(0x2000, 1),
+            relation(&users(ReplicaIdentity::Default)),
+            insert(0x2008, 16384, &[Some("7"), Some("n"), None]),
+            relation(&items()),
+            insert(0x2010, 16390, &[Some("sku7"), Some("7")]),
+            commit(0x2000, 0x2100),
+        ],
+    );
+    s.wal(
+        "tx 2 at the copy's point: insert items sku8",
+        &[
+            begin(0x3000, 2),
+            insert(0x2F00, 16390, &[Some("sku8"), Some("8")]),
+            commit(0x3000, 0x3100),
+        ],
+    );
+    s.settle();
+    s.advance(50);
+    s.settle();
+    assert_eq!(s.feldera.rows("users"), 1);
+    assert_eq!(s.feldera.rows("lineitems"), 4, "sku7 is not sent, sku8 is");
+    rule!(
+        "A route added since the copy: the state file records it pending first, a temporary slot exporting a snapshot (0/3000) is created beside the slot streamed from, only items is copied (Feldera's lineitems counted empty first), the route is recorded complete at 0/3000, the temporary slot is dropped, and the stream starts from the slot's own position 0/1000. A transaction committed at 0/2000 delivers its users row and skips its items row (in the copy); one committed at 0/3000 delivers items.",
+        s.take_trace()
+    );
+}
+
+#[test]
+fn a_removed_route_is_recorded_and_its_changes_still_in_the_slot_are_skipped() {
+    let mut s = script(
+        copied(vec![
+            route("public.users", "users", None),
+            route("public.items", "lineitems", None),
+        ]),
+        "users",
+    );
+    run_until_streaming(&mut s);
+    assert_eq!(s.exit(), None);
+    let file = state(&s);
+    assert_eq!(file.routes[1].phase, Some(RoutePhase::Removed));
+    s.wal(
+        "tx 1 (committed before items left the publication): insert items sku9, users 9",
+        &[
+            begin(0x2000, 1),
+            relation(&items()),
+            insert(0x2008, 16390, &[Some("sku9"), Some("9")]),
+            relation(&users(ReplicaIdentity::Default)),
+            insert(0x2010, 16384, &[Some("9"), Some("n"), None]),
+            commit(0x2000, 0x2100),
+        ],
+    );
+    s.settle();
+    s.advance(50);
+    s.settle();
+    assert_eq!(s.exit(), None);
+    assert_eq!(s.feldera.rows("users"), 1);
+    assert_eq!(s.feldera.rows("lineitems"), 0);
+    rule!(
+        "A route removed since the copy: the start warns that its Feldera table keeps its rows, records it removed, and streams from the slot without copying; a change of the removed table the slot still carries is skipped, the rest of its transaction is delivered.",
+        s.take_trace()
+    );
+}
