@@ -79,6 +79,19 @@ fn slots(env: &Env) -> String {
     ))
 }
 
+/// `slotline status`'s standard output.
+fn status(env: &Env, shell: Shell) -> String {
+    let out = std::process::Command::new(shell.binary())
+        .env_clear()
+        .envs(env.config(&[]))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .arg("status")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run slotline status");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn stopped(connector: &mut Connector) {
     assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
 }
@@ -124,9 +137,15 @@ fn an_added_table_is_copied_alone(shell: Shell) {
     assert!(log.contains("created temporary replication slot"), "{log}");
     assert!(!log.contains("ERROR"), "{log}");
     assert_eq!(slots(&env), env.slot_name(), "the temporary slot is gone");
-    // The users route is still covered by the first copy, items by its own.
+    // The users route is still covered by the first copy, items by its own; `status`
+    // says so.
     let state = env.state().unwrap();
     assert!(state["routes"][0].get("phase").is_none(), "{state}");
+    let status = status(&env, shell);
+    assert!(
+        status.contains("routes copied or removed since: public.items:items complete at"),
+        "{status}"
+    );
 
     // Both stream on.
     env.sql("UPDATE items SET qty = 0 WHERE id = 1; UPDATE users SET name = 'up' WHERE id = 6;");

@@ -479,7 +479,13 @@ impl Check {
             Some(StateRead::Absent) => Line::ok("state file", format!("{path} is absent")),
             Some(StateRead::Present(file)) => Line::ok(
                 "state file",
-                format!("{path}: {} copy for slot {}", file.phase, file.slot),
+                format!(
+                    "{path}: {} copy for slot {}{}",
+                    file.phase,
+                    file.slot,
+                    file.own_phases()
+                        .map_or_else(String::new, |own| format!("; routes copied or removed since: {own}"))
+                ),
             ),
             Some(StateRead::Unreadable(e)) => Line::fail(
                 "state file",

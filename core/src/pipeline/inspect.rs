@@ -419,11 +419,14 @@ impl Inspect {
                 Ok(file) => Line::info(
                     "state file",
                     format!(
-                        "{path}: {} copy for slot {}, consistent point {}",
+                        "{path}: {} copy for slot {}, consistent point {}{}",
                         file.phase,
                         file.slot,
                         file.consistent_point
-                            .map_or_else(|| "none".to_owned(), |l| l.to_string())
+                            .map_or_else(|| "none".to_owned(), |l| l.to_string()),
+                        file.own_phases().map_or_else(String::new, |own| format!(
+                            "; routes copied or removed since: {own}"
+                        ))
                     ),
                 ),
                 Err(e) => Line::fail(

@@ -286,6 +286,24 @@ impl StateFile {
         bytes
     }
 
+    /// The routes with a phase of their own, as `status` and `check` print them
+    /// (`public.items:items complete at 0/3000, public.gone:gone removed`); `None` when
+    /// every route is covered by the file's own copy.
+    pub fn own_phases(&self) -> Option<String> {
+        let own: Vec<String> = self
+            .routes
+            .iter()
+            .filter_map(|route| {
+                let phase = route.phase?;
+                Some(match route.consistent_point {
+                    Some(point) => format!("{route} {phase} at {point}"),
+                    None => format!("{route} {phase}"),
+                })
+            })
+            .collect();
+        (!own.is_empty()).then(|| own.join(", "))
+    }
+
     /// Parses a state file, refusing anything this slotline did not write.
     pub fn parse(bytes: &[u8]) -> Result<StateFile, StateError> {
         let text = std::str::from_utf8(bytes).map_err(|e| StateError::NotUtf8 {

@@ -403,3 +403,16 @@ fn a_route_s_own_copy_round_trips_and_its_point_goes_only_with_complete() {
         .to_string()
         .contains("unknown variant `copied`"));
 }
+
+#[test]
+fn routes_with_their_own_phase_are_listed_for_operators() {
+    let mut file = complete();
+    assert_eq!(file.own_phases(), None);
+    file.routes[0].phase = Some(RoutePhase::Removed);
+    file.routes[1].phase = Some(RoutePhase::Complete);
+    file.routes[1].consistent_point = Some(Lsn(0x3000));
+    assert_eq!(
+        file.own_phases().as_deref(),
+        Some("public.users:users removed, \"Sales\".\"Items\":\"LineItems\" complete at 0/3000")
+    );
+}

@@ -3,9 +3,7 @@
 //! slot streamed from stays where it was; the stream skips the added route's transactions
 //! committed before the temporary slot's consistent point, and a removed route's changes.
 use super::*;
-use crate::snapshot::state::{
-    RoutePhase, SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION,
-};
+use crate::snapshot::state::{RoutePhase, SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION};
 use crate::Lsn;
 
 fn route(source: &str, target: &str, phase: Option<RoutePhase>) -> StateRoute {
@@ -92,7 +90,11 @@ fn an_added_route_is_copied_alone_and_its_earlier_transactions_are_skipped() {
     assert_eq!(s.feldera.rows("users"), 0, "users is not copied again");
     assert_eq!(s.feldera.rows("lineitems"), 3);
     let file = state(&s);
-    assert_eq!(file.consistent_point, Some(START), "the file's own copy stays");
+    assert_eq!(
+        file.consistent_point,
+        Some(START),
+        "the file's own copy stays"
+    );
     assert_eq!(file.routes[1].phase, Some(RoutePhase::Complete));
     assert_eq!(file.routes[1].consistent_point, Some(Lsn(0x3000)));
     // Committed before the temporary slot's consistent point: items is in the copy, users
