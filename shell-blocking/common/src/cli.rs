@@ -288,8 +288,8 @@ pub enum Operation {
     /// Print Feldera SQL (or the program schema JSON) for the routed tables: one CREATE
     /// TABLE each, typed as slotline maps PostgreSQL's columns, with NOT NULL, the PRIMARY
     /// KEY (or the replica identity index) and a comment per lossy or refused column. The
-    /// tables are TABLES', else those the publication PG_PUBLICATION publishes; nothing is
-    /// created, and Feldera is not asked
+    /// tables are those of TABLES, else those PG_PUBLICATION publishes; nothing is created,
+    /// and Feldera is not asked
     Ddl {
         /// sql (CREATE TABLE statements) or json (as Feldera's program_info.schema
         /// describes them)
