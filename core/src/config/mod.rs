@@ -428,11 +428,13 @@ impl Pairs {
 
 /// What a configuration is for: a run and `check` need the routes and the publication;
 /// `status` and `drop-slot` (retiring a connector) only the connection and the slot, named
-/// by `PG_SLOT` or derived from `FELDERA_PIPELINE`.
+/// by `PG_SLOT` or derived from `FELDERA_PIPELINE`; `ddl` the connection and the tables,
+/// from `TABLES` or else from the publication `PG_PUBLICATION`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Purpose {
     Run,
     SlotOperation,
+    Ddl,
 }
 
 /// What the process knows that the pairs do not (the shell fills it in).
@@ -489,8 +491,12 @@ impl Config {
             os_user: defaults.os_user.clone(),
         };
         let run = purpose == Purpose::Run;
+        let ddl = purpose == Purpose::Ddl;
         let mut missing = Vec::new();
-        if pairs.get("FELDERA_PIPELINE").is_none() && (run || pairs.get("PG_SLOT").is_none()) {
+        if pairs.get("FELDERA_PIPELINE").is_none()
+            && !ddl
+            && (run || pairs.get("PG_SLOT").is_none())
+        {
             let accepted = match run {
                 true => PIPELINE_ACCEPTED,
                 false => "the name of the Feldera pipeline (or PG_SLOT, the slot's name)",
@@ -505,6 +511,12 @@ impl Config {
             .all(|k| pairs.get(k).is_none());
         if run && no_tables {
             missing.push(("TABLES".to_owned(), TABLES_ACCEPTED.to_owned()));
+        }
+        if ddl && no_tables && pairs.get("PG_PUBLICATION").is_none() {
+            missing.push((
+                "TABLES".to_owned(),
+                format!("{TABLES_ACCEPTED}, or PG_PUBLICATION to describe the tables it publishes"),
+            ));
         }
         if let Some(user) = conninfo::missing_user(&pairs) {
             missing.push(user);
@@ -555,6 +567,7 @@ impl Config {
             },
             slot,
             tables: match (run, no_tables) {
+                // Absent for an operation that needs none, or for `ddl` (the publication's).
                 (false, true) => TablesSpec::List(String::new()),
                 _ => tables_spec(&pairs)?,
             },

@@ -737,6 +737,26 @@ fn slot_operations_need_only_the_connection_and_the_slot() {
 }
 
 #[test]
+fn ddl_needs_the_connection_and_tables_or_a_publication() {
+    let ddl = |pairs: &[(&'static str, &'static str)]| {
+        Config::from_pairs_for(pairs.iter().copied(), Purpose::Ddl, &Defaults::default())
+    };
+    let by_publication = ddl(&[("PG_URL", "postgres://u@db/app"), ("PG_PUBLICATION", "pub")]);
+    assert_eq!(
+        by_publication.unwrap().feldera_pipeline,
+        "",
+        "no pipeline needed"
+    );
+    assert!(ddl(&[("PG_URL", "postgres://u@db/app"), ("TABLES", "users")]).is_ok());
+    let neither = ddl(&[("PG_URL", "postgres://u@db/app")]).unwrap_err();
+    assert_eq!(neither.variable, "TABLES");
+    assert!(
+        neither.to_string().contains("or PG_PUBLICATION"),
+        "{neither}"
+    );
+}
+
+#[test]
 fn progress_interval_defaults_to_30_s_and_zero_turns_it_off() {
     assert_eq!(with(&[]).unwrap().progress_interval_secs, 30);
     assert_eq!(

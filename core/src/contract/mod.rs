@@ -8,6 +8,7 @@
 pub mod mapping;
 pub mod names;
 pub mod partitions;
+pub mod reserved;
 pub mod routes;
 pub mod schema;
 pub mod types;

@@ -26,6 +26,25 @@ pub fn percent_encode_component(text: &str) -> String {
     utf8_percent_encode(text, UNRESERVED_ONLY).to_string()
 }
 
+/// The Feldera name for a PostgreSQL identifier (a table, a column, a composite's member),
+/// spelled so that Feldera keeps it exactly: unquoted when it reads back unchanged (lower
+/// case letters, digits and `_`, not starting with a digit, not a reserved word), quoted
+/// (`case_sensitive`) otherwise: mixed case, reserved words, any other character.
+pub fn feldera_ident(pg_name: &str) -> Name {
+    let plain = pg_name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && pg_name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !super::reserved::is_reserved(pg_name);
+    match plain {
+        true => Name::unquoted(pg_name),
+        false => Name::quoted(pg_name),
+    }
+}
+
 impl Name {
     /// Feldera's canonical form: unquoted names lowercased, quoted names as they are.
     pub fn canonical(&self) -> Cow<'_, str> {

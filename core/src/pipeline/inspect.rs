@@ -28,14 +28,14 @@ pub const OPERATION_TIMEOUT_MS: u64 = 30_000;
 
 /// One control connection asking one question at a time.
 #[derive(Debug)]
-struct Control {
+pub(super) struct Control {
     link: Option<PgLink>,
     rows: Vec<Vec<Option<String>>>,
     error: Option<String>,
 }
 
 /// What a control connection said.
-enum Heard {
+pub(super) enum Heard {
     Nothing,
     /// Connected: the first question may go.
     Ready,
@@ -46,7 +46,7 @@ enum Heard {
 }
 
 impl Control {
-    fn open(ctx: &mut Ctx, env: &Env, name: &str) -> Result<Control, String> {
+    pub(super) fn open(ctx: &mut Ctx, env: &Env, name: &str) -> Result<Control, String> {
         let name = format!("{name}/{}", env.config.slot);
         let link = PgLink::open(ctx, &env.config.pg, false, &name)?;
         Ok(Control {
@@ -56,7 +56,7 @@ impl Control {
         })
     }
 
-    fn owns(&self, input: &Input) -> bool {
+    pub(super) fn owns(&self, input: &Input) -> bool {
         let conn = match input {
             Input::PgConnected { conn }
             | Input::PgTlsReady { conn, .. }
@@ -67,7 +67,7 @@ impl Control {
         self.link.as_ref().is_some_and(|l| l.id == conn)
     }
 
-    fn ask(&mut self, ctx: &mut Ctx, sql: &str) -> Result<(), String> {
+    pub(super) fn ask(&mut self, ctx: &mut Ctx, sql: &str) -> Result<(), String> {
         self.rows.clear();
         self.error = None;
         match self.link.as_mut() {
@@ -84,13 +84,13 @@ impl Control {
             .unwrap_or(slot::MIN_SERVER_VERSION)
     }
 
-    fn close(&mut self, ctx: &mut Ctx) {
+    pub(super) fn close(&mut self, ctx: &mut Ctx) {
         if let Some(mut link) = self.link.take() {
             link.close(ctx);
         }
     }
 
-    fn on_input(&mut self, ctx: &mut Ctx, input: Input) -> Heard {
+    pub(super) fn on_input(&mut self, ctx: &mut Ctx, input: Input) -> Heard {
         let Some(link) = self.link.as_mut() else {
             return Heard::Nothing;
         };
@@ -141,7 +141,7 @@ impl Control {
     }
 }
 
-fn with_rows<T>(rows: &[Vec<Option<String>>], read: impl FnOnce(&[Row<'_>]) -> T) -> T {
+pub(super) fn with_rows<T>(rows: &[Vec<Option<String>>], read: impl FnOnce(&[Row<'_>]) -> T) -> T {
     let borrowed: Vec<Vec<Option<&str>>> = rows
         .iter()
         .map(|r| r.iter().map(|c| c.as_deref()).collect())
@@ -150,7 +150,7 @@ fn with_rows<T>(rows: &[Vec<Option<String>>], read: impl FnOnce(&[Row<'_>]) -> T
     read(&views)
 }
 
-fn connect_fix(env: &Env) -> String {
+pub(super) fn connect_fix(env: &Env) -> String {
     let pg = &env.config.pg;
     format!(
         "check PG_URL (host {}, port {}, database {}, user {}), the password and pg_hba.conf",
@@ -158,14 +158,14 @@ fn connect_fix(env: &Env) -> String {
     )
 }
 
-fn now_of(ctx: &mut Ctx, now: Now) {
+pub(super) fn now_of(ctx: &mut Ctx, now: Now) {
     ctx.now = Now {
         mono: ctx.now.mono.max(now.mono),
         wall: now.wall,
     };
 }
 
-fn deadline(ctx: &Ctx, at: Mono) -> Option<Deadline> {
+pub(super) fn deadline(ctx: &Ctx, at: Mono) -> Option<Deadline> {
     (!ctx.exited()).then_some(Deadline {
         at,
         why: TimerKind::OperationDeadline,

@@ -42,10 +42,12 @@
 //! Feldera); `status()` publishes both with the phase's own figures.
 //!
 //! The operator's one-shot commands are machines of their own over the same parts
-//! (`check`: the startup conversation as a survey; `inspect`: `status` and `drop-slot`).
+//! (`check`: the startup conversation as a survey; `inspect`: `status` and `drop-slot`;
+//! `ddl`: the catalog of the routed tables as Feldera SQL).
 
 mod check;
 mod ctx;
+mod ddl;
 mod durability;
 #[cfg(any(test, feature = "testing"))]
 mod fake_feldera;
@@ -82,6 +84,7 @@ use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind, TimerTable};
 pub use check::Check;
 use ctx::Ctx;
+pub use ddl::Ddl;
 pub use durability::CheckpointCounts;
 use durability::{FelderaFacts, Keeper, News};
 pub use inspect::{DropSlot, Inspect};
@@ -188,6 +191,13 @@ impl Env {
         Env::derive(config, false)
     }
 
+    /// The environment of `ddl`: the routes when `TABLES` (or `PG_TABLE`) names tables,
+    /// none when they are to come from the publication.
+    pub(crate) fn for_ddl(config: Config) -> Result<Env, ConfigError> {
+        let with_routes = !matches!(&config.tables, TablesSpec::List(list) if list.is_empty());
+        Env::derive(config, with_routes)
+    }
+
     fn derive(config: Config, with_routes: bool) -> Result<Env, ConfigError> {
         let routes = match &config.tables {
             _ if !with_routes => Ok(Vec::new()),
@@ -202,7 +212,8 @@ impl Env {
             config_error(&config, e.variable, accepted)
         })?;
         let pipeline = match config.feldera_pipeline.as_str() {
-            "" if !with_routes => "-",
+            // No pipeline (status, drop-slot and ddl may run without one): Feldera is not asked.
+            "" => "-",
             name => name,
         };
         let endpoint = FelderaEndpoint::new(

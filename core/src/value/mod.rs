@@ -25,6 +25,7 @@ pub mod oid;
 mod plan;
 mod record;
 mod scalar;
+pub mod suggest;
 #[cfg(test)]
 mod tests;
 pub mod types;

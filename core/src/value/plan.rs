@@ -35,7 +35,7 @@ impl std::error::Error for Unsupported {}
 
 /// What the value decoders know a PostgreSQL type as (domains unwrapped).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Family<'t> {
+pub(super) enum Family<'t> {
     Bool,
     Int,
     Float4,
@@ -63,7 +63,7 @@ enum Family<'t> {
 }
 
 impl<'t> Family<'t> {
-    fn of(types: &'t PgTypes, pg_type: u32) -> Family<'t> {
+    pub(super) fn of(types: &'t PgTypes, pg_type: u32) -> Family<'t> {
         let Some(resolved) = types.resolve(pg_type, -1) else {
             return Family::Endless;
         };
@@ -108,7 +108,7 @@ impl<'t> Family<'t> {
         })
     }
 
-    fn accepted(self) -> &'static str {
+    pub(super) fn accepted(self) -> &'static str {
         match self {
             Family::Bool => "BOOLEAN or VARCHAR",
             Family::Int => {

@@ -285,6 +285,21 @@ pub enum Operation {
         #[arg(long)]
         json: bool,
     },
+    /// Print Feldera SQL (or the program schema JSON) for the routed tables: one CREATE
+    /// TABLE each, typed as slotline maps PostgreSQL's columns, with NOT NULL, the PRIMARY
+    /// KEY (or the replica identity index) and a comment per lossy or refused column. The
+    /// tables are those of TABLES, else those PG_PUBLICATION publishes; nothing is created,
+    /// and Feldera is not asked
+    Ddl {
+        /// sql (CREATE TABLE statements) or json (as Feldera's program_info.schema
+        /// describes them)
+        #[arg(long, value_enum, default_value_t = DdlFormat::Sql)]
+        format: DdlFormat,
+        /// The publication whose tables to describe when TABLES is not set (overrides
+        /// PG_PUBLICATION)
+        #[arg(long)]
+        publication: Option<String>,
+    },
     /// Drop the replication slot and the state file (refused without --yes, and while
     /// the slot is active)
     DropSlot {
@@ -295,6 +310,13 @@ pub enum Operation {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `slotline ddl` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DdlFormat {
+    Sql,
+    Json,
 }
 
 /// `SLOTLINE_SEED`; empty means unset, as for every configuration variable.
@@ -319,7 +341,7 @@ pub struct Args {
     /// The variables given as flags (`TABLES` → `--tables`), so messages can name what
     /// the user typed.
     pub flags: Vec<(String, String)>,
-    /// `check`, `status` or `drop-slot`; `None`: run.
+    /// `check`, `status`, `drop-slot` or `ddl`; `None`: run.
     pub operation: Option<Operation>,
 }
 
@@ -350,7 +372,17 @@ where
 {
     let matches = command(bin_name).try_get_matches_from(args)?;
     let cli = Cli::from_arg_matches(&matches)?;
-    let (pairs, flags) = pairs_of(&matches);
+    let (mut pairs, mut flags) = pairs_of(&matches);
+    if let Some(Operation::Ddl {
+        publication: Some(publication),
+        ..
+    }) = &cli.operation
+    {
+        pairs.retain(|(variable, _)| variable != "PG_PUBLICATION");
+        pairs.push(("PG_PUBLICATION".to_owned(), publication.clone()));
+        flags.retain(|(variable, _)| variable != "PG_PUBLICATION");
+        flags.push(("PG_PUBLICATION".to_owned(), "--publication".to_owned()));
+    }
     Ok(Args {
         pairs,
         seed: cli.seed.and_then(|seed| seed.0),

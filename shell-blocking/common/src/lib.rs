@@ -56,13 +56,14 @@ impl Default for RunOptions {
 }
 
 /// What a binary drives: the pipeline, or one of the operator's commands (`check`,
-/// `status`, `drop-slot`), all through the same run loop.
+/// `status`, `drop-slot`, `ddl`), all through the same run loop.
 #[derive(Debug)]
 pub enum Machine {
     Pipeline(Box<slotline_core::pipeline::Pipeline>),
     Check(Box<slotline_core::pipeline::Check>),
     Status(Box<slotline_core::pipeline::Inspect>),
     DropSlot(Box<slotline_core::pipeline::DropSlot>),
+    Ddl(Box<slotline_core::pipeline::Ddl>),
 }
 
 impl Machine {
@@ -72,6 +73,7 @@ impl Machine {
             Machine::Check(m) => &**m,
             Machine::Status(m) => &**m,
             Machine::DropSlot(m) => &**m,
+            Machine::Ddl(m) => &**m,
         }
     }
 
@@ -81,6 +83,7 @@ impl Machine {
             Machine::Check(m) => &mut **m,
             Machine::Status(m) => &mut **m,
             Machine::DropSlot(m) => &mut **m,
+            Machine::Ddl(m) => &mut **m,
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::{cli, logging, Machine, RunOptions};
 use slotline_core::config::{Config, Defaults, Purpose};
 use slotline_core::io::exit;
 use slotline_core::ops::Format;
-use slotline_core::pipeline::{Check, DropSlot, Inspect, Pipeline};
+use slotline_core::pipeline::{Check, Ddl, DropSlot, Inspect, Pipeline};
 use std::ffi::OsString;
 
 /// A machine ready to run (the pipeline, or an operator's command), the clock its start
@@ -60,6 +60,7 @@ where
     };
     let purpose = match args.operation {
         Some(Operation::Status { .. } | Operation::DropSlot { .. }) => Purpose::SlotOperation,
+        Some(Operation::Ddl { .. }) => Purpose::Ddl,
         None | Some(Operation::Check { .. }) => Purpose::Run,
     };
     let defaults = Defaults { os_user: os_user() };
@@ -90,6 +91,10 @@ where
         )),
         Some(Operation::Status { json }) => Machine::Status(Box::new(
             Inspect::new(config, now, format(json)).map_err(|e| usage(e.to_string()))?,
+        )),
+        Some(Operation::Ddl { format: ddl, .. }) => Machine::Ddl(Box::new(
+            Ddl::new(config, now, format(ddl == cli::DdlFormat::Json))
+                .map_err(|e| usage(e.to_string()))?,
         )),
         Some(Operation::DropSlot { yes, json }) => Machine::DropSlot(Box::new(
             DropSlot::new(config, now, format(json), yes).map_err(|e| usage(e.to_string()))?,
