@@ -219,6 +219,8 @@ pub struct Script {
     pub select_granted: bool,
     /// The publication exists (else its questions find nothing).
     pub publication_exists: bool,
+    /// The database's other publications, in name order.
+    pub other_publications: Vec<String>,
     /// The answer to the column types question (`startup::types`), rows as text.
     pub types_answer: Vec<Vec<Option<String>>>,
     now: Now,
@@ -379,6 +381,7 @@ impl Script {
             settings: default_settings(),
             select_granted: true,
             publication_exists: true,
+            other_publications: Vec::new(),
             types_answer: Vec::new(),
             now,
             trace: Vec::new(),
@@ -1381,12 +1384,22 @@ impl Script {
             vec![row(&[&self.pg.system_id, "1", "0/1000000", "app"])]
         } else if sql == "SHOW wal_sender_timeout" {
             vec![row(&[&self.pg.wal_sender_timeout])]
-        } else if !self.publication_exists && sql.contains("pg_publication") {
-            Vec::new()
-        } else if sql.contains("FROM pg_catalog.pg_publication WHERE") {
+        } else if sql.contains("FROM pg_catalog.pg_publication ORDER BY") {
+            // The query puts the one it names first, then the others by name.
             let flag = |on: bool| if on { "t" } else { "f" };
             let (truncate, via_root) = (flag(self.pg.truncate_published), flag(self.pg.via_root));
-            vec![row(&["pub", "f", "t", "t", "t", truncate, via_root])]
+            let ours = row(&["pub", "f", "t", "t", "t", truncate, via_root]);
+            let others = self
+                .other_publications
+                .iter()
+                .map(|name| row(&[name, "f", "t", "t", "t", "t", "f"]));
+            self.publication_exists
+                .then_some(ours)
+                .into_iter()
+                .chain(others)
+                .collect()
+        } else if !self.publication_exists && sql.contains("pg_publication") {
+            Vec::new()
         } else if sql.contains("pg_publication_tables") {
             self.published_rows()
         } else if sql.starts_with("WITH RECURSIVE reach") {
@@ -1828,7 +1841,7 @@ fn summarize_sql(sql: &str) -> String {
     let known = [
         ("pg_relation_size", "<table sizes>"),
         ("pg_publication_tables", "<published tables>"),
-        ("pg_catalog.pg_publication WHERE", "<publication>"),
+        ("pg_catalog.pg_publication ORDER BY", "<publication>"),
         ("WITH RECURSIVE reach", "<column types>"),
         ("pg_attribute", "<table columns>"),
         ("pg_last_wal_receive_lsn", "<slot health>"),
