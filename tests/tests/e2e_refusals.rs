@@ -199,6 +199,23 @@ fn publication_that_does_not_exist(shell: Shell) {
     );
 }
 
+/// A pipeline Feldera does not have (HTTP 404) is refused before the slot is created,
+/// naming the pipelines Feldera has.
+fn pipeline_that_does_not_exist(shell: Shell) {
+    let setup = format!("{USERS} CREATE PUBLICATION pub FOR TABLE users;");
+    let env = Env::new("nopipeline", &setup, schema(vec![users_table(Some("id"))]));
+    assert_refused(
+        shell,
+        &env,
+        &[("TABLES", "users"), ("FELDERA_PIPELINE", "shop")],
+        1,
+        &[
+            "HTTP 404 UnknownPipelineName",
+            "Feldera has pipelines \"p\"; set FELDERA_PIPELINE to one of them",
+        ],
+    );
+}
+
 fn replica_identity_nothing(shell: Shell) {
     let setup = format!(
         "{USERS} ALTER TABLE users REPLICA IDENTITY NOTHING;
@@ -286,6 +303,7 @@ both_shells!(
     unsupported_type_pairing,
     publication_missing_a_routed_table,
     publication_that_does_not_exist,
+    pipeline_that_does_not_exist,
     replica_identity_nothing,
     unrouted_table_written_mid_stream,
 );

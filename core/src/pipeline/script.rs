@@ -221,6 +221,9 @@ pub struct Script {
     pub publication_exists: bool,
     /// The database's other publications, in name order.
     pub other_publications: Vec<String>,
+    /// Feldera has no pipeline `p` (its requests answer 404) but these, listed by
+    /// `GET /v0/pipelines`; `None`: it has `p`.
+    pub pipelines_instead: Option<Vec<String>>,
     /// The answer to the column types question (`startup::types`), rows as text.
     pub types_answer: Vec<Vec<Option<String>>>,
     now: Now,
@@ -382,6 +385,7 @@ impl Script {
             select_granted: true,
             publication_exists: true,
             other_publications: Vec::new(),
+            pipelines_instead: None,
             types_answer: Vec::new(),
             now,
             trace: Vec::new(),
@@ -698,6 +702,32 @@ impl Script {
         let path = request
             .url
             .trim_start_matches("http://feldera:8080/v0/pipelines/p");
+        if let Some(names) = &self.pipelines_instead {
+            let listing = request.url.starts_with("http://feldera:8080/v0/pipelines?");
+            let (what, status, body) = if listing {
+                let list: Vec<String> = names
+                    .iter()
+                    .map(|n| format!(r#"{{"name":"{n}","deployment_status":"Running"}}"#))
+                    .collect();
+                let path = request.url.trim_start_matches("http://feldera:8080");
+                (path.to_owned(), 200, format!("[{}]", list.join(",")))
+            } else if path.is_empty() || path == "/stats" {
+                let body = r#"{"message":"Unknown pipeline name 'p'","error_code":"UnknownPipelineName","details":{"pipeline_name":"p"}}"#;
+                let what = if path.is_empty() { "pipeline" } else { "stats" };
+                (what.to_owned(), 404, body.to_owned())
+            } else {
+                panic!("no pipeline p to ask {}", request.url);
+            };
+            let shown = self.shown(id);
+            self.note(format!("{at} -> {shown} GET {what}"));
+            self.note(format!("{at} <- {shown} {status}"));
+            self.replies.push_back(Input::HttpDone {
+                id,
+                status,
+                body: Bytes::from(body),
+            });
+            return;
+        }
         if path == "/stats" {
             let body = self.stats_body();
             if !self.watch_visible {
