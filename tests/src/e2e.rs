@@ -44,24 +44,13 @@ impl Shell {
         let path = dir.join(self.binary_name());
         static BUILT: OnceLock<()> = OnceLock::new();
         BUILT.get_or_init(|| {
-            let mut build = Command::new(env!("CARGO"));
-            // Variables cargo sets for this test binary would change build scripts'
-            // fingerprints (ring watches CARGO_MANIFEST_DIR) and rebuild half the tree.
-            for (name, _) in std::env::vars_os() {
-                let name = name.to_string_lossy().into_owned();
-                if is_per_crate_cargo_variable(&name) {
-                    build.env_remove(&name);
-                }
-            }
-            let status = build
-                .args([
-                    "build",
-                    "--quiet",
-                    "-p",
-                    "slotline",
-                    "-p",
-                    "slotline-blocking",
-                ])
+            // target/debug holds the dev profile's output, target/<name> the others'.
+            let profile = match dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => "dev",
+                Some(other) => other,
+            };
+            let status = connector_build(env!("CARGO").as_ref(), profile)
+                .arg("--quiet")
                 .status()
                 .expect("run cargo build for the shells");
             assert!(status.success(), "building the slotline binaries failed");
@@ -69,6 +58,48 @@ impl Shell {
         assert!(path.is_file(), "{} was not built", path.display());
         path
     }
+}
+
+/// The packages and targets of the nested build of the connector binaries: the shells'
+/// two binaries, with the features unified over the shells *and* `slotline-tests`. That is
+/// exactly the feature set `cargo run -p slotline-tests --bin demo` (or `--bin e2e-bench`)
+/// already compiled every library with, since `slotline-tests` depends on both shells, so
+/// the nested build only compiles and links the two `main.rs`. Built for the shells alone,
+/// each crate shared with `slotline-tests` (tokio, serde, rustls, the core, ...) would get
+/// another feature set and compile a second time.
+pub const CONNECTOR_BUILD: &[&str] = &[
+    "-p",
+    "slotline",
+    "-p",
+    "slotline-blocking",
+    "-p",
+    "slotline-tests",
+    "--bin",
+    "slotline",
+    "--bin",
+    "slotline-blocking",
+];
+
+/// `cargo build` of the connector binaries (`CONNECTOR_BUILD`) in `profile`, for the
+/// workspace this crate belongs to, without the variables cargo set for the running
+/// program.
+pub fn connector_build(cargo: &std::ffi::OsStr, profile: &str) -> Command {
+    let mut build = Command::new(cargo);
+    // Variables cargo sets for a test binary or `cargo run` would change build scripts'
+    // fingerprints (ring watches CARGO_MANIFEST_DIR) and rebuild half the tree.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().into_owned();
+        if is_per_crate_cargo_variable(&name) {
+            build.env_remove(&name);
+        }
+    }
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    build
+        .args(["build", "--profile", profile])
+        .args(CONNECTOR_BUILD)
+        .arg("--manifest-path")
+        .arg(manifest);
+    build
 }
 
 /// Variables cargo sets per crate for a running test or build script; a nested `cargo

@@ -20,6 +20,15 @@ fn ask<T>(
     parse(&rows).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The publication `name`, which must exist.
+fn existing_publication(pg: &PgCluster, db: &str, name: &str) -> Publication {
+    let sql = publication_query(name).unwrap();
+    match ask(pg, db, &sql, |rows| parse_publication(rows, name)) {
+        PublicationLookup::Found(publication) => publication,
+        missing => panic!("{name}: {missing:?}"),
+    }
+}
+
 #[test]
 fn catalog_questions_read_publications_tables_identities_and_slots() {
     let pg = PgCluster::start();
@@ -35,23 +44,22 @@ fn catalog_questions_read_publications_tables_identities_and_slots() {
          CREATE PUBLICATION p FOR TABLE users, \"Items\", full_t WITH (publish = 'insert, update, delete');",
     );
 
-    let publication = ask(
-        &pg,
-        &db,
-        &publication_query("p").unwrap(),
-        parse_publication,
-    )
-    .unwrap();
+    let publication = existing_publication(&pg, &db, "p");
     assert!(publication.inserts && publication.deletes && !publication.truncates);
+    // Another name: the publications there are, listed by name.
+    pg.psql(&db, "CREATE PUBLICATION \"Audit\" FOR TABLE full_t;");
     assert_eq!(
-        ask(
-            &pg,
-            &db,
-            &publication_query("nope").unwrap(),
-            parse_publication
-        ),
-        None
+        ask(&pg, &db, &publication_query("nope").unwrap(), |rows| {
+            parse_publication(rows, "nope")
+        }),
+        PublicationLookup::Missing {
+            existing: vec!["Audit".to_owned(), "p".to_owned()],
+            more: false
+        }
     );
+    // The one asked for comes first whatever its name's place.
+    assert_eq!(existing_publication(&pg, &db, "p").name, "p");
+    pg.psql(&db, "DROP PUBLICATION \"Audit\";");
 
     let tables = ask(
         &pg,
@@ -144,20 +152,8 @@ fn partitioned_tables_are_read_with_their_partitions_at_every_depth() {
          CREATE PUBLICATION leaves FOR TABLE metrics, plain;
          CREATE PUBLICATION roots FOR TABLE metrics, plain WITH (publish_via_partition_root = true);",
     );
-    let leaves = ask(
-        &pg,
-        &db,
-        &publication_query("leaves").unwrap(),
-        parse_publication,
-    )
-    .unwrap();
-    let roots = ask(
-        &pg,
-        &db,
-        &publication_query("roots").unwrap(),
-        parse_publication,
-    )
-    .unwrap();
+    let leaves = existing_publication(&pg, &db, "leaves");
+    let roots = existing_publication(&pg, &db, "roots");
     assert!(!leaves.via_root && roots.via_root);
 
     let shown = |tables: Vec<PublishedTable>| -> Vec<String> {

@@ -150,6 +150,44 @@ fn check_of_a_broken_setup_prints_one_line_per_problem(shell: Shell) {
     env.feldera.resume();
 }
 
+fn check_of_a_missing_publication_lists_the_existing_ones(shell: Shell) {
+    let setup = format!("{SETUP} CREATE PUBLICATION audit_pub FOR TABLE users;");
+    let env = Env::new("checknopub", &setup, schema("INTEGER"));
+    let out = operation(
+        shell,
+        &with(&env, &[("PG_PUBLICATION", "shop")]),
+        &["check"],
+    );
+    assert_eq!(out.code, Some(1), "{out}");
+    let failures = fail_lines(&out);
+    assert!(
+        failures.iter().any(|l| l.starts_with("FAIL publication")
+            && l.contains("publication \"shop\" does not exist in this database, which has \"audit_pub\", \"pub\"; set PG_PUBLICATION to one of them")),
+        "{out}"
+    );
+    assert!(!env.slot_exists(), "check created the slot");
+}
+
+fn check_of_a_missing_pipeline_lists_the_existing_ones(shell: Shell) {
+    let env = Env::new("checknopipe", SETUP, schema("INTEGER"));
+    let out = operation(
+        shell,
+        &with(&env, &[("FELDERA_PIPELINE", "shop")]),
+        &["check"],
+    );
+    assert_eq!(out.code, Some(1), "{out}");
+    let failures = fail_lines(&out);
+    assert!(
+        failures.iter().any(|l| l.starts_with("FAIL feldera ")
+            && l.contains("HTTP 404 UnknownPipelineName")
+            && l.contains("Feldera has pipelines \"p\"; set FELDERA_PIPELINE to one of them")),
+        "{out}"
+    );
+    // PostgreSQL's findings are all there still.
+    assert!(out.stdout.contains("ok   publication "), "{out}");
+    assert!(!env.slot_exists(), "check created the slot");
+}
+
 fn check_on_wal_level_replica_names_it(shell: Shell) {
     let cluster = replica_cluster();
     let db = cluster.create_database(&format!("walrep_{}", shell.binary_name().replace('-', "_")));
@@ -596,6 +634,8 @@ fn failover_slot_follows_the_server_version(shell: Shell) {
 slotline_tests::both_shells!(
     check_of_a_correct_setup_is_all_green,
     check_of_a_broken_setup_prints_one_line_per_problem,
+    check_of_a_missing_publication_lists_the_existing_ones,
+    check_of_a_missing_pipeline_lists_the_existing_ones,
     check_on_wal_level_replica_names_it,
     status_and_drop_slot,
     metrics_move_as_rows_flow,

@@ -171,6 +171,51 @@ fn publication_missing_a_routed_table(shell: Shell) {
     );
 }
 
+/// A publication that does not exist is refused before the slot is created, naming the
+/// publications the database has.
+fn publication_that_does_not_exist(shell: Shell) {
+    let setup = format!(
+        "{USERS} CREATE PUBLICATION shop_pub FOR TABLE users;
+         CREATE PUBLICATION audit_pub FOR TABLE users;"
+    );
+    let env = Env::new("nopub", &setup, schema(vec![users_table(Some("id"))]));
+    assert_refused(
+        shell,
+        &env,
+        &[("TABLES", "users")],
+        1,
+        &[
+            "publication \"pub\" does not exist in this database, which has \"audit_pub\", \"shop_pub\"; set PG_PUBLICATION to one of them",
+        ],
+    );
+    // None at all: said so.
+    env.sql("DROP PUBLICATION shop_pub, audit_pub");
+    assert_refused(
+        shell,
+        &env,
+        &[("TABLES", "users")],
+        1,
+        &["publication \"pub\" does not exist: this database has no publication"],
+    );
+}
+
+/// A pipeline Feldera does not have (HTTP 404) is refused before the slot is created,
+/// naming the pipelines Feldera has.
+fn pipeline_that_does_not_exist(shell: Shell) {
+    let setup = format!("{USERS} CREATE PUBLICATION pub FOR TABLE users;");
+    let env = Env::new("nopipeline", &setup, schema(vec![users_table(Some("id"))]));
+    assert_refused(
+        shell,
+        &env,
+        &[("TABLES", "users"), ("FELDERA_PIPELINE", "shop")],
+        1,
+        &[
+            "HTTP 404 UnknownPipelineName",
+            "Feldera has pipelines \"p\"; set FELDERA_PIPELINE to one of them",
+        ],
+    );
+}
+
 fn replica_identity_nothing(shell: Shell) {
     let setup = format!(
         "{USERS} ALTER TABLE users REPLICA IDENTITY NOTHING;
@@ -257,6 +302,8 @@ both_shells!(
     feldera_table_without_primary_key,
     unsupported_type_pairing,
     publication_missing_a_routed_table,
+    publication_that_does_not_exist,
+    pipeline_that_does_not_exist,
     replica_identity_nothing,
     unrouted_table_written_mid_stream,
 );

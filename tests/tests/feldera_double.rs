@@ -49,6 +49,24 @@ fn pipeline_status_serves_the_configured_schema_and_other_names_are_404() {
 }
 
 #[test]
+fn the_pipeline_list_names_the_one_pipeline_without_its_program() {
+    let double = start();
+    let c = Client::new(&double);
+    for path in ["/v0/pipelines?selector=status", "/v0/pipelines"] {
+        let r = c.get(path);
+        assert_eq!(r.status, 200, "{path}");
+        let list = r.json();
+        let pipelines = list.as_array().expect("a JSON array");
+        assert_eq!(pipelines.len(), 1, "{list}");
+        assert_eq!(pipelines[0]["name"], PIPELINE);
+        assert_eq!(pipelines[0]["deployment_status"], "Running");
+        assert!(pipelines[0].get("program_info").is_none(), "{list}");
+    }
+    let r = c.get("/v0/pipelines?selector=everything");
+    assert_eq!(r.status, 400);
+}
+
+#[test]
 fn insert_of_an_existing_key_overwrites_the_row() {
     let double = start();
     let c = Client::new(&double);

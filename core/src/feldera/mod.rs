@@ -7,6 +7,7 @@ pub mod checkpoint;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
 pub mod lifecycle;
+pub mod pipelines;
 pub mod query;
 pub mod request;
 pub mod response;
@@ -16,6 +17,7 @@ pub use checkpoint::{
     classify_checkpoint, classify_checkpoint_status, classify_stats, CheckpointFailed,
     CheckpointOutcome, CheckpointStatusOutcome, FaultTolerance, StatsOutcome,
 };
+pub use pipelines::{classify_pipeline_list, describe_pipelines, is_not_found};
 pub use query::{
     classify_commit_transaction, classify_query, classify_start_transaction,
     classify_transaction_token, CommitOutcome, QueryOutcome, RowStream, StartTransactionOutcome,

@@ -224,6 +224,17 @@ impl FelderaEndpoint {
         )
     }
 
+    /// `GET /v0/pipelines?selector=status`: every pipeline's name and status, without
+    /// programs (`pipelines`: asked only to say which pipelines exist).
+    pub fn list_pipelines(&self, timeout_ms: u64) -> HttpRequest {
+        self.request(
+            Method::Get,
+            format!("{}/v0/pipelines?selector=status", self.base_url),
+            Bytes::new(),
+            timeout_ms,
+        )
+    }
+
     /// The ingress URL of a table: always this spelling and these parameters, so that
     /// Feldera creates one input endpoint per table (it keys endpoints by table and parser
     /// configuration and allows 100 until it restarts). `lines=single` makes Feldera split

@@ -17,7 +17,8 @@ use crate::config::{Config, ConfigError, SnapshotMode};
 use crate::conn::Event;
 use crate::contract::Schema;
 use crate::feldera::{
-    classify_pipeline, classify_query, lifecycle, PipelineOutcome, QueryOutcome, Reply,
+    classify_pipeline, classify_pipeline_list, classify_query, describe_pipelines, is_not_found,
+    lifecycle, PipelineOutcome, QueryOutcome, Reply,
 };
 use crate::io::{exit, Command, Driver, HttpId, Input};
 use crate::ops::report::{Format, Line, Report};
@@ -67,8 +68,15 @@ pub struct Check {
     /// The ad-hoc query probe (`retract::probe_query`) and the table it asks about, while
     /// its answer is awaited.
     probe: Option<(HttpId, String)>,
+    /// The pipeline was not found (HTTP 404): the request for Feldera's list of pipelines,
+    /// and the finding that waits for it to name them.
+    listing: Option<(HttpId, String)>,
     state: Option<StateRead>,
 }
+
+/// How to fix a pipeline Feldera does not have, or cannot be asked for.
+const PIPELINE_FIX: &str =
+    "check FELDERA_URL, FELDERA_API_KEY and FELDERA_PIPELINE, and that Feldera is up";
 
 impl Check {
     /// Starts a check: the connection, the pipeline request and the state file read go
@@ -100,6 +108,7 @@ impl Check {
             schema_request: None,
             feldera_lines: None,
             probe: None,
+            listing: None,
             state: None,
             env,
         };
@@ -371,11 +380,24 @@ impl Check {
                 ));
                 None
             }
+            PipelineOutcome::Fatal(e) if is_not_found(&e) => {
+                // The finding waits for the list of pipelines (`on_listing`).
+                let id = self.ctx.http_id();
+                self.ctx.push(Command::Http {
+                    id,
+                    request: self
+                        .env
+                        .endpoint
+                        .list_pipelines(super::sink::POLL_TIMEOUT_MS),
+                });
+                self.listing = Some((id, format!("cannot read pipeline {pipeline} at {url}: {e}")));
+                None
+            }
             PipelineOutcome::Transient(e) | PipelineOutcome::Fatal(e) => {
                 lines.push(Line::fail(
                     "feldera",
                     format!("cannot read pipeline {pipeline} at {url}: {e}"),
-                    "check FELDERA_URL, FELDERA_API_KEY and FELDERA_PIPELINE, and that Feldera is up",
+                    PIPELINE_FIX,
                 ));
                 None
             }
@@ -419,6 +441,21 @@ impl Check {
             id,
             request: self.env.endpoint.query(&sql, super::sink::POLL_TIMEOUT_MS),
         });
+    }
+
+    /// Feldera's list of pipelines, after the pipeline was not found: the finding names
+    /// them (or says there are none, or why the list is unknown).
+    fn on_listing(&mut self, finding: String, reply: Reply<'_>) {
+        let listed = classify_pipeline_list(reply);
+        let pipeline = &self.env.config.feldera_pipeline;
+        let line = Line::fail(
+            "feldera",
+            format!("{finding}; {}", describe_pipelines(pipeline, &listed)),
+            PIPELINE_FIX,
+        );
+        if let Some(lines) = self.feldera_lines.as_mut() {
+            lines.push(line);
+        }
     }
 
     /// The probe's answer, judged (see `send_probe`).
@@ -545,6 +582,12 @@ impl Check {
         self.probe.as_ref().is_some_and(|(probe, _)| *probe == id)
     }
 
+    fn listing_is(&self, id: HttpId) -> bool {
+        self.listing
+            .as_ref()
+            .is_some_and(|(listing, _)| *listing == id)
+    }
+
     /// Reports once every answer is in (or the deadline passed).
     fn finish_if_ready(&mut self, timed_out: bool) {
         if self.ctx.exited() {
@@ -553,6 +596,7 @@ impl Check {
         let ready = self.pg == Pg::Done
             && self.feldera_lines.is_some()
             && self.probe.is_none()
+            && self.listing.is_none()
             && self.state.is_some();
         if !ready && !timed_out {
             return;
@@ -572,6 +616,18 @@ impl Check {
                     "an ad-hoc query of {table} had no answer within {} s",
                     CHECK_TIMEOUT_MS / 1000
                 ),
+            ));
+        }
+        if let (Some((_, finding)), Some(lines)) =
+            (self.listing.take(), self.feldera_lines.as_mut())
+        {
+            lines.push(Line::fail(
+                "feldera",
+                format!(
+                    "{finding}; the list of Feldera's pipelines had no answer within {} s",
+                    CHECK_TIMEOUT_MS / 1000
+                ),
+                PIPELINE_FIX,
             ));
         }
         let feldera = self.feldera_lines.take().unwrap_or_else(|| {
@@ -653,6 +709,20 @@ impl Driver for Check {
             }
             Input::HttpFailed { id, error } if Some(id) == self.schema_request => {
                 self.on_pipeline(Reply::Failed { error: &error });
+            }
+            Input::HttpDone { id, status, body } if self.listing_is(id) => {
+                if let Some((_, finding)) = self.listing.take() {
+                    let reply = Reply::Answered {
+                        status,
+                        body: &body,
+                    };
+                    self.on_listing(finding, reply);
+                }
+            }
+            Input::HttpFailed { id, error } if self.listing_is(id) => {
+                if let Some((_, finding)) = self.listing.take() {
+                    self.on_listing(finding, Reply::Failed { error: &error });
+                }
             }
             Input::HttpDone { id, status, body } if self.probe_is(id) => {
                 if let Some((_, table)) = self.probe.take() {

@@ -219,6 +219,11 @@ pub struct Script {
     pub select_granted: bool,
     /// The publication exists (else its questions find nothing).
     pub publication_exists: bool,
+    /// The database's other publications, in name order.
+    pub other_publications: Vec<String>,
+    /// Feldera has no pipeline `p` (its requests answer 404) but these, listed by
+    /// `GET /v0/pipelines`; `None`: it has `p`.
+    pub pipelines_instead: Option<Vec<String>>,
     /// The answer to the column types question (`startup::types`), rows as text.
     pub types_answer: Vec<Vec<Option<String>>>,
     now: Now,
@@ -379,6 +384,8 @@ impl Script {
             settings: default_settings(),
             select_granted: true,
             publication_exists: true,
+            other_publications: Vec::new(),
+            pipelines_instead: None,
             types_answer: Vec::new(),
             now,
             trace: Vec::new(),
@@ -695,6 +702,32 @@ impl Script {
         let path = request
             .url
             .trim_start_matches("http://feldera:8080/v0/pipelines/p");
+        if let Some(names) = &self.pipelines_instead {
+            let listing = request.url.starts_with("http://feldera:8080/v0/pipelines?");
+            let (what, status, body) = if listing {
+                let list: Vec<String> = names
+                    .iter()
+                    .map(|n| format!(r#"{{"name":"{n}","deployment_status":"Running"}}"#))
+                    .collect();
+                let path = request.url.trim_start_matches("http://feldera:8080");
+                (path.to_owned(), 200, format!("[{}]", list.join(",")))
+            } else if path.is_empty() || path == "/stats" {
+                let body = r#"{"message":"Unknown pipeline name 'p'","error_code":"UnknownPipelineName","details":{"pipeline_name":"p"}}"#;
+                let what = if path.is_empty() { "pipeline" } else { "stats" };
+                (what.to_owned(), 404, body.to_owned())
+            } else {
+                panic!("no pipeline p to ask {}", request.url);
+            };
+            let shown = self.shown(id);
+            self.note(format!("{at} -> {shown} GET {what}"));
+            self.note(format!("{at} <- {shown} {status}"));
+            self.replies.push_back(Input::HttpDone {
+                id,
+                status,
+                body: Bytes::from(body),
+            });
+            return;
+        }
         if path == "/stats" {
             let body = self.stats_body();
             if !self.watch_visible {
@@ -1381,12 +1414,22 @@ impl Script {
             vec![row(&[&self.pg.system_id, "1", "0/1000000", "app"])]
         } else if sql == "SHOW wal_sender_timeout" {
             vec![row(&[&self.pg.wal_sender_timeout])]
-        } else if !self.publication_exists && sql.contains("pg_publication") {
-            Vec::new()
-        } else if sql.contains("FROM pg_catalog.pg_publication WHERE") {
+        } else if sql.contains("FROM pg_catalog.pg_publication ORDER BY") {
+            // The query puts the one it names first, then the others by name.
             let flag = |on: bool| if on { "t" } else { "f" };
             let (truncate, via_root) = (flag(self.pg.truncate_published), flag(self.pg.via_root));
-            vec![row(&["pub", "f", "t", "t", "t", truncate, via_root])]
+            let ours = row(&["pub", "f", "t", "t", "t", truncate, via_root]);
+            let others = self
+                .other_publications
+                .iter()
+                .map(|name| row(&[name, "f", "t", "t", "t", "t", "f"]));
+            self.publication_exists
+                .then_some(ours)
+                .into_iter()
+                .chain(others)
+                .collect()
+        } else if !self.publication_exists && sql.contains("pg_publication") {
+            Vec::new()
         } else if sql.contains("pg_publication_tables") {
             self.published_rows()
         } else if sql.starts_with("WITH RECURSIVE reach") {
@@ -1835,7 +1878,7 @@ fn summarize_sql(sql: &str) -> String {
     let known = [
         ("pg_relation_size", "<table sizes>"),
         ("pg_publication_tables", "<published tables>"),
-        ("pg_catalog.pg_publication WHERE", "<publication>"),
+        ("pg_catalog.pg_publication ORDER BY", "<publication>"),
         ("WITH RECURSIVE reach", "<column types>"),
         ("pg_attribute", "<table columns>"),
         ("pg_last_wal_receive_lsn", "<slot health>"),

@@ -19,8 +19,8 @@ use super::{Cx, Next};
 use crate::conn::Event;
 use crate::contract::PipelineInfo;
 use crate::feldera::{
-    classify_pipeline, classify_stats, lifecycle, redact_userinfo, FaultTolerance, PipelineOutcome,
-    Reply, StatsOutcome,
+    classify_pipeline, classify_pipeline_list, classify_stats, describe_pipelines, is_not_found,
+    lifecycle, redact_userinfo, FaultTolerance, PipelineOutcome, Reply, StatsOutcome,
 };
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::snapshot::plan::{Action, FelderaNow, Leftovers, StateRead};
@@ -79,6 +79,9 @@ pub(crate) struct Starting {
     schema_request: Option<HttpId>,
     /// `GET .../stats`, for the pipeline's incarnation.
     stats_request: Option<HttpId>,
+    /// The pipeline was not found (HTTP 404): the request for Feldera's list of pipelines,
+    /// and the refusal that waits for it (`ask_pipelines`).
+    not_found: Option<(HttpId, String)>,
     /// The pipeline's incarnation, once `stats` answered.
     incarnation: Option<String>,
     /// The pipeline's fault tolerance or this run's durability changed: say so.
@@ -156,6 +159,7 @@ impl Starting {
             startup,
             schema_request: Some(schema_request),
             stats_request: Some(stats_request),
+            not_found: None,
             incarnation: None,
             describe: false,
             state_read: None,
@@ -728,6 +732,14 @@ impl Starting {
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
+        if let Some((_, refusal)) = self.not_found.take_if(|(asked, _)| *asked == id) {
+            let pipeline = &cx.env.config.feldera_pipeline;
+            let listed = classify_pipeline_list(reply);
+            return Next::Fail(Failure::new(
+                FailureKind::FelderaRefused,
+                format!("{refusal}; {}", describe_pipelines(pipeline, &listed)),
+            ));
+        }
         if self.stats_request == Some(id) {
             self.stats_request = None;
             return self.on_stats(cx, reply);
@@ -764,12 +776,31 @@ impl Starting {
                 FailureKind::FelderaUnavailable,
                 format!("Feldera unavailable: {e}"),
             ),
+            PipelineOutcome::Fatal(e) if is_not_found(&e) => {
+                return self
+                    .ask_pipelines(cx, format!("Feldera refused the pipeline request: {e}"));
+            }
             PipelineOutcome::Fatal(e) => Failure::new(
                 FailureKind::FelderaRefused,
                 format!("Feldera refused the pipeline request: {e}"),
             ),
         };
         Next::Fail(failure)
+    }
+
+    /// The pipeline (or its stats) answered 404: before refusing, ask Feldera which
+    /// pipelines it has, so that the refusal names them (`on_http` refuses when the list,
+    /// or its failure, arrives). Asked once, for whichever 404 came first.
+    fn ask_pipelines(&mut self, cx: &mut Cx<'_>, refusal: String) -> Next {
+        if self.not_found.is_none() {
+            let id = cx.ctx.http_id();
+            cx.ctx.push(Command::Http {
+                id,
+                request: cx.env.endpoint.list_pipelines(super::sink::POLL_TIMEOUT_MS),
+            });
+            self.not_found = Some((id, refusal));
+        }
+        Next::Stay
     }
 
     /// The pipeline's fault tolerance: how this run acknowledges (`FELDERA_DURABILITY`).
@@ -852,6 +883,14 @@ impl Starting {
                 FailureKind::FelderaUnavailable,
                 format!("Feldera unavailable: {e}"),
             ),
+            StatsOutcome::Fatal(e) if is_not_found(&e) => {
+                return self.ask_pipelines(
+                    cx,
+                    format!(
+                        "cannot read Feldera pipeline {pipeline}'s incarnation (GET .../stats): {e}"
+                    ),
+                );
+            }
             StatsOutcome::Fatal(e) => Failure::new(
                 FailureKind::FelderaRefused,
                 format!(

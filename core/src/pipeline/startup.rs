@@ -496,8 +496,8 @@ impl Startup {
                 Ok(Answer::Asked)
             }
             Step::Publication => {
-                let publication = catalog::parse_publication(&rows)?;
-                let warnings = checks::publication(&self.publication, publication.as_ref())?;
+                let lookup = catalog::parse_publication(&rows, &self.publication)?;
+                let (publication, warnings) = checks::publication(&self.publication, lookup)?;
                 self.publication_found = true;
                 self.found(Line::ok(
                     "publication",
@@ -506,8 +506,8 @@ impl Startup {
                 for warning in warnings {
                     self.warned(ctx, "publication", warning);
                 }
-                self.truncate_published = publication.as_ref().is_some_and(|p| p.truncates);
-                self.via_root = publication.is_some_and(|p| p.via_root);
+                self.truncate_published = publication.truncates;
+                self.via_root = publication.via_root;
                 self.step = Step::PublishedTables;
                 self.ask(
                     ctx,

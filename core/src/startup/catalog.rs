@@ -119,31 +119,62 @@ pub struct Publication {
     pub via_root: bool,
 }
 
+/// The answer to `publication_query`: the publication, or the names of the publications the
+/// database has, for the refusal to list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PublicationLookup {
+    Found(Publication),
+    /// The publication does not exist. `existing`: the database's publications in name
+    /// order, at most `PUBLICATIONS_LISTED`; `more`: it has others besides.
+    Missing {
+        existing: Vec<String>,
+        more: bool,
+    },
+}
+
+/// How many other publications a missing publication's refusal names.
+pub const PUBLICATIONS_LISTED: usize = 20;
+
+/// The publication first when it exists, then the others by name: one question answers both
+/// "what does it publish" and "which ones are there" (bounded by the `LIMIT`).
 pub fn publication_query(publication: &str) -> Option<String> {
     Some(format!(
         "SELECT pubname, puballtables, pubinsert, pubupdate, pubdelete, pubtruncate, pubviaroot \
-         FROM pg_catalog.pg_publication WHERE pubname = {}",
-        quote_literal(publication)?
+         FROM pg_catalog.pg_publication ORDER BY pubname = {} DESC, pubname LIMIT {}",
+        quote_literal(publication)?,
+        PUBLICATIONS_LISTED + 1
     ))
 }
 
-/// `None` when the publication does not exist.
-pub fn parse_publication(rows: &[Row<'_>]) -> Result<Option<Publication>, CatalogError> {
+/// The row named `publication`, else the names of the rows there are.
+pub fn parse_publication(
+    rows: &[Row<'_>],
+    publication: &str,
+) -> Result<PublicationLookup, CatalogError> {
     const Q: &str = "publication";
-    let row = match rows {
-        [] => return Ok(None),
-        [row] => row,
-        _ => return Err(bad(Q, format!("{} rows, expected at most 1", rows.len()))),
-    };
-    Ok(Some(Publication {
-        name: column(Q, row, 0)?.to_owned(),
-        all_tables: boolean(Q, column(Q, row, 1)?)?,
-        inserts: boolean(Q, column(Q, row, 2)?)?,
-        updates: boolean(Q, column(Q, row, 3)?)?,
-        deletes: boolean(Q, column(Q, row, 4)?)?,
-        truncates: boolean(Q, column(Q, row, 5)?)?,
-        via_root: boolean(Q, column(Q, row, 6)?)?,
-    }))
+    let mut names = Vec::with_capacity(rows.len());
+    for row in rows {
+        let name = column(Q, row, 0)?;
+        if name != publication {
+            names.push(name.to_owned());
+            continue;
+        }
+        return Ok(PublicationLookup::Found(Publication {
+            name: name.to_owned(),
+            all_tables: boolean(Q, column(Q, row, 1)?)?,
+            inserts: boolean(Q, column(Q, row, 2)?)?,
+            updates: boolean(Q, column(Q, row, 3)?)?,
+            deletes: boolean(Q, column(Q, row, 4)?)?,
+            truncates: boolean(Q, column(Q, row, 5)?)?,
+            via_root: boolean(Q, column(Q, row, 6)?)?,
+        }));
+    }
+    let more = names.len() > PUBLICATIONS_LISTED;
+    names.truncate(PUBLICATIONS_LISTED);
+    Ok(PublicationLookup::Missing {
+        existing: names,
+        more,
+    })
 }
 
 /// A schema-qualified PostgreSQL table name, exactly as the catalog spells it.

@@ -47,20 +47,53 @@ fn identify_system_is_read() {
 }
 
 #[test]
-fn publication_flags_are_read_and_absence_is_none() {
-    let data = [vec![
-        Some("pub"),
-        Some("f"),
-        Some("t"),
-        Some("t"),
-        Some("t"),
-        Some("f"),
-        Some("t"),
-    ]];
-    let publication = parse_publication(&rows(&data)).unwrap().unwrap();
+fn publication_flags_are_read_and_absence_lists_the_others() {
+    let row = |name: &'static str, all: &'static str| {
+        vec![
+            Some(name),
+            Some(all),
+            Some("t"),
+            Some("t"),
+            Some("t"),
+            Some("f"),
+            Some("t"),
+        ]
+    };
+    let data = [row("pub", "f"), row("audit", "f")];
+    let PublicationLookup::Found(publication) = parse_publication(&rows(&data), "pub").unwrap()
+    else {
+        panic!("pub is the first row");
+    };
     assert!(publication.inserts && !publication.truncates && !publication.all_tables);
     assert!(publication.via_root);
-    assert_eq!(parse_publication(&[]).unwrap(), None);
+    let missing = |existing: &[&str], more| PublicationLookup::Missing {
+        existing: existing.iter().map(|n| (*n).to_owned()).collect(),
+        more,
+    };
+    assert_eq!(parse_publication(&[], "pub").unwrap(), missing(&[], false));
+    let data = [row("audit", "f"), row("Pub", "t")];
+    assert_eq!(
+        parse_publication(&rows(&data), "pub").unwrap(),
+        missing(&["audit", "Pub"], false)
+    );
+    // The query asks for one more than it lists: that one only says there are more.
+    let names: Vec<String> = (0..=PUBLICATIONS_LISTED)
+        .map(|i| format!("p{i:02}"))
+        .collect();
+    let data: Vec<Vec<Option<&str>>> = names
+        .iter()
+        .map(|n| {
+            let mut r = row("x", "f");
+            r[0] = Some(n.as_str());
+            r
+        })
+        .collect();
+    let lookup = parse_publication(&rows(&data), "pub").unwrap();
+    let listed: Vec<&str> = names[..PUBLICATIONS_LISTED]
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(lookup, missing(&listed, true));
     let data = [vec![
         Some("pub"),
         Some("x"),
@@ -70,7 +103,7 @@ fn publication_flags_are_read_and_absence_is_none() {
         Some("f"),
         Some("f"),
     ]];
-    assert!(parse_publication(&rows(&data))
+    assert!(parse_publication(&rows(&data), "pub")
         .unwrap_err()
         .to_string()
         .contains("expected t or f"));

@@ -1,7 +1,9 @@
 //! The verdicts of startup: pure functions over what the catalog and Feldera said, each
 //! refusal naming what was found and what would be accepted.
 
-use super::catalog::{Partition, Publication, PublishedTable, QualifiedName, SlotInfo};
+use super::catalog::{
+    Partition, Publication, PublicationLookup, PublishedTable, QualifiedName, SlotInfo,
+};
 use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, MappingOptions};
 use crate::contract::routes::{resolve, PgTable, Route};
 use crate::contract::schema::{Schema, Table};
@@ -73,12 +75,30 @@ pub fn server_version(reported: &str, failover: bool) -> Result<(), StartupRefus
     Ok(())
 }
 
-/// The publication must exist; what it does not publish is a warning.
-pub fn publication(name: &str, found: Option<&Publication>) -> Result<Vec<String>, StartupRefusal> {
-    let Some(publication) = found else {
-        return refuse(format!(
-            "publication {name:?} does not exist in this database; create it with CREATE PUBLICATION {name} FOR TABLE ..."
-        ));
+/// The publication must exist (its refusal names the ones that do); what it does not
+/// publish is a warning.
+pub fn publication(
+    name: &str,
+    lookup: PublicationLookup,
+) -> Result<(Publication, Vec<String>), StartupRefusal> {
+    let publication = match lookup {
+        PublicationLookup::Found(publication) => publication,
+        PublicationLookup::Missing { existing, more } => {
+            let create = format!("CREATE PUBLICATION {name} FOR TABLE ...");
+            if existing.is_empty() {
+                return refuse(format!(
+                    "publication {name:?} does not exist: this database has no publication; \
+                     create it with {create}"
+                ));
+            }
+            let listed: Vec<String> = existing.iter().map(|n| format!("{n:?}")).collect();
+            let more = if more { " and more" } else { "" };
+            return refuse(format!(
+                "publication {name:?} does not exist in this database, which has {}{more}; \
+                 set PG_PUBLICATION to one of them, or create it with {create}",
+                listed.join(", ")
+            ));
+        }
     };
     let mut warnings = Vec::new();
     let missing: Vec<&str> = [
@@ -102,7 +122,7 @@ pub fn publication(name: &str, found: Option<&Publication>) -> Result<Vec<String
              (ALTER PUBLICATION {name} SET (publish = 'insert, update, delete, truncate'))"
         ));
     }
-    Ok(warnings)
+    Ok((publication, warnings))
 }
 
 /// Every routed table must be published, and every published table routed: otherwise a

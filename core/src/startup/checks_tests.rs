@@ -49,22 +49,44 @@ fn pinned_settings_must_be_reported_back() {
 
 #[test]
 fn missing_publication_is_refused_and_gaps_are_warnings() {
-    let err = publication_check("p", None);
+    let err = publication_check("p", &[], false);
     assert!(
-        err.contains("does not exist") && err.contains("CREATE PUBLICATION p"),
+        err.contains("\"p\" does not exist")
+            && err.contains("this database has no publication")
+            && err.contains("CREATE PUBLICATION p"),
         "{err}"
     );
-    let warnings = super::publication("p", Some(&publication(false, false))).unwrap();
+    let (_, warnings) = super::publication("p", found(publication(false, false))).unwrap();
     assert_eq!(warnings.len(), 2);
     assert!(warnings[0].contains("does not publish update"));
     assert!(warnings[1].contains("TRUNCATE"));
-    assert!(super::publication("p", Some(&publication(true, true)))
-        .unwrap()
-        .is_empty());
+    let (publication, warnings) = super::publication("p", found(publication(true, true))).unwrap();
+    assert!(warnings.is_empty() && publication.truncates);
 }
 
-fn publication_check(name: &str, found: Option<&Publication>) -> String {
-    super::publication(name, found).unwrap_err().0
+#[test]
+fn missing_publication_names_the_ones_that_exist() {
+    let err = publication_check("p", &["audit", "P"], false);
+    assert!(
+        err.contains("\"p\" does not exist in this database, which has \"audit\", \"P\";")
+            && err.contains("set PG_PUBLICATION to one of them")
+            && err.contains("CREATE PUBLICATION p"),
+        "{err}"
+    );
+    let err = publication_check("p", &["audit"], true);
+    assert!(err.contains("which has \"audit\" and more;"), "{err}");
+}
+
+fn found(publication: Publication) -> PublicationLookup {
+    PublicationLookup::Found(publication)
+}
+
+fn publication_check(name: &str, existing: &[&str], more: bool) -> String {
+    let lookup = PublicationLookup::Missing {
+        existing: existing.iter().map(|n| (*n).to_owned()).collect(),
+        more,
+    };
+    super::publication(name, lookup).unwrap_err().0
 }
 
 #[test]

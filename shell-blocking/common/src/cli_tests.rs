@@ -247,3 +247,69 @@ fn subcommands_take_every_option_before_or_after_them() {
     let unknown = parse("slotline", ["slotline", "inspect"]).expect_err("unknown subcommand");
     assert_eq!(unknown.exit_code(), 2);
 }
+
+/// The variables `packaging/example.env` (installed as /etc/slotline/example.env) names,
+/// commented out (`#NAME=`) or set (`NAME=`).
+fn example_env_variables() -> std::collections::BTreeSet<String> {
+    include_str!("../../../packaging/example.env")
+        .lines()
+        .filter_map(|line| {
+            let line = line.strip_prefix('#').unwrap_or(line);
+            let (name, _) = line.split_once('=')?;
+            let is_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            is_name.then(|| name.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn example_env_names_every_variable_the_configuration_reads() {
+    let listed = example_env_variables();
+    // The core's table of what `Config::from_pairs` reads, and every option's environment
+    // variable on the command line (the shell's own, such as SLOTLINE_SEED, included).
+    let from_core = VARIABLES.iter().map(|(name, _)| (*name).to_owned());
+    let from_cli = command("slotline")
+        .get_arguments()
+        .filter_map(|arg| arg.get_env().and_then(|v| v.to_str()).map(str::to_owned))
+        .collect::<Vec<_>>();
+    assert!(from_cli.len() >= VARIABLES.len(), "{from_cli:?}");
+    let missing: std::collections::BTreeSet<String> = from_core
+        .chain(from_cli)
+        .filter(|name| !listed.contains(name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "packaging/example.env does not mention {missing:?}: add each with a comment"
+    );
+}
+
+#[test]
+fn example_env_names_only_variables_slotline_reads() {
+    let read: std::collections::BTreeSet<String> = command("slotline")
+        .get_arguments()
+        .filter_map(|arg| arg.get_env().and_then(|v| v.to_str()).map(str::to_owned))
+        // The log filter, read by the logging setup rather than by an option.
+        .chain(["RUST_LOG".to_owned()])
+        .collect();
+    let listed = example_env_variables();
+    let unknown: Vec<&String> = listed.iter().filter(|name| !read.contains(*name)).collect();
+    assert!(
+        unknown.is_empty(),
+        "packaging/example.env names {unknown:?}, which nothing reads"
+    );
+}
+
+#[test]
+fn example_env_sets_nothing_as_shipped() {
+    // Copied as is, the file configures nothing (every line is a comment or blank), so a
+    // STATE_DIR in it never overrides the unit's state directory by accident.
+    let text = include_str!("../../../packaging/example.env");
+    let set: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
+        .collect();
+    assert!(set.is_empty(), "{set:?}");
+}

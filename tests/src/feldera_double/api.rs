@@ -1,4 +1,4 @@
-//! The `/v0` HTTP routes: pipeline status with schema, ingress, completion status, ad-hoc
+//! The `/v0` HTTP routes: the list of pipelines, pipeline status with schema, ingress, completion status, ad-hoc
 //! query, transactions, stats and checkpoints, each answering in Feldera's shapes and error
 //! codes, plus the gate that answers 503 on every `/v0` call while the pipeline is made
 //! unavailable.
@@ -45,6 +45,7 @@ const MAX_SLOW_PIECE_BYTES: usize = 64 * 1024;
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
+        .route("/v0/pipelines", get(list_pipelines))
         .route("/v0/pipelines/{pipeline}", get(get_pipeline))
         .route("/v0/pipelines/{pipeline}/ingress/{table}", post(ingress))
         .route(
@@ -144,6 +145,37 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
         "deployment_runtime_status": runtime,
         "incarnation_uuid": st.incarnation,
     }))
+    .into_response()
+}
+
+/// `GET /v0/pipelines`: the one pipeline the double serves, with the fields Feldera's
+/// `selector=status` keeps (no program, no runtime configuration). `all`, Feldera's default,
+/// would add those; the double answers it the same (slotline asks for `status` only).
+async fn list_pipelines(State(shared): State<Arc<Shared>>, Query(params): Params) -> Response {
+    match params.get("selector").map(String::as_str) {
+        None | Some("all" | "status") => {}
+        Some(other) => {
+            return invalid_param(format!(
+                "unknown variant `{other}`, expected `all` or `status`"
+            ))
+        }
+    }
+    let st = shared.state();
+    let status = match st.phase.runtime_status() {
+        "Running" if st.paused => "Paused",
+        status => status,
+    };
+    Json(json!([{
+        "id": shared.pipeline_id,
+        "name": shared.pipeline_name,
+        "description": "",
+        "version": 1,
+        "program_version": 1,
+        "program_status": "Success",
+        "deployment_status": status,
+        "deployment_desired_status": status,
+        "deployment_error": null,
+    }]))
     .into_response()
 }
 

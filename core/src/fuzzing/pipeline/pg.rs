@@ -509,7 +509,7 @@ impl FakePg {
             ])]
         } else if sql == "SHOW wal_sender_timeout" {
             vec![text_row(&[self.wal_sender_timeout])]
-        } else if sql.contains("pg_catalog.pg_publication WHERE") {
+        } else if sql.contains("pg_catalog.pg_publication ORDER BY") {
             vec![text_row(&["pub", "f", "t", "t", "t", "t", "f"])]
         } else if sql.contains("pg_publication_tables") {
             let table =

@@ -136,6 +136,120 @@ fn a_start_refuses_a_server_older_than_15_before_anything_is_created() {
 }
 
 #[test]
+fn check_of_a_missing_publication_names_the_ones_the_database_has() {
+    let mut s = check(pg(), SCHEMA, |s| {
+        s.publication_exists = false;
+        s.other_publications = vec!["audit_pub".into(), "shop_pub".into()];
+    });
+    let report = printed(&s.take_trace());
+    assert_eq!(s.exit().map(|e| e.0), Some(1));
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("FAIL publication"))
+        .unwrap_or_else(|| panic!("{report}"));
+    rule!(
+        "check of a publication that does not exist names the database's publications and suggests setting PG_PUBLICATION to one of them.",
+        line
+    );
+}
+
+#[test]
+fn a_start_with_a_missing_publication_lists_the_ones_there_are_before_anything_is_created() {
+    for (others, listed) in [
+        (vec![], "this database has no publication"),
+        (
+            vec!["audit_pub".to_owned(), "shop_pub".to_owned()],
+            "which has \"audit_pub\", \"shop_pub\"; set PG_PUBLICATION to one of them",
+        ),
+    ] {
+        let mut pg = pg();
+        pg.slot_confirmed = None;
+        let mut s = Script::operation(
+            &[TABLES],
+            pg,
+            SCHEMA,
+            None,
+            |s| {
+                s.publication_exists = false;
+                s.other_publications = others;
+            },
+            |config, now| {
+                Box::new(crate::pipeline::Pipeline::new(config, 7, now).expect("valid"))
+                    as Box<dyn Operation>
+            },
+        );
+        let trace = s.take_trace();
+        let (code, reason) = s.exit().expect("the start is refused");
+        assert_eq!(*code, 1, "{trace}");
+        assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+        assert!(
+            reason.contains("publication \"pub\" does not exist") && reason.contains(listed),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn check_of_a_pipeline_feldera_does_not_have_names_the_ones_it_has() {
+    let mut s = check(pg(), SCHEMA, |s| {
+        s.pipelines_instead = Some(vec!["audit".into(), "shop".into()]);
+    });
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(1), "{trace}");
+    let report = printed(&trace);
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("FAIL feldera "))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+    rule!(
+        "check of a pipeline Feldera answers 404 for asks GET /v0/pipelines and names the pipelines there are in the one FAIL line.",
+        line
+    );
+}
+
+#[test]
+fn a_start_with_a_pipeline_feldera_does_not_have_lists_the_ones_it_has_and_exits_1() {
+    for (names, listed) in [
+        (
+            vec![],
+            "Feldera has no pipeline; create p or set FELDERA_PIPELINE",
+        ),
+        (
+            vec!["audit".to_owned(), "shop".to_owned()],
+            "Feldera has pipelines \"audit\", \"shop\"; set FELDERA_PIPELINE to one of them",
+        ),
+    ] {
+        let mut pg = pg();
+        pg.slot_confirmed = None;
+        let mut s = Script::operation(
+            &[TABLES],
+            pg,
+            SCHEMA,
+            None,
+            |s| s.pipelines_instead = Some(names),
+            |config, now| {
+                Box::new(crate::pipeline::Pipeline::new(config, 7, now).expect("valid"))
+                    as Box<dyn Operation>
+            },
+        );
+        let trace = s.take_trace();
+        let (code, reason) = s.exit().expect("the start is refused");
+        assert_eq!(*code, 1, "{trace}");
+        assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+        assert!(
+            trace.contains("GET /v0/pipelines?selector=status"),
+            "the list is asked for once: {trace}"
+        );
+        assert_eq!(trace.matches("GET /v0/pipelines?").count(), 1, "{trace}");
+        assert!(
+            reason.contains("HTTP 404 UnknownPipelineName") && reason.contains(listed),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
 fn check_json_is_one_document_with_every_finding() {
     let mut s = Script::operation(
         &[TABLES],

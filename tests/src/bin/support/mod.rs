@@ -58,34 +58,23 @@ pub fn connector_binary(shell: Shell) -> Result<PathBuf, String> {
     }
 }
 
-/// `cargo build -p slotline -p slotline-blocking` for `profile`. Without cargo at hand (the
-/// program was copied elsewhere) the binaries already present are used.
+/// The nested build of the connector binaries (`e2e::CONNECTOR_BUILD`) for `profile`; it
+/// compiles only their two `main.rs`, as `cargo run` compiled every library under them.
+/// Without cargo at hand (the program was copied elsewhere) the binaries already present
+/// are used.
 fn build_connectors(profile: &str) -> Result<(), String> {
     // At run time cargo tells its children where it is; fall back to the cargo that built us.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    println!("building the connector binaries if needed (cargo build --profile {profile} -p slotline -p slotline-blocking); cargo's progress follows");
-    let mut build = Command::new(&cargo);
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().into_owned();
-        if slotline_tests::e2e::is_per_crate_cargo_variable(&name) {
-            build.env_remove(&name);
-        }
-    }
-    // Not quiet: a cold build takes minutes, and cargo's own lines show it is moving.
-    let status = build
-        .args(["build", "--profile", profile])
-        // Both packages, as `e2e::Shell::binary` builds them: the same feature set, so the
-        // tests and these programs do not rebuild each other's binaries.
-        .args(["-p", "slotline", "-p", "slotline-blocking"])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .status();
+    let shown = format!(
+        "cargo build --profile {profile} {}",
+        slotline_tests::e2e::CONNECTOR_BUILD.join(" ")
+    );
+    println!("building the connector binaries if needed ({shown}); cargo's progress follows");
+    // Not quiet: on a cold checkout it links two binaries, and cargo's lines show it moving.
+    let status = slotline_tests::e2e::connector_build(&cargo, profile).status();
     match status {
         Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!(
-            "cargo build --profile {profile} -p slotline -p slotline-blocking failed ({s})"
-        )),
+        Ok(s) => Err(format!("{shown} failed ({s})")),
         Err(e) => {
             eprintln!("cannot run cargo ({e}); using the binaries that are there, if any");
             Ok(())
