@@ -188,6 +188,24 @@ fn check_of_a_missing_pipeline_lists_the_existing_ones(shell: Shell) {
     assert!(!env.slot_exists(), "check created the slot");
 }
 
+fn status_of_a_missing_pipeline_lists_the_existing_ones(shell: Shell) {
+    let env = Env::new("statusnopipe", SETUP, schema("INTEGER"));
+    let out = operation(
+        shell,
+        &with(&env, &[("FELDERA_PIPELINE", "shop")]),
+        &["status"],
+    );
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(
+        fail_lines(&out)
+            .iter()
+            .any(|l| l.starts_with("FAIL feldera ")
+                && l.contains("HTTP 404")
+                && l.contains("Feldera has pipelines \"p\"; set FELDERA_PIPELINE to one of them")),
+        "{out}"
+    );
+}
+
 fn check_on_wal_level_replica_names_it(shell: Shell) {
     let cluster = replica_cluster();
     let db = cluster.create_database(&format!("walrep_{}", shell.binary_name().replace('-', "_")));
@@ -636,6 +654,7 @@ slotline_tests::both_shells!(
     check_of_a_broken_setup_prints_one_line_per_problem,
     check_of_a_missing_publication_lists_the_existing_ones,
     check_of_a_missing_pipeline_lists_the_existing_ones,
+    status_of_a_missing_pipeline_lists_the_existing_ones,
     check_on_wal_level_replica_names_it,
     status_and_drop_slot,
     metrics_move_as_rows_flow,

@@ -75,7 +75,7 @@ pub struct Check {
 }
 
 /// How to fix a pipeline Feldera does not have, or cannot be asked for.
-const PIPELINE_FIX: &str =
+pub(super) const PIPELINE_FIX: &str =
     "check FELDERA_URL, FELDERA_API_KEY and FELDERA_PIPELINE, and that Feldera is up";
 
 impl Check {

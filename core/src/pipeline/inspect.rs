@@ -9,6 +9,7 @@
 //!   while the slot is active (exit 1: stop the connector first); otherwise drops the slot,
 //!   then removes the state file, and reports both.
 
+use super::check::PIPELINE_FIX;
 use super::ctx::Ctx;
 use super::pg::{LinkClosed, PgLink};
 use super::Env;
@@ -190,6 +191,8 @@ pub struct Inspect {
     incarnation: Option<String>,
     feldera_fact: serde_json::Value,
     state_line: Option<Line>,
+    /// `GET /v0/pipelines` after the pipeline was not found, and the finding it completes.
+    listing: Option<(HttpId, String)>,
 }
 
 impl Inspect {
@@ -249,6 +252,7 @@ impl Inspect {
             incarnation: None,
             feldera_fact: serde_json::Value::Null,
             state_line: None,
+            listing: None,
         })
     }
 
@@ -402,10 +406,23 @@ impl Inspect {
                 "feldera",
                 format!("pipeline {pipeline} answered, but its schema cannot be read: {e}"),
             ),
+            PipelineOutcome::Fatal(e) if crate::feldera::is_not_found(&e) => {
+                // The line waits for the list of pipelines (`on_listing`).
+                let id = self.ctx.http_id();
+                self.ctx.push(Command::Http {
+                    id,
+                    request: self
+                        .env
+                        .endpoint
+                        .list_pipelines(super::sink::POLL_TIMEOUT_MS),
+                });
+                self.listing = Some((id, format!("cannot read pipeline {pipeline}: {e}")));
+                return;
+            }
             PipelineOutcome::Transient(e) | PipelineOutcome::Fatal(e) => Line::fail(
                 "feldera",
                 format!("cannot read pipeline {pipeline}: {e}"),
-                "check FELDERA_URL, FELDERA_API_KEY and FELDERA_PIPELINE, and that Feldera is up",
+                PIPELINE_FIX,
             ),
         };
         self.feldera_lines = Some(vec![line]);
@@ -458,6 +475,21 @@ impl Inspect {
                 Line::warn("feldera incarnation", format!("cannot read it: {e}"))
             }
         });
+    }
+
+    /// Feldera's pipelines, after the pipeline was not found: the line names them (or says
+    /// there are none, or why the list is unknown).
+    fn on_listing(&mut self, finding: String, reply: Reply<'_>) {
+        let listed = crate::feldera::classify_pipeline_list(reply);
+        let pipeline = &self.env.config.feldera_pipeline;
+        self.feldera_lines = Some(vec![Line::fail(
+            "feldera",
+            format!(
+                "{finding}; {}",
+                crate::feldera::describe_pipelines(pipeline, &listed)
+            ),
+            PIPELINE_FIX,
+        )]);
     }
 
     fn finish_if_ready(&mut self) {
@@ -544,6 +576,24 @@ impl Driver for Inspect {
             }
             Input::HttpFailed { id, error } if id == self.stats_request => {
                 self.on_stats(Reply::Failed { error: &error });
+            }
+            Input::HttpDone { id, status, body }
+                if self.listing.as_ref().is_some_and(|(l, _)| *l == id) =>
+            {
+                let finding = self.listing.take().map(|(_, f)| f).unwrap_or_default();
+                self.on_listing(
+                    finding,
+                    Reply::Answered {
+                        status,
+                        body: &body,
+                    },
+                );
+            }
+            Input::HttpFailed { id, error }
+                if self.listing.as_ref().is_some_and(|(l, _)| *l == id) =>
+            {
+                let finding = self.listing.take().map(|(_, f)| f).unwrap_or_default();
+                self.on_listing(finding, Reply::Failed { error: &error });
             }
             Input::StateRead { contents } => self.on_state(contents),
             // Interrupted: report what is known now.
