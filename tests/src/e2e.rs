@@ -707,3 +707,41 @@ impl Drop for Writer {
         self.halt();
     }
 }
+
+/// What an operator's command (`check`, `status`, `ddl`, ...) printed and how it exited.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `<binary> <args>` with exactly `pairs` as its environment (and `PATH`).
+pub fn operation(shell: Shell, pairs: &[(String, String)], args: &[&str]) -> Outcome {
+    let mut command = Command::new(shell.binary());
+    command.env_clear();
+    command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    for (k, v) in pairs {
+        command.env(k, v);
+    }
+    let out = command
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the operation");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}

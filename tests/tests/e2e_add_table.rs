@@ -8,7 +8,7 @@
 //! still in the slot are skipped, and added again it is copied again.
 
 use serde_json::{json, Value};
-use slotline_tests::e2e::{Connector, Env, Shell, Writer};
+use slotline_tests::e2e::{operation, Connector, Env, Shell, Writer};
 use slotline_tests::pg::wait_for;
 use std::time::Duration;
 
@@ -61,6 +61,33 @@ fn route_reaches(env: &Env, source: &str, phase: Option<&str>) -> Option<Value> 
     })
 }
 
+/// Started on the first copy of `tables`, which is complete and caught up.
+fn seeded(env: &Env, shell: Shell, tables: &str) -> Connector {
+    let connector = start(env, shell, tables);
+    assert!(
+        env.wait_snapshot_complete_and_caught_up(WAIT),
+        "{}",
+        connector.log_text()
+    );
+    connector
+}
+
+/// The state file records `items`' own copy as complete.
+fn items_copied(env: &Env, connector: &Connector) {
+    assert!(
+        route_reaches(env, "public.items", Some("complete")).is_some(),
+        "{}",
+        connector.log_text()
+    );
+}
+
+/// The slot confirmed everything written, and both tables are equal on both sides.
+fn both_equal(env: &Env, connector: &Connector) {
+    assert!(env.wait_caught_up(WAIT), "{}", connector.log_text());
+    env.assert_rows_equal("users", "users", "id");
+    env.assert_rows_equal("items", "items", "id");
+}
+
 /// Rows of `table` the double accepted since its log was last cleared.
 fn ingress_rows(env: &Env, table: &str) -> u64 {
     env.feldera
@@ -79,19 +106,6 @@ fn slots(env: &Env) -> String {
     ))
 }
 
-/// `slotline status`'s standard output.
-fn status(env: &Env, shell: Shell) -> String {
-    let out = std::process::Command::new(shell.binary())
-        .env_clear()
-        .envs(env.config(&[]))
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .arg("status")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run slotline status");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn stopped(connector: &mut Connector) {
     assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
 }
@@ -101,12 +115,7 @@ fn stopped(connector: &mut Connector) {
 /// (some after it joined the publication, so in the slot too) are not sent twice.
 fn an_added_table_is_copied_alone(shell: Shell) {
     let env = Env::new("add_table", &setup(50_000, 3_000), schema());
-    let mut connector = start(&env, shell, "users");
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(WAIT),
-        "{}",
-        connector.log_text()
-    );
+    let mut connector = seeded(&env, shell, "users");
     stopped(&mut connector);
     env.sql(
         "UPDATE items SET qty = qty + 100 WHERE id <= 10; DELETE FROM items WHERE id = 3000;
@@ -120,9 +129,7 @@ fn an_added_table_is_copied_alone(shell: Shell) {
     let route = route_reaches(&env, "public.items", Some("complete"));
     let route = route.unwrap_or_else(|| panic!("items never complete:\n{}", connector.log_text()));
     assert!(route["consistent_point"].is_string(), "{route}");
-    assert!(env.wait_caught_up(WAIT), "{}", connector.log_text());
-    env.assert_rows_equal("users", "users", "id");
-    env.assert_rows_equal("items", "items", "id");
+    both_equal(&env, &connector);
     assert_eq!(
         ingress_rows(&env, "users"),
         5,
@@ -141,7 +148,7 @@ fn an_added_table_is_copied_alone(shell: Shell) {
     // says so.
     let state = env.state().unwrap();
     assert!(state["routes"][0].get("phase").is_none(), "{state}");
-    let status = status(&env, shell);
+    let status = operation(shell, &env.config(&[]), &["status"]).stdout;
     assert!(
         status.contains("routes copied or removed since: public.items:items complete at"),
         "{status}"
@@ -149,9 +156,7 @@ fn an_added_table_is_copied_alone(shell: Shell) {
 
     // Both stream on.
     env.sql("UPDATE items SET qty = 0 WHERE id = 1; UPDATE users SET name = 'up' WHERE id = 6;");
-    assert!(env.wait_caught_up(WAIT), "{}", connector.log_text());
-    env.assert_rows_equal("users", "users", "id");
-    env.assert_rows_equal("items", "items", "id");
+    both_equal(&env, &connector);
     stopped(&mut connector);
 }
 
@@ -160,12 +165,7 @@ fn an_added_table_is_copied_alone(shell: Shell) {
 /// boundary between copy and stream holds under that: both tables end equal.
 fn an_added_table_is_copied_while_a_writer_writes_both(shell: Shell) {
     let env = Env::new("add_table_w", &setup(5_000, 2_000), schema());
-    let mut connector = start(&env, shell, "users");
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(WAIT),
-        "{}",
-        connector.log_text()
-    );
+    let mut connector = seeded(&env, shell, "users");
     let writer = Writer::start(env.pg, &env.db, Duration::from_millis(2), |n| {
         format!(
             "UPDATE users SET name = name || '.' WHERE id = {u};
@@ -193,9 +193,7 @@ fn an_added_table_is_copied_while_a_writer_writes_both(shell: Shell) {
     );
     wait(100);
     let written = writer.stop();
-    assert!(env.wait_caught_up(WAIT), "{}", connector.log_text());
-    env.assert_rows_equal("users", "users", "id");
-    env.assert_rows_equal("items", "items", "id");
+    both_equal(&env, &connector);
     assert!(written >= 190, "{written} transactions");
     assert_eq!(slots(&env), env.slot_name(), "the temporary slot is gone");
     stopped(&mut connector);
@@ -208,12 +206,7 @@ fn an_added_table_is_copied_while_a_writer_writes_both(shell: Shell) {
 fn a_removed_table_goes_stale_and_added_again_is_copied_again(shell: Shell) {
     let env = Env::new("remove_table", &setup(2_000, 2_000), schema());
     env.sql("ALTER PUBLICATION pub ADD TABLE items");
-    let mut connector = start(&env, shell, "users,items");
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(WAIT),
-        "{}",
-        connector.log_text()
-    );
+    let mut connector = seeded(&env, shell, "users,items");
     // Changes of items committed while it is still published and no run acknowledged
     // them: the slot carries them to the next run.
     connector.kill();
@@ -249,14 +242,8 @@ fn a_removed_table_goes_stale_and_added_again_is_copied_again(shell: Shell) {
 
     env.sql("ALTER PUBLICATION pub ADD TABLE items");
     let mut connector = start(&env, shell, "users,items");
-    assert!(
-        route_reaches(&env, "public.items", Some("complete")).is_some(),
-        "{}",
-        connector.log_text()
-    );
-    assert!(env.wait_caught_up(WAIT), "{}", connector.log_text());
-    env.assert_rows_equal("users", "users", "id");
-    env.assert_rows_equal("items", "items", "id");
+    items_copied(&env, &connector);
+    both_equal(&env, &connector);
     stopped(&mut connector);
 }
 
@@ -265,12 +252,7 @@ fn a_removed_table_goes_stale_and_added_again_is_copied_again(shell: Shell) {
 /// what the broken copy left, and sends nothing of `users` again.
 fn an_interrupted_added_copy_is_done_again(shell: Shell) {
     let env = Env::new("add_crash", &setup(3_000, 20_000), schema());
-    let mut connector = start(&env, shell, "users");
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(WAIT),
-        "{}",
-        connector.log_text()
-    );
+    let mut connector = seeded(&env, shell, "users");
     stopped(&mut connector);
     let confirmed = env.slot_confirmed();
     env.sql("ALTER PUBLICATION pub ADD TABLE items");
@@ -301,14 +283,8 @@ fn an_interrupted_added_copy_is_done_again(shell: Shell) {
     env.feldera.clear_requests();
 
     let mut connector = start(&env, shell, "users,items");
-    assert!(
-        route_reaches(&env, "public.items", Some("complete")).is_some(),
-        "{}",
-        connector.log_text()
-    );
-    assert!(env.wait_caught_up(WAIT), "{}", connector.log_text());
-    env.assert_rows_equal("users", "users", "id");
-    env.assert_rows_equal("items", "items", "id");
+    items_copied(&env, &connector);
+    both_equal(&env, &connector);
     assert_eq!(
         ingress_rows(&env, "users"),
         1,

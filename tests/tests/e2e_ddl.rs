@@ -9,9 +9,8 @@
 //! the SQL is checked by its snapshot, the JSON by slotline and the double reading it.
 
 use serde_json::{json, Map, Value};
-use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::e2e::{operation, Env, Shell};
 use slotline_tests::feldera_double::{DoubleConfig, FelderaDouble};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const SETUP: &str = "
@@ -56,41 +55,6 @@ const WORKLOAD: &str = "
     ROW(NULL, NULL), 'sad', '-3 mons');
   UPDATE every_type SET t = 'changed', home = ROW('Side St', 1), i4 = 5 WHERE id = 1;
   DELETE FROM every_type WHERE id = 2;";
-
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-fn operation(shell: Shell, pairs: &[(String, String)], args: &[&str]) -> Outcome {
-    let mut command = Command::new(shell.binary());
-    command.env_clear();
-    command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    for (k, v) in pairs {
-        command.env(k, v);
-    }
-    let out = command
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the operation");
-    Outcome {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// The configuration of `ddl`: the connection only (no TABLES: the publication's tables).
 fn ddl_pairs(env: &Env) -> Vec<(String, String)> {

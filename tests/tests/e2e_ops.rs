@@ -8,10 +8,9 @@
 //! creates a slot. `/metrics` values move as rows flow.
 
 use serde_json::{json, Value};
-use slotline_tests::e2e::{Connector, Env, Shell};
+use slotline_tests::e2e::{operation, Connector, Env, Outcome, Shell};
 use slotline_tests::feldera_double::DoubleConfig;
 use slotline_tests::pg::{wait_for, ClusterOptions, PgCluster};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn field(name: &str, ty: &str, nullable: bool) -> Value {
@@ -33,43 +32,6 @@ fn schema(qty_type: &str) -> Value {
         table("users", "id", vec![field("id", "BIGINT", false), field("name", "VARCHAR", true)]),
         table("items", "sku", vec![field("sku", "VARCHAR", false), field("qty", qty_type, true)]),
     ], "outputs": []})
-}
-
-/// What an operation printed and how it exited.
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `<binary> <args>` with the environment's configuration plus `extra`.
-fn operation(shell: Shell, pairs: &[(String, String)], args: &[&str]) -> Outcome {
-    let mut command = Command::new(shell.binary());
-    command.env_clear();
-    command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    for (k, v) in pairs {
-        command.env(k, v);
-    }
-    let out = command
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the operation");
-    Outcome {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 fn with(env: &Env, extra: &[(&str, &str)]) -> Vec<(String, String)> {

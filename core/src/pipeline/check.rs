@@ -382,14 +382,11 @@ impl Check {
             }
             PipelineOutcome::Fatal(e) if is_not_found(&e) => {
                 // The finding waits for the list of pipelines (`on_listing`).
-                let id = self.ctx.http_id();
-                self.ctx.push(Command::Http {
-                    id,
-                    request: self
-                        .env
-                        .endpoint
-                        .list_pipelines(super::sink::POLL_TIMEOUT_MS),
-                });
+                let list = self
+                    .env
+                    .endpoint
+                    .list_pipelines(super::sink::POLL_TIMEOUT_MS);
+                let id = self.ctx.http(list);
                 self.listing = Some((id, format!("cannot read pipeline {pipeline} at {url}: {e}")));
                 None
             }

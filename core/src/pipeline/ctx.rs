@@ -81,4 +81,11 @@ impl Ctx {
         self.next_http += 1;
         HttpId(self.next_http)
     }
+
+    /// Sends `request` under a new id, and returns the id.
+    pub(crate) fn http(&mut self, request: crate::feldera::request::HttpRequest) -> HttpId {
+        let id = self.http_id();
+        self.push(Command::Http { id, request });
+        id
+    }
 }

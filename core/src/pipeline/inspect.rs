@@ -408,14 +408,11 @@ impl Inspect {
             ),
             PipelineOutcome::Fatal(e) if crate::feldera::is_not_found(&e) => {
                 // The line waits for the list of pipelines (`on_listing`).
-                let id = self.ctx.http_id();
-                self.ctx.push(Command::Http {
-                    id,
-                    request: self
-                        .env
-                        .endpoint
-                        .list_pipelines(super::sink::POLL_TIMEOUT_MS),
-                });
+                let list = self
+                    .env
+                    .endpoint
+                    .list_pipelines(super::sink::POLL_TIMEOUT_MS);
+                let id = self.ctx.http(list);
                 self.listing = Some((id, format!("cannot read pipeline {pipeline}: {e}")));
                 return;
             }

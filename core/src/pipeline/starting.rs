@@ -793,11 +793,9 @@ impl Starting {
     /// or its failure, arrives). Asked once, for whichever 404 came first.
     fn ask_pipelines(&mut self, cx: &mut Cx<'_>, refusal: String) -> Next {
         if self.not_found.is_none() {
-            let id = cx.ctx.http_id();
-            cx.ctx.push(Command::Http {
-                id,
-                request: cx.env.endpoint.list_pipelines(super::sink::POLL_TIMEOUT_MS),
-            });
+            let id = cx
+                .ctx
+                .http(cx.env.endpoint.list_pipelines(super::sink::POLL_TIMEOUT_MS));
             self.not_found = Some((id, refusal));
         }
         Next::Stay

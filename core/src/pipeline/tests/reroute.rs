@@ -2,6 +2,7 @@
 //! plan: only the added route is copied, under a temporary slot's exported snapshot; the
 //! slot streamed from stays where it was; the stream skips the added route's transactions
 //! committed before the temporary slot's consistent point, and a removed route's changes.
+use super::snapshot::run_until_streaming;
 use super::*;
 use crate::snapshot::state::{RoutePhase, SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION};
 use crate::Lsn;
@@ -62,17 +63,6 @@ fn script(state: Vec<u8>, tables: &str) -> Script {
         SCHEMA,
         Some(state),
     )
-}
-
-fn run_until_streaming(s: &mut Script) {
-    for _ in 0..200 {
-        if s.exit().is_some() || s.pipeline().status().streaming {
-            return;
-        }
-        s.settle();
-        s.advance(10);
-    }
-    panic!("never streamed:\n{}", s.take_trace());
 }
 
 fn state(s: &Script) -> StateFile {

@@ -34,7 +34,7 @@ fn snapshot(extra: &[(&str, &str)], pg: FakePg) -> Script {
 
 /// Answers Feldera (ingress, completion, queries) until the stream is open or the process
 /// exited.
-fn run_until_streaming(s: &mut Script) {
+pub(super) fn run_until_streaming(s: &mut Script) {
     for _ in 0..200 {
         if s.exit().is_some() || s.pipeline().status().streaming {
             return;
