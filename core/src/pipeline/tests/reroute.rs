@@ -65,7 +65,7 @@ fn script(state: Vec<u8>, tables: &str) -> Script {
     )
 }
 
-fn state(s: &Script) -> StateFile {
+fn state_of(s: &Script) -> StateFile {
     StateFile::parse(s.state_file.as_deref().expect("a state file")).expect("it parses")
 }
 
@@ -79,7 +79,7 @@ fn an_added_route_is_copied_alone_and_its_earlier_transactions_are_skipped() {
     assert_eq!(s.exit(), None);
     assert_eq!(s.feldera.rows("users"), 0, "users is not copied again");
     assert_eq!(s.feldera.rows("lineitems"), 3);
-    let file = state(&s);
+    let file = state_of(&s);
     assert_eq!(
         file.consistent_point,
         Some(START),
@@ -130,7 +130,7 @@ fn a_removed_route_is_recorded_and_its_changes_still_in_the_slot_are_skipped() {
     );
     run_until_streaming(&mut s);
     assert_eq!(s.exit(), None);
-    let file = state(&s);
+    let file = state_of(&s);
     assert_eq!(file.routes[1].phase, Some(RoutePhase::Removed));
     s.wal(
         "tx 1 (committed before items left the publication): insert items sku9, users 9",
@@ -153,4 +153,37 @@ fn a_removed_route_is_recorded_and_its_changes_still_in_the_slot_are_skipped() {
         "A route removed since the copy: the start warns that its Feldera table keeps its rows, records it removed, and streams from the slot without copying; a change of the removed table the slot still carries is skipped, the rest of its transaction is delivered.",
         s.take_trace()
     );
+}
+
+#[test]
+fn with_checkpoints_an_added_route_is_recorded_complete_only_once_a_checkpoint_holds_it() {
+    let mut pg = seeded();
+    pg.tables.truncate(2);
+    let state = copied(vec![route("public.users", "users", None)]);
+    let mut s = Script::new_tweaked(
+        &[
+            ("TABLES", "users,public.items:lineitems"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("SNAPSHOT_WORKERS", "1"),
+        ],
+        pg,
+        SCHEMA,
+        |s| {
+            s.state_file = Some(state);
+            s.set_fault_tolerance("at_least_once");
+        },
+    );
+    run_until_streaming(&mut s);
+    assert_eq!(s.exit(), None);
+    let trace = s.take_trace();
+    let checkpoint = trace.find("POST /checkpoint").expect("a checkpoint");
+    let complete = trace
+        .find("\"phase\": \"complete\"")
+        .expect("the route recorded complete");
+    assert!(
+        checkpoint < complete,
+        "the added route is recorded complete only after a checkpoint:\n{trace}"
+    );
+    assert_eq!(state_of(&s).routes[1].phase, Some(RoutePhase::Complete));
+    assert_eq!(s.feldera.rows("lineitems"), 3);
 }
