@@ -142,6 +142,8 @@ pub struct FakePg {
     pub system_id: String,
     /// The publication's `publish_via_partition_root`.
     pub via_root: bool,
+    /// How many `CREATE_REPLICATION_SLOT ... TEMPORARY` answer that the slot exists.
+    pub temporary_slot_taken: u32,
 }
 
 /// An operator's command (`check`, `status`, `drop-slot`) driven by the same harness.
@@ -1482,6 +1484,21 @@ impl Script {
                 ]],
                 None => Vec::new(),
             }
+        } else if sql.starts_with("CREATE_REPLICATION_SLOT")
+            && sql.contains(" TEMPORARY ")
+            && self.pg.temporary_slot_taken > 0
+        {
+            self.pg.temporary_slot_taken -= 1;
+            let name = sql.split_whitespace().nth(1).unwrap_or_default();
+            let error = crate::wire::testing::pg_error(
+                "ERROR",
+                "42710",
+                &format!("replication slot {name} already exists"),
+            );
+            return vec![
+                BackendMessage::ErrorResponse(Box::new(error)),
+                BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+            ];
         } else if sql.starts_with("CREATE_REPLICATION_SLOT") && sql.contains(" TEMPORARY ") {
             // A temporary slot for added routes: the WAL is at 0/3000 by now, and the
             // slot streamed from stays where it is.

@@ -450,6 +450,15 @@ impl Startup {
 
     fn answer(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<Answer, StartupError> {
         if let Some(error) = self.query_error.take() {
+            if self.step == Step::CreateTemporarySlot && error.contains(" 42710:") {
+                // Held by this process's earlier connection, whose walsender the server
+                // has not yet seen go (a temporary slot lives as long as its connection).
+                return Err(StartupError::Busy(format!(
+                    "{} failed: {error}; the walsender of an earlier connection may still hold it: \
+                     retrying once it is gone",
+                    self.step_name()
+                )));
+            }
             let fix = crate::ops::server::fix_for_server_error(&error)
                 .map(|fix| format!(" (fix: {fix})"))
                 .unwrap_or_default();

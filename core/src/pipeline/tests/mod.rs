@@ -70,6 +70,7 @@ pub(super) fn pg_with(identity: ReplicaIdentity, wal_sender_timeout: &str) -> Fa
         slot_confirmed: Some(START),
         truncate_published: true,
         slot_busy_answers: 0,
+        temporary_slot_taken: 0,
         system_id: "7000000000000000001".into(),
         via_root: false,
     }

@@ -187,3 +187,37 @@ fn with_checkpoints_an_added_route_is_recorded_complete_only_once_a_checkpoint_h
     assert_eq!(state_of(&s).routes[1].phase, Some(RoutePhase::Complete));
     assert_eq!(s.feldera.rows("lineitems"), 3);
 }
+
+#[test]
+fn a_temporary_slot_still_held_by_an_earlier_connection_is_retried_not_fatal() {
+    let mut pg = seeded();
+    pg.temporary_slot_taken = 1;
+    let state = copied(vec![route("public.users", "users", None)]);
+    let mut s = Script::new_tweaked(
+        &[
+            ("TABLES", "users,public.items:lineitems"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("SNAPSHOT_WORKERS", "1"),
+        ],
+        pg,
+        SCHEMA,
+        |s| s.state_file = Some(state),
+    );
+    for _ in 0..400 {
+        if s.exit().is_some() || s.pipeline().status().streaming {
+            break;
+        }
+        s.settle();
+        s.advance(50);
+    }
+    assert_eq!(s.exit(), None);
+    assert!(s.pipeline().status().streaming);
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("already exists; the walsender of an earlier connection may still hold it"),
+        "{trace}"
+    );
+    assert!(trace.contains("session 2 starting"), "{trace}");
+    assert_eq!(state_of(&s).routes[1].phase, Some(RoutePhase::Complete));
+    assert_eq!(s.feldera.rows("lineitems"), 3);
+}
