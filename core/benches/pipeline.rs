@@ -89,6 +89,7 @@ fn streaming_pipeline() -> (Pipeline, ConnId, Now) {
         slot_confirmed: Some(Lsn(0x1000)),
         truncate_published: true,
         slot_busy_answers: 0,
+        temporary_slot_taken: 0,
         system_id: "7000000000000000001".into(),
         via_root: false,
     };
