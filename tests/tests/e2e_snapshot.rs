@@ -158,15 +158,19 @@ fn assert_complete_for(env: &Env, consistent_point: &str) {
 /// Waits for the slot to exist and returns its `confirmed_flush_lsn` read while the state
 /// file still says `pending`: nothing has been streamed or acknowledged yet, so that is the
 /// position the slot was created at, its consistent point.
+///
+/// A fresh start writes the file only once the slot exists (docs/snapshot.md, "Before
+/// anything is created"), so the slot may be seen a moment before the file.
 fn consistent_point_while_copying(env: &Env, connector: &Connector) -> String {
-    let point = wait_for(LONG, || env.slot_confirmed())
+    wait_for(LONG, || env.slot_confirmed())
         .unwrap_or_else(|| panic!("the slot was never created:\n{}", connector.log_text()));
+    let phase = wait_for(LONG, || env.state_phase());
     assert_eq!(
-        env.state_phase().as_deref(),
+        phase.as_deref(),
         Some("pending"),
-        "the copy had already finished when the slot was first seen; cannot tell its consistent point"
+        "the copy had already finished when the state file was first seen; cannot tell its consistent point"
     );
-    point
+    env.slot_confirmed().expect("the slot exists")
 }
 
 // ---- 200,000 rows with a writer committing during the copy ----
