@@ -40,6 +40,9 @@ pub(super) struct Export {
     pub(super) point: Lsn,
     /// Every row as of the consistent point.
     pub(super) rows: BTreeMap<Key, Value>,
+    /// Exported by a temporary slot (routes added since the slot's own copy): the slot
+    /// streamed from is not touched.
+    pub(super) temporary: bool,
 }
 
 /// A plain connection's transaction, once it asked for one.

@@ -93,6 +93,10 @@ pub enum StateFile {
     /// A finished copy written to an earlier incarnation of the Feldera pipeline: without
     /// fault tolerance its tables came back empty; with it, they resumed holding the rows.
     CompleteEarlierIncarnation,
+    /// A finished copy of `users` alone: `items` was added to the routes since, and its
+    /// Feldera table holds stale rows its own copy must replace (`Complete` with `stale`,
+    /// which `Complete` alone ignores: docs/snapshot.md, "Adding and removing tables").
+    CompleteWithoutItems,
 }
 
 const STATE_FILES: [StateFile; 4] = [
@@ -205,7 +209,10 @@ impl Setup {
     /// The state file the run finds (always absent without the snapshot phase).
     pub(super) fn state_file(&self) -> StateFile {
         match self.snapshot {
-            true => pick(&STATE_FILES, self.state),
+            true => match pick(&STATE_FILES, self.state) {
+                StateFile::Complete if self.stale => StateFile::CompleteWithoutItems,
+                file => file,
+            },
             false => StateFile::Absent,
         }
     }

@@ -170,6 +170,8 @@ pub(super) struct FakePg {
     pub(super) exports: Vec<Export>,
     /// The slot's life whose creation exported the last snapshot.
     pub(super) export_life: Option<u32>,
+    /// The connection holding the temporary slot `slotline_p_add`, while one exists.
+    temporary_holder: Option<ConnId>,
     /// Heap blocks between rows (see `export`).
     blocks_per_row: u64,
     /// Which connection with bytes waiting the next delivery serves.
@@ -208,6 +210,7 @@ impl FakePg {
             snapshot_mode: false,
             exports: Vec::new(),
             export_life: None,
+            temporary_holder: None,
             blocks_per_row: 0,
             deliver_turn: 0,
         }
@@ -245,6 +248,10 @@ impl FakePg {
     pub(super) fn close(&mut self, id: ConnId) {
         self.conns.remove(&id);
         self.release_exports(id);
+        // A temporary slot ends with its connection.
+        if self.temporary_holder == Some(id) {
+            self.temporary_holder = None;
+        }
     }
 
     /// A snapshot lives only while the connection that exported it runs no other command.
@@ -519,8 +526,12 @@ impl FakePg {
             column_rows(sql)
         } else if sql.contains("pg_replication_slots") {
             self.slot_rows(replication)
+        } else if sql.starts_with("DROP_REPLICATION_SLOT") && sql.contains("_add") {
+            return self.drop_temporary_slot(id);
         } else if sql.starts_with("DROP_REPLICATION_SLOT") {
             return self.drop_slot(id);
+        } else if sql.starts_with("CREATE_REPLICATION_SLOT") && sql.contains(" TEMPORARY ") {
+            return self.create_temporary_slot(id, sql);
         } else if sql.starts_with("CREATE_REPLICATION_SLOT") {
             if self.confirmed.is_some() {
                 return self.refuse_query(
@@ -546,6 +557,7 @@ impl FakePg {
                     valid: true,
                     point: at,
                     rows: self.workload.tables(),
+                    temporary: false,
                 });
                 self.workload.lost.clear();
                 self.dropped_at = None;
@@ -602,6 +614,62 @@ impl FakePg {
             Some(confirmed.to_string()),
             text("reserved"),
         ]]
+    }
+
+    /// `CREATE_REPLICATION_SLOT <slot>_add TEMPORARY ... (SNAPSHOT 'export')`: a snapshot of
+    /// every commit so far, for routes added since the slot's own copy. The slot streamed
+    /// from, its position and its WAL stay as they are; the temporary slot lives as long as
+    /// this connection (`drop_temporary_slot`, or the connection's end).
+    fn create_temporary_slot(&mut self, id: ConnId, sql: &str) {
+        assert!(
+            sql.contains("(SNAPSHOT 'export')"),
+            "a temporary slot is only ever created to export a snapshot: {sql}"
+        );
+        if self.temporary_holder.is_some() {
+            return self.refuse_query(
+                id,
+                "42710",
+                "replication slot \"slotline_p_add\" already exists",
+            );
+        }
+        let name = format!("00000003-{:08X}-2", self.exports.len() + 1);
+        self.exports.push(Export {
+            name: name.clone(),
+            holder: id,
+            valid: true,
+            point: self.head,
+            rows: self.workload.tables(),
+            temporary: true,
+        });
+        self.temporary_holder = Some(id);
+        let rows = vec![vec![
+            Some("slotline_p_add".to_owned()),
+            Some(self.head.to_string()),
+            Some(name),
+            Some("pgoutput".to_owned()),
+        ]];
+        self.answer(id, &result_set(rows));
+    }
+
+    /// `DROP_REPLICATION_SLOT <slot>_add`: only its own connection holds it.
+    fn drop_temporary_slot(&mut self, id: ConnId) {
+        if self.temporary_holder != Some(id) {
+            return self.refuse_query(
+                id,
+                "42704",
+                "replication slot \"slotline_p_add\" does not exist",
+            );
+        }
+        self.temporary_holder = None;
+        self.answer(
+            id,
+            &[
+                BackendMessage::CommandComplete {
+                    tag: "DROP_REPLICATION_SLOT".to_owned(),
+                },
+                BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+            ],
+        );
     }
 
     /// `DROP_REPLICATION_SLOT` (without `WAIT`): refused while another connection streams

@@ -704,6 +704,31 @@ fn seeds() -> Vec<Seed> {
             reached: |run| run.exports == 2 && run.completes == 1 && run.converged,
         },
         Seed {
+            // A complete copy of users alone, items added since (Feldera's items holds a
+            // stale value and a key PostgreSQL never had): a transaction is committed
+            // before the start, then only items is copied under a temporary slot's
+            // snapshot, its stale rows retracted, and the stream delivers users from the
+            // slot's own position while skipping the items changes the copy holds; a
+            // transaction after the copy changes both tables.
+            name: "hand-snapshot-route-added",
+            setup: snapshot_setup(2, 2, false, 0, true),
+            events: [
+                vec![Tx(vec![0, 1, 0x14]), GOOD, GOOD, GOOD],
+                copy_rounds(30, 0),
+                tx(&[2, 0x11, 6]).into(),
+                vec![GOOD, GOOD, TickAtDeadline(0), GOOD],
+            ]
+            .concat(),
+            reached: |run| {
+                run.exports == 1
+                    && run.completes == 1
+                    && run.queries >= 1
+                    && run.streams == 1
+                    && run.reported_flush > START
+                    && run.converged
+            },
+        },
+        Seed {
             // Streaming after a complete copy, the slot is dropped; the next session must
             // copy again, and the disk refuses its write of `pending`: the run exits 1
             // before it drops or creates anything.

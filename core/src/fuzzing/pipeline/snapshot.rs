@@ -15,13 +15,20 @@
 //!   streaming after a complete copy.
 //! - The slot's flush never passes the consistent point of a copy before the copy was so
 //!   recorded (`Harness::check_life_flush`).
+//! - A route copied on its own (added since the file's copy, `CompleteWithoutItems`) is
+//!   recorded complete at the consistent point of the temporary slot whose snapshot it
+//!   read, with exactly that snapshot's rows of its table durable from records of its copy
+//!   (`check_route_copies`); until every route is copied, the tables are outside the row
+//!   checks.
 
 use bytes::Bytes;
 
 use super::feldera::FakeFeldera;
 use super::input::{self, Setup};
 use super::pg::{FakePg, START};
+use super::workload::Key;
 use super::{Harness, SnapshotPhase, StateFile, StateRoute, Value, FORMAT_VERSION};
+use crate::snapshot::state::RoutePhase;
 
 /// The state file a run finds, as an earlier run of slotline wrote it.
 pub(super) fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
@@ -78,6 +85,16 @@ pub(super) fn before_the_run(
             let file = state_file(SnapshotPhase::Complete, "incarnation-0");
             (Some(file), all, slot_exists)
         }
+        input::StateFile::CompleteWithoutItems => {
+            let users = rows
+                .iter()
+                .filter(|(key, _)| key.0 == "users")
+                .map(|(_, row)| row.clone())
+                .collect();
+            let mut file = state_file(SnapshotPhase::Complete, "incarnation-0");
+            file.routes.retain(|route| route.target == "users");
+            (Some(file), users, slot_exists)
+        }
         input::StateFile::CompleteEarlierIncarnation => {
             let file = state_file(SnapshotPhase::Complete, "incarnation-earlier");
             // Without fault tolerance the restart emptied the tables; with it they
@@ -100,7 +117,14 @@ pub(super) fn before_the_run(
             (table, insert(row))
         })
         .collect();
-    if setup.stale && !streams {
+    if setup.state_file() == input::StateFile::CompleteWithoutItems && streams {
+        // Only items is copied (its own copy), and must replace these.
+        records.push(("items", insert(&serde_json::json!({"sku": "s3", "qty": 0}))));
+        records.push((
+            "items",
+            insert(&serde_json::json!({"sku": "s90", "qty": 9})),
+        ));
+    } else if setup.stale && !streams {
         records.push((
             "users",
             insert(&serde_json::json!({"id": 1, "name": "stale"})),
@@ -130,6 +154,8 @@ impl Harness {
             && file.consistent_point == Some(self.pg.life_start)
             && self.pg.confirmed().is_some()
             && self.promised_incarnation()
+            && file.routes.len() == 2
+            && file.routes.iter().all(|route| route.is_copied(file.phase))
     }
 
     /// Whether Feldera still holds what the state file's copy was written to: with fault
@@ -160,18 +186,110 @@ impl Harness {
             Ok(file) => file,
             Err(e) => panic!("the pipeline wrote a state file it cannot read back: {e}"),
         };
+        // A route's own copy just recorded complete, or none.
+        let newly_copied: Vec<String> = file
+            .routes
+            .iter()
+            .filter(|route| route.phase == Some(RoutePhase::Complete))
+            .filter(|route| {
+                !self.disk.as_ref().is_some_and(|(_, old)| {
+                    old.routes
+                        .iter()
+                        .any(|o| o.same_route(route) && o.phase == route.phase)
+                })
+            })
+            .map(|route| route.target.clone())
+            .collect();
+        let own_copy = file.routes.iter().any(|route| route.phase.is_some());
         if file.phase == SnapshotPhase::Complete {
-            self.check_complete(&file);
+            match own_copy {
+                false => self.check_complete(&file),
+                true => self.check_route_copies(&file, &newly_copied),
+            }
         }
         if let Some(error) = self.state_failure() {
             return Err(error);
         }
-        if file.phase == SnapshotPhase::Complete {
+        if file.phase == SnapshotPhase::Complete && !own_copy {
             self.copy_complete = Some(self.pg.life);
+            self.run.completes += 1;
+        }
+        if !newly_copied.is_empty() {
             self.run.completes += 1;
         }
         self.disk = Some((contents.to_vec(), file));
         Ok(())
+    }
+
+    /// Routes copied on their own (added since the file's copy) and just recorded
+    /// complete: each names the consistent point of the temporary slot whose snapshot this
+    /// copy read, and its Feldera table holds exactly that snapshot's rows of it, durable,
+    /// from records of this copy. The file's own copy and its other routes are untouched.
+    fn check_route_copies(&self, file: &StateFile, tables: &[String]) {
+        if let Some((_, old)) = &self.disk {
+            assert_eq!(
+                (old.consistent_point, old.phase),
+                (file.consistent_point, file.phase),
+                "a route's own copy rewrote the file's own copy"
+            );
+        }
+        if tables.is_empty() {
+            return;
+        }
+        let export = self
+            .pg
+            .exports
+            .last()
+            .expect("a route recorded copied, but no snapshot was ever exported");
+        assert!(
+            export.temporary,
+            "a route's own copy recorded against the slot's own snapshot, not a temporary slot's"
+        );
+        for route in file.routes.iter().filter(|r| tables.contains(&r.target)) {
+            assert_eq!(
+                route.consistent_point,
+                Some(export.point),
+                "route {route} records another consistent point than its temporary slot's"
+            );
+        }
+        let checkpointing = self.feldera.checkpointing();
+        if !checkpointing
+            && file.feldera_incarnation.as_deref() != Some(&self.feldera.incarnation_name())
+        {
+            return;
+        }
+        let durable = self.feldera.durable_tables();
+        let inserted = self.feldera.durable_inserts_since(self.copy_floor);
+        let copied = |key: &&Key| tables.iter().any(|t| *t == key.0);
+        let wrong: Vec<String> = export
+            .rows
+            .keys()
+            .chain(durable.keys())
+            .filter(copied)
+            .filter(|key| export.rows.get(*key) != durable.get(*key))
+            .map(|key| {
+                format!(
+                    "{}[{}]: snapshot {:?}, Feldera {:?}",
+                    key.0,
+                    key.1,
+                    export.rows.get(key),
+                    durable.get(key)
+                )
+            })
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "route(s) {tables:?} recorded copied at {}, but Feldera does not hold exactly their snapshot: {wrong:#?}",
+            export.point
+        );
+        for (key, row) in export.rows.iter().filter(|(key, _)| copied(key)) {
+            assert!(
+                inserted.iter().any(|(k, r)| k == key && r == row),
+                "route {} recorded copied, but its row [{}] = {row} is in no durable record of its copy",
+                key.0,
+                key.1
+            );
+        }
     }
 
     /// A copy recorded `complete` (see the module docs).
