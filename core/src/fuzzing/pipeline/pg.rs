@@ -79,8 +79,12 @@ enum Piece {
 #[derive(Debug)]
 pub(super) struct Tx {
     pub(super) end: Lsn,
-    /// One text per change that Feldera must hold once this commit is acknowledged.
-    pub(super) markers: Vec<String>,
+    /// Where its commit record lies (Begin's final LSN): an exported snapshot holds the
+    /// transaction exactly when this is before the slot's consistent point.
+    pub(super) commit: Lsn,
+    /// One text per change that Feldera must hold once this commit is acknowledged, with
+    /// the table it belongs to.
+    pub(super) markers: Vec<(&'static str, String)>,
     pieces: Vec<Piece>,
 }
 
@@ -871,7 +875,8 @@ impl FakePg {
         self.head = end;
         let tx = Tx {
             end,
-            markers: markers.into_iter().map(|(_, marker)| marker).collect(),
+            commit,
+            markers,
             pieces,
         };
         if let Some(conn) = self.streaming_session() {

@@ -248,7 +248,10 @@ fn a_flush_past_a_truncate_whose_deletes_are_not_durable_is_caught() {
         Tx(vec![7]),
         Deliver(0),
     ]);
-    assert_eq!(harness.pg.wal[1].markers, [r#"{"delete":{"id":1}}"#]);
+    assert_eq!(
+        harness.pg.wal[1].markers,
+        [("users", r#"{"delete":{"id":1}}"#.to_owned())]
+    );
     let end = harness.pg.wal[1].end;
     harness.check_flush(end, "a hand-made flush");
 }
