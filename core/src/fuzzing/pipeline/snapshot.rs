@@ -22,6 +22,7 @@
 //!   checks.
 
 use bytes::Bytes;
+use std::collections::BTreeMap;
 
 use super::feldera::FakeFeldera;
 use super::input::{self, Setup};
@@ -261,22 +262,7 @@ impl Harness {
         let durable = self.feldera.durable_tables();
         let inserted = self.feldera.durable_inserts_since(self.copy_floor);
         let copied = |key: &&Key| tables.iter().any(|t| *t == key.0);
-        let wrong: Vec<String> = export
-            .rows
-            .keys()
-            .chain(durable.keys())
-            .filter(copied)
-            .filter(|key| export.rows.get(*key) != durable.get(*key))
-            .map(|key| {
-                format!(
-                    "{}[{}]: snapshot {:?}, Feldera {:?}",
-                    key.0,
-                    key.1,
-                    export.rows.get(key),
-                    durable.get(key)
-                )
-            })
-            .collect();
+        let wrong = differences(&export.rows, &durable, copied);
         assert!(
             wrong.is_empty(),
             "route(s) {tables:?} recorded copied at {}, but Feldera does not hold exactly their snapshot: {wrong:#?}",
@@ -315,21 +301,7 @@ impl Harness {
             return;
         }
         let durable = self.feldera.durable_tables();
-        let wrong: Vec<String> = export
-            .rows
-            .keys()
-            .chain(durable.keys())
-            .filter(|key| export.rows.get(*key) != durable.get(*key))
-            .map(|key| {
-                format!(
-                    "{}[{}]: snapshot {:?}, Feldera {:?}",
-                    key.0,
-                    key.1,
-                    export.rows.get(key),
-                    durable.get(key)
-                )
-            })
-            .collect();
+        let wrong = differences(&export.rows, &durable, |_| true);
         assert!(
             wrong.is_empty(),
             "the state file says complete (consistent point {}), but Feldera's tables{} are not the snapshot: {wrong:#?}",
@@ -347,4 +319,28 @@ impl Harness {
             );
         }
     }
+}
+
+/// The keys (of those `within` keeps) whose row differs between a snapshot and what
+/// Feldera holds durably, each as `table[key]: snapshot .., Feldera ..`.
+fn differences(
+    snapshot: &BTreeMap<Key, Value>,
+    durable: &BTreeMap<Key, Value>,
+    within: impl Fn(&&Key) -> bool,
+) -> Vec<String> {
+    snapshot
+        .keys()
+        .chain(durable.keys())
+        .filter(within)
+        .filter(|key| snapshot.get(*key) != durable.get(*key))
+        .map(|key| {
+            format!(
+                "{}[{}]: snapshot {:?}, Feldera {:?}",
+                key.0,
+                key.1,
+                snapshot.get(key),
+                durable.get(key)
+            )
+        })
+        .collect()
 }

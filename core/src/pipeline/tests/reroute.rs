@@ -65,6 +65,25 @@ fn script(state: Vec<u8>, tables: &str) -> Script {
     )
 }
 
+/// A complete copy of users alone, items routed now: `tweak` sets up the fake servers
+/// before the first answer.
+fn items_added(pg: FakePg, tweak: impl FnOnce(&mut Script)) -> Script {
+    let state = copied(vec![route("public.users", "users", None)]);
+    Script::new_tweaked(
+        &[
+            ("TABLES", "users,public.items:lineitems"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("SNAPSHOT_WORKERS", "1"),
+        ],
+        pg,
+        SCHEMA,
+        |s| {
+            s.state_file = Some(state);
+            tweak(s);
+        },
+    )
+}
+
 fn state_of(s: &Script) -> StateFile {
     StateFile::parse(s.state_file.as_deref().expect("a state file")).expect("it parses")
 }
@@ -157,22 +176,7 @@ fn a_removed_route_is_recorded_and_its_changes_still_in_the_slot_are_skipped() {
 
 #[test]
 fn with_checkpoints_an_added_route_is_recorded_complete_only_once_a_checkpoint_holds_it() {
-    let mut pg = seeded();
-    pg.tables.truncate(2);
-    let state = copied(vec![route("public.users", "users", None)]);
-    let mut s = Script::new_tweaked(
-        &[
-            ("TABLES", "users,public.items:lineitems"),
-            ("SNAPSHOT_MODE", "initial"),
-            ("SNAPSHOT_WORKERS", "1"),
-        ],
-        pg,
-        SCHEMA,
-        |s| {
-            s.state_file = Some(state);
-            s.set_fault_tolerance("at_least_once");
-        },
-    );
+    let mut s = items_added(seeded(), |s| s.set_fault_tolerance("at_least_once"));
     run_until_streaming(&mut s);
     assert_eq!(s.exit(), None);
     let trace = s.take_trace();
@@ -192,17 +196,7 @@ fn with_checkpoints_an_added_route_is_recorded_complete_only_once_a_checkpoint_h
 fn a_temporary_slot_still_held_by_an_earlier_connection_is_retried_not_fatal() {
     let mut pg = seeded();
     pg.temporary_slot_taken = 1;
-    let state = copied(vec![route("public.users", "users", None)]);
-    let mut s = Script::new_tweaked(
-        &[
-            ("TABLES", "users,public.items:lineitems"),
-            ("SNAPSHOT_MODE", "initial"),
-            ("SNAPSHOT_WORKERS", "1"),
-        ],
-        pg,
-        SCHEMA,
-        |s| s.state_file = Some(state),
-    );
+    let mut s = items_added(pg, |_| {});
     for _ in 0..400 {
         if s.exit().is_some() || s.pipeline().status().streaming {
             break;
