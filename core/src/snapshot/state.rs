@@ -1,6 +1,7 @@
 //! The state file `<STATE_DIR>/<slot>.state.json`: the record that a copy of every routed
 //! table was started (`pending`) or finished (`complete`) under one slot, on one PostgreSQL
-//! cluster and database, for one Feldera pipeline.
+//! cluster and database, for one Feldera pipeline; and, per route, a copy made apart from
+//! the others (a route added since, or one removed: `RoutePhase`).
 //!
 //! Owns the file's format: encoding (pretty JSON, fixed key order, trailing newline, what
 //! operators read) and strict parsing. Every malformed file is a `StateError` saying what is
