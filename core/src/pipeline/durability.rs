@@ -564,7 +564,8 @@ fn cannot_checkpoint(cx: &Cx<'_>, reason: &dyn std::fmt::Display) -> Failure {
         FailureKind::FelderaRefused,
         format!(
             "Feldera pipeline {} cannot checkpoint: {reason}. FELDERA_DURABILITY=checkpoint acknowledges only what a checkpoint holds: \
-             give the pipeline storage (and fault tolerance, so that a restart resumes from its checkpoints), or set \
+             give the pipeline storage and fault tolerance, so that it checkpoints and a restart resumes from its checkpoints \
+             (Feldera's community edition refuses every checkpoint: \"Suspend is an enterprise feature\"), or set \
              FELDERA_DURABILITY=completion (a Feldera restart then loses what it held)",
             cx.env.config.feldera_pipeline
         ),
