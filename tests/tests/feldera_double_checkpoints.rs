@@ -7,9 +7,12 @@ mod client;
 
 use std::time::{Duration, Instant};
 
-use client::{start, Client, PIPELINE};
+use client::{schema, start, start_with, Client, PIPELINE};
 use serde_json::{json, Value};
-use slotline_tests::feldera_double::{CheckpointCounts, FelderaDouble};
+use slotline_tests::feldera_double::{
+    CheckpointCounts, DoubleConfig, Edition, FelderaDouble, COMMUNITY_ERROR,
+    COMMUNITY_FAULT_TOLERANCE_ERROR,
+};
 
 const NO_STORAGE: &str =
     "The pipeline does not support checkpointing for the following reasons: Storage must be configured";
@@ -213,6 +216,39 @@ fn without_fault_tolerance_a_checkpoint_is_accepted_and_fails_for_lack_of_storag
             failed: 2
         }
     );
+}
+
+/// Feldera's community edition, as its real server answered (docs/feldera.md, "Against
+/// Feldera's own server"): fault tolerance refused, every checkpoint accepted and then
+/// failed with the enterprise reason first.
+#[test]
+fn the_community_edition_refuses_fault_tolerance_and_every_checkpoint() {
+    let double = start_with(DoubleConfig::new(PIPELINE, schema()).with_edition(Edition::Community));
+    let refused = double
+        .set_fault_tolerance(Some("at_least_once"))
+        .expect_err("the community edition has no fault tolerance");
+    assert_eq!(refused.to_string(), COMMUNITY_FAULT_TOLERANCE_ERROR);
+    assert_eq!(
+        COMMUNITY_FAULT_TOLERANCE_ERROR,
+        "Cannot use enterprise-only feature (fault tolerance) in Feldera community edition."
+    );
+    let c = Client::new(&double);
+    assert_eq!(
+        c.get(&format!("/v0/pipelines/{PIPELINE}")).json()["runtime_config"]["fault_tolerance"]
+            ["model"],
+        "none"
+    );
+    insert(&c, 1);
+    let (seq, _) = checkpoint(&c);
+    assert_eq!(seq, 0);
+    let s = status(&c);
+    assert_eq!(s["success"], Value::Null);
+    assert_eq!(s["failure"]["sequence_number"], 0);
+    assert_eq!(
+        s["failure"]["error"],
+        "The pipeline does not support checkpointing for the following reasons: Suspend is an enterprise feature, Storage must be configured"
+    );
+    assert_eq!(s["failure"]["error"], COMMUNITY_ERROR);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use slotline_tests::feldera_double::{CompletionDelay, DoubleConfig, FelderaDouble};
+use slotline_tests::feldera_double::{CompletionDelay, DoubleConfig, Edition, FelderaDouble};
 
 #[derive(Debug, Parser)]
 #[command(about = "A test double of Feldera's HTTP API, with fault injection under /control")]
@@ -38,6 +38,9 @@ struct Args {
     /// Answer `inprogress` completion status with 202 instead of 200.
     #[arg(long)]
     inprogress_202: bool,
+    /// Play Feldera's community edition: no fault tolerance, every checkpoint refused.
+    #[arg(long)]
+    community: bool,
 }
 
 fn main() -> ExitCode {
@@ -64,7 +67,12 @@ fn main() -> ExitCode {
         .with_port(args.port)
         .with_completion_delay(delay)
         .with_proxy_timeout(Duration::from_millis(args.proxy_timeout_ms))
-        .with_inprogress_202(args.inprogress_202);
+        .with_inprogress_202(args.inprogress_202)
+        .with_edition(if args.community {
+            Edition::Community
+        } else {
+            Edition::Enterprise
+        });
     let double = match FelderaDouble::start(config) {
         Ok(d) => d,
         Err(e) => {

@@ -18,8 +18,16 @@
 //!   committing it is delayed (`TemporarySuspendError::TransactionInProgress`).
 //!
 //! The double ties storage to fault tolerance: without a fault-tolerance model it has no
-//! storage (a real pipeline may have storage and no fault tolerance, and then checkpoints
-//! succeed). It takes no periodic checkpoints (`checkpoint_interval_secs`).
+//! storage (a real pipeline of Feldera's enterprise edition may have storage and no fault
+//! tolerance, and then checkpoints succeed). It takes no periodic checkpoints
+//! (`checkpoint_interval_secs`).
+//!
+//! Feldera's community edition (`feldera-enterprise` cargo feature off) refuses fault
+//! tolerance when the pipeline starts (`server.rs`, `start_controller`:
+//! `ControllerError::EnterpriseFeature("fault tolerance")`) and every checkpoint
+//! (`Controller::can_suspend` adds `PermanentSuspendError::EnterpriseFeature` first), which
+//! `[Edition::Community]` reproduces; measured on the real server by `tests/real-feldera`
+//! (docs/feldera.md, "Against Feldera's own server").
 //!
 //! Owns: that bookkeeping and the saved tables. Never sees HTTP; time arrives as `now`.
 
@@ -37,6 +45,38 @@ pub const DEFAULT_CHECKPOINT_DELAY: Duration = Duration::from_millis(200);
 /// prints it (`crates/feldera-types/src/suspend.rs`, `impl Display for SuspendError`).
 pub const NO_STORAGE_ERROR: &str =
     "The pipeline does not support checkpointing for the following reasons: Storage must be configured";
+
+/// The same refusal by Feldera's community edition, whose pipelines have no storage in the
+/// double: `EnterpriseFeature` comes first, then `StorageRequired` (as the real server
+/// answered, docs/feldera.md).
+pub const COMMUNITY_ERROR: &str = "The pipeline does not support checkpointing for the following reasons: Suspend is an enterprise feature, Storage must be configured";
+
+/// Feldera's refusal to start a community-edition pipeline with fault tolerance
+/// (`ControllerError::EnterpriseFeature`, `crates/adapters/src/controller/error.rs`).
+pub const COMMUNITY_FAULT_TOLERANCE_ERROR: &str =
+    "Cannot use enterprise-only feature (fault tolerance) in Feldera community edition.";
+
+/// Which Feldera build the double plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Edition {
+    /// Fault tolerance and checkpoints work (given storage).
+    #[default]
+    Enterprise,
+    /// No fault tolerance, and every checkpoint fails.
+    Community,
+}
+
+impl Edition {
+    /// Why a checkpoint fails at once, if it does: `storage` is whether the pipeline has
+    /// storage (in the double: a fault-tolerance model).
+    pub fn checkpoint_refusal(self, storage: bool) -> Option<&'static str> {
+        match self {
+            Edition::Community => Some(COMMUNITY_ERROR),
+            Edition::Enterprise if storage => None,
+            Edition::Enterprise => Some(NO_STORAGE_ERROR),
+        }
+    }
+}
 
 /// The error text of an injected checkpoint failure.
 pub const INJECTED_ERROR: &str =
@@ -162,15 +202,16 @@ impl Default for Checkpoints {
 }
 
 impl Checkpoints {
-    /// A `POST /checkpoint`: its sequence number. Without storage it has already failed;
+    /// A `POST /checkpoint`: its sequence number. With a `refusal` (no storage, or the
+    /// community edition: [`Edition::checkpoint_refusal`]) it has already failed;
     /// otherwise it joins the checkpoint being written, or waits for one to start
     /// (`start`).
-    pub fn request(&mut self, storage: bool) -> u64 {
+    pub fn request(&mut self, refusal: Option<&'static str>) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.counts.requested += 1;
-        if !storage {
-            self.completed(&[seq], Err(NO_STORAGE_ERROR));
+        if let Some(reason) = refusal {
+            self.completed(&[seq], Err(reason));
         } else if let Some(run) = &mut self.running {
             run.seqs.push(seq);
         } else {
@@ -359,9 +400,9 @@ mod tests {
     fn numbers_start_at_zero_and_a_request_during_a_write_shares_its_result() {
         let mut c = Checkpoints::default();
         let t0 = Instant::now();
-        assert_eq!(c.request(true), 0);
+        assert_eq!(c.request(None), 0);
         c.start(snapshot(1), t0);
-        assert_eq!(c.request(true), 1, "joins the checkpoint being written");
+        assert_eq!(c.request(None), 1, "joins the checkpoint being written");
         c.start(snapshot(2), t0);
         c.finish_due(t0 + DEFAULT_CHECKPOINT_DELAY);
         assert_eq!(c.status_json()["success"], 1);
@@ -379,7 +420,7 @@ mod tests {
             }
         );
         c.new_incarnation(true);
-        assert_eq!(c.request(true), 0, "numbering restarts with the process");
+        assert_eq!(c.request(None), 0, "numbering restarts with the process");
         assert_eq!(c.status_json()["success"], Json::Null);
     }
 
@@ -387,19 +428,22 @@ mod tests {
     fn failures_never_clear_success_and_no_storage_fails_at_once() {
         let mut c = Checkpoints::default();
         let t0 = Instant::now();
-        c.request(true);
+        c.request(None);
         c.start(snapshot(1), t0);
         c.finish_due(t0 + DEFAULT_CHECKPOINT_DELAY);
         c.fail_next(1);
-        c.request(true);
+        c.request(None);
         c.start(snapshot(2), t0);
         c.finish_due(t0 + DEFAULT_CHECKPOINT_DELAY);
         let status = c.status_json();
         assert_eq!(status["success"], 0);
         assert_eq!(status["failure"]["sequence_number"], 1);
         assert_eq!(c.last().map(|s| s.step), Some(1));
-        assert_eq!(c.request(false), 2);
+        assert_eq!(c.request(Edition::Enterprise.checkpoint_refusal(false)), 2);
         assert_eq!(c.status_json()["failure"]["error"], NO_STORAGE_ERROR);
+        assert_eq!(c.request(Edition::Community.checkpoint_refusal(true)), 3);
+        assert_eq!(c.status_json()["failure"]["error"], COMMUNITY_ERROR);
+        assert_eq!(Edition::Enterprise.checkpoint_refusal(true), None);
         assert!(!c.waiting());
     }
 }

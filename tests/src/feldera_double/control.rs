@@ -246,10 +246,10 @@ async fn fault_tolerance(State(shared): State<Arc<Shared>>, body: Bytes) -> Resp
         Err(resp) => return *resp,
     };
     match FtModel::parse(req.model.as_deref()) {
-        Ok(model) => {
-            shared.set_fault_tolerance(model);
-            ok(json!({"model": model.map_or("none", FtModel::as_str)}))
-        }
+        Ok(model) => match shared.set_fault_tolerance(model) {
+            Ok(()) => ok(json!({"model": model.map_or("none", FtModel::as_str)})),
+            Err(e) => api_error(StatusCode::BAD_REQUEST, "EnterpriseFeature", e, json!({})),
+        },
         Err(e) => api_error(StatusCode::BAD_REQUEST, "BadControlRequest", e, json!({})),
     }
 }

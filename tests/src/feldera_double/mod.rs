@@ -82,7 +82,10 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 pub use answer::{QueryStats, TableQueries, CHANNEL_PIECES, PIECE_BYTES, PIECE_ROWS};
-pub use checkpoint::{CheckpointCounts, DEFAULT_CHECKPOINT_DELAY};
+pub use checkpoint::{
+    CheckpointCounts, Edition, COMMUNITY_ERROR, COMMUNITY_FAULT_TOLERANCE_ERROR,
+    DEFAULT_CHECKPOINT_DELAY,
+};
 pub use faults::FailMode;
 pub use log::RequestRecord;
 pub use phase::Phase;
@@ -120,6 +123,9 @@ pub struct DoubleConfig {
     /// counted as its records (for tokens) and as its rows in the request log. Measures a client without the double's own
     /// cost of parsing and applying every row.
     pub discard: bool,
+    /// The Feldera build played: the enterprise edition (the default) or the community
+    /// edition, which refuses fault tolerance and every checkpoint.
+    pub edition: Edition,
 }
 
 /// The server's identity for HTTPS: PEM text, as files hold it.
@@ -152,6 +158,7 @@ impl DoubleConfig {
             inprogress_202: false,
             tls: None,
             discard: false,
+            edition: Edition::Enterprise,
         }
     }
 
@@ -187,6 +194,12 @@ impl DoubleConfig {
             cert_chain_pem: cert_chain_pem.into(),
             key_pem: key_pem.into(),
         });
+        self
+    }
+
+    /// Plays Feldera's community or enterprise edition (see `edition`).
+    pub fn with_edition(mut self, edition: Edition) -> DoubleConfig {
+        self.edition = edition;
         self
     }
 
@@ -268,6 +281,7 @@ impl FelderaDouble {
             config.inprogress_202,
         );
         shared.discard = config.discard;
+        shared.state().edition = config.edition;
         let shared = Arc::new(shared);
         let server = Server::spawn(shared.clone(), config.port, tls)?;
         Ok(FelderaDouble {
@@ -420,8 +434,10 @@ impl FelderaDouble {
     pub fn set_fault_tolerance(&self, model: Option<&str>) -> io::Result<()> {
         let model =
             FtModel::parse(model).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        self.shared.set_fault_tolerance(model);
-        Ok(())
+        // The community edition's real pipeline does not start at all (docs/feldera.md).
+        self.shared
+            .set_fault_tolerance(model)
+            .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e))
     }
 
     /// How long a checkpoint takes to write from its start (default

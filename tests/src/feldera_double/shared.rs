@@ -13,7 +13,7 @@ use serde_json::Value as Json;
 use tokio::sync::watch;
 
 use super::answer::QueryStats;
-use super::checkpoint::{CheckpointCounts, FtModel};
+use super::checkpoint::{CheckpointCounts, Edition, FtModel, COMMUNITY_FAULT_TOLERANCE_ERROR};
 use super::faults::FailMode;
 use super::log::{RequestLog, RequestRecord};
 use super::schema::Schema;
@@ -190,8 +190,15 @@ impl Shared {
         incarnation
     }
 
-    pub fn set_fault_tolerance(&self, model: Option<FtModel>) {
-        self.state().fault_tolerance = model;
+    /// Refused with Feldera's message by the community edition (whose pipeline would not
+    /// start).
+    pub fn set_fault_tolerance(&self, model: Option<FtModel>) -> Result<(), &'static str> {
+        let mut st = self.state();
+        if model.is_some() && st.edition == Edition::Community {
+            return Err(COMMUNITY_FAULT_TOLERANCE_ERROR);
+        }
+        st.fault_tolerance = model;
+        Ok(())
     }
 
     /// Applies to checkpoints that start from now on.

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value as Json};
 
-use super::checkpoint::{Checkpoints, FtModel, Snapshot};
+use super::checkpoint::{Checkpoints, Edition, FtModel, Snapshot};
 use super::faults::Faults;
 use super::phase::Phase;
 use super::row::Change;
@@ -148,6 +148,8 @@ pub struct Pipeline {
     pub hold_commits: bool,
     /// `None`: no fault tolerance, and (in the double) no storage.
     pub fault_tolerance: Option<FtModel>,
+    /// The Feldera build played (`DoubleConfig::with_edition`).
+    pub edition: Edition,
     pub checkpoints: Checkpoints,
     /// When this incarnation's process started.
     pub started_at: SystemTime,
@@ -194,6 +196,7 @@ impl Pipeline {
             phase: Phase::Running,
             hold_commits: false,
             fault_tolerance: None,
+            edition: Edition::default(),
             checkpoints: Checkpoints::default(),
             started_at: SystemTime::now(),
             initial_start: SystemTime::now(),
@@ -360,7 +363,10 @@ impl Pipeline {
     /// A `POST /checkpoint`: its sequence number (see `Checkpoints::request`).
     pub fn request_checkpoint(&mut self, now: Instant) -> u64 {
         self.advance(now);
-        let seq = self.checkpoints.request(self.fault_tolerance.is_some());
+        let refusal = self
+            .edition
+            .checkpoint_refusal(self.fault_tolerance.is_some());
+        let seq = self.checkpoints.request(refusal);
         self.advance(now);
         seq
     }
