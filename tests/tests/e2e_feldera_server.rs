@@ -119,6 +119,26 @@ impl Target {
         canonical(table, &rows)
     }
 
+    /// The tables of the HTTP input endpoints the pipeline holds (`/stats` `inputs`), sorted:
+    /// Feldera allows 100 until it restarts, so a long run must keep reusing one per table.
+    fn input_endpoint_tables(&self) -> Vec<String> {
+        let text = ureq::get(&format!("{}/stats", self.pipeline_url()))
+            .call()
+            .expect("reach Feldera")
+            .into_body()
+            .read_to_string()
+            .expect("stats");
+        let stats: Value = serde_json::from_str(&text).expect("stats JSON");
+        let mut tables: Vec<String> = stats["inputs"]
+            .as_array()
+            .expect("inputs")
+            .iter()
+            .map(|input| input["config"]["stream"].as_str().unwrap_or("?").to_owned())
+            .collect();
+        tables.sort();
+        tables
+    }
+
     /// PostgreSQL's rows of `table`, canonical and sorted.
     fn pg_rows(&self, table: &str) -> Vec<Vec<String>> {
         let rows = self.env.pg_rows(table, "1");
@@ -315,6 +335,11 @@ fn streams_and_recovers_from_crash_points(shell: Shell) {
         target.assert_equal(&connector);
         stop_cleanly(&mut connector);
     }
+    assert_eq!(
+        target.input_endpoint_tables(),
+        ["lines", "users"],
+        "five runs share one ingress endpoint per table"
+    );
 }
 
 #[test]

@@ -175,6 +175,15 @@ fn stats_show_the_incarnation_state_and_counters_in_feldera_s_shape() {
         s["suspend_error"],
         json!({"Permanent": ["StorageRequired"]})
     );
+    // One input endpoint for both requests, as the real server lists it.
+    let inputs = s["inputs"].as_array().expect("inputs");
+    assert_eq!(inputs.len(), 1, "{inputs:?}");
+    assert_eq!(inputs[0]["config"]["stream"], "t");
+    assert_eq!(inputs[0]["metrics"]["total_records"], 2);
+    assert_eq!(inputs[0]["paused"], false);
+    assert!(inputs[0]["endpoint_name"]
+        .as_str()
+        .is_some_and(|name| name.starts_with("t.api-ingress")));
     double.pause();
     assert_eq!(stats(&c)["global_metrics"]["state"], "Paused");
     double.resume();

@@ -433,6 +433,42 @@ impl Pipeline {
         named.into_iter().map(|(_, name)| name.clone()).collect()
     }
 
+    /// `/stats` `inputs`: one entry per ingress endpoint this incarnation holds, in the order
+    /// they were created, with the fields Feldera's `InputEndpointStatus` serializes
+    /// (`crates/adapters/src/controller/stats.rs`) and the record counts the double keeps.
+    /// The real server names an endpoint `<table>.api-ingress-<hash>`; the double keeps its
+    /// readable name (`endpoint_names`).
+    pub fn inputs_json(&self) -> Vec<serde_json::Value> {
+        let mut named: Vec<(u64, &String)> = self
+            .endpoints
+            .iter()
+            .map(|(name, id)| (*id, name))
+            .collect();
+        named.sort();
+        named
+            .into_iter()
+            .map(|(id, name)| {
+                let stream = name.split(".api-ingress").next().unwrap_or(name);
+                let counters = &self.counters[id as usize];
+                serde_json::json!({
+                    "endpoint_name": name,
+                    "config": {"stream": stream},
+                    "metrics": {
+                        "total_records": counters.queued,
+                        "buffered_records": counters.queued - counters.processed,
+                        "num_transport_errors": 0,
+                        "end_of_input": false,
+                    },
+                    "fatal_error": null,
+                    "health": null,
+                    "paused": false,
+                    "barrier": false,
+                    "completed_frontier": null,
+                })
+            })
+            .collect()
+    }
+
     /// Forgets every ingress endpoint; their ids stay known as removed, never reused.
     pub fn remove_endpoints(&mut self) {
         let ids: Vec<u64> = self.endpoints.values().copied().collect();

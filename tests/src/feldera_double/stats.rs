@@ -94,7 +94,7 @@ pub fn stats_json(p: &Pipeline, now: Instant) -> Json {
         "suspend_error": suspend_error,
         "checkpoint_activity": p.checkpoints.activity_json(),
         "permanent_checkpoint_errors": (!storage).then(|| json!(["StorageRequired"])),
-        "inputs": [],
+        "inputs": p.inputs_json(),
         "outputs": [],
     })
 }
