@@ -38,10 +38,13 @@ pub enum TimerKind {
     FelderaWatch,
     /// Time to request a Feldera checkpoint, or to ask about the one requested.
     Checkpoint,
+    /// Time to ask whether Feldera runs again, or to let a lingering request's table go
+    /// (`pipeline::writes`).
+    Lingering,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 14] = [
+    pub const ALL: [TimerKind; 15] = [
         TimerKind::StatusInterval,
         TimerKind::Linger,
         TimerKind::CompletionPoll,
@@ -56,6 +59,7 @@ impl TimerKind {
         TimerKind::OperationDeadline,
         TimerKind::FelderaWatch,
         TimerKind::Checkpoint,
+        TimerKind::Lingering,
     ];
 
     fn index(self) -> usize {

@@ -26,6 +26,9 @@ const SETUP: &str = "CREATE TABLE users (id bigint PRIMARY KEY, name text,
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// Feldera's manager forwards an ingress request with this timeout (docs/feldera.md).
+const INGRESS_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn schema() -> Value {
     serde_json::from_str(include_str!("../fixtures/feldera-server.schema.json"))
         .expect("the schema fixture is JSON")
@@ -42,7 +45,18 @@ impl Target {
     /// A database with `SETUP`, and a pipeline with `fault_tolerance` (`None`,
     /// `"at_least_once"` or `"exactly_once"`).
     fn new(prefix: &str, fault_tolerance: Option<&str>) -> Target {
-        let env = Env::with_double(prefix, SETUP, DoubleConfig::new("p", schema()));
+        Target::with_ingress_timeout(prefix, fault_tolerance, INGRESS_TIMEOUT)
+    }
+
+    /// Like `new`, with the manager's ingress timeout `ingress_timeout` instead of Feldera's
+    /// 30 s.
+    fn with_ingress_timeout(
+        prefix: &str,
+        fault_tolerance: Option<&str>,
+        ingress_timeout: Duration,
+    ) -> Target {
+        let double = DoubleConfig::new("p", schema()).with_proxy_timeout(ingress_timeout);
+        let env = Env::with_double(prefix, SETUP, double);
         let server = std::env::var(SERVER_VAR).ok().filter(|url| !url.is_empty());
         match &server {
             Some(url) => {
@@ -52,7 +66,13 @@ impl Target {
                     .timeout_global(Some(Duration::from_secs(300)))
                     .build()
                     .header("Content-Type", "application/json")
-                    .send(json!({ "fault_tolerance": fault_tolerance }).to_string())
+                    .send(
+                        json!({
+                            "fault_tolerance": fault_tolerance,
+                            "ingress_timeout_ms": ingress_timeout.as_millis() as u64,
+                        })
+                        .to_string(),
+                    )
                     .expect("reach the Feldera manager stand-in");
                 let status = answer.status().as_u16();
                 let body = answer.into_body().read_to_string().unwrap_or_default();
@@ -174,6 +194,33 @@ impl Target {
             "connector did not create its slot:\n{}",
             connector.log_text()
         );
+    }
+
+    /// `POST /v0/pipelines/{p}/pause` (the double: `pause`).
+    fn pause(&self) {
+        match &self.server {
+            Some(_) => self.lifecycle("pause"),
+            None => self.env.feldera.pause(),
+        }
+    }
+
+    /// `POST /v0/pipelines/{p}/start` (the double: `resume`).
+    fn resume(&self) {
+        match &self.server {
+            Some(_) => self.lifecycle("start"),
+            None => self.env.feldera.resume(),
+        }
+    }
+
+    fn lifecycle(&self, action: &str) {
+        let answer = ureq::post(&format!("{}/{action}", self.pipeline_url()))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send_empty()
+            .expect("reach Feldera");
+        let status = answer.status().as_u16();
+        assert!(status == 200 || status == 202, "{action}: {status}");
     }
 
     /// The pipeline process dies and starts again (the double's `crash_restart`).
@@ -623,4 +670,44 @@ fn pipeline_crash_without_fault_tolerance_copies_again_tokio() {
 #[test]
 fn pipeline_crash_without_fault_tolerance_copies_again_blocking() {
     pipeline_crash_without_fault_tolerance_copies_again(Shell::Blocking);
+}
+
+/// A pause longer than the manager's ingress timeout: the requests sent meanwhile are
+/// answered 503 by the manager, yet Feldera still holds their bodies and applies them when
+/// it resumes, whenever that is (docs/feldera.md). The replay must not be overwritten by
+/// them.
+fn a_pause_longer_than_the_ingress_timeout(shell: Shell) {
+    let timeout = Duration::from_secs(3);
+    let target = Target::with_ingress_timeout("srv_pause", None, timeout);
+    let mut connector = target.start(shell, &[]);
+    target.wait_slot(&connector);
+    target
+        .env
+        .sql("INSERT INTO users SELECT g, 'v0', NULL, true, NULL FROM generate_series(1, 20) g");
+    target.wait_caught_up(&connector);
+    for round in 1..=3 {
+        target.pause();
+        target.env.sql(&format!(
+            "UPDATE users SET name = 'a{round}' WHERE id <= 10"
+        ));
+        std::thread::sleep(timeout + Duration::from_secs(2));
+        target.env.sql(&format!(
+            "UPDATE users SET name = 'b{round}' WHERE id <= 10"
+        ));
+        std::thread::sleep(Duration::from_secs(2));
+        target.resume();
+        target.wait_caught_up(&connector);
+        target.assert_equal(&connector);
+    }
+    stop_cleanly(&mut connector);
+}
+
+#[test]
+fn a_pause_longer_than_the_ingress_timeout_tokio() {
+    a_pause_longer_than_the_ingress_timeout(Shell::Tokio);
+}
+
+#[test]
+fn a_pause_longer_than_the_ingress_timeout_blocking() {
+    a_pause_longer_than_the_ingress_timeout(Shell::Blocking);
 }

@@ -93,6 +93,22 @@ pub fn classify_stats(reply: Reply<'_>) -> StatsOutcome {
     }
 }
 
+/// `global_metrics.state` of a `GET .../stats` answer (`Running`, `Paused`, ...), or `None`
+/// when there is no such answer.
+pub fn pipeline_state(reply: Reply<'_>) -> Option<String> {
+    let Reply::Answered { status, body } = reply else {
+        return None;
+    };
+    if !is_success(status) {
+        return None;
+    }
+    json_object(body)?
+        .get("global_metrics")?
+        .get("state")?
+        .as_str()
+        .map(str::to_owned)
+}
+
 /// Answer to `POST .../checkpoint`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckpointOutcome {

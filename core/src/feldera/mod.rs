@@ -14,8 +14,8 @@ pub mod response;
 pub mod token;
 
 pub use checkpoint::{
-    classify_checkpoint, classify_checkpoint_status, classify_stats, CheckpointFailed,
-    CheckpointOutcome, CheckpointStatusOutcome, FaultTolerance, StatsOutcome,
+    classify_checkpoint, classify_checkpoint_status, classify_stats, pipeline_state,
+    CheckpointFailed, CheckpointOutcome, CheckpointStatusOutcome, FaultTolerance, StatsOutcome,
 };
 pub use pipelines::{classify_pipeline_list, describe_pipelines, is_not_found};
 pub use query::{

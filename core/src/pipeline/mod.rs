@@ -901,9 +901,25 @@ impl Pipeline {
             Input::HttpFailed { id, error } if cx.ctx.settle_owns(id) => {
                 settled(cx, Reply::Failed { error: &error })
             }
+            Input::HttpDone { id, status, body } if cx.ctx.writes.probe_owns(id) => {
+                cx.ctx.on_linger_reply(Reply::Answered {
+                    status,
+                    body: &body,
+                });
+                Next::Stay
+            }
+            Input::HttpFailed { id, error } if cx.ctx.writes.probe_owns(id) => {
+                cx.ctx.on_linger_reply(Reply::Failed { error: &error });
+                Next::Stay
+            }
             Input::HttpDone { id, status, body } => {
-                if let Some(write) = cx.ctx.writes.ended(id) {
-                    return earlier_write_ended(cx, phase, &write, &format!("answered {status}"));
+                let how = format!("answered {status}");
+                let (earlier, lingered) = cx.ctx.writes.ended(id, status < 500);
+                if let Some(segment) = lingered {
+                    cx.ctx.note_lingering(&segment, &how);
+                }
+                if let Some(write) = earlier {
+                    return earlier_write_ended(cx, phase, &write, &how);
                 }
                 let reply = Reply::Answered {
                     status,
@@ -912,8 +928,13 @@ impl Pipeline {
                 route_http(cx, phase, id, reply)
             }
             Input::HttpFailed { id, error } => {
-                if let Some(write) = cx.ctx.writes.ended(id) {
-                    return earlier_write_ended(cx, phase, &write, &format!("failed: {error}"));
+                let how = format!("failed: {error}");
+                let (earlier, lingered) = cx.ctx.writes.ended(id, false);
+                if let Some(segment) = lingered {
+                    cx.ctx.note_lingering(&segment, &how);
+                }
+                if let Some(write) = earlier {
+                    return earlier_write_ended(cx, phase, &write, &how);
                 }
                 route_http(cx, phase, id, Reply::Failed { error: &error })
             }
@@ -982,6 +1003,19 @@ impl Pipeline {
                     }
                     None => Next::Stay,
                 },
+                TimerKind::Lingering => {
+                    let (mut cx, phase) = self.cx();
+                    let freed = cx.ctx.on_linger_timer(&cx.env.endpoint);
+                    for segment in &freed {
+                        if cx.ctx.writes.blocks(segment) == 0 {
+                            cx.ctx.release_queries(&cx.env.endpoint, segment);
+                        }
+                    }
+                    if !freed.is_empty() {
+                        resume_phase_writes(&mut cx, phase);
+                    }
+                    Next::Stay
+                }
                 TimerKind::SlotMonitor => {
                     if let Some(monitor) = self.monitor.as_mut() {
                         let cx = &mut Cx {
@@ -1050,6 +1084,9 @@ impl Pipeline {
         }
         if let Some(at) = self.run.report.next_at() {
             timers.set(TimerKind::Progress, at);
+        }
+        if let Some(at) = self.ctx.writes.linger_deadline() {
+            timers.set(TimerKind::Lingering, at);
         }
         self.timers = timers;
     }

@@ -272,6 +272,8 @@ pub struct Script {
     /// the fake Feldera answers them at once with its incarnation, unseen, so that traces
     /// about other things do not fill with the keeper's questions every 2 s.
     watch_visible: bool,
+    /// `global_metrics.state` in `GET .../stats` answers (`Running` by default).
+    pipeline_state: String,
     /// Requests the trace does not show: traced ids are numbered without them.
     unseen_ids: std::collections::BTreeSet<HttpId>,
     /// Feldera's `runtime_config.fault_tolerance.model` (`None`: no fault tolerance).
@@ -418,6 +420,7 @@ impl Script {
             wal_end: Lsn::ZERO,
             replies: VecDeque::new(),
             watch_visible: false,
+            pipeline_state: "Running".into(),
             unseen_ids: std::collections::BTreeSet::new(),
             fault_tolerance: None,
             checkpoints: Vec::new(),
@@ -450,12 +453,17 @@ impl Script {
         format!("http#{}", id.0 - unseen)
     }
 
-    /// `GET .../stats` as Feldera answers it: the current incarnation.
+    /// `GET .../stats` as Feldera answers it: the state and the current incarnation.
     fn stats_body(&self) -> String {
         format!(
-            "{{\"global_metrics\":{{\"state\":\"Running\",\"incarnation_uuid\":\"incarnation-{}\"}}}}",
-            self.incarnation
+            "{{\"global_metrics\":{{\"state\":\"{}\",\"incarnation_uuid\":\"incarnation-{}\"}}}}",
+            self.pipeline_state, self.incarnation
         )
+    }
+
+    /// `GET .../stats` answers show the pipeline in this state (`Running`, `Paused`, ...).
+    pub fn set_pipeline_state(&mut self, state: &str) {
+        self.pipeline_state = state.to_owned();
     }
 
     /// The fake server reports this `server_version` on connections opened from now on.
@@ -738,7 +746,10 @@ impl Script {
                 let shown = self.shown(id);
                 self.note(format!("{at} -> {shown} GET stats"));
                 let incarnation = self.incarnation;
-                self.note(format!("{at} <- {shown} 200 incarnation-{incarnation}"));
+                let state = &self.pipeline_state;
+                self.note(format!(
+                    "{at} <- {shown} 200 {state} incarnation-{incarnation}"
+                ));
             }
             self.replies.push_back(Input::HttpDone {
                 id,

@@ -228,19 +228,10 @@ impl Sink {
                 continue;
             };
             let segment = &self.lanes[lane].segment;
-            let earlier = ctx.writes.blocks(segment);
-            if earlier > 0 {
+            if ctx.writes.blocks(segment) > 0 {
                 if ctx.writes.first_wait(segment) {
-                    let table = self.lanes[lane].table.clone();
-                    ctx.note(
-                        Level::Info,
-                        Topic::Batch,
-                        format!(
-                            "{table}: waiting until {earlier} ingress request(s) of an ended session end before writing to it again \
-                             (Feldera queues a request's records as they arrive; each ends within its {} s timeout)",
-                            INGRESS_TIMEOUT_MS / 1000
-                        ),
-                    );
+                    let line = ctx.writes.wait_reason(segment, "writing to it again");
+                    ctx.note(Level::Info, Topic::Batch, line);
                 }
                 continue;
             }

@@ -27,13 +27,53 @@
 //! of an earlier session is still out ([`Writes::control_blocks`]); each ends within its own
 //! timeout.
 //!
-//! Owns: the ledger and the parked queries. Never decides what a request means for a batch
-//! (see `sink`).
+//! A request's end is not always the end of its records. Feldera's endpoint reads a body
+//! only while the pipeline runs: a request that arrives while it is paused waits unread, and
+//! when the manager gives up on it (503 after its 30 s proxy timeout), or slotline does (a
+//! timeout, a broken connection), the pipeline still holds what was sent and applies it at
+//! the resume, however late (`transport/http/input.rs`, `complete_request`; measured on
+//! Feldera's own server, docs/feldera.md, "Against Feldera's own server"). So a request that
+//! ended without the pipeline's own answer (no answer, or a 5xx) leaves its table
+//! *lingering*, whichever session sent it: nothing more is written to or read from that table
+//! until `GET /stats` shows the pipeline `Running`, asked after that request ended, and then
+//! [`LINGER_SETTLE_MS`] more (the resumed endpoint reads what it holds at once). A restarted
+//! pipeline answers `Running` too: the old process's connections died with it.
+//!
+//! Owns: the ledger, the parked queries and the lingering tables with their probe. Never
+//! decides what a request means for a batch (see `sink`).
 
 use super::ctx::Ctx;
-use crate::feldera::{FelderaEndpoint, HttpRequest};
+use crate::feldera::{FelderaEndpoint, HttpRequest, Reply};
 use crate::io::{Command, HttpId, Level, Topic};
+use crate::time::Mono;
 use std::collections::BTreeMap;
+
+/// After `Running` is seen, how long a lingering table still waits: the resumed endpoint
+/// reads the bytes it holds and queues their records at once; this covers the scheduling.
+pub(crate) const LINGER_SETTLE_MS: u64 = 1_000;
+/// How often `/stats` is asked while the pipeline does not run (or does not answer).
+pub(crate) const LINGER_PROBE_MS: u64 = 500;
+/// Timeout of one `/stats` probe.
+const LINGER_PROBE_TIMEOUT_MS: u64 = 10_000;
+
+/// The probe that frees lingering tables.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// Nothing asked; ask at `at` (`None`: at once).
+    #[default]
+    Idle,
+    Waiting(Mono),
+    /// `/stats` asked; it covers the tables that began lingering before `generation`.
+    Asked {
+        id: HttpId,
+        generation: u64,
+    },
+    /// `Running` seen: the tables that began lingering before `generation` go at `until`.
+    Settling {
+        until: Mono,
+        generation: u64,
+    },
+}
 
 /// One ingress request out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +96,11 @@ pub(crate) struct Writes {
     control: BTreeMap<HttpId, u32>,
     /// Whether this session already said that it waits for earlier transaction requests.
     control_noted: bool,
+    /// Tables a request without the pipeline's answer may still write to, each with the
+    /// generation at which it began lingering.
+    lingering: BTreeMap<String, u64>,
+    next_generation: u64,
+    probe: Probe,
 }
 
 impl Writes {
@@ -94,10 +139,44 @@ impl Writes {
     }
 
     /// The request `id` ended (answered or failed): `Some` when it was an ingress request of
-    /// an earlier session, which may free a table.
-    pub(crate) fn ended(&mut self, id: HttpId) -> Option<Write> {
-        let write = self.out.remove(&id)?;
-        (write.session < self.session).then_some(write)
+    /// an earlier session, which may free a table. `answered`: the pipeline itself answered
+    /// (a status below 500); otherwise its body may still be applied later and its table
+    /// lingers (see the module docs): the second value names it when it began to.
+    pub(crate) fn ended(&mut self, id: HttpId, answered: bool) -> (Option<Write>, Option<String>) {
+        let Some(write) = self.out.remove(&id) else {
+            return (None, None);
+        };
+        let lingered = (!answered && !self.lingering.contains_key(&write.segment))
+            .then(|| write.segment.clone());
+        if !answered {
+            self.lingering
+                .insert(write.segment.clone(), self.next_generation);
+            self.next_generation += 1;
+        }
+        ((write.session < self.session).then_some(write), lingered)
+    }
+
+    /// Whether a request without the pipeline's answer may still write to `segment`.
+    pub(crate) fn lingers(&self, segment: &str) -> bool {
+        self.lingering.contains_key(segment)
+    }
+
+    /// When the probe wants the core back (`TimerKind::Lingering`).
+    pub(crate) fn linger_deadline(&self) -> Option<Mono> {
+        if self.lingering.is_empty() {
+            return None;
+        }
+        match self.probe {
+            Probe::Idle => Some(Mono(0)),
+            Probe::Waiting(at) => Some(at),
+            Probe::Settling { until, .. } => Some(until),
+            Probe::Asked { .. } => None,
+        }
+    }
+
+    /// Whether `id` is the probe's `/stats` request.
+    pub(crate) fn probe_owns(&self, id: HttpId) -> bool {
+        matches!(self.probe, Probe::Asked { id: asked, .. } if asked == id)
     }
 
     /// The request `id` ended: true when it was a transaction request of an earlier session
@@ -130,13 +209,37 @@ impl Writes {
         self.out.remove(&id);
     }
 
-    /// How many requests of earlier sessions to `segment` are still out: while any is, the
-    /// current session must not write to that table.
+    /// How many requests of earlier sessions to `segment` are still out, plus one while it
+    /// lingers: while any is, the current session must not write to that table.
     pub(crate) fn blocks(&self, segment: &str) -> usize {
         self.out
             .values()
             .filter(|w| w.segment == segment && w.session < self.session)
             .count()
+            + usize::from(self.lingers(segment))
+    }
+
+    /// Why a write to or read of `segment` waits (when `blocks` says it does), for the
+    /// session's one line about it; `action` is what waits ("writing to it again").
+    pub(crate) fn wait_reason(&self, segment: &str, action: &str) -> String {
+        let earlier = self.blocks(segment) - usize::from(self.lingers(segment));
+        let mut why = Vec::new();
+        if earlier > 0 {
+            why.push(format!(
+                "{earlier} ingress request(s) of an ended session end (Feldera queues a request's records as they arrive; \
+                 each ends within its {} s timeout)",
+                super::sink::INGRESS_TIMEOUT_MS / 1000
+            ));
+        }
+        if self.lingers(segment) {
+            why.push(
+                "Feldera is seen running (a request that ended without its answer may still write to it)".to_owned(),
+            );
+        }
+        format!(
+            "{segment}: waiting until {} before {action}",
+            why.join(" and ")
+        )
     }
 
     /// Whether this session has not yet said that it waits for `segment` (true once).
@@ -159,20 +262,12 @@ impl Ctx {
         request: HttpRequest,
         segment: &str,
     ) {
-        let earlier = self.writes.blocks(segment);
-        if earlier == 0 {
+        if self.writes.blocks(segment) == 0 {
             return self.push_table_request(endpoint, id, request);
         }
         if self.writes.first_wait(segment) {
-            self.note(
-                Level::Info,
-                Topic::Batch,
-                format!(
-                    "{segment}: waiting until {earlier} ingress request(s) of an ended session end before reading it \
-                     (their records may still land; each ends within its {} s timeout)",
-                    super::sink::INGRESS_TIMEOUT_MS / 1000
-                ),
-            );
+            let line = self.writes.wait_reason(segment, "reading it");
+            self.note(Level::Info, Topic::Batch, line);
         }
         self.writes.parked.push((segment.to_owned(), id, request));
     }
@@ -221,6 +316,92 @@ impl Ctx {
             self.push_table_request(endpoint, id, request);
         }
     }
+
+    /// An ingress request to `segment` ended without the pipeline's answer (`how`): said
+    /// once per table while it lingers.
+    pub(crate) fn note_lingering(&mut self, segment: &str, how: &str) {
+        self.note(
+            Level::Info,
+            Topic::Batch,
+            format!(
+                "{segment}: an ingress request ended without Feldera's answer ({how}); the pipeline may still apply its body when it next runs \
+                 (a paused pipeline reads it at the resume), so nothing more goes to that table until Feldera is seen running"
+            ),
+        );
+    }
+
+    /// The probe's timer: asks `/stats` when due, or frees the tables whose settling is
+    /// over. Returns the tables freed.
+    pub(crate) fn on_linger_timer(&mut self, endpoint: &FelderaEndpoint) -> Vec<String> {
+        let now = self.now.mono;
+        match self.writes.probe {
+            _ if self.writes.lingering.is_empty() => {
+                self.writes.probe = Probe::Idle;
+                Vec::new()
+            }
+            Probe::Idle => self.ask_stats(endpoint),
+            Probe::Waiting(at) if now >= at => self.ask_stats(endpoint),
+            Probe::Settling { until, generation } if now >= until => {
+                self.writes.probe = Probe::Idle;
+                let freed: Vec<String> = self
+                    .writes
+                    .lingering
+                    .iter()
+                    .filter(|(_, g)| **g < generation)
+                    .map(|(segment, _)| segment.clone())
+                    .collect();
+                for segment in &freed {
+                    self.writes.lingering.remove(segment);
+                    self.note(
+                        Level::Info,
+                        Topic::Batch,
+                        format!("{segment}: Feldera runs and has read what it held; writing to it again"),
+                    );
+                }
+                freed
+            }
+            Probe::Waiting(_) | Probe::Asked { .. } | Probe::Settling { .. } => Vec::new(),
+        }
+    }
+
+    fn ask_stats(&mut self, endpoint: &FelderaEndpoint) -> Vec<String> {
+        let id = self.http(endpoint.stats(LINGER_PROBE_TIMEOUT_MS));
+        self.writes.probe = Probe::Asked {
+            id,
+            generation: self.writes.next_generation,
+        };
+        Vec::new()
+    }
+
+    /// The probe's `/stats` answer: `Running` starts the settling; anything else (paused,
+    /// no answer) asks again a little later.
+    pub(crate) fn on_linger_reply(&mut self, reply: Reply<'_>) {
+        let Probe::Asked { generation, .. } = self.writes.probe else {
+            return;
+        };
+        let now = self.now.mono;
+        let state = crate::feldera::pipeline_state(reply);
+        self.writes.probe = if state.as_deref() == Some("Running") {
+            Probe::Settling {
+                until: now.plus_ms(LINGER_SETTLE_MS),
+                generation,
+            }
+        } else {
+            Probe::Waiting(now.plus_ms(LINGER_PROBE_MS))
+        };
+        if state.as_deref() != Some("Running") {
+            self.note(
+                Level::Debug,
+                Topic::Batch,
+                format!(
+                    "Feldera's pipeline state is {}; tables with a lingering request keep waiting",
+                    state
+                        .as_deref()
+                        .unwrap_or("unknown (no usable /stats answer)")
+                ),
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -241,14 +422,51 @@ mod tests {
         writes.start_session(2);
         assert_eq!((writes.blocks("users"), writes.blocks("items")), (1, 1));
         writes.started(HttpId(3), "users");
-        assert_eq!(writes.ended(HttpId(3)), None, "the current session's own");
         assert_eq!(
-            writes.ended(HttpId(1)).map(|w| w.segment),
+            writes.ended(HttpId(3), true),
+            (None, None),
+            "the current session's own"
+        );
+        assert_eq!(
+            writes.ended(HttpId(1), true).0.map(|w| w.segment),
             Some("users".to_owned())
         );
         assert_eq!(writes.blocks("users"), 0);
         assert_eq!(writes.blocks("items"), 1);
-        assert_eq!(writes.ended(HttpId(1)), None, "ends once");
+        assert_eq!(writes.ended(HttpId(1), true), (None, None), "ends once");
+    }
+
+    #[test]
+    fn a_request_without_the_pipeline_s_answer_leaves_its_table_lingering_in_any_session() {
+        let mut writes = Writes::default();
+        writes.start_session(1);
+        writes.started(HttpId(1), "users");
+        writes.started(HttpId(2), "items");
+        writes.started(HttpId(3), "orders");
+        assert_eq!(writes.linger_deadline(), None);
+        // The current session's own request, given up by the manager (503) or the shell.
+        assert_eq!(
+            writes.ended(HttpId(1), false),
+            (None, Some("users".to_owned()))
+        );
+        assert_eq!(writes.blocks("users"), 1, "blocks its own session too");
+        assert_eq!(
+            writes.ended(HttpId(2), true),
+            (None, None),
+            "answered: gone"
+        );
+        assert_eq!(writes.blocks("items"), 0);
+        writes.start_session(2);
+        assert_eq!(writes.blocks("users"), 1, "and every later one");
+        let (earlier, lingered) = writes.ended(HttpId(3), false);
+        assert_eq!(earlier.map(|w| w.segment), Some("orders".to_owned()));
+        assert_eq!(lingered, Some("orders".to_owned()));
+        assert_eq!(writes.blocks("orders"), 1);
+        assert_eq!(
+            writes.linger_deadline(),
+            Some(Mono(0)),
+            "the probe asks at once"
+        );
     }
 
     #[test]

@@ -197,7 +197,7 @@ async fn ingress(
 }
 
 async fn ingress_inner(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     pipeline: &str,
     table: &str,
     raw_query: Option<String>,
@@ -235,6 +235,22 @@ async fn ingress_inner(
     // Only the start waits for a pause: records arriving after a pause began mid-body are
     // queued, and wait with everything else until the resume.
     if !shared.wait_unpaused().await {
+        // The manager gives up and answers 503, but the pipeline keeps the request: its
+        // handler reads what the client sent once the pipeline resumes and applies it then,
+        // however late (`transport/http/input.rs`, `complete_request`; measured on the real
+        // server, docs/feldera.md). Unless the process restarts meanwhile: its connections
+        // die with it.
+        let sent = collect(body).await;
+        let incarnation = shared.state().incarnation.clone();
+        let late = shared.clone();
+        tokio::spawn(async move {
+            late.wait_unpaused_for_ever().await;
+            if late.state().incarnation != incarnation {
+                return;
+            }
+            let upload = late.state().begin_upload(index, endpoint);
+            let _ = read_body(&late, &upload, mode, None, &mut Body::from(sent)).await;
+        });
         return api_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "PipelineInteractionUnreachable",
@@ -313,6 +329,23 @@ fn queue(shared: &Shared, upload: &Upload, done: Completed) -> Result<(), Box<Re
         .state()
         .queue(upload, done.changes, done.records, Instant::now())
         .map_err(|Restarted| Box::new(restarted_mid_body()))
+}
+
+/// What the client sent of a body, up to `MAX_DRAINED_BYTES` (all of it, or what arrived
+/// before the client went away).
+async fn collect(body: &mut Body) -> axum::body::Bytes {
+    let mut sent = Vec::new();
+    while sent.len() <= MAX_DRAINED_BYTES {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    sent.extend_from_slice(data);
+                }
+            }
+            None | Some(Err(_)) => break,
+        }
+    }
+    sent.into()
 }
 
 /// Reads and drops what is left of a body, up to `MAX_DRAINED_BYTES`.

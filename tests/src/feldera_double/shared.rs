@@ -106,6 +106,12 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner) = cost;
     }
 
+    /// Waits until the pipeline runs, however long that takes.
+    pub async fn wait_unpaused_for_ever(&self) {
+        let mut rx = self.paused.subscribe();
+        let _ = rx.wait_for(|paused| !*paused).await;
+    }
+
     /// Waits while paused; `false` when the proxy timeout ran out first.
     pub async fn wait_unpaused(&self) -> bool {
         let timeout = self.state().proxy_timeout;

@@ -189,7 +189,16 @@ fn seeds() -> Vec<Seed> {
             events: [
                 stream(),
                 tx(&[0]).into(),
-                vec![ingress_503(), TickAtDeadline(0), GOOD, Deliver(0)],
+                // The 503 leaves users lingering: the probe (at once), the backoff and the
+                // settling each need their tick before the replay goes out.
+                vec![
+                    ingress_503(),
+                    TickAtDeadline(0),
+                    TickAtDeadline(0),
+                    TickAtDeadline(0),
+                    GOOD,
+                    Deliver(0),
+                ],
                 vec![GOOD, SECOND, TickAtDeadline(0), completion_410_restarted()],
                 vec![TickAtDeadline(0), GOOD, Deliver(0), GOOD, GOOD],
                 vec![Corrupt {

@@ -40,6 +40,49 @@ fn feldera_503_ends_the_session_and_reconnects_after_a_backoff() {
     );
 }
 
+/// The manager gave up on an ingress request of a paused pipeline (its 30 s proxy timeout):
+/// Feldera still holds the body and applies it at the resume. The replay of that table
+/// waits until `/stats` shows the pipeline running, and a settling second more, so it can
+/// never be overtaken by the old body (docs/contract.md, "What an ended session or run
+/// leaves behind").
+#[test]
+fn a_request_without_feldera_s_answer_holds_its_table_until_feldera_is_seen_running() {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
+    s.show_feldera_watch();
+    s.set_pipeline_state("Paused");
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    s.answer(
+        503,
+        r#"{"message":"Error interacting with pipeline 'p': timeout","error_code":"PipelineInteractionUnreachable","details":{}}"#,
+    );
+    s.advance(4000);
+    // Session 2 reads the transaction again from the slot.
+    s.wal(
+        "Relation users",
+        &[relation(&users(ReplicaIdentity::Default))],
+    );
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    s.advance(1000);
+    let paused = s.take_trace();
+    assert_eq!(
+        paused.matches("POST ingress").count(),
+        1,
+        "no replay while Feldera is paused:\n{paused}"
+    );
+    s.set_pipeline_state("Running");
+    s.advance(2000);
+    let resumed = s.take_trace();
+    assert_eq!(
+        resumed.matches("POST ingress").count(),
+        1,
+        "the replay once Feldera runs:\n{paused}\n---\n{resumed}"
+    );
+    rule!(
+        "A request without Feldera's answer keeps its table until /stats shows the pipeline running, plus 1 s.",
+        format!("{paused}--- Feldera resumes\n{resumed}")
+    );
+}
+
 #[test]
 fn backoff_grows_without_progress_and_resets_only_on_durable_progress() {
     let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);

@@ -9,14 +9,18 @@
 //!   schema (the circuit's), `runtime_config` (the one the process was started with) and the
 //!   deployment statuses;
 //! - `GET /v0/pipelines?selector=status`: every pipeline's name and status;
+//! - `POST /v0/pipelines/{name}/pause` and `.../start`: the manager's own lifecycle
+//!   endpoints, which it carries out by `GET /pause` and `GET /start` on the process;
 //! - `/v0/pipelines/{name}/{endpoint}`: forwarded to the process, request and answer bodies
 //!   streamed both ways; an unreachable process answers 503 `PipelineInteractionUnreachable`
-//!   as the manager does.
+//!   as the manager does, and so does an ingress request the process has not answered
+//!   within the manager's ingress timeout (30 s in Feldera, `http_input`; per pipeline
+//!   here, `ingress_timeout_ms`).
 //!
 //! Tests manage pipelines through `/control` (the double's control prefix):
 //!
 //! - `PUT /control/pipelines/{name}` `{"fault_tolerance": null | "at_least_once" | "exactly_once",
-//!   "storage": bool}` starts a fresh pipeline (new storage, new deployment), replacing one
+//!   "storage": bool, "ingress_timeout_ms": n}` starts a fresh pipeline (new storage, new deployment), replacing one
 //!   of that name; a fault-tolerance model implies storage;
 //! - `POST /control/pipelines/{name}/crash_restart` kills the process (SIGKILL) and starts
 //!   it again on the same storage, as the local runner does after a crash;
@@ -54,9 +58,14 @@ struct Args {
 /// How long a started process may take until its HTTP server answers `/stats`.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// Feldera's manager forwards an ingress request with this timeout
+/// (`pipeline_interaction.rs`, `http_input`).
+const INGRESS_TIMEOUT: Duration = Duration::from_secs(30);
+
 struct Pipeline {
     child: Child,
     port: u16,
+    ingress_timeout: Duration,
     dir: PathBuf,
     config: PipelineConfig,
     deployment_id: String,
@@ -206,6 +215,10 @@ async fn create(
         .get("storage")
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let ingress_timeout = body
+        .get("ingress_timeout_ms")
+        .and_then(Value::as_u64)
+        .map_or(INGRESS_TIMEOUT, Duration::from_millis);
     let manager = manager.get_ref().clone();
     let result = web::block(move || -> Result<Value, String> {
         let dir = manager.args.work_dir.join(&name);
@@ -224,6 +237,7 @@ async fn create(
             Pipeline {
                 child,
                 port,
+                ingress_timeout,
                 dir,
                 config,
                 deployment_id,
@@ -348,9 +362,20 @@ async fn forward(
     body: web::Payload,
 ) -> HttpResponse {
     let (name, endpoint) = path.into_inner();
-    let port = match manager.pipelines.lock().unwrap().get(&name) {
-        Some(pipeline) => pipeline.port,
+    let (port, ingress_timeout) = match manager.pipelines.lock().unwrap().get(&name) {
+        Some(pipeline) => (pipeline.port, pipeline.ingress_timeout),
         None => return unknown_pipeline(&name),
+    };
+    // The manager's lifecycle actions, as the runner carries them out on the process.
+    let (method, endpoint) = match (req.method().as_str(), endpoint.as_str()) {
+        ("POST", "pause") => (actix_web::http::Method::GET, "pause".to_owned()),
+        ("POST", "start" | "resume") => (actix_web::http::Method::GET, "start".to_owned()),
+        _ => (req.method().clone(), endpoint),
+    };
+    let timeout = if endpoint.starts_with("ingress/") {
+        ingress_timeout
+    } else {
+        Duration::from_secs(3600)
     };
     let mut url = format!("http://127.0.0.1:{port}/{endpoint}");
     if !req.query_string().is_empty() {
@@ -358,10 +383,10 @@ async fn forward(
         url.push_str(req.query_string());
     }
     let client = awc::Client::builder()
-        .timeout(Duration::from_secs(3600))
+        .timeout(timeout)
         .disable_redirects()
         .finish();
-    let mut request = client.request(req.method().clone(), &url);
+    let mut request = client.request(method, &url);
     for (name, value) in req.headers() {
         if passes(name) {
             request = request.insert_header((name.clone(), value.clone()));
