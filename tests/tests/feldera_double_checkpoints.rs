@@ -248,16 +248,21 @@ fn the_community_edition_refuses_fault_tolerance_and_every_checkpoint() {
         "none"
     );
     insert(&c, 1);
-    let (seq, _) = checkpoint(&c);
-    assert_eq!(seq, 0);
-    let s = status(&c);
-    assert_eq!(s["success"], Value::Null);
-    assert_eq!(s["failure"]["sequence_number"], 0);
+    // The manager refuses the request itself; the pipeline never hears of it.
+    let r = c.post(&path("checkpoint"), "");
+    assert_eq!(r.status, 501, "{}", r.text);
+    assert_eq!(r.error_code(), "EnterpriseFeature");
     assert_eq!(
-        s["failure"]["error"],
+        r.json()["message"],
+        "Cannot use enterprise-only feature (checkpoint) in Feldera community edition."
+    );
+    let s = status(&c);
+    assert_eq!((&s["success"], &s["failure"]), (&Value::Null, &Value::Null));
+    // Asked directly, the community pipeline refuses with the enterprise reason first.
+    assert_eq!(
+        COMMUNITY_ERROR,
         "The pipeline does not support checkpointing for the following reasons: Suspend is an enterprise feature, Storage must be configured"
     );
-    assert_eq!(s["failure"]["error"], COMMUNITY_ERROR);
 }
 
 #[test]

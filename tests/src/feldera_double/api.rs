@@ -21,7 +21,7 @@ use http_body_util::BodyExt;
 use serde_json::json;
 
 use super::answer::{self, Framing};
-use super::checkpoint::ft_config_json;
+use super::checkpoint::{ft_config_json, Edition, COMMUNITY_CHECKPOINT_ERROR};
 use super::error::{api_error, invalid_param, note, unknown_pipeline};
 use super::faults::FailMode;
 use super::ingress::{errors_details, BodyMode, BodyReader, Completed, ParseError};
@@ -591,10 +591,20 @@ async fn stats(State(shared): State<Arc<Shared>>, Path(pipeline): Path<String>) 
 
 /// Feldera hands out the sequence number at once and checkpoints in the background
 /// (`server.rs`, `checkpoint`): even a checkpoint that cannot succeed (no storage) is
-/// answered 200 and fails in `checkpoint_status`.
+/// answered 200 and fails in `checkpoint_status`. The community edition's manager never
+/// forwards it: 501 `EnterpriseFeature` (`pipeline_interaction.rs`, `checkpoint`;
+/// `common_error.rs`).
 async fn checkpoint(State(shared): State<Arc<Shared>>, Path(pipeline): Path<String>) -> Response {
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(&pipeline);
+    }
+    if shared.state().edition == Edition::Community {
+        return api_error(
+            StatusCode::NOT_IMPLEMENTED,
+            "EnterpriseFeature",
+            COMMUNITY_CHECKPOINT_ERROR,
+            json!(null),
+        );
     }
     let (seq, incarnation) = {
         let mut st = shared.state();

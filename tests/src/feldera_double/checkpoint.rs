@@ -51,6 +51,11 @@ pub const NO_STORAGE_ERROR: &str =
 /// answered, docs/feldera.md).
 pub const COMMUNITY_ERROR: &str = "The pipeline does not support checkpointing for the following reasons: Suspend is an enterprise feature, Storage must be configured";
 
+/// The community edition's manager refuses `POST /checkpoint` itself
+/// (`CommonError::EnterpriseFeature`, 501).
+pub const COMMUNITY_CHECKPOINT_ERROR: &str =
+    "Cannot use enterprise-only feature (checkpoint) in Feldera community edition.";
+
 /// Feldera's refusal to start a community-edition pipeline with fault tolerance
 /// (`ControllerError::EnterpriseFeature`, `crates/adapters/src/controller/error.rs`).
 pub const COMMUNITY_FAULT_TOLERANCE_ERROR: &str =

@@ -17,6 +17,9 @@
 //!   within the manager's ingress timeout (30 s in Feldera, `http_input`; per pipeline
 //!   here, `ingress_timeout_ms`).
 //!
+//! With `--community` it answers `POST .../checkpoint` itself with 501 `EnterpriseFeature`,
+//! as the community edition's manager does (`pipeline_interaction.rs`, `checkpoint`).
+//!
 //! Tests manage pipelines through `/control` (the double's control prefix):
 //!
 //! - `PUT /control/pipelines/{name}` `{"fault_tolerance": null | "at_least_once" | "exactly_once",
@@ -53,6 +56,10 @@ struct Args {
     /// DBSP worker threads per pipeline.
     #[arg(long, default_value_t = 2)]
     workers: u16,
+    /// Answer as the community edition's manager does: `POST .../checkpoint` is refused
+    /// with 501 `EnterpriseFeature` and never reaches the pipeline.
+    #[arg(long)]
+    community: bool,
 }
 
 /// How long a started process may take until its HTTP server answers `/stats`.
@@ -362,6 +369,16 @@ async fn forward(
     body: web::Payload,
 ) -> HttpResponse {
     let (name, endpoint) = path.into_inner();
+    if manager.args.community
+        && req.method() == actix_web::http::Method::POST
+        && (endpoint == "checkpoint" || endpoint == "checkpoint/sync")
+    {
+        return error(
+            501,
+            "EnterpriseFeature",
+            "Cannot use enterprise-only feature (checkpoint) in Feldera community edition.".into(),
+        );
+    }
     let (port, ingress_timeout) = match manager.pipelines.lock().unwrap().get(&name) {
         Some(pipeline) => (pipeline.port, pipeline.ingress_timeout),
         None => return unknown_pipeline(&name),
