@@ -389,16 +389,6 @@ fn streams_and_recovers_from_crash_points(shell: Shell) {
     );
 }
 
-#[test]
-fn streams_and_recovers_from_crash_points_tokio() {
-    streams_and_recovers_from_crash_points(Shell::Tokio);
-}
-
-#[test]
-fn streams_and_recovers_from_crash_points_blocking() {
-    streams_and_recovers_from_crash_points(Shell::Blocking);
-}
-
 /// SIGTERM while a writer commits: exit 0, and the next run delivers the rest.
 fn graceful_stop_under_a_writer(shell: Shell) {
     let target = Target::new("srv_stop", None);
@@ -426,16 +416,6 @@ fn graceful_stop_under_a_writer(shell: Shell) {
     stop_cleanly(&mut connector);
 }
 
-#[test]
-fn graceful_stop_under_a_writer_tokio() {
-    graceful_stop_under_a_writer(Shell::Tokio);
-}
-
-#[test]
-fn graceful_stop_under_a_writer_blocking() {
-    graceful_stop_under_a_writer(Shell::Blocking);
-}
-
 /// TRUNCATE becomes retractions of exactly what Feldera holds (its keys read by ad-hoc
 /// query), in the order of the transactions around it.
 fn truncate_retracts(shell: Shell) {
@@ -457,16 +437,6 @@ fn truncate_retracts(shell: Shell) {
         "only the row after the TRUNCATE"
     );
     stop_cleanly(&mut connector);
-}
-
-#[test]
-fn truncate_retracts_tokio() {
-    truncate_retracts(Shell::Tokio);
-}
-
-#[test]
-fn truncate_retracts_blocking() {
-    truncate_retracts(Shell::Blocking);
 }
 
 /// The initial copy into a pipeline that already holds rows: keys PostgreSQL does not have
@@ -498,16 +468,6 @@ fn snapshot_replaces_leftovers(shell: Shell) {
     stop_cleanly(&mut connector);
 }
 
-#[test]
-fn snapshot_replaces_leftovers_tokio() {
-    snapshot_replaces_leftovers(Shell::Tokio);
-}
-
-#[test]
-fn snapshot_replaces_leftovers_blocking() {
-    snapshot_replaces_leftovers(Shell::Blocking);
-}
-
 /// Feldera transactions around every batch, with small batches and one large source
 /// transaction.
 fn feldera_transactions(shell: Shell) {
@@ -525,16 +485,6 @@ fn feldera_transactions(shell: Shell) {
     target.wait_caught_up(&connector);
     target.assert_equal(&connector);
     stop_cleanly(&mut connector);
-}
-
-#[test]
-fn feldera_transactions_tokio() {
-    feldera_transactions(Shell::Tokio);
-}
-
-#[test]
-fn feldera_transactions_blocking() {
-    feldera_transactions(Shell::Blocking);
 }
 
 /// With fault tolerance the flush waits for a checkpoint; the pipeline then dies and comes
@@ -566,16 +516,6 @@ fn checkpoint_survives_a_pipeline_crash(shell: Shell) {
         "the restart was noticed: {log}"
     );
     stop_cleanly(&mut connector);
-}
-
-#[test]
-fn checkpoint_survives_a_pipeline_crash_tokio() {
-    checkpoint_survives_a_pipeline_crash(Shell::Tokio);
-}
-
-#[test]
-fn checkpoint_survives_a_pipeline_crash_blocking() {
-    checkpoint_survives_a_pipeline_crash(Shell::Blocking);
 }
 
 /// `FELDERA_DURABILITY=checkpoint` on a pipeline whose every checkpoint fails (no storage;
@@ -618,16 +558,6 @@ fn checkpoints_that_always_fail_end_the_run(shell: Shell) {
     );
 }
 
-#[test]
-fn checkpoints_that_always_fail_end_the_run_tokio() {
-    checkpoints_that_always_fail_end_the_run(Shell::Tokio);
-}
-
-#[test]
-fn checkpoints_that_always_fail_end_the_run_blocking() {
-    checkpoints_that_always_fail_end_the_run(Shell::Blocking);
-}
-
 /// Without fault tolerance a pipeline crash loses everything Feldera held, acknowledged or
 /// not: slotline sees the new incarnation and copies every table again.
 fn pipeline_crash_without_fault_tolerance_copies_again(shell: Shell) {
@@ -664,16 +594,6 @@ fn pipeline_crash_without_fault_tolerance_copies_again(shell: Shell) {
     stop_cleanly(&mut connector);
 }
 
-#[test]
-fn pipeline_crash_without_fault_tolerance_copies_again_tokio() {
-    pipeline_crash_without_fault_tolerance_copies_again(Shell::Tokio);
-}
-
-#[test]
-fn pipeline_crash_without_fault_tolerance_copies_again_blocking() {
-    pipeline_crash_without_fault_tolerance_copies_again(Shell::Blocking);
-}
-
 /// A pause longer than the manager's ingress timeout: the requests sent meanwhile are
 /// answered 503 by the manager, yet Feldera still holds their bodies and applies them when
 /// it resumes, whenever that is (docs/feldera.md). The replay must not be overwritten by
@@ -704,12 +624,31 @@ fn a_pause_longer_than_the_ingress_timeout(shell: Shell) {
     stop_cleanly(&mut connector);
 }
 
-#[test]
-fn a_pause_longer_than_the_ingress_timeout_tokio() {
-    a_pause_longer_than_the_ingress_timeout(Shell::Tokio);
+/// Each case runs in both shells: `<case>::tokio` and `<case>::blocking`.
+macro_rules! in_both_shells {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            #[test]
+            fn tokio() {
+                super::$case(super::Shell::Tokio);
+            }
+
+            #[test]
+            fn blocking() {
+                super::$case(super::Shell::Blocking);
+            }
+        }
+    )*};
 }
 
-#[test]
-fn a_pause_longer_than_the_ingress_timeout_blocking() {
-    a_pause_longer_than_the_ingress_timeout(Shell::Blocking);
-}
+in_both_shells!(
+    streams_and_recovers_from_crash_points,
+    graceful_stop_under_a_writer,
+    truncate_retracts,
+    snapshot_replaces_leftovers,
+    feldera_transactions,
+    checkpoint_survives_a_pipeline_crash,
+    checkpoints_that_always_fail_end_the_run,
+    pipeline_crash_without_fault_tolerance_copies_again,
+    a_pause_longer_than_the_ingress_timeout,
+);

@@ -424,13 +424,21 @@ impl Pipeline {
     /// The ingress endpoints this incarnation holds (what counts toward Feldera's limit),
     /// in the order they were created.
     pub fn endpoint_names(&self) -> Vec<String> {
+        self.endpoints_in_order()
+            .into_iter()
+            .map(|(_, name)| name.clone())
+            .collect()
+    }
+
+    /// The ingress endpoints with their ids, oldest first.
+    fn endpoints_in_order(&self) -> Vec<(u64, &String)> {
         let mut named: Vec<(u64, &String)> = self
             .endpoints
             .iter()
             .map(|(name, id)| (*id, name))
             .collect();
         named.sort();
-        named.into_iter().map(|(_, name)| name.clone()).collect()
+        named
     }
 
     /// `/stats` `inputs`: one entry per ingress endpoint this incarnation holds, in the order
@@ -439,13 +447,7 @@ impl Pipeline {
     /// The real server names an endpoint `<table>.api-ingress-<hash>`; the double keeps its
     /// readable name (`endpoint_names`).
     pub fn inputs_json(&self) -> Vec<serde_json::Value> {
-        let mut named: Vec<(u64, &String)> = self
-            .endpoints
-            .iter()
-            .map(|(name, id)| (*id, name))
-            .collect();
-        named.sort();
-        named
+        self.endpoints_in_order()
             .into_iter()
             .map(|(id, name)| {
                 let stream = name.split(".api-ingress").next().unwrap_or(name);
