@@ -204,10 +204,10 @@ impl Target {
         }
     }
 
-    /// `POST /v0/pipelines/{p}/start` (the double: `resume`).
+    /// `POST /v0/pipelines/{p}/resume` (the double: `resume`).
     fn resume(&self) {
         match &self.server {
-            Some(_) => self.lifecycle("start"),
+            Some(_) => self.lifecycle("resume"),
             None => self.env.feldera.resume(),
         }
     }

@@ -9,7 +9,7 @@
 //!   schema (the circuit's), `runtime_config` (the one the process was started with) and the
 //!   deployment statuses;
 //! - `GET /v0/pipelines?selector=status`: every pipeline's name and status;
-//! - `POST /v0/pipelines/{name}/pause` and `.../start`: the manager's own lifecycle
+//! - `POST /v0/pipelines/{name}/pause` and `.../resume`: the manager's own lifecycle
 //!   endpoints, which it carries out by `GET /pause` and `GET /start` on the process;
 //! - `/v0/pipelines/{name}/{endpoint}`: forwarded to the process, request and answer bodies
 //!   streamed both ways; an unreachable process answers 503 `PipelineInteractionUnreachable`
@@ -386,7 +386,7 @@ async fn forward(
     // The manager's lifecycle actions, as the runner carries them out on the process.
     let (method, endpoint) = match (req.method().as_str(), endpoint.as_str()) {
         ("POST", "pause") => (actix_web::http::Method::GET, "pause".to_owned()),
-        ("POST", "start" | "resume") => (actix_web::http::Method::GET, "start".to_owned()),
+        ("POST", "resume") => (actix_web::http::Method::GET, "start".to_owned()),
         _ => (req.method().clone(), endpoint),
     };
     let timeout = if endpoint.starts_with("ingress/") {
