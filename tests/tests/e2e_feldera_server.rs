@@ -111,6 +111,18 @@ impl Target {
         Connector::spawn(shell, &self.env.config(&pairs), &self.env.name)
     }
 
+    /// Starts the connector with `SNAPSHOT_MODE=initial` and waits until its copy is
+    /// complete and it caught up.
+    fn start_copied(&self, shell: Shell) -> Connector {
+        let connector = self.start(shell, &[("SNAPSHOT_MODE", "initial")]);
+        assert!(
+            self.env.wait_snapshot_complete_and_caught_up(WAIT),
+            "the copy did not complete:\n{}",
+            connector.log_text()
+        );
+        connector
+    }
+
     fn pipeline_url(&self) -> String {
         format!("{}/v0/pipelines/{}", self.url(), self.pipeline())
     }
@@ -455,12 +467,7 @@ fn snapshot_replaces_leftovers(shell: Shell) {
         "lines",
         &[json!({"order_id": 777777, "line": 1, "sku": "ghost", "qty": 1, "price": null, "day": null})],
     );
-    let mut connector = target.start(shell, &[("SNAPSHOT_MODE", "initial")]);
-    assert!(
-        target.env.wait_snapshot_complete_and_caught_up(WAIT),
-        "the copy did not complete:\n{}",
-        connector.log_text()
-    );
+    let mut connector = target.start_copied(shell);
     target.assert_equal(&connector);
     workload(&target, 5000);
     target.wait_caught_up(&connector);
@@ -491,12 +498,7 @@ fn feldera_transactions(shell: Shell) {
 /// back from it, and slotline resends what the checkpoint does not hold.
 fn checkpoint_survives_a_pipeline_crash(shell: Shell) {
     let target = Target::new("srv_ckpt", Some("at_least_once"));
-    let mut connector = target.start(shell, &[("SNAPSHOT_MODE", "initial")]);
-    assert!(
-        target.env.wait_snapshot_complete_and_caught_up(WAIT),
-        "the copy did not complete:\n{}",
-        connector.log_text()
-    );
+    let mut connector = target.start_copied(shell);
     workload(&target, 1000);
     target.wait_caught_up(&connector);
     target.assert_equal(&connector);
@@ -562,12 +564,7 @@ fn checkpoints_that_always_fail_end_the_run(shell: Shell) {
 /// not: slotline sees the new incarnation and copies every table again.
 fn pipeline_crash_without_fault_tolerance_copies_again(shell: Shell) {
     let target = Target::new("srv_lossy", None);
-    let mut connector = target.start(shell, &[("SNAPSHOT_MODE", "initial")]);
-    assert!(
-        target.env.wait_snapshot_complete_and_caught_up(WAIT),
-        "the copy did not complete:\n{}",
-        connector.log_text()
-    );
+    let mut connector = target.start_copied(shell);
     workload(&target, 1000);
     target.wait_caught_up(&connector);
     target.assert_equal(&connector);

@@ -914,12 +914,8 @@ impl Pipeline {
             }
             Input::HttpDone { id, status, body } => {
                 let how = format!("answered {status}");
-                let (earlier, lingered) = cx.ctx.writes.ended(id, status < 500);
-                if let Some(segment) = lingered {
-                    cx.ctx.note_lingering(&segment, &how);
-                }
-                if let Some(write) = earlier {
-                    return earlier_write_ended(cx, phase, &write, &how);
+                if let Some(next) = write_ended(cx, phase, id, status < 500, &how) {
+                    return next;
                 }
                 let reply = Reply::Answered {
                     status,
@@ -928,13 +924,8 @@ impl Pipeline {
                 route_http(cx, phase, id, reply)
             }
             Input::HttpFailed { id, error } => {
-                let how = format!("failed: {error}");
-                let (earlier, lingered) = cx.ctx.writes.ended(id, false);
-                if let Some(segment) = lingered {
-                    cx.ctx.note_lingering(&segment, &how);
-                }
-                if let Some(write) = earlier {
-                    return earlier_write_ended(cx, phase, &write, &how);
+                if let Some(next) = write_ended(cx, phase, id, false, &format!("failed: {error}")) {
+                    return next;
                 }
                 route_http(cx, phase, id, Reply::Failed { error: &error })
             }
@@ -1125,6 +1116,23 @@ fn resume_phase_writes(cx: &mut Cx<'_>, phase: &mut Phase) {
         Phase::Stopping(s) => s.resume_writes(cx),
         Phase::Starting(_) | Phase::BackingOff { .. } | Phase::Exited => {}
     }
+}
+
+/// A request ended (`how`; `answered` when the pipeline itself answered): when it was an
+/// ingress request, `writes` forgets it and its table may begin lingering; `Some` when it
+/// belonged to an ended session, whose table may now be free.
+fn write_ended(
+    cx: &mut Cx<'_>,
+    phase: &mut Phase,
+    id: crate::io::HttpId,
+    answered: bool,
+    how: &str,
+) -> Option<Next> {
+    let (earlier, lingered) = cx.ctx.writes.ended(id, answered);
+    if let Some(segment) = lingered {
+        cx.ctx.note_lingering(&segment, how);
+    }
+    earlier.map(|write| earlier_write_ended(cx, phase, &write, how))
 }
 
 /// An ingress request of an ended session ended: nothing of it can arrive any more, so the

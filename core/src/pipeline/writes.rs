@@ -4,8 +4,9 @@
 //! Feldera queues a request's records as its body arrives, so a request keeps writing for
 //! as long as it uploads, whether or not its sender still waits for it. Ending a session
 //! forgets its batches but cannot stop its requests: the shell runs each to its end (an
-//! answer, a failure, or its timeout, after which its connection is closed and nothing more
-//! of it arrives) and reports that end like any other. Until then a later session must not
+//! answer, a failure, or its timeout, after which its connection is closed) and reports that
+//! end like any other. Once the pipeline itself answered, nothing more of it arrives; an end
+//! without that answer is the lingering case below. Until then a later session must not
 //! write to the same table: its replay could arrive before the old request's last records,
 //! which would then overwrite newer values (or undo a delete) for good. So a sink's lane
 //! posts only when no request of an earlier session to its table is still out
