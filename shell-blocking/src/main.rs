@@ -1,10 +1,10 @@
 //! `slotline-blocking`: slotline on std threads, with no async runtime (for minimal
 //! hosts). See `slotline_shell` for what it shares with the tokio shell.
 
-use slotline_shell::{logging, startup};
+use slotline_shell::{launch, logging};
 
 fn main() {
-    let code = match startup::start(env!("CARGO_BIN_NAME"), std::env::args_os()) {
+    let code = match launch::start(env!("CARGO_BIN_NAME"), std::env::args_os()) {
         Ok(started) => {
             let options = started.options();
             slotline_blocking::run(started.machine, started.clock, options)

@@ -251,7 +251,7 @@ fn subcommands_take_every_option_before_or_after_them() {
 /// The variables `packaging/example.env` (installed as /etc/slotline/example.env) names,
 /// commented out (`#NAME=`) or set (`NAME=`).
 fn example_env_variables() -> std::collections::BTreeSet<String> {
-    include_str!("../../../packaging/example.env")
+    include_str!("../../packaging/example.env")
         .lines()
         .filter_map(|line| {
             let line = line.strip_prefix('#').unwrap_or(line);
@@ -306,7 +306,7 @@ fn example_env_names_only_variables_slotline_reads() {
 fn example_env_sets_nothing_as_shipped() {
     // Copied as is, the file configures nothing (every line is a comment or blank), so a
     // STATE_DIR in it never overrides the unit's state directory by accident.
-    let text = include_str!("../../../packaging/example.env");
+    let text = include_str!("../../packaging/example.env");
     let set: Vec<&str> = text
         .lines()
         .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))

@@ -21,7 +21,7 @@ pub mod metrics;
 pub mod passfile;
 pub mod run;
 pub mod signals;
-pub mod startup;
+pub mod launch;
 pub mod state_file;
 pub mod tls;
 
@@ -29,7 +29,7 @@ pub use clock::Clock;
 pub use dispatch::{dispatch, feed, Executor, Flow};
 pub use run::{run, Runtime};
 
-/// How a run loop is set up. The binaries use the default with the TLS setup `startup`
+/// How a run loop is set up. The binaries use the default with the TLS setup `launch`
 /// prepared; in-process tests turn signal handling off (it is process-wide) unless they
 /// test it.
 #[derive(Clone, Debug)]
