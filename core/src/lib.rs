@@ -101,7 +101,7 @@
 //! - **Every failure is decided by one table, and every decision is traced:**
 //!   `pipeline/policy.rs` (`decide`, `RULES`, `OVERRIDES`).
 //! - **Every startup check runs before anything is created:** the order of
-//!   `pipeline/startup.rs`, the verdicts in [`startup::checks`]; shown by the decision
+//!   `pipeline/startup.rs`, the verdicts in [`catalog::checks`]; shown by the decision
 //!   traces `refused_start_creates_no_slot_*`.
 //! - **A state file that exists and cannot be read is never taken as absent:**
 //!   [`snapshot::plan::plan_startup`] refuses it; [`snapshot::state::StateFile::parse`] is
@@ -122,6 +122,7 @@
 
 pub mod ack;
 pub mod backoff;
+pub mod catalog;
 pub mod completion;
 pub mod config;
 pub mod conn;
@@ -141,9 +142,9 @@ pub mod outbox;
 pub mod pgoutput;
 pub mod pipeline;
 pub mod progress;
+pub mod report;
 pub mod retract;
 pub mod snapshot;
-pub mod startup;
 pub mod status;
 pub mod time;
 pub mod timer;

@@ -12,8 +12,8 @@ use crate::metrics::MetricsServer;
 use crate::{cli, logging, Machine, RunOptions};
 use slotline_core::config::{Config, Defaults, Purpose};
 use slotline_core::io::exit;
-use slotline_core::ops::Format;
 use slotline_core::pipeline::{Check, Ddl, DropSlot, Inspect, Pipeline};
+use slotline_core::report::Format;
 use std::ffi::OsString;
 
 /// A machine ready to run (the pipeline, or an operator's command), the clock its start

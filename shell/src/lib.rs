@@ -16,12 +16,12 @@ pub mod clock;
 pub mod conns;
 pub mod dispatch;
 pub mod http;
+pub mod launch;
 pub mod logging;
 pub mod metrics;
 pub mod passfile;
 pub mod run;
 pub mod signals;
-pub mod launch;
 pub mod state_file;
 pub mod tls;
 

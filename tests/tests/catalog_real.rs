@@ -1,8 +1,8 @@
 //! The core's startup catalog questions, asked of a real PostgreSQL: the SQL is valid and
 //! the answers parse into what the catalog says.
 
+use slotline_core::catalog::questions::*;
 use slotline_core::pgoutput::ReplicaIdentity;
-use slotline_core::startup::catalog::*;
 use slotline_tests::pg::PgCluster;
 
 fn ask<T>(
@@ -295,8 +295,8 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
 /// base type can only come from the catalog.
 #[test]
 fn column_types_question_describes_domains_composites_arrays_and_citext() {
+    use slotline_core::catalog::types::{parse_types, types_query};
     use slotline_core::pgoutput::{parse, Message};
-    use slotline_core::startup::types::{parse_types, types_query};
     use slotline_core::value::types::TypeKind;
 
     let pg = PgCluster::start();

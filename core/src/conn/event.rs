@@ -140,7 +140,7 @@ impl std::error::Error for ConnError {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Startup and authentication: no query may be sent yet.
-    Startup,
+    Login,
     /// Idle: a query may be sent.
     Ready,
     /// A query is running.

@@ -5,14 +5,14 @@
 //! This module routes: it reads the server's unframed answer to an SSLRequest (`tls`),
 //! frames and parses incoming bytes, handles the messages that may arrive at any time
 //! (notices, parameter changes, notifications, FATAL errors), hands the rest to the phase
-//! that owns them (`startup`, `query`, `copy`) and latches fatal errors.
+//! that owns them (`login`, `query`, `copy`) and latches fatal errors.
 //! It never decides what to query or when to acknowledge: the pipeline does.
 
 mod config;
 mod copy;
 mod event;
+mod login;
 mod query;
-mod startup;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -29,8 +29,8 @@ use crate::error::DecodeError;
 use crate::wire::backend::{BackendKeyData, BackendMessage};
 use crate::wire::framing::{Frame, Framer};
 use crate::wire::frontend::{self, StartupParams, StatusUpdate};
+use login::{Login, LoginStep};
 use query::{Query, QueryStep};
-use startup::{Startup, StartupStep};
 
 /// What the phases produce: events for the caller and bytes for the server, in order.
 #[derive(Debug, Default)]
@@ -58,7 +58,7 @@ enum State {
     /// The server agreed to TLS: the shell's handshake is awaited, and no byte may arrive
     /// before it completes.
     TlsHandshake,
-    Startup(Startup),
+    Login(Login),
     Ready,
     Query(Query),
     Closed,
@@ -96,7 +96,7 @@ impl Connection {
     pub fn new(config: ConnectionConfig) -> Result<Connection, UsageError> {
         config.validate().map_err(UsageError::InvalidConfig)?;
         let state = match config.encryption {
-            Encryption::Plain => State::Startup(Startup::AwaitRequest),
+            Encryption::Plain => State::Login(Login::AwaitRequest),
             Encryption::Request { required } => State::SslResponse { required },
         };
         let mut conn = Connection {
@@ -135,7 +135,7 @@ impl Connection {
         self.tls = Some(TlsSession {
             end_point: server_certificate.and_then(tls_server_end_point),
         });
-        self.state = State::Startup(Startup::AwaitRequest);
+        self.state = State::Login(Login::AwaitRequest);
         if let Err(error) = self.queue_startup() {
             self.fail(ConnError::Encode(error));
         }
@@ -200,7 +200,7 @@ impl Connection {
                 None
             }
             Ok(tls::SslAnswer::Plain) => {
-                self.state = State::Startup(Startup::AwaitRequest);
+                self.state = State::Login(Login::AwaitRequest);
                 if let Err(error) = self.queue_startup() {
                     self.fail(ConnError::Encode(error));
                     return None;
@@ -209,7 +209,7 @@ impl Connection {
             }
             // An error message instead of an answer: frame it, startup reports it.
             Ok(tls::SslAnswer::Error) => {
-                self.state = State::Startup(Startup::AwaitRequest);
+                self.state = State::Login(Login::AwaitRequest);
                 Some(bytes)
             }
             Err(error) => {
@@ -283,7 +283,7 @@ impl Connection {
 
     pub fn phase(&self) -> Phase {
         match &self.state {
-            State::SslResponse { .. } | State::TlsHandshake | State::Startup(_) => Phase::Startup,
+            State::SslResponse { .. } | State::TlsHandshake | State::Login(_) => Phase::Login,
             State::Ready => Phase::Ready,
             State::Query(Query::CopyBoth(_)) => Phase::Streaming,
             State::Query(_) => Phase::Busy,
@@ -314,7 +314,7 @@ impl Connection {
         match &self.state {
             State::SslResponse { .. } => "the TLS negotiation (SSLRequest sent)",
             State::TlsHandshake => "the TLS handshake",
-            State::Startup(_) => "startup",
+            State::Login(_) => "startup",
             State::Ready => "idle (no query running)",
             State::Query(query) => query.name(),
             State::Closed => "close",
@@ -351,13 +351,13 @@ impl Connection {
         };
         let during = self.phase_name();
         match &mut self.state {
-            State::Startup(startup) => {
-                let binding = startup::Binding::of(self.tls.as_ref());
+            State::Login(login) => {
+                let binding = login::Binding::of(self.tls.as_ref());
                 let version = self.parameters.get("server_version").map(String::as_str);
-                match startup.handle(message, &self.config, binding, version, &mut self.out)? {
-                    StartupStep::Continue => {}
-                    StartupStep::KeyData(key) => self.backend_key = Some(key),
-                    StartupStep::Ready => self.state = State::Ready,
+                match login.handle(message, &self.config, binding, version, &mut self.out)? {
+                    LoginStep::Continue => {}
+                    LoginStep::KeyData(key) => self.backend_key = Some(key),
+                    LoginStep::Ready => self.state = State::Ready,
                 }
             }
             State::Query(query) => {

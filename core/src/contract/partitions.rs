@@ -5,7 +5,7 @@
 //! With `publish_via_partition_root = false` (PostgreSQL's default) pgoutput sends a
 //! partition's rows under the partition's own Relation message, so every partition below a
 //! routed table, at any depth, is placed on that table's route by OID, as the startup catalog
-//! found it (`startup::catalog::partitions_query`). With `true` the rows arrive under the
+//! found it (`catalog::questions::partitions_query`). With `true` the rows arrive under the
 //! routed table itself and the partitions' Relation messages are only announcements.
 //! See docs/postgres.md, "Partitioned tables".
 //!
@@ -13,7 +13,7 @@
 //! an unplaced row means for the session (the Streaming phase does).
 
 use super::routes::PgTable;
-use crate::startup::catalog::Partition;
+use crate::catalog::questions::Partition;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One partition of a routed table.

@@ -9,13 +9,13 @@
 //! the plan of each table and its two renderings (`ddl_render`). The machine that asks
 //! lives with the others (`pipeline::ddl`).
 
+use crate::catalog::questions::{quote_ident, quote_literal, CatalogError, PublishedTable, Row};
 use crate::contract::mapping::{plan_mapping, FieldCaution, MappingOptions, MappingProblem};
 use crate::contract::names::feldera_ident;
 use crate::contract::routes::{PgTable, Route};
 use crate::contract::schema::Table;
 use crate::contract::{ColumnType, Field, Name, SqlType};
 use crate::pgoutput::Relation;
-use crate::startup::catalog::{quote_ident, quote_literal, CatalogError, PublishedTable, Row};
 use crate::value::suggest::suggest;
 use crate::value::PgTypes;
 

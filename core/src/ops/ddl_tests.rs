@@ -1,7 +1,7 @@
 use super::*;
+use crate::catalog::questions::QualifiedName;
 use crate::contract::schema::parse_program_schema;
 use crate::pgoutput::{RelationColumn, ReplicaIdentity};
-use crate::startup::catalog::QualifiedName;
 use crate::value::oid;
 use crate::value::types::{Member, TypeKind};
 

@@ -10,8 +10,3 @@
 
 pub mod ddl;
 mod ddl_render;
-pub mod report;
-pub mod server;
-pub mod slot;
-
-pub use report::{Format, Line, Report, Verdict};

@@ -1,7 +1,7 @@
 //! `slotline check`: everything a start verifies, and what it would do, without creating
 //! anything. One replication connection runs the startup conversation as a survey
 //! (`startup::Startup::surveying`: each refusal becomes a finding and the next question is
-//! asked), then the questions only a check asks (`ops::server`, the slot's health);
+//! asked), then the questions only a check asks (`catalog::server`, the slot's health);
 //! Feldera is asked for the pipeline and the state file is read, as at a start. The startup
 //! plan then says what a start would do, and a snapshot's retraction is checked against
 //! the tables as a start would.
@@ -13,6 +13,8 @@ use super::ctx::Ctx;
 use super::pg::PgLink;
 use super::startup::{retraction_problems, Answer, Startup};
 use super::Env;
+use crate::catalog::questions::Row;
+use crate::catalog::{server, slot};
 use crate::config::{Config, ConfigError, SnapshotMode};
 use crate::conn::Event;
 use crate::contract::Schema;
@@ -21,10 +23,8 @@ use crate::feldera::{
     lifecycle, PipelineOutcome, QueryOutcome, Reply,
 };
 use crate::io::{exit, Command, Driver, HttpId, Input};
-use crate::ops::report::{Format, Line, Report};
-use crate::ops::{server, slot};
+use crate::report::{Format, Line, Report};
 use crate::snapshot::plan::{Action, StateRead};
-use crate::startup::catalog::Row;
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind};
 

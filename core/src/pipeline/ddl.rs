@@ -10,6 +10,8 @@
 use super::ctx::Ctx;
 use super::inspect::{connect_fix, deadline, now_of, with_rows, Control, Heard};
 use super::Env;
+use crate::catalog::questions::{self, QualifiedName};
+use crate::catalog::types::{parse_types, types_query};
 use crate::config::{Config, ConfigError};
 use crate::contract::routes::{PgTable, Route};
 use crate::io::{exit, Command, Driver, Input};
@@ -17,9 +19,7 @@ use crate::ops::ddl::{
     key_columns_query, parse_key_columns, plan_table, publication_routes, render_json, render_sql,
     Described,
 };
-use crate::ops::report::Format;
-use crate::startup::catalog::{self, QualifiedName};
-use crate::startup::types::{parse_types, types_query};
+use crate::report::Format;
 use crate::time::{Mono, Now};
 use crate::timer::Deadline;
 use crate::value::{oid, PgTypes};
@@ -104,7 +104,7 @@ impl Ddl {
             schema: route.source.schema.clone(),
             table: route.source.name.clone(),
         };
-        self.ask(Asked::Relation(index), catalog::relation_query(&name));
+        self.ask(Asked::Relation(index), questions::relation_query(&name));
     }
 
     /// The routed columns' types that are not builtin, each once, in OID order (the types
@@ -133,8 +133,8 @@ impl Ddl {
         match self.asked {
             Asked::Connecting => Ok(()),
             Asked::Publication => {
-                let published =
-                    with_rows(rows, catalog::parse_published_tables).map_err(|e| e.to_string())?;
+                let published = with_rows(rows, questions::parse_published_tables)
+                    .map_err(|e| e.to_string())?;
                 self.routes = publication_routes(&published);
                 if self.routes.is_empty() {
                     return Err(format!(
@@ -148,9 +148,9 @@ impl Ddl {
             }
             Asked::Relation(index) => {
                 let relation =
-                    with_rows(rows, catalog::parse_relation).map_err(|e| e.to_string())?;
+                    with_rows(rows, questions::parse_relation).map_err(|e| e.to_string())?;
                 let partitions =
-                    with_rows(rows, catalog::parse_partitions).map_err(|e| e.to_string())?;
+                    with_rows(rows, questions::parse_partitions).map_err(|e| e.to_string())?;
                 let route = self.routes.get(index).cloned().ok_or("no such route")?;
                 let sql = key_columns_query(&route.source.schema, &route.source.name);
                 self.described.push(Described {
@@ -196,7 +196,7 @@ impl Ddl {
             Heard::Nothing => {}
             Heard::Ready => match self.routes.is_empty() {
                 true => {
-                    let sql = catalog::published_tables_query(&self.env.config.publication);
+                    let sql = questions::published_tables_query(&self.env.config.publication);
                     self.ask(Asked::Publication, sql);
                 }
                 false => self.ask_relation(0),

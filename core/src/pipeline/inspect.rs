@@ -13,13 +13,13 @@ use super::check::PIPELINE_FIX;
 use super::ctx::Ctx;
 use super::pg::{LinkClosed, PgLink};
 use super::Env;
+use crate::catalog::questions::{self, quote_literal, Row};
+use crate::catalog::slot;
 use crate::config::{Config, ConfigError};
 use crate::conn::Event;
 use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
 use crate::io::{exit, Command, Driver, HttpId, Input};
-use crate::ops::report::{Format, Line, Report};
-use crate::ops::slot;
-use crate::startup::catalog::{self, quote_literal, Row};
+use crate::report::{Format, Line, Report};
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind};
 use serde_json::json;
@@ -709,7 +709,7 @@ impl DropSlot {
             (_, Heard::Gone(why)) => self.fail_pg(format!("cannot ask PostgreSQL: {why}")),
             (DropStage::Connecting, Heard::Ready) => {
                 self.stage = DropStage::ReadingSlot;
-                let asked = catalog::slot_query(&slot)
+                let asked = questions::slot_query(&slot)
                     .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
                     .and_then(|sql| control.ask(&mut self.ctx, &sql));
                 if let Err(e) = asked {
@@ -718,7 +718,7 @@ impl DropSlot {
             }
             (DropStage::ReadingSlot, Heard::Answer(answer)) => {
                 let found = answer.and_then(|rows| {
-                    with_rows(&rows, catalog::parse_slot).map_err(|e| e.to_string())
+                    with_rows(&rows, questions::parse_slot).map_err(|e| e.to_string())
                 });
                 match found {
                     Err(e) => self.fail_pg(format!("cannot read the slot: {e}")),

@@ -127,8 +127,8 @@ pub struct Status {
     pub reconnect_at: Option<Mono>,
     /// The latest sample of the slot and the server's WAL (`None`: not sampled yet, or
     /// `SLOT_CHECK_INTERVAL_MS=0`).
-    pub slot: Option<crate::ops::slot::SlotHealth>,
-    /// The retained WAL passed a limit (see `ops::slot::wal_warning`).
+    pub slot: Option<crate::catalog::slot::SlotHealth>,
+    /// The retained WAL passed a limit (see `catalog::slot::wal_warning`).
     pub slot_wal_warning: bool,
     /// The last durable progress (or the last moment nothing was pending).
     pub last_progress: Mono,

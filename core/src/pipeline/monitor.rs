@@ -17,10 +17,10 @@ use super::ctx::Ctx;
 use super::pg::{LinkClosed, PgLink};
 use super::policy::{Failure, FailureKind};
 use super::{Cx, Next};
+use crate::catalog::questions::Row;
+use crate::catalog::slot::{self, SlotHealth, WalBudget};
 use crate::conn::Event;
 use crate::io::{ConnFailure, ConnId, Level};
-use crate::ops::slot::{self, SlotHealth, WalBudget};
-use crate::startup::catalog::Row;
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
 

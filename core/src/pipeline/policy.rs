@@ -2,7 +2,7 @@
 //! table.
 //!
 //! Raw answers are classified next to their protocol (`feldera::response`, `conn`,
-//! `startup::checks`); what reaches this module is a [`Failure`]: a [`FailureKind`] and the
+//! `catalog::checks`); what reaches this module is a [`Failure`]: a [`FailureKind`] and the
 //! operator's message. [`decide`] looks the kind up in [`RULES`] and then applies the
 //! [`OVERRIDES`], which depend on the pipeline's situation (a graceful stop in progress, no
 //! durable progress for too long). Every decision is written to the trace as a `policy` line

@@ -24,6 +24,7 @@ use super::policy::{Failure, FailureKind};
 use super::sink::{Sink, SinkOutcome};
 use super::{Cx, Next};
 use crate::ack::BatchSeq;
+use crate::catalog::questions::Row;
 use crate::config::{AckMode, CrashPoint};
 use crate::contract::Name;
 use crate::feldera::{classify_query, QueryOutcome, Reply, RowStream, StreamError};
@@ -33,7 +34,6 @@ use crate::retract::{
     count_query, existence_query, leftovers, read_count, read_keys, scan_query, Key, KeyPlan,
     LeftoverPlan,
 };
-use crate::startup::catalog::Row;
 use crate::time::Mono;
 use crate::timer::TimerTable;
 use std::collections::VecDeque;

@@ -226,7 +226,7 @@ pub struct Script {
     /// Feldera has no pipeline `p` (its requests answer 404) but these, listed by
     /// `GET /v0/pipelines`; `None`: it has `p`.
     pub pipelines_instead: Option<Vec<String>>,
-    /// The answer to the column types question (`startup::types`), rows as text.
+    /// The answer to the column types question (`catalog::types`), rows as text.
     pub types_answer: Vec<Vec<Option<String>>>,
     now: Now,
     trace: Vec<String>,
@@ -1727,7 +1727,7 @@ impl Script {
         None
     }
 
-    /// The slot-health row (`ops::slot::slot_health_query`'s twelve columns).
+    /// The slot-health row (`catalog::slot::slot_health_query`'s twelve columns).
     fn health_row(&self) -> Vec<Option<String>> {
         let h = &self.slot_health;
         let mut row = vec![Some(h.current_wal.to_string()), Some(h.keep_mb.to_string())];
@@ -1742,8 +1742,8 @@ impl Script {
                     let retained = h.current_wal.saturating_distance_from(h.restart_lsn);
                     (keep as i64 - retained as i64).to_string()
                 });
-                let version =
-                    crate::ops::slot::parse_server_version(&self.server_version).unwrap_or(150_000);
+                let version = crate::catalog::slot::parse_server_version(&self.server_version)
+                    .unwrap_or(150_000);
                 let since = |v: u32, value: Option<String>| if version >= v { value } else { None };
                 row.extend([
                     Some("slotline_p".into()),
@@ -1762,7 +1762,7 @@ impl Script {
         row
     }
 
-    /// `startup::catalog::relation_query`'s answer: the table's columns, then each
+    /// `catalog::questions::relation_query`'s answer: the table's columns, then each
     /// partition's.
     fn relation_rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
         let named = |t: &FakeTable| sql.contains(&format!("\"{}\"'::regclass", t.relation.name));

@@ -323,7 +323,7 @@ impl Starting {
                     return Ok(None);
                 };
                 let temporary_slot =
-                    crate::startup::catalog::temporary_slot_name(&cx.env.config.slot);
+                    crate::catalog::questions::temporary_slot_name(&cx.env.config.slot);
                 cx.ctx.log(
                     Level::Info,
                     format!(
@@ -677,7 +677,7 @@ impl Starting {
 /// action to take; a fresh start's plan decides about a slot that was lost before it.
 fn lost_while_running(
     cx: &Cx<'_>,
-    slot: Option<&crate::startup::catalog::SlotInfo>,
+    slot: Option<&crate::catalog::questions::SlotInfo>,
 ) -> Option<Failure> {
     let slot = slot.filter(|s| s.wal_status.as_deref() == Some("lost"))?;
     if !cx.run.slot_seen_valid {
@@ -688,7 +688,7 @@ fn lost_while_running(
         format!(
             "replication slot {} was invalidated while slotline ran (wal_status = lost): {}",
             slot.name,
-            crate::ops::slot::lost_action(&slot.name)
+            crate::catalog::slot::lost_action(&slot.name)
         ),
     ))
 }

@@ -8,7 +8,7 @@
 //!
 //! Every check happens before anything is created, so a refused start leaves nothing
 //! behind. This module asks questions and records answers; the verdicts come from
-//! `startup::checks`.
+//! `catalog::checks`.
 //!
 //! A survey (`slotline check`) runs the same conversation up to the slot, but a refusal
 //! does not end it: each verdict becomes a report line (`Line`) and the next question is
@@ -17,18 +17,18 @@
 
 use super::ctx::Ctx;
 use super::pg::PgLink;
+use crate::catalog::checks::{self, StartupRefusal};
+use crate::catalog::questions::{
+    self, CatalogError, Partition, PublishedTable, QualifiedName, Row, SlotInfo,
+};
+use crate::catalog::types::{parse_types, types_query};
 use crate::contract::partitions::Placement;
 use crate::contract::routes::Route;
 use crate::contract::schema::{Schema, Table};
-use crate::ops::report::Line;
 use crate::pgoutput::Relation;
+use crate::report::Line;
 use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRead};
 use crate::snapshot::state::StateRoute;
-use crate::startup::catalog::{
-    self, CatalogError, Partition, PublishedTable, QualifiedName, Row, SlotInfo,
-};
-use crate::startup::checks::{self, StartupRefusal};
-use crate::startup::types::{parse_types, types_query};
 use crate::status::parse_guc_duration_ms;
 use crate::value::{oid, PgTypes};
 use crate::wire::DataRow;
@@ -357,7 +357,7 @@ impl Startup {
     ) -> Result<(), StartupError> {
         let reported = |name: &str| link.parameter(name).unwrap_or("").to_owned();
         let version = reported("server_version");
-        self.server_version = crate::ops::slot::parse_server_version(&version);
+        self.server_version = crate::catalog::slot::parse_server_version(&version);
         let verdicts = [
             (
                 "server",
@@ -385,7 +385,7 @@ impl Startup {
                 (Err(refusal), false) => return Err(refusal.into()),
             }
         }
-        self.ask(ctx, link, catalog::IDENTIFY_SYSTEM.to_owned())
+        self.ask(ctx, link, questions::IDENTIFY_SYSTEM.to_owned())
     }
 
     fn ask(&mut self, ctx: &mut Ctx, link: &mut PgLink, sql: String) -> Result<(), StartupError> {
@@ -413,7 +413,11 @@ impl Startup {
         self.schema_unavailable = true;
         if self.step == Step::AwaitSchema {
             self.step = Step::Slot;
-            self.ask(ctx, link, catalog::slot_query(&self.slot).ok_or_else(nul)?)?;
+            self.ask(
+                ctx,
+                link,
+                questions::slot_query(&self.slot).ok_or_else(nul)?,
+            )?;
         }
         Ok(())
     }
@@ -429,7 +433,11 @@ impl Startup {
         if self.step == Step::AwaitSchema {
             self.plan_mappings(ctx)?;
             self.step = Step::Slot;
-            self.ask(ctx, link, catalog::slot_query(&self.slot).ok_or_else(nul)?)?;
+            self.ask(
+                ctx,
+                link,
+                questions::slot_query(&self.slot).ok_or_else(nul)?,
+            )?;
         }
         Ok(())
     }
@@ -459,7 +467,7 @@ impl Startup {
                     self.step_name()
                 )));
             }
-            let fix = crate::ops::server::fix_for_server_error(&error)
+            let fix = crate::catalog::server::fix_for_server_error(&error)
                 .map(|fix| format!(" (fix: {fix})"))
                 .unwrap_or_default();
             return Err(StartupError::Server(format!(
@@ -475,7 +483,7 @@ impl Startup {
         let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
         match self.step {
             Step::Identify => {
-                let identity = catalog::parse_identify_system(&rows)?;
+                let identity = questions::parse_identify_system(&rows)?;
                 ctx.log(
                     crate::io::Level::Debug,
                     format!(
@@ -500,12 +508,12 @@ impl Startup {
                 self.ask(
                     ctx,
                     link,
-                    catalog::publication_query(&self.publication).ok_or_else(nul)?,
+                    questions::publication_query(&self.publication).ok_or_else(nul)?,
                 )?;
                 Ok(Answer::Asked)
             }
             Step::Publication => {
-                let lookup = catalog::parse_publication(&rows, &self.publication)?;
+                let lookup = questions::parse_publication(&rows, &self.publication)?;
                 let (publication, warnings) = checks::publication(&self.publication, lookup)?;
                 self.publication_found = true;
                 self.found(Line::ok(
@@ -521,12 +529,12 @@ impl Startup {
                 self.ask(
                     ctx,
                     link,
-                    catalog::published_tables_query(&self.publication).ok_or_else(nul)?,
+                    questions::published_tables_query(&self.publication).ok_or_else(nul)?,
                 )?;
                 Ok(Answer::Asked)
             }
             Step::PublishedTables => {
-                let published = catalog::parse_published_tables(&rows)?;
+                let published = questions::parse_published_tables(&rows)?;
                 self.published = published.clone();
                 if self.survey.is_none() || self.publication_found {
                     checks::routes_match_publication(&self.publication, &self.routes, &published)?;
@@ -543,8 +551,8 @@ impl Startup {
                 Ok(Answer::Asked)
             }
             Step::Relation(index) => {
-                let relation = catalog::parse_relation(&rows)?;
-                let partitions = catalog::parse_partitions(&rows)?;
+                let relation = questions::parse_relation(&rows)?;
+                let partitions = questions::parse_partitions(&rows)?;
                 if self.survey.is_none() || self.publication_found {
                     checks::partitions_fit(
                         &self.publication,
@@ -569,7 +577,7 @@ impl Startup {
                 Ok(Answer::Asked)
             }
             Step::Slot => {
-                self.slot_info = catalog::parse_slot(&rows)?;
+                self.slot_info = questions::parse_slot(&rows)?;
                 if let Some(slot) = &self.slot_info {
                     checks::existing_slot(slot, &self.database)?;
                     if let Some(busy) = checks::slot_in_use(slot) {
@@ -612,7 +620,7 @@ impl Startup {
                 Ok(Answer::SlotDropped)
             }
             Step::CreateSlot => {
-                let (consistent_point, snapshot) = catalog::parse_created_slot(&rows)?;
+                let (consistent_point, snapshot) = questions::parse_created_slot(&rows)?;
                 self.created_at = Some(consistent_point);
                 self.step = Step::SlotRead;
                 Ok(Answer::SlotCreated {
@@ -621,7 +629,7 @@ impl Startup {
                 })
             }
             Step::CreateTemporarySlot => {
-                let (consistent_point, snapshot) = catalog::parse_created_slot(&rows)?;
+                let (consistent_point, snapshot) = questions::parse_created_slot(&rows)?;
                 self.step = Step::SlotRead;
                 let snapshot = snapshot.ok_or_else(|| {
                     StartupError::Refused(
@@ -650,7 +658,7 @@ impl Startup {
     ) -> Result<(), StartupError> {
         if let Some(name) = self.route_table(index) {
             self.step = Step::Relation(index);
-            return self.ask(ctx, link, catalog::relation_query(&name).ok_or_else(nul)?);
+            return self.ask(ctx, link, questions::relation_query(&name).ok_or_else(nul)?);
         }
         self.partitions.resize(self.routes.len(), Vec::new());
         self.note_partition_publishing(ctx);
@@ -684,7 +692,11 @@ impl Startup {
             self.plan_mappings(ctx)?;
         }
         self.step = Step::Slot;
-        self.ask(ctx, link, catalog::slot_query(&self.slot).ok_or_else(nul)?)
+        self.ask(
+            ctx,
+            link,
+            questions::slot_query(&self.slot).ok_or_else(nul)?,
+        )
     }
 
     /// Route `index`'s PostgreSQL table.
@@ -765,7 +777,7 @@ impl Startup {
     ) -> Result<(), StartupError> {
         self.step = Step::StartReplication;
         let command =
-            catalog::start_replication_command(&self.slot, &self.publication).ok_or_else(nul)?;
+            questions::start_replication_command(&self.slot, &self.publication).ok_or_else(nul)?;
         self.ask(ctx, link, command)
     }
 
@@ -776,7 +788,7 @@ impl Startup {
         link: &mut PgLink,
     ) -> Result<(), StartupError> {
         self.step = Step::DropSlot;
-        let command = catalog::drop_slot_command(&self.slot).ok_or_else(nul)?;
+        let command = questions::drop_slot_command(&self.slot).ok_or_else(nul)?;
         self.ask(ctx, link, command)
     }
 
@@ -788,8 +800,8 @@ impl Startup {
         export: bool,
     ) -> Result<(), StartupError> {
         self.step = Step::CreateSlot;
-        let command =
-            catalog::create_slot_command_with(&self.slot, export, self.failover).ok_or_else(nul)?;
+        let command = questions::create_slot_command_with(&self.slot, export, self.failover)
+            .ok_or_else(nul)?;
         self.ask(ctx, link, command)
     }
 
@@ -801,8 +813,8 @@ impl Startup {
         link: &mut PgLink,
     ) -> Result<(), StartupError> {
         self.step = Step::CreateTemporarySlot;
-        let name = catalog::temporary_slot_name(&self.slot);
-        let command = catalog::create_temporary_slot_command(&name).ok_or_else(nul)?;
+        let name = questions::temporary_slot_name(&self.slot);
+        let command = questions::create_temporary_slot_command(&name).ok_or_else(nul)?;
         self.ask(ctx, link, command)
     }
 
@@ -848,7 +860,7 @@ impl Startup {
             Step::CreateSlot => format!("CREATE_REPLICATION_SLOT {}", self.slot),
             Step::CreateTemporarySlot => format!(
                 "CREATE_REPLICATION_SLOT {} TEMPORARY",
-                catalog::temporary_slot_name(&self.slot)
+                questions::temporary_slot_name(&self.slot)
             ),
             Step::StartReplication => format!("START_REPLICATION SLOT {}", self.slot),
             Step::Streaming => "streaming".into(),

@@ -51,11 +51,11 @@ impl Startup {
         let next = match step {
             Step::Identify => ("SHOW wal_sender_timeout".to_owned(), Step::WalSenderTimeout),
             Step::WalSenderTimeout => (
-                catalog::publication_query(&self.publication).ok_or_else(nul)?,
+                questions::publication_query(&self.publication).ok_or_else(nul)?,
                 Step::Publication,
             ),
             Step::Publication => (
-                catalog::published_tables_query(&self.publication).ok_or_else(nul)?,
+                questions::published_tables_query(&self.publication).ok_or_else(nul)?,
                 Step::PublishedTables,
             ),
             Step::PublishedTables => {

@@ -13,10 +13,10 @@ use super::pg::{LinkClosed, PgLink};
 use super::streaming::Streaming;
 use super::{Cx, Next};
 use crate::ack::BatchSeq;
+use crate::catalog::questions;
 use crate::conn::Event;
 use crate::feldera::Reply;
 use crate::io::{ConnFailure, ConnId, HttpId, Level};
-use crate::startup::catalog;
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
 use crate::Lsn;
@@ -265,7 +265,7 @@ impl Stopping {
         };
         confirm.rows.clear();
         confirm.query_at = None;
-        if let Some(sql) = catalog::slot_query(&cx.env.config.slot) {
+        if let Some(sql) = questions::slot_query(&cx.env.config.slot) {
             let _ = confirm.control.query(cx.ctx, &sql);
         }
         Next::Stay
@@ -281,8 +281,8 @@ impl Stopping {
             .iter()
             .map(|r| r.iter().map(|c| c.as_deref()).collect())
             .collect();
-        let views: Vec<catalog::Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
-        let confirmed = catalog::parse_slot(&views)
+        let views: Vec<questions::Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
+        let confirmed = questions::parse_slot(&views)
             .ok()
             .flatten()
             .and_then(|s| s.confirmed_flush);

@@ -10,7 +10,7 @@
 use super::plan::{Key, KeyPlan, LeftoverPlan};
 use super::sql::{key_alias, COUNT_ALIAS};
 use super::value::{excerpt, KeyValue};
-use crate::startup::catalog::Row;
+use crate::catalog::questions::Row;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 use std::fmt;

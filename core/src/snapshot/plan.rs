@@ -33,8 +33,8 @@
 //! a checkpoint, came back with empty tables.
 
 use super::state::{RoutePhase, SnapshotPhase, StateError, StateFile, StateRoute};
+use crate::catalog::questions::SlotInfo;
 use crate::config::{FelderaRestart, SnapshotMode};
-use crate::startup::catalog::SlotInfo;
 use std::collections::BTreeSet;
 use std::fmt;
 

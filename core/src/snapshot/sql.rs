@@ -5,8 +5,8 @@
 //! Owns the statements and the parsing of the size answer; never decides what to copy.
 
 use super::ranges::BlockRange;
+use crate::catalog::questions::{quote_ident, quote_literal, QualifiedName, Row};
 use crate::pgoutput::Relation;
-use crate::startup::catalog::{quote_ident, quote_literal, QualifiedName, Row};
 
 /// Starts the worker's transaction inside the exported snapshot (`name`), or, without one
 /// (`SNAPSHOT_MODE=inconsistent`), in a snapshot of its own. `READ ONLY` because a copy

@@ -89,7 +89,7 @@ const OIDS: [u32; 48] = [
 ];
 
 /// What a catalog answer says about the types of [`oids`], shaped like a real one
-/// (`startup::types`): `person` is `(name text, home addr, tags text[], mood mood)`.
+/// (`catalog::types`): `person` is `(name text, home addr, tags text[], mood mood)`.
 pub fn catalog() -> PgTypes {
     use oids::*;
     let mut types = PgTypes::new();

@@ -4,7 +4,7 @@
 //!
 //! The builtin types of `oid` need no catalog: their OIDs are the same on every server. Every
 //! other type gets its OID when it is created, so the startup asks the catalog about the
-//! routed columns' types once (`startup::types`) and the value planner reads the answer here.
+//! routed columns' types once (`catalog::types`) and the value planner reads the answer here.
 //! pgoutput's Relation message carries a column's own type OID (a domain's, not its base
 //! type's) and a type modifier of -1 for a domain column: the domain's base type and its
 //! modifier live only in the catalog (`pg_type.typbasetype`, `typtypmod`).

@@ -74,7 +74,7 @@ deserialize_table_record!(Quoted["quoted", 2] {
     (zip, "Zip", true, Option<i32>, |_| Some(None))
 });
 
-/// What the catalog answers about those types (`startup::types`).
+/// What the catalog answers about those types (`catalog::types`).
 fn catalog() -> PgTypes {
     let mut types = PgTypes::new();
     let mut add = |oid: u32, name: &str, kind: TypeKind| types.add(oid, name, kind);

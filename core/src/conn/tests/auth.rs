@@ -298,13 +298,13 @@ fn commands_before_ready_are_usage_errors_not_panics() {
     assert_eq!(
         h.conn.query("SELECT 1"),
         Err(UsageError::NotReady {
-            phase: Phase::Startup
+            phase: Phase::Login
         })
     );
     assert_eq!(
         h.conn.finish_stream(),
         Err(UsageError::NotStreaming {
-            phase: Phase::Startup
+            phase: Phase::Login
         })
     );
     assert!(h.conn.poll_transmit().is_none());

@@ -30,11 +30,11 @@ fn from_17_transaction_timeout_is_switched_off_before_the_connection_is_ready() 
         let mut h = Harness::new(replication_config(), bytewise);
         h.server(&startup_reporting("17.2"));
         // Not ready until the SET is answered: a caller cannot slip a query in before it.
-        assert_eq!(h.conn.phase(), Phase::Startup);
+        assert_eq!(h.conn.phase(), Phase::Login);
         assert!(matches!(
             h.conn.query("SELECT 1"),
             Err(UsageError::NotReady {
-                phase: Phase::Startup
+                phase: Phase::Login
             })
         ));
         h.server(&[complete("SET"), ready(TransactionStatus::Idle)]);

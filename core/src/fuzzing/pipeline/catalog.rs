@@ -4,8 +4,8 @@
 use bytes::Bytes;
 
 use super::pg::{ITEMS, USERS};
+use crate::catalog::questions;
 use crate::pgoutput::Relation;
-use crate::startup::catalog;
 use crate::wire::backend::{
     BackendMessage, DataRow, FieldDescription, RowDescription, TransactionStatus,
 };
@@ -32,7 +32,7 @@ pub(super) fn relation(oid: u32) -> Relation {
         .map(|row| row.iter().map(Option::as_deref).collect())
         .collect();
     let views: Vec<&[Option<&str>]> = borrowed.iter().map(Vec::as_slice).collect();
-    match catalog::parse_relation(&views) {
+    match questions::parse_relation(&views) {
         Ok(relation) => relation,
         Err(e) => panic!("the fake catalog describes table {oid} badly: {e}"),
     }
@@ -43,7 +43,7 @@ pub(super) fn text_row(values: &[&str]) -> Vec<Option<String>> {
     values.iter().map(|v| Some((*v).to_owned())).collect()
 }
 
-/// `pg_attribute` rows of the table the query names (`startup::catalog::relation_query`'s
+/// `pg_attribute` rows of the table the query names (`catalog::questions::relation_query`'s
 /// layout; the fake's tables have no partitions).
 pub(super) fn column_rows(sql: &str) -> Vec<Vec<Option<String>>> {
     let Some((oid, name, columns)) = TABLES

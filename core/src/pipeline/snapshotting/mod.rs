@@ -31,6 +31,7 @@ use super::starting::StreamStart;
 use super::startup::Ready;
 use super::{Cx, Next};
 use crate::ack::BatchSeq;
+use crate::catalog::questions::{self, QualifiedName};
 use crate::config::{AckMode, CrashPoint};
 use crate::conn::Event;
 use crate::contract::mapping::{plan_mapping, ColumnMapping, MappingOptions};
@@ -45,7 +46,6 @@ use crate::snapshot::plan::Leftovers;
 use crate::snapshot::progress::Progress;
 use crate::snapshot::ranges::WorkItem;
 use crate::snapshot::state::{rfc3339_utc, RoutePhase, SnapshotPhase, StateFile, StateRoute};
-use crate::startup::catalog::{self, QualifiedName};
 use crate::timer::{TimerKind, TimerTable};
 use crate::wire::PgError;
 use bytes::Bytes;
@@ -476,7 +476,7 @@ impl Snapshotting {
             },
         );
         if let Some(added) = &self.start.added {
-            let Some(command) = catalog::drop_slot_command(&added.temporary_slot) else {
+            let Some(command) = questions::drop_slot_command(&added.temporary_slot) else {
                 return Next::Fail(Failure::new(
                     FailureKind::ConfigInvalid,
                     "a slot name contains a NUL byte",
@@ -497,7 +497,7 @@ impl Snapshotting {
     /// `START_REPLICATION` on the connection that held the snapshot.
     fn start_stream(&mut self, cx: &mut Cx<'_>) -> Step {
         let Some(command) =
-            catalog::start_replication_command(&cx.env.config.slot, &cx.env.config.publication)
+            questions::start_replication_command(&cx.env.config.slot, &cx.env.config.publication)
         else {
             return fail(
                 FailureKind::ConfigInvalid,
@@ -559,7 +559,7 @@ impl Snapshotting {
                 Event::DataRow(row) if self.stage == Stage::CreatingSlot => {
                     let text = row_text(&row.columns);
                     let views: Vec<Option<&str>> = text.iter().map(|c| c.as_deref()).collect();
-                    match catalog::parse_created_slot(&[views.as_slice()]) {
+                    match questions::parse_created_slot(&[views.as_slice()]) {
                         Ok((point, _)) => self.start.ready.slot_confirmed = point,
                         Err(e) => return fail(FailureKind::PgProtocol, e.to_string()),
                     }
@@ -767,7 +767,7 @@ impl Snapshotting {
 
     fn after_checkpoint(&mut self, cx: &mut Cx<'_>) -> Step {
         if self.start.snapshot.is_none() {
-            let Some(command) = catalog::create_slot_command(&cx.env.config.slot, false) else {
+            let Some(command) = questions::create_slot_command(&cx.env.config.slot, false) else {
                 return fail(
                     FailureKind::ConfigInvalid,
                     "the slot name contains a NUL byte",

@@ -4,6 +4,8 @@
 //! full and the outbox due.
 
 use super::{fail, row_text, Snapshotting, Stage, Step, Worker, WorkerStage};
+use crate::catalog::checks;
+use crate::catalog::questions::Row;
 use crate::conn::Event;
 use crate::convert::Converter;
 use crate::io::{Level, Topic};
@@ -14,8 +16,6 @@ use crate::pipeline::policy::{Failure, FailureKind};
 use crate::pipeline::{Cx, Next};
 use crate::snapshot::ranges::{plan_ranges, worker_count, TableSize};
 use crate::snapshot::sql;
-use crate::startup::catalog::Row;
-use crate::startup::checks;
 use crate::wire::PgError;
 use std::collections::VecDeque;
 

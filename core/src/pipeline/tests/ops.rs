@@ -3,9 +3,9 @@
 use super::*;
 use crate::config::Config;
 use crate::io::Driver;
-use crate::ops::Format;
 use crate::pipeline::script::Operation;
 use crate::pipeline::{Check, DropSlot, Inspect};
+use crate::report::Format;
 use crate::time::Now;
 use crate::Lsn;
 

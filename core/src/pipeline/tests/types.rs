@@ -18,7 +18,7 @@ fn accounts() -> FakeTable {
     )
 }
 
-/// The catalog's answer about those types (`startup::types`), as PostgreSQL gives it.
+/// The catalog's answer about those types (`catalog::types`), as PostgreSQL gives it.
 fn types_answer() -> Vec<Vec<Option<String>>> {
     [
         "23|integer|b||||-1|||||",

@@ -10,7 +10,7 @@
 //! type its extension owns (`pg_depend`, deptype `e`). The answer has one row per type and
 //! one per composite member; the parser is strict and quotes the question on any other shape.
 
-use super::catalog::{CatalogError, Row};
+use super::questions::{CatalogError, Row};
 use crate::value::types::{Member, TypeInfo, TypeKind};
 use crate::value::PgTypes;
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
-//! Startup and authentication: from the StartupMessage to the first ReadyForQuery, and on
-//! PostgreSQL 17 and newer the `SET transaction_timeout = 0` that follows it before the
-//! connection is reported ready (that timeout cannot be a startup parameter: 15 and 16
-//! refuse unknown ones).
+//! Login: the startup and authentication exchange, from the StartupMessage to the first
+//! ReadyForQuery, and on PostgreSQL 17 and newer the `SET transaction_timeout = 0` that
+//! follows it before the connection is reported ready (that timeout cannot be a startup
+//! parameter: 15 and 16 refuse unknown ones).
 //!
 //! This module owns the authentication exchange (trust, cleartext, MD5, SCRAM-SHA-256 with
 //! channel binding over TLS) and the messages allowed before the connection is ready. It
@@ -23,7 +23,7 @@ use crate::wire::frontend;
 
 /// What the caller should do after a startup message.
 #[derive(Debug)]
-pub(crate) enum StartupStep {
+pub(crate) enum LoginStep {
     Continue,
     KeyData(BackendKeyData),
     /// ReadyForQuery arrived: startup is over.
@@ -48,7 +48,7 @@ impl<'a> Binding<'a> {
 }
 
 /// Where authentication stands.
-pub(crate) enum Startup {
+pub(crate) enum Login {
     AwaitRequest,
     /// A cleartext or MD5 password was sent; AuthenticationOk (or an error) follows.
     AwaitPasswordOk,
@@ -65,23 +65,23 @@ pub(crate) enum Startup {
     TransactionTimeoutDisabled,
 }
 
-impl fmt::Debug for Startup {
+impl fmt::Debug for Login {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-impl Startup {
+impl Login {
     fn name(&self) -> &'static str {
         match self {
-            Startup::AwaitRequest => "startup (awaiting an authentication request)",
-            Startup::AwaitPasswordOk => "authentication (password sent)",
-            Startup::ScramContinue(_) => "SCRAM authentication (client-first sent)",
-            Startup::ScramFinal(_) => "SCRAM authentication (client-final sent)",
-            Startup::ScramOk => "SCRAM authentication (server verified)",
-            Startup::Authenticated => "startup (authenticated, awaiting ReadyForQuery)",
-            Startup::DisablingTransactionTimeout => "startup (switching transaction_timeout off)",
-            Startup::TransactionTimeoutDisabled => {
+            Login::AwaitRequest => "startup (awaiting an authentication request)",
+            Login::AwaitPasswordOk => "authentication (password sent)",
+            Login::ScramContinue(_) => "SCRAM authentication (client-first sent)",
+            Login::ScramFinal(_) => "SCRAM authentication (client-final sent)",
+            Login::ScramOk => "SCRAM authentication (server verified)",
+            Login::Authenticated => "startup (authenticated, awaiting ReadyForQuery)",
+            Login::DisablingTransactionTimeout => "startup (switching transaction_timeout off)",
+            Login::TransactionTimeoutDisabled => {
                 "startup (transaction_timeout off, awaiting ReadyForQuery)"
             }
         }
@@ -95,71 +95,71 @@ impl Startup {
         binding: Binding<'_>,
         server_version: Option<&str>,
         out: &mut Outbox,
-    ) -> Result<StartupStep, ConnError> {
+    ) -> Result<LoginStep, ConnError> {
         let unexpected = |message: &BackendMessage, during: &'static str| ConnError::Unexpected {
             message: message.name(),
             during,
         };
         let during = self.name();
-        match (std::mem::replace(self, Startup::Authenticated), message) {
+        match (std::mem::replace(self, Login::Authenticated), message) {
             // Any error before ReadyForQuery ends the connection: the server closes it. An
             // error answering `SET transaction_timeout` fails it too: that session could be
             // cut off in the middle of a copy, and the caller closes a failed connection.
             (_, BackendMessage::ErrorResponse(err)) => Err(ConnError::Server(err)),
-            (Startup::AwaitRequest, BackendMessage::Authentication(auth)) => {
+            (Login::AwaitRequest, BackendMessage::Authentication(auth)) => {
                 *self = request(auth, config, binding, out)?;
-                Ok(StartupStep::Continue)
+                Ok(LoginStep::Continue)
             }
             (
-                Startup::AwaitPasswordOk | Startup::ScramOk,
+                Login::AwaitPasswordOk | Login::ScramOk,
                 BackendMessage::Authentication(Authentication::Ok),
             ) => {
                 out.events.push_back(Event::Authenticated);
-                Ok(StartupStep::Continue)
+                Ok(LoginStep::Continue)
             }
             (
-                Startup::ScramContinue(mut scram),
+                Login::ScramContinue(mut scram),
                 BackendMessage::Authentication(Authentication::SaslContinue(data)),
             ) => {
                 scram.update(&data).map_err(scram_error)?;
                 frontend::encode_sasl_response(scram.message(), &mut out.transmit)
                     .map_err(ConnError::Encode)?;
-                *self = Startup::ScramFinal(scram);
-                Ok(StartupStep::Continue)
+                *self = Login::ScramFinal(scram);
+                Ok(LoginStep::Continue)
             }
             (
-                Startup::ScramFinal(mut scram),
+                Login::ScramFinal(mut scram),
                 BackendMessage::Authentication(Authentication::SaslFinal(data)),
             ) => {
                 // Authentication succeeds only if the server proves it knows the password.
                 scram.finish(&data).map_err(scram_error)?;
-                *self = Startup::ScramOk;
-                Ok(StartupStep::Continue)
+                *self = Login::ScramOk;
+                Ok(LoginStep::Continue)
             }
-            (Startup::Authenticated, BackendMessage::BackendKeyData(key)) => {
+            (Login::Authenticated, BackendMessage::BackendKeyData(key)) => {
                 out.events.push_back(Event::BackendKeyData(key.clone()));
-                Ok(StartupStep::KeyData(key))
+                Ok(LoginStep::KeyData(key))
             }
-            (Startup::Authenticated, BackendMessage::ReadyForQuery(_))
+            (Login::Authenticated, BackendMessage::ReadyForQuery(_))
                 if has_transaction_timeout(server_version) =>
             {
                 frontend::encode_query(frontend::DISABLE_TRANSACTION_TIMEOUT, &mut out.transmit)
                     .map_err(ConnError::Encode)?;
-                *self = Startup::DisablingTransactionTimeout;
-                Ok(StartupStep::Continue)
+                *self = Login::DisablingTransactionTimeout;
+                Ok(LoginStep::Continue)
             }
-            (Startup::DisablingTransactionTimeout, BackendMessage::CommandComplete { tag })
+            (Login::DisablingTransactionTimeout, BackendMessage::CommandComplete { tag })
                 if tag == "SET" =>
             {
-                *self = Startup::TransactionTimeoutDisabled;
-                Ok(StartupStep::Continue)
+                *self = Login::TransactionTimeoutDisabled;
+                Ok(LoginStep::Continue)
             }
             (
-                Startup::Authenticated | Startup::TransactionTimeoutDisabled,
+                Login::Authenticated | Login::TransactionTimeoutDisabled,
                 BackendMessage::ReadyForQuery(_),
             ) => {
                 out.events.push_back(Event::Ready);
-                Ok(StartupStep::Ready)
+                Ok(LoginStep::Ready)
             }
             (_, other) => Err(unexpected(&other, during)),
         }
@@ -171,7 +171,7 @@ impl Startup {
 /// checks refuse what they cannot read.
 fn has_transaction_timeout(server_version: Option<&str>) -> bool {
     server_version
-        .and_then(crate::ops::slot::parse_server_version)
+        .and_then(crate::catalog::slot::parse_server_version)
         .is_some_and(|version| version >= frontend::TRANSACTION_TIMEOUT_SINCE)
 }
 
@@ -193,19 +193,19 @@ fn request(
     config: &ConnectionConfig,
     binding: Binding<'_>,
     out: &mut Outbox,
-) -> Result<Startup, ConnError> {
+) -> Result<Login, ConnError> {
     match auth {
         Authentication::Ok => {
             out.method = Some("trust");
             out.events.push_back(Event::Authenticated);
-            Ok(Startup::Authenticated)
+            Ok(Login::Authenticated)
         }
         Authentication::CleartextPassword => {
             out.method = Some("password");
             let secret = password(config, "password (cleartext)")?;
             frontend::encode_password(secret.as_bytes(), &mut out.transmit)
                 .map_err(ConnError::Encode)?;
-            Ok(Startup::AwaitPasswordOk)
+            Ok(Login::AwaitPasswordOk)
         }
         Authentication::Md5Password { salt } => {
             out.method = Some("md5");
@@ -213,7 +213,7 @@ fn request(
             let hash = md5_hash(config.user.as_bytes(), secret.as_bytes(), salt);
             frontend::encode_password(hash.as_bytes(), &mut out.transmit)
                 .map_err(ConnError::Encode)?;
-            Ok(Startup::AwaitPasswordOk)
+            Ok(Login::AwaitPasswordOk)
         }
         Authentication::Sasl { mechanisms } => {
             let offered = |name: &str| mechanisms.iter().any(|m| m == name);
@@ -247,7 +247,7 @@ fn request(
             let scram = ScramSha256::new(secret.as_bytes(), channel_binding);
             frontend::encode_sasl_initial_response(mechanism, scram.message(), &mut out.transmit)
                 .map_err(ConnError::Encode)?;
-            Ok(Startup::ScramContinue(Box::new(scram)))
+            Ok(Login::ScramContinue(Box::new(scram)))
         }
         Authentication::Unsupported { method, .. } => Err(ConnError::UnsupportedAuthentication {
             method: method.to_owned(),
@@ -255,7 +255,7 @@ fn request(
         Authentication::SaslContinue(_) | Authentication::SaslFinal(_) => {
             Err(ConnError::Unexpected {
                 message: "a SASL continuation without a SASL request",
-                during: Startup::AwaitRequest.name(),
+                during: Login::AwaitRequest.name(),
             })
         }
     }

@@ -8,7 +8,7 @@
 //! slot's columns NULL when the slot does not exist, so the server's WAL position is known
 //! either way.
 
-use crate::startup::catalog::{quote_literal, CatalogError, Row};
+use crate::catalog::questions::{quote_literal, CatalogError, Row};
 use crate::Lsn;
 use std::fmt;
 

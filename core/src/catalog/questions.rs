@@ -554,5 +554,5 @@ pub fn parse_created_slot(rows: &[Row<'_>]) -> Result<(Lsn, Option<String>), Cat
 }
 
 #[cfg(test)]
-#[path = "catalog_tests.rs"]
+#[path = "questions_tests.rs"]
 mod tests;

@@ -6,9 +6,9 @@
 //! words: CREATE_REPLICATION_SLOT refuses under `wal_level = replica`); a check gives each
 //! its own line so an operator sees every problem at once.
 
-use super::report::Line;
+use crate::catalog::questions::{quote_literal, CatalogError, Row};
 use crate::contract::routes::Route;
-use crate::startup::catalog::{quote_literal, CatalogError, Row};
+use crate::report::Line;
 
 /// The server's settings and the role, in one row.
 pub const SETTINGS_QUERY: &str = "SELECT current_setting('wal_level'), \
@@ -233,7 +233,7 @@ pub fn judge_select(rows: &[Row<'_>], routes: &[Route], role: &str, needed: bool
 mod tests {
     use super::*;
     use crate::contract::routes::parse_tables;
-    use crate::ops::report::Verdict;
+    use crate::report::Verdict;
 
     #[test]
     fn server_errors_about_settings_check_judges_get_check_s_fix() {

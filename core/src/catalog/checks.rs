@@ -1,7 +1,7 @@
 //! The verdicts of startup: pure functions over what the catalog and Feldera said, each
 //! refusal naming what was found and what would be accepted.
 
-use super::catalog::{
+use super::questions::{
     Partition, Publication, PublicationLookup, PublishedTable, QualifiedName, SlotInfo,
 };
 use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, MappingOptions};
@@ -53,7 +53,7 @@ pub fn pinned_settings(
 /// speaks), and 17 or newer for a failover slot. A server that reports no version (only
 /// test doubles do) is not refused.
 pub fn server_version(reported: &str, failover: bool) -> Result<(), StartupRefusal> {
-    use crate::ops::slot::{parse_server_version, FAILOVER_SERVER_VERSION, MIN_SERVER_VERSION};
+    use crate::catalog::slot::{parse_server_version, FAILOVER_SERVER_VERSION, MIN_SERVER_VERSION};
     if reported.is_empty() {
         return Ok(());
     }
