@@ -323,7 +323,7 @@ pub trait Driver {
     fn poll_timeout(&self) -> Option<Deadline>;
     /// What the core publishes for metrics and health checks (`None`: nothing, as for the
     /// operator's one-shot commands).
-    fn status(&self) -> Option<crate::pipeline::Status> {
+    fn health(&self) -> Option<crate::health::Health> {
         None
     }
 }

@@ -134,6 +134,7 @@ pub mod error;
 pub mod feldera;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod health;
 pub mod io;
 pub mod lag;
 pub mod lsn;
@@ -145,7 +146,7 @@ pub mod progress;
 pub mod report;
 pub mod retract;
 pub mod snapshot;
-pub mod status;
+pub mod standby;
 pub mod time;
 pub mod timer;
 pub mod value;

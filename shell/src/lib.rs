@@ -101,8 +101,8 @@ impl slotline_core::io::Driver for Machine {
         self.driver().poll_timeout()
     }
 
-    fn status(&self) -> Option<slotline_core::pipeline::Status> {
-        self.driver().status()
+    fn health(&self) -> Option<slotline_core::health::Health> {
+        self.driver().health()
     }
 }
 

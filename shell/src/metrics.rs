@@ -1,15 +1,15 @@
 //! `METRICS_ADDR`: a small HTTP server on its own thread (tiny_http, no async runtime)
-//! serving what the core publishes in `Status`:
+//! serving what the core publishes in `Health`:
 //!
 //! - `/metrics`: Prometheus text (version 0.0.4), encoded by `prometheus-client` from the
-//!   latest status at each scrape;
+//!   latest health at each scrape;
 //! - `/healthz`: 200 while the process runs;
-//! - `/readyz`: 200 when the core says it is ready (`Status::readiness`: streaming, and
+//! - `/readyz`: 200 when the core says it is ready (`Health::readiness`: streaming, and
 //!   durable progress within the no-progress deadline), 503 with the reason otherwise.
 //!
-//! The run loop hands the core's status to a `Publisher` after its inputs (at most every
+//! The run loop hands the core's health to a `Publisher` after its inputs (at most every
 //! `PUBLISH_EVERY`); the server thread only reads the last one. Nothing here decides
-//! anything about the domain: names, help texts and the mapping of status fields to metrics.
+//! anything about the domain: names, help texts and the mapping of health fields to metrics.
 
 use crate::clock::Clock;
 use prometheus_client::collector::Collector;
@@ -18,40 +18,40 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use slotline_core::pipeline::Status;
+use slotline_core::health::{Health, PhaseName};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How often the run loop copies the core's status for the server, at most.
+/// How often the run loop copies the core's health for the server, at most.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
-/// The last status, shared between the run loop and the server thread.
+/// The last health, shared between the run loop and the server thread.
 #[derive(Debug, Default)]
 struct Latest {
-    status: Mutex<Option<Status>>,
+    health: Mutex<Option<Health>>,
 }
 
 impl Latest {
-    fn get(&self) -> Option<Status> {
-        self.status.lock().map(|s| s.clone()).unwrap_or(None)
+    fn get(&self) -> Option<Health> {
+        self.health.lock().map(|s| s.clone()).unwrap_or(None)
     }
 }
 
-/// The run loop's side: hands over the core's status.
+/// The run loop's side: hands over the core's health.
 #[derive(Clone, Debug)]
 pub struct Publisher {
     latest: Arc<Latest>,
     last: Option<Instant>,
-    /// A publish was skipped inside the window: the status served is older than the
+    /// A publish was skipped inside the window: the health served is older than the
     /// core's, and must be replaced when the window ends (`due`), not at the next input,
     /// which may be seconds away on a quiet stream.
     skipped: bool,
 }
 
 impl Publisher {
-    /// Publishes `status` unless the last one is younger than `PUBLISH_EVERY` (`force`:
-    /// publish anyway, for the last status before exiting).
-    pub fn publish(&mut self, status: impl FnOnce() -> Option<Status>, force: bool) {
+    /// Publishes `health` unless the last one is younger than `PUBLISH_EVERY` (`force`:
+    /// publish anyway, for the last health before exiting).
+    pub fn publish(&mut self, health: impl FnOnce() -> Option<Health>, force: bool) {
         let now = Instant::now();
         if !force && self.last.is_some_and(|t| now < t + PUBLISH_EVERY) {
             self.skipped = true;
@@ -59,8 +59,8 @@ impl Publisher {
         }
         self.last = Some(now);
         self.skipped = false;
-        if let (Some(status), Ok(mut slot)) = (status(), self.latest.status.lock()) {
-            *slot = Some(status);
+        if let (Some(health), Ok(mut slot)) = (health(), self.latest.health.lock()) {
+            *slot = Some(health);
         }
     }
 
@@ -180,19 +180,19 @@ fn serve(server: &tiny_http::Server, latest: &Latest, clock: Clock) {
     }
 }
 
-/// The Prometheus text for `status` (only the process metrics before the core published
+/// The Prometheus text for `health` (only the process metrics before the core published
 /// one).
-pub fn render(status: Option<Status>, clock: Clock) -> Result<String, std::fmt::Error> {
+pub fn render(health: Option<Health>, clock: Clock) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(StatusMetrics { status, clock }));
+    registry.register_collector(Box::new(HealthMetrics { health, clock }));
     let mut text = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
     Ok(text)
 }
 
 #[derive(Debug)]
-struct StatusMetrics {
-    status: Option<Status>,
+struct HealthMetrics {
+    health: Option<Health>,
     clock: Clock,
 }
 
@@ -211,20 +211,9 @@ fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: f64) ->
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
-/// Every phase the core names, for the `slotline_phase` gauge (one of them is 1).
-const PHASES: [&str; 7] = [
-    "starting",
-    "snapshotting",
-    "streaming",
-    "retracting",
-    "stopping",
-    "backing off",
-    "exited",
-];
-
-impl Collector for StatusMetrics {
+impl Collector for HealthMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
-        let Some(status) = &self.status else {
+        let Some(health) = &self.health else {
             return Ok(());
         };
         let e = &mut encoder;
@@ -234,27 +223,27 @@ impl Collector for StatusMetrics {
             e,
             "slotline_received_lsn",
             "WAL position of the last change read from the replication stream (bytes)",
-            lsn(status.received),
+            lsn(health.received),
         )?;
         gauge(
             e,
             "slotline_flushed_lsn",
             "WAL position acknowledged to PostgreSQL as durable in Feldera (bytes)",
-            lsn(status.flush),
+            lsn(health.flush),
         )?;
         gauge(
             e,
             "slotline_complete_lsn",
             "WAL position Feldera completed (processed); with FELDERA_DURABILITY=checkpoint the flush waits for a checkpoint to hold it (bytes)",
-            lsn(status.complete),
+            lsn(health.complete),
         )?;
         gauge(
             e,
             "slotline_checkpoint_lag_bytes",
             "From the acknowledged position to what Feldera completed: WAL kept until a checkpoint holds it (bytes)",
-            status.complete.saturating_distance_from(status.flush) as f64,
+            health.complete.saturating_distance_from(health.flush) as f64,
         )?;
-        let checkpoints = &status.checkpoints;
+        let checkpoints = &health.checkpoints;
         counter(
             e,
             "slotline_checkpoints_requested",
@@ -282,7 +271,7 @@ impl Collector for StatusMetrics {
                 now.since(saved) as f64 / 1e6,
             )?;
         }
-        if let Some(slot) = &status.slot {
+        if let Some(slot) = &health.slot {
             gauge(
                 e,
                 "slotline_server_wal_lsn",
@@ -305,9 +294,9 @@ impl Collector for StatusMetrics {
             e,
             "slotline_replication_lag_seconds",
             "Age, by the source's commit times, of the oldest change read and not acknowledged (0 when caught up)",
-            slotline_core::lag::lag_seconds(status.oldest_unacknowledged, self.clock.now().wall),
+            slotline_core::lag::lag_seconds(health.oldest_unacknowledged, self.clock.now().wall),
         )?;
-        if let Some(lag) = status.lag_bytes() {
+        if let Some(lag) = health.lag_bytes() {
             gauge(
                 e,
                 "slotline_lag_bytes",
@@ -315,56 +304,56 @@ impl Collector for StatusMetrics {
                 lag as f64,
             )?;
         }
-        gauge(e, "slotline_slot_wal_warning", "1 while the retained WAL is past its warning limit (80% of max_slot_wal_keep_size or SLOT_WAL_WARN_BYTES)", f64::from(u8::from(status.slot_wal_warning)))?;
+        gauge(e, "slotline_slot_wal_warning", "1 while the retained WAL is past its warning limit (80% of max_slot_wal_keep_size or SLOT_WAL_WARN_BYTES)", f64::from(u8::from(health.slot_wal_warning)))?;
         counter(
             e,
             "slotline_rows_sent",
             "Rows in ingress requests Feldera accepted",
-            status.sent.rows_sent,
+            health.sent.rows_sent,
         )?;
         counter(
             e,
             "slotline_snapshot_rows_sent",
             "Of those, rows the initial snapshot copied",
-            status.sent.snapshot_rows_sent,
+            health.sent.snapshot_rows_sent,
         )?;
         counter(
             e,
             "slotline_ingress_requests",
             "Ingress requests Feldera accepted",
-            status.sent.ingress_requests,
+            health.sent.ingress_requests,
         )?;
         counter(
             e,
             "slotline_batches_durable",
             "Batches that became durable in Feldera (stream, snapshot, retraction)",
-            status.batches_durable,
+            health.batches_durable,
         )?;
         gauge(
             e,
             "slotline_batches_in_flight",
             "Batches sent to Feldera (or cut for it) and not yet durable (at most MAX_IN_FLIGHT_BATCHES in the window)",
-            status.batches_in_flight as f64,
+            health.batches_in_flight as f64,
         )?;
         gauge(
             e,
             "slotline_buffered_rows",
             "Rows converted and waiting to be cut into a batch",
-            status.buffered_rows as f64,
+            health.buffered_rows as f64,
         )?;
         counter(
             e,
             "slotline_reconnects",
             "Sessions started after the first (each after a failure ended one)",
-            u64::from(status.sessions.saturating_sub(1)),
+            u64::from(health.sessions.saturating_sub(1)),
         )?;
         gauge(
             e,
             "slotline_backoff_attempt",
             "Reconnection attempts since the last durable progress",
-            f64::from(status.backoff_attempt),
+            f64::from(health.backoff_attempt),
         )?;
-        let backoff_s = status
+        let backoff_s = health
             .reconnect_at
             .map_or(0.0, |at| at.since(now) as f64 / 1e6);
         gauge(
@@ -377,9 +366,9 @@ impl Collector for StatusMetrics {
             e,
             "slotline_last_progress_age_seconds",
             "Time since the last durable progress (or since nothing was pending)",
-            now.since(status.last_progress) as f64 / 1e6,
+            now.since(health.last_progress) as f64 / 1e6,
         )?;
-        let wait = &status.sent.completion_wait;
+        let wait = &health.sent.completion_wait;
         let buckets = wait.cumulative();
         encoder
             .encode_descriptor(
@@ -395,10 +384,11 @@ impl Collector for StatusMetrics {
             None,
             MetricType::Gauge,
         )?;
-        for phase in PHASES {
-            let value: i64 = (phase == status.phase).into();
+        // Every phase the core names (`PhaseName::ALL`); one of them is 1.
+        for phase in PhaseName::ALL {
+            let value: i64 = (phase == health.phase).into();
             phases
-                .encode_family(&[("phase", phase)])?
+                .encode_family(&[("phase", phase.as_str())])?
                 .encode_gauge(&value)?;
         }
         Ok(())
@@ -432,9 +422,9 @@ mod tests {
         )
     }
 
-    fn streaming(progress_deadline: u64) -> Status {
-        Status {
-            phase: "streaming",
+    fn streaming(progress_deadline: u64) -> Health {
+        Health {
+            phase: PhaseName::Streaming,
             sessions: 1,
             streaming: true,
             flush: slotline_core::Lsn(1),
@@ -499,8 +489,8 @@ mod tests {
 
     #[test]
     fn a_status_becomes_named_metrics() {
-        let status = Status {
-            phase: "streaming",
+        let health = Health {
+            phase: PhaseName::Streaming,
             sessions: 3,
             streaming: true,
             flush: slotline_core::Lsn(0x200),
@@ -510,7 +500,7 @@ mod tests {
             batch_in_flight: Some(4),
             batches_in_flight: 3,
             batches_durable: 7,
-            sent: slotline_core::pipeline::Counts {
+            sent: slotline_core::health::Counts {
                 rows_sent: 11,
                 ..Default::default()
             },
@@ -521,7 +511,7 @@ mod tests {
             last_progress: slotline_core::time::Mono(0),
             progress_deadline: slotline_core::time::Mono(u64::MAX),
             pending_work: false,
-            checkpoints: slotline_core::pipeline::CheckpointCounts {
+            checkpoints: slotline_core::health::CheckpointCounts {
                 requested: 4,
                 succeeded: 3,
                 failed: 1,
@@ -533,9 +523,9 @@ mod tests {
         let clock = Clock::start();
         // Committed at the source 2.5 s before now.
         let committed = slotline_core::time::PgTime(clock.now().wall.0 - 2_500_000);
-        let lagging = Status {
+        let lagging = Health {
             oldest_unacknowledged: Some(committed),
-            ..status.clone()
+            ..health.clone()
         };
         let lag = sample(
             "slotline_replication_lag_seconds",
@@ -543,7 +533,7 @@ mod tests {
         )
         .expect("exported");
         assert!((2.5..10.0).contains(&lag), "{lag}");
-        let text = render(Some(status), Clock::start()).unwrap();
+        let text = render(Some(health), Clock::start()).unwrap();
         assert_eq!(
             sample("slotline_replication_lag_seconds", &text),
             Some(0.0),

@@ -75,12 +75,12 @@ pub fn run<D: Driver, R: Runtime>(
     let mut metrics = options.metrics.clone();
     loop {
         if let Some(metrics) = metrics.as_mut() {
-            metrics.publish(|| core.status(), false);
+            metrics.publish(|| core.health(), false);
         }
         while let Some(command) = core.poll_command() {
             if let Flow::Exit(code) = dispatch(command, &mut shell, &mut router) {
                 if let Some(metrics) = metrics.as_mut() {
-                    metrics.publish(|| core.status(), true);
+                    metrics.publish(|| core.health(), true);
                 }
                 let deadline = Instant::now() + crate::dispatch::EXIT_FLUSH;
                 let conns = shell.conns.take_all();

@@ -33,6 +33,7 @@ use crate::feldera::{
     classify_checkpoint, classify_checkpoint_status, classify_stats, CheckpointOutcome,
     CheckpointStatusOutcome, FaultTolerance, Reply, StatsOutcome,
 };
+use crate::health::CheckpointCounts;
 use crate::io::{Command, HttpId, Level, Topic};
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
@@ -112,18 +113,6 @@ pub(crate) fn verdict(config: &Config, fault_tolerance: FaultTolerance) -> (bool
             ),
         ),
     }
-}
-
-/// Checkpoint and restart counters, for metrics.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CheckpointCounts {
-    pub requested: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    /// New incarnations of the pipeline this run noticed.
-    pub incarnation_changes: u64,
-    /// When the newest checkpoint that moved (or could have moved) the flush succeeded.
-    pub last_saved: Option<Mono>,
 }
 
 /// What the run knows about the Feldera pipeline; outlives sessions.

@@ -8,80 +8,14 @@
 use crate::feldera::{
     classify_completion, classify_ingress, CompletionOutcome, IngressOutcome, Reply,
 };
+use crate::health::Counts;
 use crate::io::{Command, HttpId, Input};
 use crate::time::Mono;
 use std::collections::BTreeMap;
 
-/// Upper bounds of the completion-wait buckets, in microseconds (5 ms to 2 min).
-pub const WAIT_BUCKETS_US: [u64; 14] = [
-    5_000,
-    10_000,
-    25_000,
-    50_000,
-    100_000,
-    250_000,
-    500_000,
-    1_000_000,
-    2_500_000,
-    5_000_000,
-    10_000_000,
-    30_000_000,
-    60_000_000,
-    120_000_000,
-];
-
 /// How many requests and tokens the meter follows at once; past that the oldest are
 /// forgotten (a wait that is forgotten is simply not measured).
 const FOLLOWED: usize = 4096;
-
-/// A histogram of waits: per-bucket counts (not cumulative), their sum and count.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WaitHistogram {
-    /// `counts[i]`: waits `<= WAIT_BUCKETS_US[i]` and above the previous bound; the last
-    /// entry counts the waits above every bound.
-    pub counts: [u64; WAIT_BUCKETS_US.len() + 1],
-    pub sum_us: u64,
-    pub count: u64,
-}
-
-impl WaitHistogram {
-    pub fn observe(&mut self, wait_us: u64) {
-        let bucket = WAIT_BUCKETS_US
-            .iter()
-            .position(|bound| wait_us <= *bound)
-            .unwrap_or(WAIT_BUCKETS_US.len());
-        self.counts[bucket] += 1;
-        self.sum_us = self.sum_us.saturating_add(wait_us);
-        self.count += 1;
-    }
-
-    /// Cumulative counts per upper bound (in seconds), as Prometheus histograms are
-    /// exposed; the `+Inf` bucket is `count`.
-    pub fn cumulative(&self) -> Vec<(f64, u64)> {
-        let mut total = 0;
-        WAIT_BUCKETS_US
-            .iter()
-            .zip(self.counts)
-            .map(|(bound, count)| {
-                total += count;
-                (*bound as f64 / 1e6, total)
-            })
-            .collect()
-    }
-}
-
-/// Counts of what reached Feldera.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// Rows in ingress requests Feldera accepted (HTTP 200 with a token).
-    pub rows_sent: u64,
-    /// Of those, rows sent by the initial snapshot's copy.
-    pub snapshot_rows_sent: u64,
-    /// Ingress requests Feldera accepted.
-    pub ingress_requests: u64,
-    /// From a token's acceptance to Feldera saying it is complete.
-    pub completion_wait: WaitHistogram,
-}
 
 #[derive(Debug, Default)]
 pub(crate) struct Meter {

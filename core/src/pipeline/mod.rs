@@ -77,6 +77,7 @@ use crate::config::{AckMode, Config, ConfigError, CrashPoint, TablesSpec};
 use crate::contract::routes::{parse_pair, parse_tables, Route};
 use crate::crash::CrashInjector;
 use crate::feldera::{redact_userinfo, FelderaEndpoint, Reply};
+use crate::health::{Health, PhaseName};
 use crate::io::{exit, Command, Driver, Input, Level, Topic};
 use crate::outbox::Thresholds;
 use crate::progress::ProgressReport;
@@ -85,11 +86,9 @@ use crate::timer::{Deadline, TimerKind, TimerTable};
 pub use check::Check;
 use ctx::Ctx;
 pub use ddl::Ddl;
-pub use durability::CheckpointCounts;
 use durability::{FelderaFacts, Keeper, News};
 pub use inspect::{DropSlot, Inspect};
 use meter::Meter;
-pub use meter::{Counts, WaitHistogram, WAIT_BUCKETS_US};
 use monitor::Monitor;
 use policy::{Failure, FailureKind, Reaction, Situation};
 use retracting::Retracting;
@@ -98,73 +97,6 @@ use snapshotting::{SnapshotStart, Snapshotting};
 use starting::{Starting, StreamStart};
 use stopping::Stopping;
 use streaming::Streaming;
-
-/// A snapshot of the pipeline for logs, metrics and health checks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Status {
-    /// The phase's name: starting, snapshotting, streaming, retracting, stopping, backing
-    /// off, exited.
-    pub phase: &'static str,
-    pub sessions: u32,
-    pub streaming: bool,
-    pub flush: crate::Lsn,
-    /// What Feldera completed (processed): the flush itself unless acknowledgements wait
-    /// for checkpoints (`FELDERA_DURABILITY`).
-    pub complete: crate::Lsn,
-    pub received: crate::Lsn,
-    pub buffered_rows: u64,
-    /// The oldest batch sent and not yet durable.
-    pub batch_in_flight: Option<u64>,
-    /// How many batches are sent (or cut) and not yet durable.
-    pub batches_in_flight: u64,
-    /// Batches that became durable (stream, snapshot and retraction batches).
-    pub batches_durable: u64,
-    /// What reached Feldera (`meter`).
-    pub sent: Counts,
-    /// Reconnection attempts since the last durable progress (0: not backing off).
-    pub backoff_attempt: u32,
-    /// When backing off: when the next session starts.
-    pub reconnect_at: Option<Mono>,
-    /// The latest sample of the slot and the server's WAL (`None`: not sampled yet, or
-    /// `SLOT_CHECK_INTERVAL_MS=0`).
-    pub slot: Option<crate::catalog::slot::SlotHealth>,
-    /// The retained WAL passed a limit (see `catalog::slot::wal_warning`).
-    pub slot_wal_warning: bool,
-    /// The last durable progress (or the last moment nothing was pending).
-    pub last_progress: Mono,
-    /// When the no-progress deadline ends the run if work is still pending then.
-    pub progress_deadline: Mono,
-    /// Something waits to become durable (the no-progress deadline runs).
-    pub pending_work: bool,
-    /// Feldera checkpoints and restarts this run saw.
-    pub checkpoints: CheckpointCounts,
-    /// The source commit time of the oldest change read and not acknowledged (`None`:
-    /// caught up): `slotline_replication_lag_seconds` (`lag::lag_seconds`).
-    pub oldest_unacknowledged: Option<crate::time::PgTime>,
-}
-
-impl Status {
-    /// Bytes from the durable position to the server's current WAL (as last sampled).
-    pub fn lag_bytes(&self) -> Option<u64> {
-        let current = self.slot.as_ref()?.current_wal;
-        (!self.flush.is_zero()).then(|| current.saturating_distance_from(self.flush))
-    }
-
-    /// Ready to serve: streaming, and durable progress within the no-progress deadline.
-    /// `Err` says why not.
-    pub fn readiness(&self, now: Mono) -> Result<(), String> {
-        if !self.streaming {
-            return Err(format!("not streaming (phase {})", self.phase));
-        }
-        if self.pending_work && now >= self.progress_deadline {
-            return Err(format!(
-                "no durable progress for {} s",
-                now.since(self.last_progress) / 1_000_000
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// What never changes during a run: the configuration and what was derived from it.
 #[derive(Debug)]
@@ -341,15 +273,15 @@ enum Phase {
 }
 
 impl Phase {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> PhaseName {
         match self {
-            Phase::Starting(_) => "starting",
-            Phase::Snapshotting(_) => "snapshotting",
-            Phase::Streaming(_) => "streaming",
-            Phase::Retracting(_) => "retracting",
-            Phase::Stopping(_) => "stopping",
-            Phase::BackingOff { .. } => "backing off",
-            Phase::Exited => "exited",
+            Phase::Starting(_) => PhaseName::Starting,
+            Phase::Snapshotting(_) => PhaseName::Snapshotting,
+            Phase::Streaming(_) => PhaseName::Streaming,
+            Phase::Retracting(_) => PhaseName::Retracting,
+            Phase::Stopping(_) => PhaseName::Stopping,
+            Phase::BackingOff { .. } => PhaseName::BackingOff,
+            Phase::Exited => PhaseName::Exited,
         }
     }
 }
@@ -439,7 +371,7 @@ impl Pipeline {
         Ok(pipeline)
     }
 
-    pub fn status(&self) -> Status {
+    pub fn health(&self) -> Health {
         let streaming = match &self.phase {
             Phase::Streaming(s) => Some(&**s),
             Phase::Retracting(s) => Some(s.streaming()),
@@ -466,7 +398,7 @@ impl Pipeline {
             .config
             .no_progress_timeout_secs
             .saturating_mul(1_000_000);
-        Status {
+        Health {
             phase: self.phase.name(),
             sessions: self.run.sessions,
             streaming: streaming.is_some(),
@@ -977,7 +909,11 @@ impl Pipeline {
                 }
                 TimerKind::Progress => {
                     let flush = self.run.ack.flush();
-                    if let Some(line) = self.run.report.report(now, self.phase.name(), flush) {
+                    if let Some(line) =
+                        self.run
+                            .report
+                            .report(now, self.phase.name().as_str(), flush)
+                    {
                         self.ctx.note(Level::Info, Topic::Progress, line);
                     }
                     Next::Stay
@@ -1222,8 +1158,8 @@ impl Driver for Pipeline {
         self.timers.next()
     }
 
-    fn status(&self) -> Option<Status> {
-        Some(Pipeline::status(self))
+    fn health(&self) -> Option<Health> {
+        Some(Pipeline::health(self))
     }
 }
 

@@ -29,7 +29,7 @@ use crate::pgoutput::Relation;
 use crate::report::Line;
 use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRead};
 use crate::snapshot::state::StateRoute;
-use crate::status::parse_guc_duration_ms;
+use crate::standby::parse_guc_duration_ms;
 use crate::value::{oid, PgTypes};
 use crate::wire::DataRow;
 use crate::Lsn;

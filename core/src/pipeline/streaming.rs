@@ -50,7 +50,7 @@ use crate::feldera::Reply;
 use crate::io::{ConnFailure, HttpId, Level, Topic};
 use crate::outbox::{Batch, CutReason, Outbox};
 use crate::pgoutput::{self, Message, RelationCache};
-use crate::status::StatusSchedule;
+use crate::standby::StatusSchedule;
 use crate::timer::{TimerKind, TimerTable};
 use crate::value::PgTypes;
 use crate::wire::{PrimaryKeepalive, StatusUpdate, XLogData};

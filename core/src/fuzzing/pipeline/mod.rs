@@ -495,7 +495,7 @@ impl Harness {
             self.apply(&Event::TickAtDeadline(0));
             self.settle();
         }
-        let status = self.pipeline.status();
+        let status = self.pipeline.health();
         panic!(
             "the pipeline did not catch up in {CATCH_UP_ROUNDS} rounds of a healthy world: slot at {:?}, last commit {:?}, {status:?}",
             self.pg.confirmed(),
@@ -505,7 +505,7 @@ impl Harness {
 
     /// Every commit is confirmed to the slot, and nothing is left to send or to answer.
     fn caught_up(&self) -> bool {
-        let status = self.pipeline.status();
+        let status = self.pipeline.health();
         let last = self.pg.wal.last().map(|tx| tx.end);
         !self.feldera.busy()
             && status.buffered_rows == 0
@@ -917,7 +917,7 @@ impl Harness {
             );
             return;
         }
-        let status = self.pipeline.status();
+        let status = self.pipeline.health();
         let (session, streaming, flush) = self.status_flush;
         let same_stream = status.sessions == session && status.streaming == streaming;
         // A slot created again starts a new history at its consistent point, which may lie

@@ -30,7 +30,7 @@ fn accepted_not_completed() -> Harness {
 fn the_world_reaches_streaming_and_an_accepted_batch() {
     let harness = accepted_not_completed();
     assert_eq!(harness.pg.streams_started, 1);
-    assert_eq!(harness.pipeline.status().batch_in_flight, Some(1));
+    assert_eq!(harness.pipeline.health().batch_in_flight, Some(1));
     assert_eq!(harness.pg.wal.len(), 1);
 }
 
@@ -209,7 +209,7 @@ fn restored_and_streaming_again() -> (Harness, Lsn) {
         "{:?}",
         harness.pg.life_start
     );
-    assert!(harness.pipeline.status().streaming);
+    assert!(harness.pipeline.health().streaming);
     (harness, old_flush)
 }
 
@@ -325,7 +325,7 @@ fn with_checkpoints_a_flush_past_a_commit_only_completed_is_caught() {
         GOOD,
     ]);
     assert_eq!(harness.feldera.durable_batches, 2, "both rows completed");
-    assert_eq!(harness.pipeline.status().flush, START, "no checkpoint yet");
+    assert_eq!(harness.pipeline.health().flush, START, "no checkpoint yet");
     let end = harness.pg.wal[0].end;
     harness.check_flush(end, "a hand-made flush");
 }
@@ -344,7 +344,7 @@ fn a_request_joining_a_checkpoint_gets_its_state_from_before_the_request() {
     );
     assert_eq!(harness.feldera.checkpoint_counts(), (1, 1));
     assert_eq!(
-        harness.pipeline.status().flush,
+        harness.pipeline.health().flush,
         START,
         "the first credits nothing"
     );
@@ -386,7 +386,7 @@ fn a_restart_resumes_from_the_last_successful_checkpoint() {
         (1, 1),
         "the second failed"
     );
-    assert_eq!(harness.pipeline.status().flush, START);
+    assert_eq!(harness.pipeline.health().flush, START);
     // A checkpoint of Feldera's own, with both rows, then a restart before it ends.
     harness.apply(&FelderaRestart(2));
     harness.apply(&FelderaRestart(1));

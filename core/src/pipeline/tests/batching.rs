@@ -96,7 +96,7 @@ fn short_wal_sender_timeout_keeps_status_updates_flowing_through_a_long_completi
     s.complete();
     let trace = s.take_trace();
     let statuses = trace.lines().filter(|l| l.contains(" status ")).count();
-    let sessions = s.pipeline().status().sessions;
+    let sessions = s.pipeline().health().sessions;
     assert!(statuses >= 5, "{statuses} status updates in 22 s:\n{trace}");
     assert_eq!(sessions, 1, "one session, no reconnect");
     assert_eq!(s.confirmed, Lsn(0x2100));

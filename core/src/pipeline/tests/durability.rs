@@ -141,7 +141,7 @@ fn a_failed_checkpoint_acknowledges_nothing_and_the_next_one_is_requested_an_int
     s.step();
     // #1's attempt ended before #2 was requested: #2 holds what #1's request found.
     assert_eq!(s.confirmed, Lsn(0x2100));
-    let counts = s.pipeline().status().checkpoints;
+    let counts = s.pipeline().health().checkpoints;
     assert_eq!(
         (counts.requested, counts.succeeded, counts.failed),
         (2, 1, 1)
@@ -178,8 +178,8 @@ fn a_restart_from_a_checkpoint_replays_from_the_slot_and_copies_nothing() {
         s.settle();
         s.advance(300);
     }
-    assert!(s.pipeline().status().streaming, "a new session streams");
-    assert_eq!(s.pipeline().status().sessions, 2);
+    assert!(s.pipeline().health().streaming, "a new session streams");
+    assert_eq!(s.pipeline().health().sessions, 2);
     // PostgreSQL sends what follows the slot's position again.
     s.wal(
         "Relation users",
@@ -216,7 +216,7 @@ fn seeded_then_streaming(config: &[(&str, &str)]) -> Script {
     pairs.extend_from_slice(config);
     let mut first = Script::new(&pairs, pg.clone(), SCHEMA);
     for _ in 0..50 {
-        if first.pipeline().status().streaming {
+        if first.pipeline().health().streaming {
             break;
         }
         first.settle();
@@ -232,7 +232,7 @@ fn seeded_then_streaming(config: &[(&str, &str)]) -> Script {
     let mut s = Script::with_state(&pairs, pg, SCHEMA, state);
     s.feldera = first.feldera.clone();
     for _ in 0..50 {
-        if s.pipeline().status().streaming {
+        if s.pipeline().health().streaming {
             break;
         }
         s.settle();
@@ -250,7 +250,7 @@ fn a_restart_without_fault_tolerance_copies_every_table_again_without_exiting() 
     s.restart_feldera();
     s.advance(2_000);
     for _ in 0..40 {
-        if s.pipeline().status().streaming && s.feldera.keys("users").len() == 2 {
+        if s.pipeline().health().streaming && s.feldera.keys("users").len() == 2 {
             break;
         }
         s.settle();
@@ -322,7 +322,7 @@ fn a_restarted_pipeline_with_a_changed_program_has_its_routes_planned_again() {
     s.restart_feldera_from_checkpoint();
     after_restart(&mut s);
     assert_eq!(s.exit(), None);
-    assert_eq!(s.pipeline().status().sessions, 2);
+    assert_eq!(s.pipeline().health().sessions, 2);
     // An incompatible one: users.id is no longer a number.
     let id_boolean = without_bio.replacen(r#""type":"BIGINT""#, r#""type":"BOOLEAN""#, 1);
     s.set_pipeline_answer(&pipeline_answer(&id_boolean));
@@ -352,13 +352,13 @@ fn with_checkpoints_a_copy_is_recorded_complete_only_once_a_checkpoint_holds_it(
         s.set_fault_tolerance("at_least_once")
     });
     for _ in 0..200 {
-        if s.pipeline().status().streaming {
+        if s.pipeline().health().streaming {
             break;
         }
         s.settle();
         s.advance(10);
     }
-    assert!(s.pipeline().status().streaming);
+    assert!(s.pipeline().health().streaming);
     let trace = s.take_trace();
     let checkpoint = trace.find("POST /checkpoint").expect("a checkpoint");
     let complete = trace.find("write state").unwrap_or(usize::MAX);
@@ -424,5 +424,5 @@ fn a_completion_timeout_shorter_than_the_status_poll_still_lets_a_checkpoint_suc
         Lsn(0x2100),
         "each checkpoint is asked about once before its timeout counts"
     );
-    assert_eq!(s.pipeline().status().checkpoints.failed, 0);
+    assert_eq!(s.pipeline().health().checkpoints.failed, 0);
 }

@@ -432,7 +432,7 @@ fn status_publishes_what_was_sent_and_the_slot_sample() {
     s.accept();
     s.advance(30);
     s.complete();
-    let status = s.pipeline().status();
+    let status = s.pipeline().health();
     assert_eq!(status.sent.rows_sent, 3);
     assert_eq!(status.sent.ingress_requests, 1);
     assert_eq!(status.batches_durable, 1);
@@ -497,7 +497,7 @@ fn operations_publish_no_status() {
         Format::Text,
     )
     .unwrap();
-    assert!(Driver::status(&s).is_none());
+    assert!(Driver::health(&s).is_none());
 }
 
 #[test]

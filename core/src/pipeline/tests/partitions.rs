@@ -317,14 +317,14 @@ fn a_partitioned_table_is_copied_through_its_leaves_in_parallel_and_leftovers_ar
         "{\"insert\":{\"id\":5,\"bucket\":1,\"v\":\"old\"}}\n{\"insert\":{\"id\":99999,\"bucket\":1,\"v\":\"ghost\"}}\n",
     );
     for _ in 0..200 {
-        if s.exit().is_some() || s.pipeline().status().streaming {
+        if s.exit().is_some() || s.pipeline().health().streaming {
             break;
         }
         s.settle();
         s.advance(10);
     }
     assert_eq!(s.exit(), None);
-    assert!(s.pipeline().status().streaming);
+    assert!(s.pipeline().health().streaming);
     assert_eq!(
         s.feldera.rows("metrics"),
         3100,

@@ -78,8 +78,8 @@ fn the_window_fills_then_reading_pauses_until_a_batch_is_durable() {
     for _ in 0..4 {
         accept_post(&mut s);
     }
-    assert_eq!(s.pipeline().status().batch_in_flight, Some(1));
-    assert_eq!(s.pipeline().status().batches_in_flight, 4);
+    assert_eq!(s.pipeline().health().batch_in_flight, Some(1));
+    assert_eq!(s.pipeline().health().batches_in_flight, 4);
     poll(&mut s, "t1", false);
     s.advance(2);
     poll(&mut s, "t4", false);
@@ -87,7 +87,7 @@ fn the_window_fills_then_reading_pauses_until_a_batch_is_durable() {
     assert_eq!(s.confirmed, Lsn(end(1)));
     drive(&mut s);
     assert_eq!(s.confirmed, Lsn(end(6)));
-    assert_eq!(s.pipeline().status().batches_in_flight, 0);
+    assert_eq!(s.pipeline().health().batches_in_flight, 0);
     let trace = s.take_trace();
     assert_eq!(count(&trace, "pause reading"), 1, "{trace}");
     assert!(

@@ -68,7 +68,7 @@ impl World {
 
     /// A new session replays, from the slot's position, every transaction not confirmed.
     fn replay_if_reconnected(&mut self) {
-        let status = self.s.pipeline().status();
+        let status = self.s.pipeline().health();
         if status.streaming && status.sessions > self.replayed_session {
             self.replayed_session = status.sessions;
             self.s.wal(

@@ -198,14 +198,14 @@ fn a_temporary_slot_still_held_by_an_earlier_connection_is_retried_not_fatal() {
     pg.temporary_slot_taken = 1;
     let mut s = items_added(pg, |_| {});
     for _ in 0..400 {
-        if s.exit().is_some() || s.pipeline().status().streaming {
+        if s.exit().is_some() || s.pipeline().health().streaming {
             break;
         }
         s.settle();
         s.advance(50);
     }
     assert_eq!(s.exit(), None);
-    assert!(s.pipeline().status().streaming);
+    assert!(s.pipeline().health().streaming);
     let trace = s.take_trace();
     assert!(
         trace.contains("already exists; the walsender of an earlier connection may still hold it"),

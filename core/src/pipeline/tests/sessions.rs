@@ -135,7 +135,7 @@ fn no_durable_progress_for_too_long_exits_69() {
             break;
         }
         // Every new session replays the unacknowledged transaction from the slot.
-        let status = s.pipeline().status();
+        let status = s.pipeline().health();
         if status.streaming && status.sessions > replayed_in {
             replayed_in = status.sessions;
             s.wal(
@@ -252,7 +252,7 @@ fn a_slot_still_held_by_a_dead_connection_is_retried_not_fatal() {
     let mut s = Script::new(&[TABLES], pg, SCHEMA);
     s.advance(1000);
     assert_eq!(s.exit(), None);
-    assert!(s.pipeline().status().streaming);
+    assert!(s.pipeline().health().streaming);
     rule!(
         "A slot still held by another process (active_pid 4242) is retried with backoff, not fatal; the third session finds it free and streams.",
         s.take_trace()
@@ -336,5 +336,5 @@ fn a_session_start_against_a_paused_pipeline_says_once_to_resume_it() {
         "/start does nothing for a paused pipeline: {}",
         warned[0]
     );
-    assert_eq!(s.pipeline().status().sessions, 4);
+    assert_eq!(s.pipeline().health().sessions, 4);
 }

@@ -36,7 +36,7 @@ fn snapshot(extra: &[(&str, &str)], pg: FakePg) -> Script {
 /// exited.
 pub(super) fn run_until_streaming(s: &mut Script) {
     for _ in 0..200 {
-        if s.exit().is_some() || s.pipeline().status().streaming {
+        if s.exit().is_some() || s.pipeline().health().streaming {
             return;
         }
         s.settle();
@@ -178,7 +178,7 @@ fn crash(point: &str, after: &str) -> Script {
         "{point}: {}",
         state(&s)
     );
-    assert!(!s.pipeline().status().streaming);
+    assert!(!s.pipeline().health().streaming);
     s
 }
 

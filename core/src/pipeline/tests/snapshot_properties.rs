@@ -218,7 +218,7 @@ fn expected_keys(pg: &FakePg) -> (Vec<Value>, Vec<Value>) {
 /// The invariants that hold after every input.
 fn check(s: &Script, pg: &FakePg) -> Result<(), TestCaseError> {
     let complete = phase(s) == Some("complete");
-    let status = s.pipeline().status();
+    let status = s.pipeline().health();
     if !complete {
         prop_assert!(
             !status.streaming,
@@ -253,7 +253,7 @@ fn check(s: &Script, pg: &FakePg) -> Result<(), TestCaseError> {
 fn drive(s: &mut Script, pg: &FakePg, moves: &mut Moves) -> Result<(), TestCaseError> {
     check(s, pg)?;
     for _ in 0..50_000 {
-        if s.exit().is_some() || s.pipeline().status().streaming {
+        if s.exit().is_some() || s.pipeline().health().streaming {
             return Ok(());
         }
         match moves.next() {
@@ -275,7 +275,7 @@ fn drive(s: &mut Script, pg: &FakePg, moves: &mut Moves) -> Result<(), TestCaseE
     }
     Err(TestCaseError::fail(format!(
         "never finished: {:?}",
-        s.pipeline().status()
+        s.pipeline().health()
     )))
 }
 
@@ -322,7 +322,7 @@ proptest! {
         }
         prop_assert_eq!(crashed, Some(70), "{:?}", s.exit());
         prop_assert_eq!(phase(&s), Some("pending"), "a crash leaves the state pending");
-        prop_assert!(!s.pipeline().status().streaming);
+        prop_assert!(!s.pipeline().health().streaming);
         if matches!(crash, Crash::AfterSlot) {
             prop_assert_eq!(copied, case.ghosts.len(), "nothing copied before the slot");
         }

@@ -35,7 +35,7 @@ fn a_long_leftover_check_that_keeps_every_key_is_progress() {
         .collect();
     s.feldera.apply("users", &held);
     for _ in 0..2_000 {
-        if s.exit().is_some() || s.pipeline().status().streaming {
+        if s.exit().is_some() || s.pipeline().health().streaming {
             break;
         }
         s.advance(100);
@@ -48,7 +48,7 @@ fn a_long_leftover_check_that_keeps_every_key_is_progress() {
         "{}",
         trace.lines().rev().take(5).collect::<Vec<_>>().join("\n")
     );
-    assert!(s.pipeline().status().streaming);
+    assert!(s.pipeline().health().streaming);
     assert_eq!(s.feldera.rows("users"), 40);
     assert!(
         trace.contains("users: scan ended: 40 keys read, 0 deletes sent, 40 kept"),

@@ -372,7 +372,7 @@ fn the_newest_token_of_a_table_is_the_later_batch_s_even_when_it_is_accepted_fir
         .collect();
     assert_eq!(asked.len(), 2, "one question per table: {asked:?}");
     // Both batches left the window; the transaction holds them until its commit.
-    assert_eq!(s.pipeline().status().batches_in_flight, 2);
+    assert_eq!(s.pipeline().health().batches_in_flight, 2);
     assert!(
         asked.iter().any(|w| w.ends_with("t2")),
         "users' newest token is batch #2's t2: {asked:?}"

@@ -2,6 +2,7 @@
 //! Feldera holds is deleted in pages, the table is verified empty, and only then does the
 //! rest of the transaction go on; its commit is acknowledged like any other.
 use super::*;
+use crate::health::PhaseName;
 use crate::Lsn;
 
 /// Feldera's users table holds `ids`.
@@ -275,7 +276,7 @@ fn a_key_scan_that_fails_while_streaming_concludes_nothing() {
         seed_users(&mut s, 1..8);
         truncate_users(&mut s, "tx 700: TRUNCATE users");
         for _ in 0..200 {
-            if s.exit().is_some() || s.pipeline().status().phase == "backing off" {
+            if s.exit().is_some() || s.pipeline().health().phase == PhaseName::BackingOff {
                 break;
             }
             if s.waiting_query()
@@ -447,7 +448,7 @@ fn key_scans_and_counts_get_query_timeout_secs_and_a_timeout_concludes_nothing()
     // The shell gives up on the scan after QUERY_TIMEOUT_SECS.
     s.fail("timed out after 45 s");
     assert_eq!(s.confirmed, START, "nothing acknowledged");
-    assert_eq!(s.pipeline().status().phase, "backing off");
+    assert_eq!(s.pipeline().health().phase, PhaseName::BackingOff);
     assert_eq!(
         keys(&s, "users").len(),
         3,
@@ -456,7 +457,7 @@ fn key_scans_and_counts_get_query_timeout_secs_and_a_timeout_concludes_nothing()
     // The next session replays the TRUNCATE from the slot and reads the keys again; its
     // count has the same timeout.
     for _ in 0..100 {
-        if s.pipeline().status().streaming {
+        if s.pipeline().health().streaming {
             break;
         }
         s.advance(100);
