@@ -89,7 +89,7 @@
 //!   rows, bytes or linger ([`outbox::Outbox`]); one batch is in flight and reading pauses
 //!   while it is full (`Streaming::blocked`, `Snapshotting::blocked`); frame lengths are
 //!   capped before any allocation ([`wire::framing::MAX_FRAME_LEN`]).
-//! - **Nothing follows `Exit`:** the command queue latches (`pipeline/ctx.rs`, `Ctx::push`),
+//! - **Nothing follows `Exit`:** the command queue latches (`pipeline/queue.rs`, `Queue::push`),
 //!   [`io::Driver::handle`] ignores later inputs, and `poll_timeout` returns `None`. Asserted
 //!   by the `pipeline` fuzz target.
 //! - **Commands are drained before the next input, and time never goes backwards:**

@@ -9,8 +9,8 @@
 //! The report goes out as one `Print`; the exit code is 0 when the setup would work, 1
 //! when a finding failed. Nothing is ever created, dropped or written.
 
-use super::ctx::Ctx;
 use super::pg::PgLink;
+use super::queue::Queue;
 use super::startup::{retraction_problems, Answer, Startup};
 use super::Env;
 use crate::catalog::questions::Row;
@@ -51,7 +51,7 @@ enum Pg {
 /// run it with the same loop.
 #[derive(Debug)]
 pub struct Check {
-    ctx: Ctx,
+    queue: Queue,
     env: Env,
     format: Format,
     deadline: Mono,
@@ -94,7 +94,7 @@ impl Check {
         .with_failover(config.slot_failover)
         .surveying();
         let mut check = Check {
-            ctx: Ctx::new(now),
+            queue: Queue::new(now),
             deadline: now.mono.plus_ms(CHECK_TIMEOUT_MS),
             format,
             link: None,
@@ -119,17 +119,17 @@ impl Check {
     fn begin(&mut self) {
         let config = &self.env.config;
         let name = format!("slotline-check/{}", config.slot);
-        match PgLink::open(&mut self.ctx, &config.pg, true, &name) {
+        match PgLink::open(&mut self.queue, &config.pg, true, &name) {
             Ok(link) => self.link = Some(link),
             Err(e) => self.pg_failed(format!("cannot connect: {e}")),
         }
-        let id = self.ctx.http_id();
+        let id = self.queue.http_id();
         self.schema_request = Some(id);
-        self.ctx.push(Command::Http {
+        self.queue.push(Command::Http {
             id,
             request: self.env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
         });
-        self.ctx.push(Command::ReadState {
+        self.queue.push(Command::ReadState {
             path: self.env.state_path.clone(),
         });
     }
@@ -159,7 +159,7 @@ impl Check {
 
     fn close_link(&mut self) {
         if let Some(mut link) = self.link.take() {
-            link.close(&mut self.ctx);
+            link.close(&mut self.queue);
         }
     }
 
@@ -171,7 +171,7 @@ impl Check {
             let Some(link) = self.link.as_mut() else {
                 return;
             };
-            let ctx = &mut self.ctx;
+            let queue = &mut self.queue;
             let step = match (self.pg, event) {
                 (Pg::Conversation, Event::Ready) => {
                     let pg = &self.env.config.pg;
@@ -183,7 +183,7 @@ impl Check {
                             pg.host, pg.port, pg.database, pg.user
                         ),
                     ));
-                    self.startup.on_ready(ctx, link).map(|()| None)
+                    self.startup.on_ready(queue, link).map(|()| None)
                 }
                 (Pg::Conversation, Event::DataRow(row)) => self.startup.on_row(&row).map(|()| None),
                 (Pg::Conversation, Event::QueryError(e)) => {
@@ -191,7 +191,7 @@ impl Check {
                     Ok(None)
                 }
                 (Pg::Conversation, Event::QueryDone { .. }) => {
-                    self.startup.on_query_done(ctx, link).map(Some)
+                    self.startup.on_query_done(queue, link).map(Some)
                 }
                 (Pg::Extra(_), Event::DataRow(row)) => {
                     self.rows.push(
@@ -246,7 +246,7 @@ impl Check {
         self.rows.clear();
         self.query_error = None;
         self.pg = Pg::Extra(extra);
-        if let Err(e) = link.query(&mut self.ctx, &sql) {
+        if let Err(e) = link.query(&mut self.queue, &sql) {
             self.pg_failed(e);
         }
     }
@@ -386,7 +386,7 @@ impl Check {
                     .env
                     .endpoint
                     .list_pipelines(super::sink::POLL_TIMEOUT_MS);
-                let id = self.ctx.http(list);
+                let id = self.queue.http(list);
                 self.listing = Some((id, format!("cannot read pipeline {pipeline} at {url}: {e}")));
                 None
             }
@@ -407,8 +407,8 @@ impl Check {
             return;
         };
         let result = match schema {
-            Some(schema) => self.startup.on_schema(&mut self.ctx, link, schema),
-            None => self.startup.without_schema(&mut self.ctx, link),
+            Some(schema) => self.startup.on_schema(&mut self.queue, link, schema),
+            None => self.startup.without_schema(&mut self.queue, link),
         };
         if let Err(error) = result {
             self.pg_failed(error.into_message());
@@ -431,10 +431,10 @@ impl Check {
         let Some(table) = table else {
             return;
         };
-        let id = self.ctx.http_id();
+        let id = self.queue.http_id();
         let sql = crate::retract::probe_query(&table.name);
         self.probe = Some((id, table.name.canonical().into_owned()));
-        self.ctx.push(Command::Http {
+        self.queue.push(Command::Http {
             id,
             request: self.env.endpoint.query(&sql, super::sink::POLL_TIMEOUT_MS),
         });
@@ -587,7 +587,7 @@ impl Check {
 
     /// Reports once every answer is in (or the deadline passed).
     fn finish_if_ready(&mut self, timed_out: bool) {
-        if self.ctx.exited() {
+        if self.queue.exited() {
             return;
         }
         let ready = self.pg == Pg::Done
@@ -640,7 +640,7 @@ impl Check {
             .into_iter()
             .for_each(|line| report.push(line));
         self.close_link();
-        self.ctx.push(Command::Print {
+        self.queue.push(Command::Print {
             text: report.render("check", self.format),
         });
         let (code, reason) = if report.passed() {
@@ -651,24 +651,24 @@ impl Check {
                 format!("check: {} problem(s)", report.problems()),
             )
         };
-        self.ctx.exit(code, reason);
+        self.queue.exit(code, reason);
     }
 }
 
 impl Driver for Check {
     fn handle(&mut self, now: Now, input: Input) {
-        if self.ctx.exited() {
+        if self.queue.exited() {
             return;
         }
-        self.ctx.now = Now {
-            mono: self.ctx.now.mono.max(now.mono),
+        self.queue.now = Now {
+            mono: self.queue.now.mono.max(now.mono),
             wall: now.wall,
         };
         let owns = |link: &Option<PgLink>, conn| link.as_ref().is_some_and(|l| l.id == conn);
         match input {
             Input::PgConnected { conn } if owns(&self.link, conn) => {
                 if let Some(link) = self.link.as_mut() {
-                    link.on_connected(&mut self.ctx);
+                    link.on_connected(&mut self.queue);
                 }
             }
             Input::PgTlsReady {
@@ -676,22 +676,22 @@ impl Driver for Check {
                 server_certificate,
             } if owns(&self.link, conn) => {
                 if let Some(link) = self.link.as_mut() {
-                    link.on_tls_ready(&mut self.ctx, server_certificate.as_deref());
+                    link.on_tls_ready(&mut self.queue, server_certificate.as_deref());
                 }
             }
             Input::PgBytes { conn, bytes } if owns(&self.link, conn) => {
                 let events = match self.link.as_mut() {
-                    Some(link) => link.on_bytes(&mut self.ctx, &bytes),
+                    Some(link) => link.on_bytes(&mut self.queue, &bytes),
                     None => Vec::new(),
                 };
                 self.on_events(events);
             }
             Input::PgClosed { conn, error } if owns(&self.link, conn) => {
                 if let Some(link) = self.link.as_mut() {
-                    match link.on_closed(&mut self.ctx, error) {
+                    match link.on_closed(&mut self.queue, error) {
                         super::pg::LinkClosed::Retrying => {}
                         super::pg::LinkClosed::Lost(why) | super::pg::LinkClosed::Fatal(why) => {
-                            link.abandon(&mut self.ctx);
+                            link.abandon(&mut self.queue);
                             self.link = None;
                             self.pg_failed(why);
                         }
@@ -739,19 +739,19 @@ impl Driver for Check {
             }
             Input::StateRead { contents } => self.on_state(contents),
             // Interrupted: report what is known now.
-            Input::Shutdown => self.deadline = self.ctx.now.mono,
+            Input::Shutdown => self.deadline = self.queue.now.mono,
             _ => {}
         }
-        let timed_out = self.ctx.now.mono >= self.deadline;
+        let timed_out = self.queue.now.mono >= self.deadline;
         self.finish_if_ready(timed_out);
     }
 
     fn poll_command(&mut self) -> Option<Command> {
-        self.ctx.pop()
+        self.queue.pop()
     }
 
     fn poll_timeout(&self) -> Option<Deadline> {
-        (!self.ctx.exited()).then_some(Deadline {
+        (!self.queue.exited()).then_some(Deadline {
             at: self.deadline,
             why: TimerKind::OperationDeadline,
         })

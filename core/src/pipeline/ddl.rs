@@ -7,8 +7,8 @@
 //! A table that is not found, a publication without tables and a PostgreSQL that cannot be
 //! reached end it with exit 1, naming what failed, before anything is printed.
 
-use super::ctx::Ctx;
 use super::inspect::{connect_fix, deadline, now_of, with_rows, Control, Heard};
+use super::queue::Queue;
 use super::Env;
 use crate::catalog::questions::{self, QualifiedName};
 use crate::catalog::types::{parse_types, types_query};
@@ -40,7 +40,7 @@ enum Asked {
 /// The `ddl` machine (see the module docs).
 #[derive(Debug)]
 pub struct Ddl {
-    ctx: Ctx,
+    queue: Queue,
     env: Env,
     format: Format,
     deadline: Mono,
@@ -54,7 +54,7 @@ impl Ddl {
     pub fn new(config: Config, now: Now, format: Format) -> Result<Ddl, ConfigError> {
         let env = Env::for_ddl(config)?;
         let mut ddl = Ddl {
-            ctx: Ctx::new(now),
+            queue: Queue::new(now),
             deadline: now.mono.plus_ms(DDL_TIMEOUT_MS),
             format,
             control: None,
@@ -63,7 +63,7 @@ impl Ddl {
             described: Vec::new(),
             env,
         };
-        match Control::open(&mut ddl.ctx, &ddl.env, "slotline-ddl") {
+        match Control::open(&mut ddl.queue, &ddl.env, "slotline-ddl") {
             Ok(control) => ddl.control = Some(control),
             Err(e) => ddl.fail(format!("cannot connect to PostgreSQL: {e}")),
         }
@@ -73,13 +73,13 @@ impl Ddl {
     /// Ends with exit 1 and `why` (with how to fix a connection problem).
     fn fail(&mut self, why: String) {
         if let Some(mut control) = self.control.take() {
-            control.close(&mut self.ctx);
+            control.close(&mut self.queue);
         }
         let fix = match self.asked {
             Asked::Connecting => format!(" (fix: {})", connect_fix(&self.env)),
             _ => String::new(),
         };
-        self.ctx.exit(exit::FATAL, format!("ddl: {why}{fix}"));
+        self.queue.exit(exit::FATAL, format!("ddl: {why}{fix}"));
     }
 
     fn ask(&mut self, asked: Asked, sql: Option<String>) {
@@ -88,7 +88,7 @@ impl Ddl {
             return self.fail("a name contains a NUL byte".into());
         };
         let result = match self.control.as_mut() {
-            Some(control) => control.ask(&mut self.ctx, &sql),
+            Some(control) => control.ask(&mut self.queue, &sql),
             None => Err("no connection".into()),
         };
         if let Err(e) = result {
@@ -192,7 +192,7 @@ impl Ddl {
         let Some(control) = self.control.as_mut() else {
             return;
         };
-        match control.on_input(&mut self.ctx, input) {
+        match control.on_input(&mut self.queue, input) {
             Heard::Nothing => {}
             Heard::Ready => match self.routes.is_empty() {
                 true => {
@@ -236,10 +236,10 @@ impl Ddl {
             Format::Text => render_sql(&tables),
         };
         if let Some(mut control) = self.control.take() {
-            control.close(&mut self.ctx);
+            control.close(&mut self.queue);
         }
-        self.ctx.push(Command::Print { text });
-        self.ctx.exit(
+        self.queue.push(Command::Print { text });
+        self.queue.exit(
             exit::OK,
             format!("ddl: {} table(s) described", tables.len()),
         );
@@ -248,16 +248,16 @@ impl Ddl {
 
 impl Driver for Ddl {
     fn handle(&mut self, now: Now, input: Input) {
-        if self.ctx.exited() {
+        if self.queue.exited() {
             return;
         }
-        now_of(&mut self.ctx, now);
+        now_of(&mut self.queue, now);
         if self.control.as_ref().is_some_and(|c| c.owns(&input)) {
             self.on_pg(input);
         } else if let Input::Shutdown = input {
-            self.deadline = self.ctx.now.mono;
+            self.deadline = self.queue.now.mono;
         }
-        if !self.ctx.exited() && self.ctx.now.mono >= self.deadline {
+        if !self.queue.exited() && self.queue.now.mono >= self.deadline {
             self.fail(format!(
                 "no complete answer from PostgreSQL within {} s",
                 DDL_TIMEOUT_MS / 1000
@@ -266,10 +266,10 @@ impl Driver for Ddl {
     }
 
     fn poll_command(&mut self) -> Option<Command> {
-        self.ctx.pop()
+        self.queue.pop()
     }
 
     fn poll_timeout(&self) -> Option<Deadline> {
-        deadline(&self.ctx, self.deadline)
+        deadline(&self.queue, self.deadline)
     }
 }

@@ -256,8 +256,8 @@ impl Keeper {
         match kind {
             TimerKind::FelderaWatch => {
                 if matches!(self.watch, Watch::Waiting { until } if now >= until) {
-                    let http = cx.ctx.http_id();
-                    cx.ctx.push(Command::Http {
+                    let http = cx.queue.http_id();
+                    cx.queue.push(Command::Http {
                         id: http,
                         request: cx.env.endpoint.stats(REQUEST_TIMEOUT_MS),
                     });
@@ -282,18 +282,18 @@ impl Keeper {
                 if (now < *next_at && !early) || !Keeper::checkpoint_due(cx.run) {
                     return Ok(News::Nothing);
                 }
-                let http = cx.ctx.http_id();
+                let http = cx.queue.http_id();
                 // Feldera delays a checkpoint while a transaction is open: one an ended
                 // session left open, which this session may never write to, would delay it
                 // for ever. So the request waits behind the transaction gate like table
                 // writes (`settle`), which commits such a transaction first. The mark is
                 // taken now: the checkpoint begins later and holds at least this much.
                 let request = cx.env.endpoint.checkpoint(REQUEST_TIMEOUT_MS);
-                cx.ctx.push_table_request(&cx.env.endpoint, http, request);
+                cx.queue.push_table_request(&cx.env.endpoint, http, request);
                 let mark = cx.run.ack.checkpoint_mark();
                 cx.run.feldera.checkpoint_wanted = false;
                 cx.run.feldera.counts.requested += 1;
-                cx.ctx.note(
+                cx.queue.note(
                     Level::Debug,
                     Topic::Ack,
                     format!(
@@ -331,8 +331,8 @@ impl Keeper {
                         ),
                     ));
                 }
-                let http = cx.ctx.http_id();
-                cx.ctx.push(Command::Http {
+                let http = cx.queue.http_id();
+                cx.queue.push(Command::Http {
                     id: http,
                     request: cx
                         .env
@@ -351,7 +351,7 @@ impl Keeper {
     fn not_saved(&mut self, cx: &mut Cx<'_>, reason: String) -> News {
         cx.run.feldera.counts.failed += 1;
         let interval = cx.env.config.feldera_checkpoint_interval_secs;
-        cx.ctx.log(
+        cx.queue.log(
             Level::Warn,
             format!(
                 "{reason}; nothing acknowledged for it (the slot keeps its WAL); the next checkpoint in {interval} s"
@@ -420,7 +420,7 @@ impl Keeper {
                 _ => Ok(()),
             },
             StatsOutcome::Transient(e) | StatsOutcome::Fatal(e) => {
-                cx.ctx
+                cx.queue
                     .log(Level::Debug, format!("Feldera's stats unavailable: {e}"));
                 Ok(())
             }
@@ -485,7 +485,7 @@ impl Keeper {
                 let after = cx.run.ack.flush();
                 let counts = &mut cx.run.feldera.counts;
                 counts.succeeded += 1;
-                counts.last_saved = Some(cx.ctx.now.mono);
+                counts.last_saved = Some(cx.queue.now.mono);
                 let line = match credited {
                     Some(prior) => format!(
                         "checkpoint #{seq} succeeded; it began after the previous one ended, so it holds what was complete \
@@ -498,7 +498,7 @@ impl Keeper {
                          writing it already): flush stays {after}"
                     ),
                 };
-                cx.ctx.note(Level::Debug, Topic::Ack, line);
+                cx.queue.note(Level::Debug, Topic::Ack, line);
                 // Follow at once when this success credited nothing yet, or when nothing
                 // completed since its request (a quiet stream's tail); otherwise after
                 // the interval.
@@ -532,7 +532,7 @@ impl Keeper {
                 format!("Feldera pipeline restarted since checkpoint #{seq} was requested: {e}"),
             )),
             CheckpointStatusOutcome::Transient(e) => {
-                cx.ctx.log(
+                cx.queue.log(
                     Level::Debug,
                     format!("checkpoint #{seq} status unavailable: {e}"),
                 );

@@ -24,8 +24,8 @@
 //! the policy like any other; what happens to a transaction Feldera still holds then is in
 //! `docs/pipelining.md`.
 
-use super::ctx::Ctx;
 use super::policy::{Failure, FailureKind};
+use super::queue::Queue;
 use super::sink::POLL_TIMEOUT_MS;
 use crate::ack::BatchSeq;
 use crate::completion::{CompletionWait, PollRound};
@@ -216,10 +216,10 @@ impl FelderaTxn {
     }
 
     /// Starts a transaction.
-    pub(crate) fn begin(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint) {
+    pub(crate) fn begin(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint) {
         debug_assert!(self.is_idle());
-        let http = ctx.http_id();
-        ctx.push_txn_control(http, endpoint.start_transaction(TXN_TIMEOUT_MS));
+        let http = queue.http_id();
+        queue.push_txn_control(http, endpoint.start_transaction(TXN_TIMEOUT_MS));
         self.stage = Stage::Starting { http };
     }
 
@@ -240,17 +240,17 @@ impl FelderaTxn {
 
     /// The batch that joined last ends at a source commit: no more batches join; the
     /// commit follows once every batch is accepted.
-    pub(crate) fn close(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint, now: Mono) {
+    pub(crate) fn close(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint, now: Mono) {
         if let Stage::Open(open) = &mut self.stage {
             open.closing = true;
         }
-        self.maybe_settle(ctx, endpoint, now);
+        self.maybe_settle(queue, endpoint, now);
     }
 
     /// Batch `seq` of the transaction was accepted with these tokens.
     pub(crate) fn accepted(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
         seq: BatchSeq,
@@ -270,11 +270,11 @@ impl FelderaTxn {
                 None => open.tokens.push((table, seq, token)),
             }
         }
-        self.maybe_settle(ctx, endpoint, now);
+        self.maybe_settle(queue, endpoint, now);
     }
 
     /// Closing and every batch accepted: ask whether their records are in the circuit.
-    fn maybe_settle(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint, now: Mono) {
+    fn maybe_settle(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint, now: Mono) {
         let Stage::Open(open) = &mut self.stage else {
             return;
         };
@@ -296,7 +296,7 @@ impl FelderaTxn {
                 round: PollRound::default(),
             })
             .collect();
-        ctx.note(
+        queue.note(
             Level::Debug,
             Topic::Batch,
             format!(
@@ -311,7 +311,7 @@ impl FelderaTxn {
             lanes,
             wait: CompletionWait::new(now, self.timeout_ms),
         };
-        self.ask_due(ctx, endpoint, now);
+        self.ask_due(queue, endpoint, now);
     }
 
     /// Whether `id` is a request of the transaction.
@@ -328,34 +328,34 @@ impl FelderaTxn {
 
     pub(crate) fn on_http(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
         id: HttpId,
         reply: Reply<'_>,
     ) -> TxnStep {
         match &mut self.stage {
-            Stage::Starting { http } if *http == id => self.on_started(ctx, reply),
+            Stage::Starting { http } if *http == id => self.on_started(queue, reply),
             Stage::Committing { http, .. } if *http == id => {
-                self.on_committed(ctx, endpoint, now, reply)
+                self.on_committed(queue, endpoint, now, reply)
             }
-            Stage::Settling { .. } => self.on_token(ctx, endpoint, now, id, true, reply),
-            Stage::Awaiting { .. } => self.on_token(ctx, endpoint, now, id, false, reply),
+            Stage::Settling { .. } => self.on_token(queue, endpoint, now, id, true, reply),
+            Stage::Awaiting { .. } => self.on_token(queue, endpoint, now, id, false, reply),
             _ => TxnStep::Pending,
         }
     }
 
-    fn on_started(&mut self, ctx: &mut Ctx, reply: Reply<'_>) -> TxnStep {
+    fn on_started(&mut self, queue: &mut Queue, reply: Reply<'_>) -> TxnStep {
         let outcome = classify_start_transaction(reply);
         if matches!(
             outcome,
             StartTransactionOutcome::Started { .. } | StartTransactionOutcome::AlreadyOpen(_)
         ) {
-            ctx.own_transaction();
+            queue.own_transaction();
         }
         let id = match outcome {
             StartTransactionOutcome::Started { transaction_id } => {
-                ctx.note(
+                queue.note(
                     Level::Debug,
                     Topic::Batch,
                     format!("Feldera transaction {transaction_id} started"),
@@ -363,7 +363,7 @@ impl FelderaTxn {
                 Some(transaction_id)
             }
             StartTransactionOutcome::AlreadyOpen(e) => {
-                ctx.log(
+                queue.log(
                     Level::Warn,
                     format!(
                         "a Feldera transaction is already open ({e}): left by an earlier run that stopped inside one, or started by someone else; \
@@ -397,7 +397,7 @@ impl FelderaTxn {
 
     fn on_committed(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
         reply: Reply<'_>,
@@ -413,7 +413,7 @@ impl FelderaTxn {
             return TxnStep::Pending;
         };
         match classify_commit_transaction(reply) {
-            CommitOutcome::CommitStarted => ctx.note(
+            CommitOutcome::CommitStarted => queue.note(
                 Level::Debug,
                 Topic::Batch,
                 format!(
@@ -421,7 +421,7 @@ impl FelderaTxn {
                     id_text(id)
                 ),
             ),
-            CommitOutcome::NoTransaction(e) => ctx.log(
+            CommitOutcome::NoTransaction(e) => queue.log(
                 Level::Warn,
                 format!(
                     "committing Feldera transaction {}: Feldera has no open transaction ({e}); someone else committed it, or Feldera restarted. \
@@ -455,13 +455,13 @@ impl FelderaTxn {
             })
             .collect();
         self.stage = Stage::Awaiting { span, lanes, wait };
-        self.ask_due(ctx, endpoint, now);
+        self.ask_due(queue, endpoint, now);
         TxnStep::Pending
     }
 
     fn on_token(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
         id: HttpId,
@@ -509,7 +509,7 @@ impl FelderaTxn {
             return TxnStep::Pending;
         }
         if settling {
-            self.commit(ctx, endpoint);
+            self.commit(queue, endpoint);
             TxnStep::Pending
         } else {
             self.stage = Stage::Idle;
@@ -518,7 +518,7 @@ impl FelderaTxn {
     }
 
     /// Every table's records are in the circuit: commit.
-    fn commit(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint) {
+    fn commit(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint) {
         let Stage::Settling {
             id,
             span,
@@ -528,9 +528,9 @@ impl FelderaTxn {
         else {
             return;
         };
-        let http = ctx.http_id();
-        ctx.push_txn_control(http, endpoint.commit_transaction(TXN_TIMEOUT_MS));
-        ctx.note(
+        let http = queue.http_id();
+        queue.push_txn_control(http, endpoint.commit_transaction(TXN_TIMEOUT_MS));
+        queue.note(
             Level::Debug,
             Topic::Batch,
             format!(
@@ -550,15 +550,15 @@ impl FelderaTxn {
     }
 
     /// Sends the questions that are due.
-    fn ask_due(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint, now: Mono) {
+    fn ask_due(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint, now: Mono) {
         let (Stage::Settling { lanes, .. } | Stage::Awaiting { lanes, .. }) = &mut self.stage
         else {
             return;
         };
         for lane in lanes.iter_mut() {
             if matches!(lane.ask, Ask::At(at) if now >= at) {
-                let http = ctx.http_id();
-                ctx.push(Command::Http {
+                let http = queue.http_id();
+                queue.push(Command::Http {
                     id: http,
                     request: endpoint.completion_status(&lane.token, POLL_TIMEOUT_MS),
                 });
@@ -570,7 +570,7 @@ impl FelderaTxn {
     /// Timers fired: due questions, the timeout, the slow log.
     pub(crate) fn on_timer(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
     ) -> TxnStep {
@@ -592,7 +592,7 @@ impl FelderaTxn {
         }
         if wait.take_slow_log(now) {
             let waited_ms = now.since(wait.started()) / 1000;
-            ctx.log(
+            queue.log(
                 Level::Warn,
                 format!(
                     "Feldera transaction of {} ({} rows) still not committed after {waited_ms} ms; WAL stays pinned meanwhile",
@@ -601,7 +601,7 @@ impl FelderaTxn {
                 ),
             );
         }
-        self.ask_due(ctx, endpoint, now);
+        self.ask_due(queue, endpoint, now);
         TxnStep::Pending
     }
 

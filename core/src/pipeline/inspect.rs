@@ -10,8 +10,8 @@
 //!   then removes the state file, and reports both.
 
 use super::check::PIPELINE_FIX;
-use super::ctx::Ctx;
 use super::pg::{LinkClosed, PgLink};
+use super::queue::Queue;
 use super::Env;
 use crate::catalog::questions::{self, quote_literal, Row};
 use crate::catalog::slot;
@@ -47,9 +47,9 @@ pub(super) enum Heard {
 }
 
 impl Control {
-    pub(super) fn open(ctx: &mut Ctx, env: &Env, name: &str) -> Result<Control, String> {
+    pub(super) fn open(queue: &mut Queue, env: &Env, name: &str) -> Result<Control, String> {
         let name = format!("{name}/{}", env.config.slot);
-        let link = PgLink::open(ctx, &env.config.pg, false, &name)?;
+        let link = PgLink::open(queue, &env.config.pg, false, &name)?;
         Ok(Control {
             link: Some(link),
             rows: Vec::new(),
@@ -68,11 +68,11 @@ impl Control {
         self.link.as_ref().is_some_and(|l| l.id == conn)
     }
 
-    pub(super) fn ask(&mut self, ctx: &mut Ctx, sql: &str) -> Result<(), String> {
+    pub(super) fn ask(&mut self, queue: &mut Queue, sql: &str) -> Result<(), String> {
         self.rows.clear();
         self.error = None;
         match self.link.as_mut() {
-            Some(link) => link.query(ctx, sql),
+            Some(link) => link.query(queue, sql),
             None => Err("no connection".into()),
         }
     }
@@ -85,31 +85,31 @@ impl Control {
             .unwrap_or(slot::MIN_SERVER_VERSION)
     }
 
-    pub(super) fn close(&mut self, ctx: &mut Ctx) {
+    pub(super) fn close(&mut self, queue: &mut Queue) {
         if let Some(mut link) = self.link.take() {
-            link.close(ctx);
+            link.close(queue);
         }
     }
 
-    pub(super) fn on_input(&mut self, ctx: &mut Ctx, input: Input) -> Heard {
+    pub(super) fn on_input(&mut self, queue: &mut Queue, input: Input) -> Heard {
         let Some(link) = self.link.as_mut() else {
             return Heard::Nothing;
         };
         match input {
-            Input::PgConnected { .. } => link.on_connected(ctx),
+            Input::PgConnected { .. } => link.on_connected(queue),
             Input::PgTlsReady {
                 server_certificate, ..
-            } => link.on_tls_ready(ctx, server_certificate.as_deref()),
-            Input::PgClosed { error, .. } => match link.on_closed(ctx, error) {
+            } => link.on_tls_ready(queue, server_certificate.as_deref()),
+            Input::PgClosed { error, .. } => match link.on_closed(queue, error) {
                 LinkClosed::Retrying => {}
                 LinkClosed::Lost(why) | LinkClosed::Fatal(why) => {
-                    link.abandon(ctx);
+                    link.abandon(queue);
                     self.link = None;
                     return Heard::Gone(why);
                 }
             },
             Input::PgBytes { bytes, .. } => {
-                for event in link.on_bytes(ctx, &bytes) {
+                for event in link.on_bytes(queue, &bytes) {
                     match event {
                         Event::Ready => return Heard::Ready,
                         Event::DataRow(row) => self.rows.push(
@@ -129,7 +129,7 @@ impl Control {
                             });
                         }
                         Event::Failed(error) => {
-                            self.close(ctx);
+                            self.close(queue);
                             return Heard::Gone(error.to_string());
                         }
                         _ => {}
@@ -159,15 +159,15 @@ pub(super) fn connect_fix(env: &Env) -> String {
     )
 }
 
-pub(super) fn now_of(ctx: &mut Ctx, now: Now) {
-    ctx.now = Now {
-        mono: ctx.now.mono.max(now.mono),
+pub(super) fn now_of(queue: &mut Queue, now: Now) {
+    queue.now = Now {
+        mono: queue.now.mono.max(now.mono),
         wall: now.wall,
     };
 }
 
-pub(super) fn deadline(ctx: &Ctx, at: Mono) -> Option<Deadline> {
-    (!ctx.exited()).then_some(Deadline {
+pub(super) fn deadline(queue: &Queue, at: Mono) -> Option<Deadline> {
+    (!queue.exited()).then_some(Deadline {
         at,
         why: TimerKind::OperationDeadline,
     })
@@ -176,7 +176,7 @@ pub(super) fn deadline(ctx: &Ctx, at: Mono) -> Option<Deadline> {
 /// `slotline status` (see the module docs).
 #[derive(Debug)]
 pub struct Inspect {
-    ctx: Ctx,
+    queue: Queue,
     env: Env,
     format: Format,
     deadline: Mono,
@@ -198,8 +198,8 @@ pub struct Inspect {
 impl Inspect {
     pub fn new(config: Config, now: Now, format: Format) -> Result<Inspect, ConfigError> {
         let env = Env::for_slot_operation(config)?;
-        let mut ctx = Ctx::new(now);
-        let (control, pg_lines) = match Control::open(&mut ctx, &env, "slotline-status") {
+        let mut queue = Queue::new(now);
+        let (control, pg_lines) = match Control::open(&mut queue, &env, "slotline-status") {
             Ok(control) => (Some(control), None),
             Err(e) => (
                 None,
@@ -210,16 +210,16 @@ impl Inspect {
                 )]),
             ),
         };
-        let pipeline_request = ctx.http_id();
-        let stats_request = ctx.http_id();
+        let pipeline_request = queue.http_id();
+        let stats_request = queue.http_id();
         // Without FELDERA_PIPELINE (the slot named by PG_SLOT) Feldera is not asked.
         let ask_feldera = !env.config.feldera_pipeline.is_empty();
         if ask_feldera {
-            ctx.push(Command::Http {
+            queue.push(Command::Http {
                 id: pipeline_request,
                 request: env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
             });
-            ctx.push(Command::Http {
+            queue.push(Command::Http {
                 id: stats_request,
                 request: env.endpoint.stats(super::sink::POLL_TIMEOUT_MS),
             });
@@ -234,12 +234,12 @@ impl Inspect {
                 Some(Line::info("feldera incarnation", "not asked")),
             ),
         };
-        ctx.push(Command::ReadState {
+        queue.push(Command::ReadState {
             path: env.state_path.clone(),
         });
         Ok(Inspect {
             deadline: now.mono.plus_ms(OPERATION_TIMEOUT_MS),
-            ctx,
+            queue,
             env,
             format,
             control,
@@ -260,13 +260,13 @@ impl Inspect {
         let Some(control) = self.control.as_mut() else {
             return;
         };
-        match control.on_input(&mut self.ctx, input) {
+        match control.on_input(&mut self.queue, input) {
             Heard::Nothing => {}
             Heard::Ready => {
                 let sql = slot::slot_health_query(&self.env.config.slot, control.server_version());
                 if let Err(e) = sql
                     .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
-                    .and_then(|sql| control.ask(&mut self.ctx, &sql))
+                    .and_then(|sql| control.ask(&mut self.queue, &sql))
                 {
                     self.pg_done(vec![Line::fail("postgres", e, connect_fix(&self.env))]);
                 }
@@ -290,7 +290,7 @@ impl Inspect {
 
     fn pg_done(&mut self, lines: Vec<Line>) {
         if let Some(mut control) = self.control.take() {
-            control.close(&mut self.ctx);
+            control.close(&mut self.queue);
         }
         self.pg_lines.get_or_insert_with(Vec::new).extend(lines);
     }
@@ -412,7 +412,7 @@ impl Inspect {
                     .env
                     .endpoint
                     .list_pipelines(super::sink::POLL_TIMEOUT_MS);
-                let id = self.ctx.http(list);
+                let id = self.queue.http(list);
                 self.listing = Some((id, format!("cannot read pipeline {pipeline}: {e}")));
                 return;
             }
@@ -490,10 +490,10 @@ impl Inspect {
     }
 
     fn finish_if_ready(&mut self) {
-        if self.ctx.exited() {
+        if self.queue.exited() {
             return;
         }
-        let timed_out = self.ctx.now.mono >= self.deadline;
+        let timed_out = self.queue.now.mono >= self.deadline;
         let ready = self.pg_lines.is_some()
             && self.feldera_lines.is_some()
             && self.incarnation_line.is_some()
@@ -535,7 +535,7 @@ impl Inspect {
         );
         report.fact("slot", self.slot_fact.take());
         report.fact("feldera", self.feldera_fact.take());
-        self.ctx.push(Command::Print {
+        self.queue.push(Command::Print {
             text: report.render("status", self.format),
         });
         let code = if report.passed() {
@@ -543,17 +543,17 @@ impl Inspect {
         } else {
             exit::FATAL
         };
-        self.ctx
+        self.queue
             .exit(code, format!("status: {} problem(s)", report.problems()));
     }
 }
 
 impl Driver for Inspect {
     fn handle(&mut self, now: Now, input: Input) {
-        if self.ctx.exited() {
+        if self.queue.exited() {
             return;
         }
-        now_of(&mut self.ctx, now);
+        now_of(&mut self.queue, now);
         match input {
             input if self.control.as_ref().is_some_and(|c| c.owns(&input)) => self.on_pg(input),
             Input::HttpDone { id, status, body } if id == self.pipeline_request => {
@@ -594,18 +594,18 @@ impl Driver for Inspect {
             }
             Input::StateRead { contents } => self.on_state(contents),
             // Interrupted: report what is known now.
-            Input::Shutdown => self.deadline = self.ctx.now.mono,
+            Input::Shutdown => self.deadline = self.queue.now.mono,
             _ => {}
         }
         self.finish_if_ready();
     }
 
     fn poll_command(&mut self) -> Option<Command> {
-        self.ctx.pop()
+        self.queue.pop()
     }
 
     fn poll_timeout(&self) -> Option<Deadline> {
-        deadline(&self.ctx, self.deadline)
+        deadline(&self.queue, self.deadline)
     }
 }
 
@@ -621,7 +621,7 @@ enum DropStage {
 /// `slotline drop-slot` (see the module docs).
 #[derive(Debug)]
 pub struct DropSlot {
-    ctx: Ctx,
+    queue: Queue,
     env: Env,
     format: Format,
     deadline: Mono,
@@ -640,7 +640,7 @@ impl DropSlot {
     ) -> Result<DropSlot, ConfigError> {
         let env = Env::for_slot_operation(config)?;
         let mut drop = DropSlot {
-            ctx: Ctx::new(now),
+            queue: Queue::new(now),
             deadline: now.mono.plus_ms(OPERATION_TIMEOUT_MS),
             format,
             control: None,
@@ -658,7 +658,7 @@ impl DropSlot {
             drop.finish(exit::USAGE);
             return Ok(drop);
         }
-        match Control::open(&mut drop.ctx, &drop.env, "slotline-drop-slot") {
+        match Control::open(&mut drop.queue, &drop.env, "slotline-drop-slot") {
             Ok(control) => drop.control = Some(control),
             Err(e) => drop.fail_pg(format!("cannot connect: {e}")),
         }
@@ -673,9 +673,9 @@ impl DropSlot {
 
     fn finish(&mut self, code: i32) {
         if let Some(mut control) = self.control.take() {
-            control.close(&mut self.ctx);
+            control.close(&mut self.queue);
         }
-        self.ctx.push(Command::Print {
+        self.queue.push(Command::Print {
             text: self.report.render("drop-slot", self.format),
         });
         let code = if code == exit::OK && !self.report.passed() {
@@ -683,7 +683,7 @@ impl DropSlot {
         } else {
             code
         };
-        self.ctx.exit(
+        self.queue.exit(
             code,
             format!("drop-slot: {} problem(s)", self.report.problems()),
         );
@@ -691,10 +691,10 @@ impl DropSlot {
 
     fn remove_state(&mut self) {
         if let Some(mut control) = self.control.take() {
-            control.close(&mut self.ctx);
+            control.close(&mut self.queue);
         }
         self.stage = DropStage::RemovingState;
-        self.ctx.push(Command::RemoveState {
+        self.queue.push(Command::RemoveState {
             path: self.env.state_path.clone(),
         });
     }
@@ -704,14 +704,14 @@ impl DropSlot {
             return;
         };
         let slot = self.env.config.slot.clone();
-        match (self.stage, control.on_input(&mut self.ctx, input)) {
+        match (self.stage, control.on_input(&mut self.queue, input)) {
             (_, Heard::Nothing) => {}
             (_, Heard::Gone(why)) => self.fail_pg(format!("cannot ask PostgreSQL: {why}")),
             (DropStage::Connecting, Heard::Ready) => {
                 self.stage = DropStage::ReadingSlot;
                 let asked = questions::slot_query(&slot)
                     .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
-                    .and_then(|sql| control.ask(&mut self.ctx, &sql));
+                    .and_then(|sql| control.ask(&mut self.queue, &sql));
                 if let Err(e) = asked {
                     self.fail_pg(e);
                 }
@@ -745,7 +745,7 @@ impl DropSlot {
                             });
                             let asked = sql
                                 .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
-                                .and_then(|sql| control.ask(&mut self.ctx, &sql));
+                                .and_then(|sql| control.ask(&mut self.queue, &sql));
                             if let Err(e) = asked {
                                 self.fail_pg(e);
                             }
@@ -787,10 +787,10 @@ impl DropSlot {
 
 impl Driver for DropSlot {
     fn handle(&mut self, now: Now, input: Input) {
-        if self.ctx.exited() {
+        if self.queue.exited() {
             return;
         }
-        now_of(&mut self.ctx, now);
+        now_of(&mut self.queue, now);
         match input {
             input if self.control.as_ref().is_some_and(|c| c.owns(&input)) => self.on_pg(input),
             Input::StateRemoved { result } if self.stage == DropStage::RemovingState => {
@@ -811,7 +811,7 @@ impl Driver for DropSlot {
             }
             _ => {}
         }
-        if !self.ctx.exited() && self.ctx.now.mono >= self.deadline {
+        if !self.queue.exited() && self.queue.now.mono >= self.deadline {
             self.report.push(Line::fail(
                 "postgres",
                 format!("no answer within {} s", OPERATION_TIMEOUT_MS / 1000),
@@ -822,10 +822,10 @@ impl Driver for DropSlot {
     }
 
     fn poll_command(&mut self) -> Option<Command> {
-        self.ctx.pop()
+        self.queue.pop()
     }
 
     fn poll_timeout(&self) -> Option<Deadline> {
-        deadline(&self.ctx, self.deadline)
+        deadline(&self.queue, self.deadline)
     }
 }

@@ -46,7 +46,6 @@
 //! `ddl`: the catalog of the routed tables as Feldera SQL).
 
 mod check;
-mod ctx;
 mod ddl;
 mod durability;
 #[cfg(any(test, feature = "testing"))]
@@ -57,6 +56,7 @@ mod meter;
 mod monitor;
 mod pg;
 mod policy;
+mod queue;
 mod replans;
 mod retracting;
 mod retraction;
@@ -84,13 +84,13 @@ use crate::progress::ProgressReport;
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind, TimerTable};
 pub use check::Check;
-use ctx::Ctx;
 pub use ddl::Ddl;
 use durability::{FelderaFacts, Keeper, News};
 pub use inspect::{DropSlot, Inspect};
 use meter::Meter;
 use monitor::Monitor;
 use policy::{Failure, FailureKind, Reaction, Situation};
+use queue::Queue;
 use retracting::Retracting;
 use retraction::TableJob;
 use snapshotting::{SnapshotStart, Snapshotting};
@@ -223,14 +223,14 @@ impl Run {
 /// What a phase hands its work: the command queue and the state outside phases.
 #[derive(Debug)]
 pub(crate) struct Cx<'a> {
-    pub(crate) ctx: &'a mut Ctx,
+    pub(crate) queue: &'a mut Queue,
     pub(crate) env: &'a Env,
     pub(crate) run: &'a mut Run,
 }
 
 impl Cx<'_> {
     pub(crate) fn now(&self) -> Mono {
-        self.ctx.now.mono
+        self.queue.now.mono
     }
 
     /// True the N-th time `point` is reached when `CRASH_AT` names it.
@@ -289,7 +289,7 @@ impl Phase {
 /// The whole machine (see the module docs).
 #[derive(Debug)]
 pub struct Pipeline {
-    ctx: Ctx,
+    queue: Queue,
     env: Env,
     run: Run,
     phase: Phase,
@@ -358,7 +358,7 @@ impl Pipeline {
             feldera: FelderaFacts::default(),
         };
         let mut pipeline = Pipeline {
-            ctx: Ctx::new(now),
+            queue: Queue::new(now),
             env,
             run,
             phase: Phase::Exited,
@@ -441,7 +441,7 @@ impl Pipeline {
     fn cx(&mut self) -> (Cx<'_>, &mut Phase) {
         (
             Cx {
-                ctx: &mut self.ctx,
+                queue: &mut self.queue,
                 env: &self.env,
                 run: &mut self.run,
             },
@@ -454,7 +454,7 @@ impl Pipeline {
     /// The first phase.
     fn begin(&mut self) {
         if self.env.config.ack_mode == AckMode::Accepted {
-            self.ctx.log(
+            self.queue.log(
                 Level::Warn,
                 "FELDERA_ACK_MODE=accepted: WAL is released when Feldera accepts a batch, before it is processed; a Feldera restart can lose rows",
             );
@@ -581,13 +581,13 @@ impl Pipeline {
         if failure.kind != FailureKind::NoProgress {
             self.run.last_failure = Some(failure.message.clone());
         }
-        let now = self.ctx.now.mono;
+        let now = self.queue.now.mono;
         let situation = Situation {
             stopping: matches!(self.phase, Phase::Stopping(_)),
             progress_expired: self.run.progress.expired(now),
         };
         let decision = policy::decide(failure.kind, situation);
-        self.ctx.note(
+        self.queue.note(
             Level::Debug,
             Topic::Policy,
             format!("{}: {}", decision.rule, decision.reaction),
@@ -620,7 +620,7 @@ impl Pipeline {
     fn watch_slot(&mut self) {
         self.run.slot_seen_valid = true;
         if self.keeper.is_none() {
-            self.keeper = Some(Keeper::start(self.ctx.now.mono));
+            self.keeper = Some(Keeper::start(self.queue.now.mono));
         }
         if self.monitor.is_none() {
             let (mut cx, _) = self.cx();
@@ -631,22 +631,22 @@ impl Pipeline {
     /// Closes the current phase's connections, remembering the last batch number it used.
     fn close_phase(&mut self) {
         if let Some(monitor) = self.monitor.take() {
-            monitor.close(&mut self.ctx);
+            monitor.close(&mut self.queue);
         }
         // Answers to its requests find no owner from now on.
         self.keeper = None;
         let last_cut = match std::mem::replace(&mut self.phase, Phase::Exited) {
             Phase::Starting(s) => {
-                s.close(&mut self.ctx);
+                s.close(&mut self.queue);
                 None
             }
             Phase::Snapshotting(s) => {
-                s.close(&mut self.ctx);
+                s.close(&mut self.queue);
                 None
             }
-            Phase::Streaming(s) => Some(s.close(&mut self.ctx)),
-            Phase::Retracting(s) => Some(s.close(&mut self.ctx)),
-            Phase::Stopping(s) => Some(s.close(&mut self.ctx)),
+            Phase::Streaming(s) => Some(s.close(&mut self.queue)),
+            Phase::Retracting(s) => Some(s.close(&mut self.queue)),
+            Phase::Stopping(s) => Some(s.close(&mut self.queue)),
             Phase::BackingOff { .. } | Phase::Exited => None,
         };
         if let Some(last_cut) = last_cut {
@@ -656,13 +656,13 @@ impl Pipeline {
 
     /// BackingOff until the next session.
     fn back_off(&mut self, reason: &str) {
-        let now = self.ctx.now.mono;
+        let now = self.queue.now.mono;
         let ceiling_ms = self.run.backoff.ceiling_ms();
         let delay_ms = self.run.backoff.next_delay_ms();
         self.phase = Phase::BackingOff {
             until: now.plus_ms(delay_ms),
         };
-        self.ctx.log(
+        self.queue.log(
             Level::Warn,
             format!(
                 "session {} ended: {reason}; reconnecting in {delay_ms} ms (attempt {}, delay drawn from 0..={ceiling_ms} ms)",
@@ -675,7 +675,7 @@ impl Pipeline {
     /// Exited.
     fn exit(&mut self, code: i32, reason: impl Into<String>) {
         self.phase = Phase::Exited;
-        self.ctx.exit(code, reason);
+        self.queue.exit(code, reason);
     }
 
     // ---- routing inputs to the phase that owns them ----
@@ -691,7 +691,7 @@ impl Pipeline {
         };
         let monitor = self.monitor.as_mut().filter(|m| m.owns(conn))?;
         let cx = &mut Cx {
-            ctx: &mut self.ctx,
+            queue: &mut self.queue,
             env: &self.env,
             run: &mut self.run,
         };
@@ -723,7 +723,7 @@ impl Pipeline {
         };
         let keeper = self.keeper.as_mut().filter(|k| k.owns(id))?;
         let cx = &mut Cx {
-            ctx: &mut self.ctx,
+            queue: &mut self.queue,
             env: &self.env,
             run: &mut self.run,
         };
@@ -770,7 +770,7 @@ impl Pipeline {
         let (mut cx, phase) = self.cx();
         let cx = &mut cx;
         if let Input::HttpDone { id, .. } | Input::HttpFailed { id, .. } = &input {
-            if cx.ctx.writes.control_ended(*id) {
+            if cx.queue.writes.control_ended(*id) {
                 return earlier_control_ended(cx, phase);
             }
         }
@@ -819,29 +819,29 @@ impl Pipeline {
                 // A streamed answer nobody reads any more (its session ended): stop it, so
                 // the shell does not hold it open until its timeout.
                 owned.unwrap_or_else(|| {
-                    cx.ctx.push(Command::HttpCancel { id });
+                    cx.queue.push(Command::HttpCancel { id });
                     Next::Stay
                 })
             }
-            Input::HttpDone { id, status, body } if cx.ctx.settle_owns(id) => {
+            Input::HttpDone { id, status, body } if cx.queue.settle_owns(id) => {
                 let reply = Reply::Answered {
                     status,
                     body: &body,
                 };
                 settled(cx, reply)
             }
-            Input::HttpFailed { id, error } if cx.ctx.settle_owns(id) => {
+            Input::HttpFailed { id, error } if cx.queue.settle_owns(id) => {
                 settled(cx, Reply::Failed { error: &error })
             }
-            Input::HttpDone { id, status, body } if cx.ctx.writes.probe_owns(id) => {
-                cx.ctx.on_linger_reply(Reply::Answered {
+            Input::HttpDone { id, status, body } if cx.queue.writes.probe_owns(id) => {
+                cx.queue.on_linger_reply(Reply::Answered {
                     status,
                     body: &body,
                 });
                 Next::Stay
             }
-            Input::HttpFailed { id, error } if cx.ctx.writes.probe_owns(id) => {
-                cx.ctx.on_linger_reply(Reply::Failed { error: &error });
+            Input::HttpFailed { id, error } if cx.queue.writes.probe_owns(id) => {
+                cx.queue.on_linger_reply(Reply::Failed { error: &error });
                 Next::Stay
             }
             Input::HttpDone { id, status, body } => {
@@ -885,9 +885,9 @@ impl Pipeline {
 
     /// Timers that fired, earliest first; each may move the pipeline on.
     fn on_tick(&mut self) {
-        let now = self.ctx.now.mono;
+        let now = self.queue.now.mono;
         for kind in self.timers.expire(now) {
-            if self.ctx.exited() {
+            if self.queue.exited() {
                 break;
             }
             let next = match kind {
@@ -914,14 +914,14 @@ impl Pipeline {
                             .report
                             .report(now, self.phase.name().as_str(), flush)
                     {
-                        self.ctx.note(Level::Info, Topic::Progress, line);
+                        self.queue.note(Level::Info, Topic::Progress, line);
                     }
                     Next::Stay
                 }
                 TimerKind::FelderaWatch | TimerKind::Checkpoint => match self.keeper.as_mut() {
                     Some(keeper) => {
                         let cx = &mut Cx {
-                            ctx: &mut self.ctx,
+                            queue: &mut self.queue,
                             env: &self.env,
                             run: &mut self.run,
                         };
@@ -932,10 +932,10 @@ impl Pipeline {
                 },
                 TimerKind::Lingering => {
                     let (mut cx, phase) = self.cx();
-                    let freed = cx.ctx.on_linger_timer(&cx.env.endpoint);
+                    let freed = cx.queue.on_linger_timer(&cx.env.endpoint);
                     for segment in &freed {
-                        if cx.ctx.writes.blocks(segment) == 0 {
-                            cx.ctx.release_queries(&cx.env.endpoint, segment);
+                        if cx.queue.writes.blocks(segment) == 0 {
+                            cx.queue.release_queries(&cx.env.endpoint, segment);
                         }
                     }
                     if !freed.is_empty() {
@@ -946,7 +946,7 @@ impl Pipeline {
                 TimerKind::SlotMonitor => {
                     if let Some(monitor) = self.monitor.as_mut() {
                         let cx = &mut Cx {
-                            ctx: &mut self.ctx,
+                            queue: &mut self.queue,
                             env: &self.env,
                             run: &mut self.run,
                         };
@@ -986,7 +986,7 @@ impl Pipeline {
 
     /// Re-derives every timer from the state, so a deadline exists whenever work is pending.
     fn refresh_timers(&mut self) {
-        let now = self.ctx.now.mono;
+        let now = self.queue.now.mono;
         let pending = self.has_pending_work();
         if !pending {
             self.run.progress.on_progress(now);
@@ -1012,7 +1012,7 @@ impl Pipeline {
         if let Some(at) = self.run.report.next_at() {
             timers.set(TimerKind::Progress, at);
         }
-        if let Some(at) = self.ctx.writes.linger_deadline() {
+        if let Some(at) = self.queue.writes.linger_deadline() {
             timers.set(TimerKind::Lingering, at);
         }
         self.timers = timers;
@@ -1021,7 +1021,7 @@ impl Pipeline {
 
 /// An answer to the settling of an open Feldera transaction (`settle`).
 fn settled(cx: &mut Cx<'_>, reply: Reply<'_>) -> Next {
-    match cx.ctx.on_settle_reply(&cx.env.endpoint, reply) {
+    match cx.queue.on_settle_reply(&cx.env.endpoint, reply) {
         Ok(()) => Next::Stay,
         Err(failure) => Next::Fail(failure),
     }
@@ -1030,8 +1030,8 @@ fn settled(cx: &mut Cx<'_>, reply: Reply<'_>) -> Next {
 /// A Feldera transaction request of an ended session ended: once none is out, this session
 /// may start or settle a transaction (`writes`).
 fn earlier_control_ended(cx: &mut Cx<'_>, phase: &mut Phase) -> Next {
-    let left = cx.ctx.writes.control_blocks();
-    cx.ctx.note(
+    let left = cx.queue.writes.control_blocks();
+    cx.queue.note(
         Level::Debug,
         Topic::Batch,
         format!("a Feldera transaction request of an ended session ended; {left} more still out"),
@@ -1039,7 +1039,7 @@ fn earlier_control_ended(cx: &mut Cx<'_>, phase: &mut Phase) -> Next {
     if left > 0 {
         return Next::Stay;
     }
-    cx.ctx.resume_settle(&cx.env.endpoint);
+    cx.queue.resume_settle(&cx.env.endpoint);
     resume_phase_writes(cx, phase);
     Next::Stay
 }
@@ -1064,9 +1064,9 @@ fn write_ended(
     answered: bool,
     how: &str,
 ) -> Option<Next> {
-    let (earlier, lingered) = cx.ctx.writes.ended(id, answered);
+    let (earlier, lingered) = cx.queue.writes.ended(id, answered);
     if let Some(segment) = lingered {
-        cx.ctx.note_lingering(&segment, how);
+        cx.queue.note_lingering(&segment, how);
     }
     earlier.map(|write| earlier_write_ended(cx, phase, &write, how))
 }
@@ -1079,8 +1079,8 @@ fn earlier_write_ended(
     write: &writes::Write,
     how: &str,
 ) -> Next {
-    let left = cx.ctx.writes.blocks(&write.segment);
-    cx.ctx.note(
+    let left = cx.queue.writes.blocks(&write.segment);
+    cx.queue.note(
         Level::Debug,
         Topic::Batch,
         format!(
@@ -1091,7 +1091,7 @@ fn earlier_write_ended(
     if left > 0 {
         return Next::Stay;
     }
-    cx.ctx.release_queries(&cx.env.endpoint, &write.segment);
+    cx.queue.release_queries(&cx.env.endpoint, &write.segment);
     resume_phase_writes(cx, phase);
     Next::Stay
 }
@@ -1124,35 +1124,35 @@ fn no_progress_reason(env: &Env, run: &Run) -> String {
 
 impl Driver for Pipeline {
     fn handle(&mut self, now: Now, input: Input) {
-        if self.ctx.exited() {
+        if self.queue.exited() {
             return;
         }
         debug_assert!(
-            self.ctx.drained(),
+            self.queue.drained(),
             "the commands of the previous input were not drained before the next input"
         );
-        debug_assert!(now.mono >= self.ctx.now.mono, "time went backwards");
-        self.ctx.now = Now {
-            mono: self.ctx.now.mono.max(now.mono),
+        debug_assert!(now.mono >= self.queue.now.mono, "time went backwards");
+        self.queue.now = Now {
+            mono: self.queue.now.mono.max(now.mono),
             wall: now.wall,
         };
-        self.meter.on_input(&input, self.ctx.now.mono);
+        self.meter.on_input(&input, self.queue.now.mono);
         let next = self.dispatch(input);
         self.apply(next);
-        if !self.ctx.exited() {
+        if !self.queue.exited() {
             self.refresh_timers();
         }
     }
 
     fn poll_command(&mut self) -> Option<Command> {
-        let command = self.ctx.pop()?;
+        let command = self.queue.pop()?;
         let snapshot = matches!(self.phase, Phase::Snapshotting(_));
         self.meter.on_command(&command, snapshot);
         Some(command)
     }
 
     fn poll_timeout(&self) -> Option<Deadline> {
-        if self.ctx.exited() {
+        if self.queue.exited() {
             return None;
         }
         self.timers.next()

@@ -13,9 +13,9 @@
 //! that breaks or a question that fails is logged and tried again at the next sample.
 //! `NO_PROGRESS_TIMEOUT_SECS` stays the last guard.
 
-use super::ctx::Ctx;
 use super::pg::{LinkClosed, PgLink};
 use super::policy::{Failure, FailureKind};
+use super::queue::Queue;
 use super::{Cx, Next};
 use crate::catalog::questions::Row;
 use crate::catalog::slot::{self, SlotHealth, WalBudget};
@@ -70,13 +70,13 @@ impl Monitor {
 
     fn connect(&mut self, cx: &mut Cx<'_>) {
         let name = format!("slotline-monitor/{}", cx.env.config.slot);
-        match PgLink::open(cx.ctx, &cx.env.config.pg, false, &name) {
+        match PgLink::open(cx.queue, &cx.env.config.pg, false, &name) {
             Ok(link) => {
                 self.link = Some(link);
                 self.stage = Stage::Connecting;
             }
             Err(e) => {
-                cx.ctx
+                cx.queue
                     .log(Level::Debug, format!("slot monitor cannot connect: {e}"));
                 self.wait(cx.now());
             }
@@ -104,9 +104,9 @@ impl Monitor {
         }
     }
 
-    pub(crate) fn close(mut self, ctx: &mut Ctx) {
+    pub(crate) fn close(mut self, queue: &mut Queue) {
         if let Some(link) = self.link.as_mut() {
-            link.close(ctx);
+            link.close(queue);
         }
     }
 
@@ -137,10 +137,10 @@ impl Monitor {
         };
         self.rows.clear();
         self.query_error = None;
-        match link.query(cx.ctx, &sql) {
+        match link.query(cx.queue, &sql) {
             Ok(()) => self.stage = Stage::Asking,
             Err(e) => {
-                cx.ctx
+                cx.queue
                     .log(Level::Debug, format!("slot monitor cannot ask: {e}"));
                 self.wait(cx.now());
             }
@@ -149,13 +149,13 @@ impl Monitor {
 
     pub(crate) fn on_connected(&mut self, cx: &mut Cx<'_>) {
         if let Some(link) = self.link.as_mut() {
-            link.on_connected(cx.ctx);
+            link.on_connected(cx.queue);
         }
     }
 
     pub(crate) fn on_tls_ready(&mut self, cx: &mut Cx<'_>, certificate: Option<&[u8]>) {
         if let Some(link) = self.link.as_mut() {
-            link.on_tls_ready(cx.ctx, certificate);
+            link.on_tls_ready(cx.queue, certificate);
         }
     }
 
@@ -164,13 +164,13 @@ impl Monitor {
         let Some(link) = self.link.as_mut() else {
             return;
         };
-        let why = match link.on_closed(cx.ctx, error) {
+        let why = match link.on_closed(cx.queue, error) {
             LinkClosed::Retrying => return,
             LinkClosed::Lost(why) | LinkClosed::Fatal(why) => why,
         };
-        link.abandon(cx.ctx);
+        link.abandon(cx.queue);
         self.link = None;
-        cx.ctx.log(
+        cx.queue.log(
             Level::Debug,
             format!("slot monitor connection ended ({why}); sampling again later"),
         );
@@ -181,7 +181,7 @@ impl Monitor {
         let Some(link) = self.link.as_mut() else {
             return Next::Stay;
         };
-        for event in link.on_bytes(cx.ctx, bytes) {
+        for event in link.on_bytes(cx.queue, bytes) {
             match event {
                 Event::Ready if self.stage == Stage::Connecting => self.ask(cx),
                 Event::DataRow(row) => self.rows.push(
@@ -198,12 +198,12 @@ impl Monitor {
                     }
                 }
                 Event::Failed(error) => {
-                    cx.ctx.log(
+                    cx.queue.log(
                         Level::Debug,
                         format!("slot monitor connection failed: {error}"),
                     );
                     if let Some(mut link) = self.link.take() {
-                        link.close(cx.ctx);
+                        link.close(cx.queue);
                     }
                     self.wait(cx.now());
                     return Next::Stay;
@@ -217,7 +217,7 @@ impl Monitor {
     /// A sample arrived: a lost slot fails the run; retained WAL may warn.
     fn on_answer(&mut self, cx: &mut Cx<'_>) -> Option<Failure> {
         if let Some(error) = self.query_error.take() {
-            cx.ctx.log(
+            cx.queue.log(
                 Level::Debug,
                 format!("slot monitor question failed: {error}"),
             );
@@ -232,7 +232,7 @@ impl Monitor {
         let health = match slot::parse_slot_health(&rows) {
             Ok(health) => health,
             Err(e) => {
-                cx.ctx.log(Level::Debug, format!("slot monitor: {e}"));
+                cx.queue.log(Level::Debug, format!("slot monitor: {e}"));
                 return None;
             }
         };
@@ -251,7 +251,7 @@ impl Monitor {
         };
         match (slot::wal_warning(&health, budget), self.warning) {
             (Some(warning), false) => {
-                cx.ctx.log(
+                cx.queue.log(
                     Level::Warn,
                     format!(
                         "replication slot {name}: {warning}; it is released only as Feldera completes batches \
@@ -261,7 +261,7 @@ impl Monitor {
                 self.warning = true;
             }
             (None, true) => {
-                cx.ctx.log(
+                cx.queue.log(
                     Level::Info,
                     format!("replication slot {name}: retained WAL is back under its limits"),
                 );

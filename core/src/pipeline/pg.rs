@@ -5,8 +5,8 @@
 //! `sslmode=allow` and `prefer` (see `conn::TlsPlan`): the pipeline sees one link whose
 //! `id` changed, and never hears of the first attempt's end.
 
-use super::ctx::Ctx;
 use super::policy::{Failure, FailureKind as Kind};
+use super::queue::Queue;
 use super::Next;
 use crate::config::PgConnConfig;
 use crate::conn::{
@@ -63,7 +63,7 @@ fn target_of(pg: &PgConnConfig) -> PgTarget {
 impl PgLink {
     /// Asks the shell for a connection; the first message waits until it is open.
     pub(crate) fn open(
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         pg: &PgConnConfig,
         replication: bool,
         application_name: &str,
@@ -79,7 +79,7 @@ impl PgLink {
         };
         let conn = Connection::new(identity.clone()).map_err(|e| e.to_string())?;
         let link = PgLink {
-            id: ctx.conn_id(),
+            id: queue.conn_id(),
             conn,
             connected: false,
             closed: false,
@@ -91,12 +91,12 @@ impl PgLink {
             handshaking: false,
             ready: false,
         };
-        link.push_connect(ctx);
+        link.push_connect(queue);
         Ok(link)
     }
 
-    fn push_connect(&self, ctx: &mut Ctx) {
-        ctx.push(Command::PgConnect {
+    fn push_connect(&self, queue: &mut Queue) {
+        queue.push(Command::PgConnect {
             conn: self.id,
             target: self.target.clone(),
             timeout_ms: self.timeout_ms,
@@ -104,23 +104,23 @@ impl PgLink {
     }
 
     /// Drops the current attempt and starts the next one on a new connection.
-    fn reattempt(&mut self, ctx: &mut Ctx, encryption: Encryption, why: &str) {
+    fn reattempt(&mut self, queue: &mut Queue, encryption: Encryption, why: &str) {
         let old = self.id;
-        ctx.push(Command::PgClose { conn: old });
+        queue.push(Command::PgClose { conn: old });
         self.identity.encryption = encryption;
         let Ok(conn) = Connection::new(self.identity.clone()) else {
             // The same identity was accepted for the first attempt.
             return;
         };
         self.conn = conn;
-        self.id = ctx.conn_id();
+        self.id = queue.conn_id();
         self.connected = false;
         self.handshaking = false;
         let how = match encryption {
             Encryption::Plain => "in plain text",
             Encryption::Request { .. } => "with TLS",
         };
-        ctx.log(
+        queue.log(
             Level::Info,
             format!(
                 "{old}: {why}; trying again {how} as {} (sslmode={})",
@@ -128,20 +128,20 @@ impl PgLink {
                 self.plan_mode()
             ),
         );
-        self.push_connect(ctx);
+        self.push_connect(queue);
     }
 
     fn plan_mode(&self) -> &'static str {
         self.plan.mode().name()
     }
 
-    pub(crate) fn on_connected(&mut self, ctx: &mut Ctx) {
+    pub(crate) fn on_connected(&mut self, queue: &mut Queue) {
         self.connected = true;
-        self.flush(ctx);
+        self.flush(queue);
     }
 
     /// The TLS handshake succeeded: the startup message goes out, encrypted.
-    pub(crate) fn on_tls_ready(&mut self, ctx: &mut Ctx, server_certificate: Option<&[u8]>) {
+    pub(crate) fn on_tls_ready(&mut self, queue: &mut Queue, server_certificate: Option<&[u8]>) {
         if !self.handshaking {
             return;
         }
@@ -152,18 +152,22 @@ impl PgLink {
             TlsVerify::Chain => "chain verified",
             TlsVerify::Full => "chain and host name verified",
         };
-        ctx.log(
+        queue.log(
             Level::Info,
             format!(
                 "{}: TLS established with {} (server certificate {checked})",
                 self.id, self.server_name
             ),
         );
-        self.flush(ctx);
+        self.flush(queue);
     }
 
     /// The shell reported the connection's end: a second attempt, or how it ended.
-    pub(crate) fn on_closed(&mut self, ctx: &mut Ctx, error: Option<ConnFailure>) -> LinkClosed {
+    pub(crate) fn on_closed(
+        &mut self,
+        queue: &mut Queue,
+        error: Option<ConnFailure>,
+    ) -> LinkClosed {
         let kind = error.as_ref().map(|e| e.kind);
         let why = error.map_or_else(
             || "the server closed the connection".to_owned(),
@@ -171,7 +175,7 @@ impl PgLink {
         );
         if self.handshaking {
             if let Some(encryption) = self.plan.retry(Attempt::HandshakeFailed) {
-                self.reattempt(ctx, encryption, &format!("TLS handshake failed ({why})"));
+                self.reattempt(queue, encryption, &format!("TLS handshake failed ({why})"));
                 return LinkClosed::Retrying;
             }
             if kind == Some(FailureKind::TlsVerification) {
@@ -184,9 +188,9 @@ impl PgLink {
     }
 
     /// Feeds bytes and returns the events they completed, in order.
-    pub(crate) fn on_bytes(&mut self, ctx: &mut Ctx, bytes: &[u8]) -> Vec<Event> {
+    pub(crate) fn on_bytes(&mut self, queue: &mut Queue, bytes: &[u8]) -> Vec<Event> {
         let mut events = VecDeque::new();
-        self.on_bytes_into(ctx, bytes, &mut events);
+        self.on_bytes_into(queue, bytes, &mut events);
         Vec::from(events)
     }
 
@@ -194,21 +198,21 @@ impl PgLink {
     /// stream of COPY rows is not collected into a fresh list per read.
     pub(crate) fn on_bytes_into(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         bytes: &[u8],
         events: &mut VecDeque<Event>,
     ) {
         self.conn.handle_bytes(bytes);
-        self.drain(ctx, events);
+        self.drain(queue, events);
     }
 
-    fn drain(&mut self, ctx: &mut Ctx, events: &mut VecDeque<Event>) {
+    fn drain(&mut self, queue: &mut Queue, events: &mut VecDeque<Event>) {
         let before = events.len();
         while let Some(event) = self.conn.poll_event() {
             match event {
                 Event::TlsRequested => {
                     self.handshaking = true;
-                    ctx.push(Command::PgStartTls {
+                    queue.push(Command::PgStartTls {
                         conn: self.id,
                         server_name: self.server_name.clone(),
                         verify: self.plan.verify(),
@@ -216,7 +220,7 @@ impl PgLink {
                     });
                 }
                 Event::Authenticated => {
-                    self.log_authenticated(ctx);
+                    self.log_authenticated(queue);
                     events.push_back(event);
                 }
                 Event::Ready => {
@@ -230,7 +234,7 @@ impl PgLink {
                     match self.plan.retry(rejected) {
                         Some(encryption) => {
                             let why = format!("the server refused the connection ({error})");
-                            self.reattempt(ctx, encryption, &why);
+                            self.reattempt(queue, encryption, &why);
                             events.truncate(before);
                             return;
                         }
@@ -240,12 +244,12 @@ impl PgLink {
                 event => events.push_back(event),
             }
         }
-        self.flush(ctx);
+        self.flush(queue);
     }
 
     /// Over TLS the operator learns which authentication ran (whether SCRAM was bound to
     /// the TLS session); plain connections say it at debug level.
-    fn log_authenticated(&self, ctx: &mut Ctx) {
+    fn log_authenticated(&self, queue: &mut Queue) {
         let method = self.conn.authentication_method().unwrap_or("unknown");
         if self.conn.is_encrypted() {
             let bound = if method.ends_with("-PLUS") {
@@ -253,12 +257,12 @@ impl PgLink {
             } else {
                 ""
             };
-            ctx.log(
+            queue.log(
                 Level::Info,
                 format!("{}: authenticated with {method} over TLS{bound}", self.id),
             );
         } else {
-            ctx.log(
+            queue.log(
                 Level::Debug,
                 format!("{}: authenticated with {method}", self.id),
             );
@@ -266,61 +270,61 @@ impl PgLink {
     }
 
     /// Moves whatever the machine wants to send into `PgWrite` commands.
-    pub(crate) fn flush(&mut self, ctx: &mut Ctx) {
+    pub(crate) fn flush(&mut self, queue: &mut Queue) {
         if !self.connected || self.closed {
             return;
         }
         while let Some(bytes) = self.conn.poll_transmit() {
-            ctx.push(Command::PgWrite {
+            queue.push(Command::PgWrite {
                 conn: self.id,
                 bytes,
             });
         }
     }
 
-    pub(crate) fn query(&mut self, ctx: &mut Ctx, sql: &str) -> Result<(), String> {
+    pub(crate) fn query(&mut self, queue: &mut Queue, sql: &str) -> Result<(), String> {
         self.conn.query(sql).map_err(|e| e.to_string())?;
-        self.flush(ctx);
+        self.flush(queue);
         Ok(())
     }
 
     pub(crate) fn send_status(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         update: StatusUpdate,
     ) -> Result<(), String> {
         self.conn
             .send_status_update(update)
             .map_err(|e| e.to_string())?;
-        self.flush(ctx);
+        self.flush(queue);
         Ok(())
     }
 
-    pub(crate) fn pause_read(&self, ctx: &mut Ctx) {
-        ctx.push(Command::PgPauseRead { conn: self.id });
+    pub(crate) fn pause_read(&self, queue: &mut Queue) {
+        queue.push(Command::PgPauseRead { conn: self.id });
     }
 
-    pub(crate) fn resume_read(&self, ctx: &mut Ctx) {
-        ctx.push(Command::PgResumeRead { conn: self.id });
+    pub(crate) fn resume_read(&self, queue: &mut Queue) {
+        queue.push(Command::PgResumeRead { conn: self.id });
     }
 
     /// Ends the stream politely when streaming, then closes. Idempotent.
-    pub(crate) fn close(&mut self, ctx: &mut Ctx) {
+    pub(crate) fn close(&mut self, queue: &mut Queue) {
         if self.closed {
             return;
         }
         let _ = self.conn.finish_stream();
         self.conn.close();
-        self.flush(ctx);
+        self.flush(queue);
         self.closed = true;
-        ctx.push(Command::PgClose { conn: self.id });
+        queue.push(Command::PgClose { conn: self.id });
     }
 
     /// Forgets the connection without writing anything (it is already gone).
-    pub(crate) fn abandon(&mut self, ctx: &mut Ctx) {
+    pub(crate) fn abandon(&mut self, queue: &mut Queue) {
         if !self.closed {
             self.closed = true;
-            ctx.push(Command::PgClose { conn: self.id });
+            queue.push(Command::PgClose { conn: self.id });
         }
     }
 
@@ -365,15 +369,20 @@ impl PgLink {
     /// The shell reported this link's connection closed: a second attempt goes on quietly;
     /// a refused server certificate refuses; anything else is a lost connection (`what`
     /// names it in the message).
-    pub(crate) fn closed(&mut self, ctx: &mut Ctx, error: Option<ConnFailure>, what: &str) -> Next {
-        match self.on_closed(ctx, error) {
+    pub(crate) fn closed(
+        &mut self,
+        queue: &mut Queue,
+        error: Option<ConnFailure>,
+        what: &str,
+    ) -> Next {
+        match self.on_closed(queue, error) {
             LinkClosed::Retrying => Next::Stay,
             LinkClosed::Fatal(why) => Next::Fail(Failure::new(
                 Kind::PgRefused,
                 format!("cannot connect to PostgreSQL: {why}"),
             )),
             LinkClosed::Lost(why) => {
-                self.abandon(ctx);
+                self.abandon(queue);
                 Next::Fail(Failure::new(
                     Kind::PgUnreachable,
                     format!("{what} lost: {why}"),
@@ -401,8 +410,8 @@ mod tests {
     }
 
     /// Every command so far, briefly.
-    fn commands(ctx: &mut Ctx) -> Vec<String> {
-        std::iter::from_fn(|| ctx.pop())
+    fn commands(queue: &mut Queue) -> Vec<String> {
+        std::iter::from_fn(|| queue.pop())
             .map(|command| match command {
                 Command::PgConnect {
                     conn,
@@ -426,25 +435,25 @@ mod tests {
             .collect()
     }
 
-    fn open(url: &str) -> (Ctx, PgLink) {
-        let mut ctx = Ctx::default();
-        let mut link = PgLink::open(&mut ctx, &pg(url), true, "test").expect("link");
-        link.on_connected(&mut ctx);
-        (ctx, link)
+    fn open(url: &str) -> (Queue, PgLink) {
+        let mut queue = Queue::default();
+        let mut link = PgLink::open(&mut queue, &pg(url), true, "test").expect("link");
+        link.on_connected(&mut queue);
+        (queue, link)
     }
 
     #[test]
     fn prefer_falls_back_to_a_new_plain_connection_when_the_handshake_fails() {
-        let (mut ctx, mut link) = open("postgres://u@db/app?connect_timeout=5");
-        link.on_bytes(&mut ctx, b"S");
+        let (mut queue, mut link) = open("postgres://u@db/app?connect_timeout=5");
+        link.on_bytes(&mut queue, b"S");
         let failure = ConnFailure::new(FailureKind::TlsVerification, "unknown issuer");
         assert_eq!(
-            link.on_closed(&mut ctx, Some(failure)),
+            link.on_closed(&mut queue, Some(failure)),
             LinkClosed::Retrying
         );
-        link.on_connected(&mut ctx);
+        link.on_connected(&mut queue);
         assert_eq!(
-            commands(&mut ctx),
+            commands(&mut queue),
             [
                 "pg#1 connect db:5432 timeout=Some(5000)",
                 "pg#1 write SSLRequest",
@@ -458,7 +467,7 @@ mod tests {
         assert_eq!(link.id, ConnId(2));
         let lost = ConnFailure::new(FailureKind::Broken, "reset");
         assert_eq!(
-            link.on_closed(&mut ctx, Some(lost)),
+            link.on_closed(&mut queue, Some(lost)),
             LinkClosed::Lost("reset".into()),
             "only one retry"
         );
@@ -466,40 +475,40 @@ mod tests {
 
     #[test]
     fn a_refused_certificate_is_fatal_when_tls_is_required() {
-        let (mut ctx, mut link) =
+        let (mut queue, mut link) =
             open("postgres://u@db/app?sslmode=verify-full&sslrootcert=/ca.pem");
-        link.on_bytes(&mut ctx, b"S");
-        assert!(commands(&mut ctx).contains(&"pg#1 start TLS db Full timeout=None".to_owned()));
+        link.on_bytes(&mut queue, b"S");
+        assert!(commands(&mut queue).contains(&"pg#1 start TLS db Full timeout=None".to_owned()));
         let failure = ConnFailure::new(FailureKind::TlsVerification, "name mismatch");
-        let LinkClosed::Fatal(why) = link.on_closed(&mut ctx, Some(failure)) else {
+        let LinkClosed::Fatal(why) = link.on_closed(&mut queue, Some(failure)) else {
             panic!("a refused certificate must be fatal");
         };
         assert!(why.contains("name mismatch"), "{why}");
         // A handshake broken for another reason is one lost attempt.
-        let (mut ctx, mut link) = open("postgres://u@db/app?sslmode=require");
-        link.on_bytes(&mut ctx, b"S");
+        let (mut queue, mut link) = open("postgres://u@db/app?sslmode=require");
+        link.on_bytes(&mut queue, b"S");
         let failure = ConnFailure::new(FailureKind::Tls, "reset during handshake");
         assert!(matches!(
-            link.on_closed(&mut ctx, Some(failure)),
+            link.on_closed(&mut queue, Some(failure)),
             LinkClosed::Lost(_)
         ));
     }
 
     #[test]
     fn allow_retries_with_tls_after_the_server_rejects_plain_text() {
-        let (mut ctx, mut link) = open("postgres://u@db/app?sslmode=allow");
+        let (mut queue, mut link) = open("postgres://u@db/app?sslmode=allow");
         let rejection = BackendMessage::ErrorResponse(Box::new(pg_error(
             "FATAL",
             "28000",
             "no pg_hba.conf entry for host, no encryption",
         )));
-        let events = link.on_bytes(&mut ctx, &encode_backend(&rejection));
+        let events = link.on_bytes(&mut queue, &encode_backend(&rejection));
         assert!(
             events.is_empty(),
             "the pipeline does not see the first attempt"
         );
-        link.on_connected(&mut ctx);
-        let seen = commands(&mut ctx);
+        link.on_connected(&mut queue);
+        let seen = commands(&mut queue);
         assert_eq!(seen[0], "pg#1 connect db:5432 timeout=None");
         assert_eq!(seen[1], "pg#1 write", "plain startup first");
         assert_eq!(seen[2], "pg#1 close");
@@ -513,17 +522,17 @@ mod tests {
             ["pg#2 connect db:5432 timeout=None", "pg#2 write SSLRequest"]
         );
         // The TLS attempt is rejected too: now the pipeline hears of it.
-        link.on_bytes(&mut ctx, b"S");
-        link.on_tls_ready(&mut ctx, None);
-        let events = link.on_bytes(&mut ctx, &encode_backend(&rejection));
+        link.on_bytes(&mut queue, b"S");
+        link.on_tls_ready(&mut queue, None);
+        let events = link.on_bytes(&mut queue, &encode_backend(&rejection));
         assert!(matches!(&events[..], [Event::Failed(ConnError::Server(_))]));
     }
 
     #[test]
     fn a_unix_socket_directory_is_connected_in_plain_text_whatever_the_mode() {
-        let (mut ctx, _link) = open("postgres://u@%2Ftmp%2Fpg:5433/app?sslmode=require");
+        let (mut queue, _link) = open("postgres://u@%2Ftmp%2Fpg:5433/app?sslmode=require");
         assert_eq!(
-            commands(&mut ctx),
+            commands(&mut queue),
             [
                 "pg#1 connect /tmp/pg/.s.PGSQL.5433 timeout=None",
                 "pg#1 write"

@@ -8,9 +8,9 @@
 //!
 //! Owns the held streaming session (its status updates keep flowing) and the retraction.
 
-use super::ctx::Ctx;
 use super::durability::News;
 use super::policy::{Failure, FailureKind};
+use super::queue::Queue;
 use super::retraction::{ask_count, read_count_answer, Retracted, Retraction, TableJob};
 use super::streaming::Streaming;
 use super::{Cx, Next};
@@ -48,7 +48,7 @@ impl Retracting {
         streaming.hold();
         let names = streaming.table_names();
         let tables: Vec<String> = jobs.iter().map(|j| names[j.route].to_string()).collect();
-        cx.ctx.note(
+        cx.queue.note(
             Level::Info,
             Topic::Retract,
             format!(
@@ -88,9 +88,9 @@ impl Retracting {
         self.streaming
     }
 
-    pub(crate) fn close(mut self, ctx: &mut Ctx) -> BatchSeq {
-        self.retraction.close(ctx);
-        self.streaming.close(ctx)
+    pub(crate) fn close(mut self, queue: &mut Queue) -> BatchSeq {
+        self.retraction.close(queue);
+        self.streaming.close(queue)
     }
 
     /// A piece of a streamed answer: `None` when it is not this phase's.
@@ -166,7 +166,7 @@ impl Retracting {
         match read_count_answer(table, reply) {
             Ok(0) => {
                 cx.run.ack.on_feldera_state_relied_on();
-                cx.ctx.note(
+                cx.queue.note(
                     Level::Info,
                     Topic::Retract,
                     format!("{table}: empty in Feldera, as after the TRUNCATE"),

@@ -19,8 +19,8 @@
 //! owning phase routes Feldera answers here and carries PostgreSQL questions to the
 //! connection that holds the snapshot.
 
-use super::ctx::Ctx;
 use super::policy::{Failure, FailureKind};
+use super::queue::Queue;
 use super::sink::{Sink, SinkOutcome};
 use super::{Cx, Next};
 use crate::ack::BatchSeq;
@@ -134,7 +134,7 @@ impl Retraction {
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
-        self.sink.resume(cx.ctx, &cx.env.endpoint);
+        self.sink.resume(cx.queue, &cx.env.endpoint);
     }
 
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
@@ -143,9 +143,9 @@ impl Retraction {
 
     /// The session ends: a scan still answering is stopped (its connection closed), so
     /// nothing more of it is read.
-    pub(crate) fn close(&mut self, ctx: &mut Ctx) {
+    pub(crate) fn close(&mut self, queue: &mut Queue) {
         if let Some(scan) = self.scan.take().filter(|s| s.answer != Answer::Ended) {
-            ctx.cancel_http(scan.http);
+            queue.cancel_http(scan.http);
         }
     }
 
@@ -154,7 +154,7 @@ impl Retraction {
         let Some(job) = self.jobs.front() else {
             return Ok(Retracted::Done);
         };
-        cx.ctx.note(
+        cx.queue.note(
             Level::Info,
             Topic::Retract,
             format!(
@@ -162,12 +162,12 @@ impl Retraction {
                 job.keys.table
             ),
         );
-        let http = cx.ctx.http_id();
+        let http = cx.queue.http_id();
         let endpoint = &cx.env.endpoint;
         let timeout_ms = cx.env.config.query_timeout_secs * 1000;
         let request = endpoint.query_streamed(&scan_query(&job.keys), timeout_ms);
         let segment = job.keys.table.url_segment();
-        cx.ctx.push_table_query(endpoint, http, request, &segment);
+        cx.queue.push_table_query(endpoint, http, request, &segment);
         let now = cx.now();
         self.scan = Some(Scan {
             http,
@@ -223,7 +223,10 @@ impl Retraction {
             return self.on_scan_end(cx, reply);
         }
         let now = cx.now();
-        match self.sink.on_reply(cx.ctx, &cx.env.endpoint, now, id, reply) {
+        match self
+            .sink
+            .on_reply(cx.queue, &cx.env.endpoint, now, id, reply)
+        {
             Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
             None => Ok(Retracted::Waiting),
         }
@@ -231,7 +234,7 @@ impl Retraction {
 
     pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>) -> Result<Retracted> {
         let now = cx.now();
-        match self.sink.on_timer(cx.ctx, &cx.env.endpoint, now) {
+        match self.sink.on_timer(cx.queue, &cx.env.endpoint, now) {
             Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
             None => Ok(Retracted::Waiting),
         }
@@ -316,7 +319,7 @@ impl Retraction {
         if now.since(scan.logged) >= PROGRESS_LOG_MS * 1000 {
             scan.logged = now;
             let line = format!("{}: {}", job.keys.table, scan.progress(now));
-            cx.ctx.note(Level::Info, Topic::Retract, line);
+            cx.queue.note(Level::Info, Topic::Retract, line);
         }
         if first_piece && cx.crash_at(CrashPoint::RetractAfterQuery) {
             return Err(Next::Crash(CrashPoint::RetractAfterQuery));
@@ -412,7 +415,7 @@ impl Retraction {
         let room = scan.unchecked.len() < self.group && scan.checking.is_none();
         if scan.answer == Answer::Holding && scan.queue.is_empty() && room {
             scan.answer = Answer::Reading;
-            cx.ctx.push(Command::HttpRead { id: scan.http });
+            cx.queue.push(Command::HttpRead { id: scan.http });
         }
         let finished = scan.answer == Answer::Ended
             && scan.unchecked.is_empty()
@@ -433,7 +436,7 @@ impl Retraction {
             job.keys.table,
             scan.progress(cx.now())
         );
-        cx.ctx.note(Level::Info, Topic::Retract, line);
+        cx.queue.note(Level::Info, Topic::Retract, line);
         self.scan = None;
         self.jobs.pop_front();
         match self.jobs.front() {
@@ -456,7 +459,7 @@ impl Retraction {
             SinkOutcome::Accepted => {
                 let (now, timeout_ms) = (cx.now(), cx.env.config.completion_timeout_ms);
                 self.sink
-                    .await_completion(cx.ctx, &cx.env.endpoint, seq, now, timeout_ms);
+                    .await_completion(cx.queue, &cx.env.endpoint, seq, now, timeout_ms);
                 Ok(Retracted::Waiting)
             }
             SinkOutcome::Complete => self.durable(cx, seq),
@@ -469,7 +472,7 @@ impl Retraction {
             return Ok(Retracted::Waiting);
         };
         cx.run.write_durable(cx.now());
-        cx.ctx.note(
+        cx.queue.note(
             Level::Debug,
             Topic::Retract,
             format!(
@@ -521,21 +524,21 @@ fn cut(cx: &mut Cx<'_>, outbox: &mut Outbox, sink: &mut Sink, names: &[Name], re
     let Some(batch) = outbox.cut(reason) else {
         return;
     };
-    cx.ctx.note(
+    cx.queue.note(
         Level::Debug,
         Topic::Retract,
         format!("delete batch r{} cut: {} rows", batch.seq, batch.rows()),
     );
-    sink.send(cx.ctx, &cx.env.endpoint, names, batch);
+    sink.send(cx.queue, &cx.env.endpoint, names, batch);
 }
 
 /// Asks Feldera how many rows `plan`'s table holds; the answer is read by `read_count_answer`.
 pub(crate) fn ask_count(cx: &mut Cx<'_>, plan: &KeyPlan) -> HttpId {
-    let http = cx.ctx.http_id();
+    let http = cx.queue.http_id();
     let endpoint = &cx.env.endpoint;
     let timeout_ms = cx.env.config.query_timeout_secs * 1000;
     let request = endpoint.query(&count_query(plan), timeout_ms);
-    cx.ctx
+    cx.queue
         .push_table_query(endpoint, http, request, &plan.table.url_segment());
     http
 }

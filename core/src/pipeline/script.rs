@@ -543,11 +543,11 @@ impl Script {
     fn handle(&mut self, input: Input) {
         if let Machine::Pipeline(pipeline) = &self.pipeline {
             assert!(
-                pipeline.ctx.drained(),
+                pipeline.queue.drained(),
                 "an input arrived before the previous input's commands were drained"
             );
             assert!(
-                self.now.mono >= pipeline.ctx.now.mono,
+                self.now.mono >= pipeline.queue.now.mono,
                 "the harness moved time backwards"
             );
         }
@@ -582,7 +582,7 @@ impl Script {
         let Machine::Pipeline(pipeline) = &self.pipeline else {
             return self.pipeline.poll_timeout();
         };
-        if self.watch_visible || pipeline.ctx.exited() {
+        if self.watch_visible || pipeline.queue.exited() {
             return pipeline.poll_timeout();
         }
         crate::timer::TimerKind::ALL

@@ -6,10 +6,10 @@
 //! commit. A session that copies a snapshot or retracts keys before its stream has taken the
 //! transaction over would write into it and wait for ever, or read keys that omit what it
 //! holds. So with `FELDERA_TRANSACTIONS` on, a session's requests that read or write table
-//! data (ingress, ad-hoc queries: [`Ctx::push_table_request`]) wait until the session knows
+//! data (ingress, ad-hoc queries: [`Queue::push_table_request`]) wait until the session knows
 //! no transaction is open that it did not start or adopt:
 //! - the stream's own transaction (`feldera_txn`) starts or adopts one before its first
-//!   batch: from then on the session owns it ([`Ctx::own_transaction`]);
+//!   batch: from then on the session owns it ([`Queue::own_transaction`]);
 //! - otherwise the first such request starts `start_transaction`: 409 (one is open) or 200 (a
 //!   fresh, empty one) is answered by `commit_transaction`, and then the waiting requests go
 //!   out in order. What the old transaction held becomes visible: those are replays of
@@ -17,8 +17,8 @@
 //!
 //! Owns: the gate and the requests waiting behind it. Never decides what a request is for.
 
-use super::ctx::Ctx;
 use super::policy::{Failure, FailureKind};
+use super::queue::Queue;
 use crate::feldera::{
     classify_commit_transaction, classify_start_transaction, CommitOutcome, FelderaEndpoint,
     HttpRequest, Reply, StartTransactionOutcome,
@@ -47,7 +47,7 @@ pub(crate) struct Gate {
     waiting: Vec<(HttpId, HttpRequest)>,
 }
 
-impl Ctx {
+impl Queue {
     /// A new session: with Feldera transactions on, a transaction may be open that nobody
     /// of this session started. Requests that waited in the ended session were never sent:
     /// they are forgotten (and so is their place in `writes`).
@@ -89,7 +89,7 @@ impl Ctx {
     }
 
     /// Asks whether a transaction is open, unless a transaction request of an earlier
-    /// session is still out (`writes`): then [`Ctx::resume_settle`] asks once it ended.
+    /// session is still out (`writes`): then [`Queue::resume_settle`] asks once it ended.
     fn start_settling(&mut self, endpoint: &FelderaEndpoint) {
         if !self.may_start_transaction() {
             return;

@@ -22,8 +22,8 @@
 //! the answer's outcome, the others through [`Sink::take_ready`] (and, for phases that do
 //! not ask, through the next `CompletionPoll` timer, armed for the instant they arrived).
 
-use super::ctx::Ctx;
 use super::policy::{Failure, FailureKind};
+use super::queue::Queue;
 use crate::ack::BatchSeq;
 use crate::completion::{estimate_us, CompletionWait, PollPacer, PollRound};
 use crate::contract::Name;
@@ -162,7 +162,7 @@ impl Sink {
     /// Starts sending `batch`; `tables[route]` is each route's Feldera table.
     pub(crate) fn send(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         tables: &[Name],
         batch: Batch,
@@ -186,7 +186,7 @@ impl Sink {
             accepted: false,
             waited_us: None,
         });
-        self.post_queued(ctx, endpoint);
+        self.post_queued(queue, endpoint);
     }
 
     fn lane_of(&mut self, table: &Name) -> usize {
@@ -206,13 +206,13 @@ impl Sink {
     }
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
-    pub(crate) fn resume(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint) {
-        self.post_queued(ctx, endpoint);
+    pub(crate) fn resume(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint) {
+        self.post_queued(queue, endpoint);
     }
 
     /// Every lane without a request out posts its oldest queued body, unless a request of
     /// an ended session to its table may still be delivering records (`writes`).
-    fn post_queued(&mut self, ctx: &mut Ctx, endpoint: &FelderaEndpoint) {
+    fn post_queued(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint) {
         for lane in 0..self.lanes.len() {
             if self.lanes[lane].posting.is_some() {
                 continue;
@@ -228,19 +228,19 @@ impl Sink {
                 continue;
             };
             let segment = &self.lanes[lane].segment;
-            if ctx.writes.blocks(segment) > 0 {
-                if ctx.writes.first_wait(segment) {
-                    let line = ctx.writes.wait_reason(segment, "writing to it again");
-                    ctx.note(Level::Info, Topic::Batch, line);
+            if queue.writes.blocks(segment) > 0 {
+                if queue.writes.first_wait(segment) {
+                    let line = queue.writes.wait_reason(segment, "writing to it again");
+                    queue.note(Level::Info, Topic::Batch, line);
                 }
                 continue;
             }
-            let http = ctx.http_id();
-            ctx.writes.started(http, segment);
+            let http = queue.http_id();
+            queue.writes.started(http, segment);
             let body = part.body.take().unwrap_or_default();
             part.state = PartState::Posting(http);
             let request = endpoint.ingress(&self.lanes[lane].table, body, INGRESS_TIMEOUT_MS);
-            ctx.push_table_request(endpoint, http, request);
+            queue.push_table_request(endpoint, http, request);
             self.lanes[lane].posting = Some((http, seq));
         }
     }
@@ -249,7 +249,7 @@ impl Sink {
     /// belongs to an ended session). The outcome is the first decided (see the module docs).
     pub(crate) fn on_reply(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
         id: HttpId,
@@ -263,12 +263,12 @@ impl Sink {
             (Some((http, seq)), _) if http == id => {
                 self.lanes[lane].posting = None;
                 if self.on_ingress(now, lane, seq, id, reply) {
-                    self.post_queued(ctx, endpoint);
+                    self.post_queued(queue, endpoint);
                 }
                 seq
             }
             (_, Poll::Asking { seq, walk, .. }) => {
-                self.on_poll_answer(ctx, endpoint, now, lane, seq, walk, reply);
+                self.on_poll_answer(queue, endpoint, now, lane, seq, walk, reply);
                 seq
             }
             _ => return None,
@@ -330,7 +330,7 @@ impl Sink {
     #[allow(clippy::too_many_arguments)]
     fn on_poll_answer(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
         lane: usize,
@@ -356,14 +356,14 @@ impl Sink {
                 match walk {
                     // Walking from the oldest: the next one may be complete too.
                     Some(limit) if oldest <= limit => {
-                        self.ask(ctx, endpoint, lane, oldest, walk);
+                        self.ask(queue, endpoint, lane, oldest, walk);
                     }
                     // Newer tokens arrived after the round began: a new round for them.
                     _ => {
                         self.lanes[lane].round = self.pacer.round();
                         let at = self.accepted_at(lane, oldest).unwrap_or(now);
                         let due = at.plus_us(self.pacer.first_poll_us()).max(now);
-                        self.schedule(ctx, endpoint, now, lane, due);
+                        self.schedule(queue, endpoint, now, lane, due);
                     }
                 }
             }
@@ -372,7 +372,7 @@ impl Sink {
                 let oldest = self.awaited(lane).first().map(|(s, _)| *s);
                 match oldest {
                     Some(oldest) if walk.is_none() && oldest != seq => {
-                        self.ask(ctx, endpoint, lane, oldest, Some(seq));
+                        self.ask(queue, endpoint, lane, oldest, Some(seq));
                     }
                     Some(_) => {
                         let gap = self.lanes[lane].round.next_gap_us();
@@ -474,7 +474,7 @@ impl Sink {
 
     fn ask(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         lane: usize,
         seq: BatchSeq,
@@ -489,8 +489,8 @@ impl Sink {
             self.lanes[lane].poll = Poll::Idle;
             return;
         };
-        let http = ctx.http_id();
-        ctx.push(Command::Http {
+        let http = queue.http_id();
+        queue.push(Command::Http {
             id: http,
             request: endpoint.completion_status(&token, POLL_TIMEOUT_MS),
         });
@@ -500,7 +500,7 @@ impl Sink {
     /// Asks the lane's newest awaited token at `due` (now if it is due).
     fn schedule(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
         lane: usize,
@@ -511,7 +511,7 @@ impl Sink {
             return;
         }
         match self.awaited(lane).last().map(|(s, _)| *s) {
-            Some(newest) => self.ask(ctx, endpoint, lane, newest, None),
+            Some(newest) => self.ask(queue, endpoint, lane, newest, None),
             None => self.lanes[lane].poll = Poll::Idle,
         }
     }
@@ -520,7 +520,7 @@ impl Sink {
     /// log. Returns the first outcome decided.
     pub(crate) fn on_timer(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         now: Mono,
     ) -> Option<(BatchSeq, SinkOutcome)> {
@@ -529,7 +529,7 @@ impl Sink {
         }
         for lane in 0..self.lanes.len() {
             if matches!(self.lanes[lane].poll, Poll::At(at) if now >= at) {
-                self.schedule(ctx, endpoint, now, lane, now);
+                self.schedule(queue, endpoint, now, lane, now);
             }
         }
         let mut timed_out = None;
@@ -543,7 +543,7 @@ impl Sink {
             }
             if wait.take_slow_log(now) {
                 let waited_ms = now.since(wait.started()) / 1000;
-                ctx.log(Level::Warn, format!("batch #{} ({} rows) still not complete after {waited_ms} ms; WAL stays pinned meanwhile", batch.seq, batch.rows));
+                queue.log(Level::Warn, format!("batch #{} ({} rows) still not complete after {waited_ms} ms; WAL stays pinned meanwhile", batch.seq, batch.rows));
             }
         }
         if let Some((seq, failure)) = timed_out {
@@ -556,7 +556,7 @@ impl Sink {
     /// (at once while nothing is learned).
     pub(crate) fn await_completion(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         endpoint: &FelderaEndpoint,
         seq: BatchSeq,
         now: Mono,
@@ -572,7 +572,7 @@ impl Sink {
         for lane in lanes {
             if self.lanes[lane].poll == Poll::Idle {
                 self.lanes[lane].round = self.pacer.round();
-                self.schedule(ctx, endpoint, now, lane, due);
+                self.schedule(queue, endpoint, now, lane, due);
             }
         }
     }

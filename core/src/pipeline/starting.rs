@@ -120,12 +120,12 @@ impl Starting {
     pub(crate) fn begin(cx: &mut Cx<'_>) -> Result<Starting, Failure> {
         let config = &cx.env.config;
         cx.run.sessions += 1;
-        cx.ctx.settle_at_session_start(
+        cx.queue.settle_at_session_start(
             config.feldera_transactions != crate::config::FelderaTransactions::Off,
         );
-        cx.ctx.writes.start_session(cx.run.sessions);
+        cx.queue.writes.start_session(cx.run.sessions);
         let application_name = format!("slotline/{}", config.slot);
-        let repl = PgLink::open(cx.ctx, &config.pg, true, &application_name).map_err(|e| {
+        let repl = PgLink::open(cx.queue, &config.pg, true, &application_name).map_err(|e| {
             Failure::new(
                 FailureKind::ConfigInvalid,
                 format!("cannot connect to PostgreSQL: {e}"),
@@ -139,20 +139,20 @@ impl Starting {
             config.require_primary_key,
         )
         .with_failover(config.slot_failover);
-        let schema_request = cx.ctx.http_id();
-        cx.ctx.push(Command::Http {
+        let schema_request = cx.queue.http_id();
+        cx.queue.push(Command::Http {
             id: schema_request,
             request: cx.env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
         });
-        let stats_request = cx.ctx.http_id();
-        cx.ctx.push(Command::Http {
+        let stats_request = cx.queue.http_id();
+        cx.queue.push(Command::Http {
             id: stats_request,
             request: cx.env.endpoint.stats(super::sink::POLL_TIMEOUT_MS),
         });
-        cx.ctx.push(Command::ReadState {
+        cx.queue.push(Command::ReadState {
             path: cx.env.state_path.clone(),
         });
-        cx.ctx
+        cx.queue
             .log(Level::Info, format!("session {} starting", cx.run.sessions));
         Ok(Starting {
             repl,
@@ -184,13 +184,13 @@ impl Starting {
 
     pub(crate) fn on_pg_connected(&mut self, cx: &mut Cx<'_>, conn: ConnId) -> Next {
         if conn == self.repl.id {
-            self.repl.on_connected(cx.ctx);
+            self.repl.on_connected(cx.queue);
         }
         Next::Stay
     }
 
     pub(crate) fn on_pg_bytes(&mut self, cx: &mut Cx<'_>, bytes: &[u8]) -> Next {
-        let mut events = self.repl.on_bytes(cx.ctx, bytes).into_iter();
+        let mut events = self.repl.on_bytes(cx.queue, bytes).into_iter();
         while let Some(event) = events.next() {
             match self.on_event(cx, event) {
                 Ok(None) if self.pending_snapshot.is_some() => return self.snapshot_if_ready(cx),
@@ -226,15 +226,15 @@ impl Starting {
     fn on_event(&mut self, cx: &mut Cx<'_>, event: Event) -> Result<Option<Ready>, Failure> {
         let startup = &mut self.startup;
         match event {
-            Event::Ready => startup.on_ready(cx.ctx, &mut self.repl)?,
+            Event::Ready => startup.on_ready(cx.queue, &mut self.repl)?,
             Event::DataRow(row) => startup.on_row(&row)?,
             Event::QueryError(error) => startup.on_query_error(error.to_string()),
             Event::QueryDone { .. } => {
-                let answer = startup.on_query_done(cx.ctx, &mut self.repl)?;
+                let answer = startup.on_query_done(cx.queue, &mut self.repl)?;
                 return self.on_answer(cx, answer);
             }
             Event::StreamStarted(_) => return Ok(Some(startup.on_stream_started()?)),
-            Event::Notice(notice) => cx.ctx.log(Level::Info, format!("PostgreSQL: {notice}")),
+            Event::Notice(notice) => cx.queue.log(Level::Info, format!("PostgreSQL: {notice}")),
             Event::Failed(error) => return Err(conn_failure(error)),
             Event::XLogData(_) | Event::Keepalive(_) => {
                 return Err(Failure::new(
@@ -268,7 +268,7 @@ impl Starting {
                 // A new slot starts a new acknowledgement history (docs/contract.md).
                 cx.run.ages.clear();
                 if let Some(earlier) = cx.run.ack.new_slot(consistent_point) {
-                    cx.ctx.log(
+                    cx.queue.log(
                         Level::Warn,
                         format!(
                             "slot {} starts at {consistent_point}, behind the position {earlier} an earlier session acknowledged \
@@ -279,7 +279,7 @@ impl Starting {
                 }
                 match self.decision {
                     Decision::CreatingToStream => {
-                        cx.ctx.log(
+                        cx.queue.log(
                         Level::Info,
                         format!(
                             "created replication slot {} at {consistent_point} (SNAPSHOT 'nothing')",
@@ -287,11 +287,11 @@ impl Starting {
                         ),
                     );
                         self.decision = Decision::Streaming;
-                        self.startup.start_replication(cx.ctx, &mut self.repl)?;
+                        self.startup.start_replication(cx.queue, &mut self.repl)?;
                         Ok(None)
                     }
                     Decision::CreatingForSnapshot { leftovers } => {
-                        cx.ctx.log(
+                        cx.queue.log(
                             Level::Info,
                             format!(
                             "created replication slot {} at {consistent_point} (SNAPSHOT 'export')",
@@ -300,7 +300,7 @@ impl Starting {
                         );
                         self.pending_snapshot = Some((consistent_point, snapshot, leftovers));
                         if let Some(state) = self.unwritten.take() {
-                            cx.ctx.push(Command::WriteState {
+                            cx.queue.push(Command::WriteState {
                                 path: cx.env.state_path.clone(),
                                 contents: Bytes::from(state.encode()),
                             });
@@ -324,7 +324,7 @@ impl Starting {
                 };
                 let temporary_slot =
                     crate::catalog::questions::temporary_slot_name(&cx.env.config.slot);
-                cx.ctx.log(
+                cx.queue.log(
                     Level::Info,
                     format!(
                         "created temporary replication slot {temporary_slot} at {consistent_point} (SNAPSHOT 'export') \
@@ -387,10 +387,10 @@ impl Starting {
             let (copy, leftovers) = (std::mem::take(copy), *leftovers);
             let step = if copy.is_empty() {
                 self.decision = Decision::Streaming;
-                self.startup.start_replication(cx.ctx, &mut self.repl)
+                self.startup.start_replication(cx.queue, &mut self.repl)
             } else {
                 self.decision = Decision::CreatingTemporarySlot { copy, leftovers };
-                self.startup.create_temporary_slot(cx.ctx, &mut self.repl)
+                self.startup.create_temporary_slot(cx.queue, &mut self.repl)
             };
             return match step {
                 Ok(()) => Next::Stay,
@@ -417,7 +417,7 @@ impl Starting {
         let step = if drop_slot {
             self.decision = Decision::DroppingSlot { leftovers };
             self.startup
-                .drop_slot(cx.ctx, &mut self.repl)
+                .drop_slot(cx.queue, &mut self.repl)
                 .map_err(Failure::from)
         } else {
             self.create_for_snapshot(cx, leftovers)
@@ -440,7 +440,7 @@ impl Starting {
         }
         self.decision = Decision::CreatingForSnapshot { leftovers };
         self.startup
-            .create_slot(cx.ctx, &mut self.repl, true)
+            .create_slot(cx.queue, &mut self.repl, true)
             .map_err(Failure::from)
     }
 
@@ -507,12 +507,12 @@ impl Starting {
         }
         cx.run.feldera.incarnation = Some(incarnation.clone());
         for line in &plan.trace {
-            cx.ctx.note(Level::Debug, Topic::Snapshot, line.clone());
+            cx.queue.note(Level::Debug, Topic::Snapshot, line.clone());
         }
         for warning in &plan.warnings {
-            cx.ctx.note(Level::Warn, Topic::Snapshot, warning.clone());
+            cx.queue.note(Level::Warn, Topic::Snapshot, warning.clone());
         }
-        cx.ctx.note(
+        cx.queue.note(
             Level::Info,
             Topic::Snapshot,
             format!("plan: {}", plan.action),
@@ -520,11 +520,11 @@ impl Starting {
         match plan.action {
             Action::Stream | Action::StreamOnly { create_slot: false } => {
                 self.decision = Decision::Streaming;
-                Ok(self.startup.start_replication(cx.ctx, &mut self.repl)?)
+                Ok(self.startup.start_replication(cx.queue, &mut self.repl)?)
             }
             Action::StreamOnly { create_slot: true } => {
                 self.decision = Decision::CreatingToStream;
-                Ok(self.startup.create_slot(cx.ctx, &mut self.repl, false)?)
+                Ok(self.startup.create_slot(cx.queue, &mut self.repl, false)?)
             }
             Action::Snapshot {
                 drop_slot,
@@ -554,14 +554,14 @@ impl Starting {
                     routes: cx.env.routes.iter().map(StateRoute::of).collect(),
                     phase: SnapshotPhase::Pending,
                     consistent_point: None,
-                    updated_at: Some(rfc3339_utc(cx.ctx.now.wall)),
+                    updated_at: Some(rfc3339_utc(cx.queue.now.wall)),
                     feldera_incarnation: cx.run.feldera.incarnation.clone(),
                 };
                 if !record_first {
                     self.unwritten = Some(state);
                     return self.create_for_snapshot(cx, leftovers);
                 }
-                cx.ctx.push(Command::WriteState {
+                cx.queue.push(Command::WriteState {
                     path: cx.env.state_path.clone(),
                     contents: Bytes::from(state.encode()),
                 });
@@ -595,11 +595,11 @@ impl Starting {
                 };
                 let mut state = file.clone();
                 state.routes = routes;
-                state.updated_at = Some(rfc3339_utc(cx.ctx.now.wall));
+                state.updated_at = Some(rfc3339_utc(cx.queue.now.wall));
                 if state.feldera_incarnation.is_none() {
                     state.feldera_incarnation = cx.run.feldera.incarnation.clone();
                 }
-                cx.ctx.push(Command::WriteState {
+                cx.queue.push(Command::WriteState {
                     path: cx.env.state_path.clone(),
                     contents: Bytes::from(state.encode()),
                 });
@@ -667,7 +667,7 @@ impl Starting {
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
-        self.repl.closed(cx.ctx, error, "replication connection")
+        self.repl.closed(cx.queue, error, "replication connection")
     }
 }
 
@@ -710,7 +710,7 @@ fn warn_unless_running(cx: &mut Cx<'_>, info: &PipelineInfo) {
         return;
     }
     cx.run.feldera.status_warned = Some(status.to_owned());
-    cx.ctx.log(
+    cx.queue.log(
         Level::Warn,
         format!(
             "Feldera pipeline {pipeline} is {status}, not Running: its ingress may refuse or hold input \
@@ -727,7 +727,7 @@ impl Starting {
         certificate: Option<&[u8]>,
     ) {
         if conn == self.repl.id {
-            self.repl.on_tls_ready(cx.ctx, certificate);
+            self.repl.on_tls_ready(cx.queue, certificate);
         }
     }
 
@@ -753,7 +753,10 @@ impl Starting {
             PipelineOutcome::Ready(info) => {
                 self.know_pipeline(cx, info.fault_tolerance);
                 warn_unless_running(cx, &info);
-                if let Err(error) = self.startup.on_schema(cx.ctx, &mut self.repl, info.schema) {
+                if let Err(error) = self
+                    .startup
+                    .on_schema(cx.queue, &mut self.repl, info.schema)
+                {
                     return Next::Fail(error.into());
                 }
                 return match self.decide(cx) {
@@ -794,7 +797,7 @@ impl Starting {
     fn ask_pipelines(&mut self, cx: &mut Cx<'_>, refusal: String) -> Next {
         if self.not_found.is_none() {
             let id = cx
-                .ctx
+                .queue
                 .http(cx.env.endpoint.list_pipelines(super::sink::POLL_TIMEOUT_MS));
             self.not_found = Some((id, refusal));
         }
@@ -863,7 +866,7 @@ impl Starting {
                 ),
             ),
         };
-        cx.ctx.log(level, line);
+        cx.queue.log(level, line);
     }
 
     /// The pipeline's incarnation (`GET .../stats`).
@@ -900,7 +903,7 @@ impl Starting {
     }
 
     /// Ends the phase's connection.
-    pub(crate) fn close(mut self, ctx: &mut super::ctx::Ctx) {
-        self.repl.close(ctx);
+    pub(crate) fn close(mut self, queue: &mut super::queue::Queue) {
+        self.repl.close(queue);
     }
 }

@@ -15,8 +15,8 @@
 //! asked, so every problem is found in one run and nothing is ever created
 //! (`startup_survey.rs`).
 
-use super::ctx::Ctx;
 use super::pg::PgLink;
+use super::queue::Queue;
 use crate::catalog::checks::{self, StartupRefusal};
 use crate::catalog::questions::{
     self, CatalogError, Partition, PublishedTable, QualifiedName, Row, SlotInfo,
@@ -306,10 +306,10 @@ impl Startup {
     }
 
     /// Survey: a warning is a finding; a start logs it.
-    fn warned(&mut self, ctx: &mut Ctx, item: &str, warning: String) {
+    fn warned(&mut self, queue: &mut Queue, item: &str, warning: String) {
         match self.survey.as_mut() {
             Some(findings) => findings.push(Line::warn(item, warning)),
-            None => ctx.log(crate::io::Level::Warn, warning),
+            None => queue.log(crate::io::Level::Warn, warning),
         }
     }
 
@@ -352,7 +352,7 @@ impl Startup {
     /// question.
     pub(crate) fn on_ready(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
     ) -> Result<(), StartupError> {
         let reported = |name: &str| link.parameter(name).unwrap_or("").to_owned();
@@ -385,13 +385,18 @@ impl Startup {
                 (Err(refusal), false) => return Err(refusal.into()),
             }
         }
-        self.ask(ctx, link, questions::IDENTIFY_SYSTEM.to_owned())
+        self.ask(queue, link, questions::IDENTIFY_SYSTEM.to_owned())
     }
 
-    fn ask(&mut self, ctx: &mut Ctx, link: &mut PgLink, sql: String) -> Result<(), StartupError> {
+    fn ask(
+        &mut self,
+        queue: &mut Queue,
+        link: &mut PgLink,
+        sql: String,
+    ) -> Result<(), StartupError> {
         self.rows.clear();
         self.query_error = None;
-        link.query(ctx, &sql).map_err(StartupError::Refused)
+        link.query(queue, &sql).map_err(StartupError::Refused)
     }
 
     pub(crate) fn on_row(&mut self, row: &DataRow) -> Result<(), StartupError> {
@@ -407,14 +412,14 @@ impl Startup {
     /// goes on without the mappings.
     pub(crate) fn without_schema(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
     ) -> Result<(), StartupError> {
         self.schema_unavailable = true;
         if self.step == Step::AwaitSchema {
             self.step = Step::Slot;
             self.ask(
-                ctx,
+                queue,
                 link,
                 questions::slot_query(&self.slot).ok_or_else(nul)?,
             )?;
@@ -425,16 +430,16 @@ impl Startup {
     /// Feldera's schema arrived.
     pub(crate) fn on_schema(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
         schema: Schema,
     ) -> Result<(), StartupError> {
         self.schema = Some(schema);
         if self.step == Step::AwaitSchema {
-            self.plan_mappings(ctx)?;
+            self.plan_mappings(queue)?;
             self.step = Step::Slot;
             self.ask(
-                ctx,
+                queue,
                 link,
                 questions::slot_query(&self.slot).ok_or_else(nul)?,
             )?;
@@ -446,17 +451,17 @@ impl Startup {
     /// A survey notes a refusal and asks the next question anyway.
     pub(crate) fn on_query_done(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
     ) -> Result<Answer, StartupError> {
         let step = self.step;
-        match self.answer(ctx, link) {
-            Err(error) if self.survey.is_some() => self.survey_past(ctx, link, step, error),
+        match self.answer(queue, link) {
+            Err(error) if self.survey.is_some() => self.survey_past(queue, link, step, error),
             answer => answer,
         }
     }
 
-    fn answer(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<Answer, StartupError> {
+    fn answer(&mut self, queue: &mut Queue, link: &mut PgLink) -> Result<Answer, StartupError> {
         if let Some(error) = self.query_error.take() {
             if self.step == Step::CreateTemporarySlot && error.contains(" 42710:") {
                 // Held by this process's earlier connection, whose walsender the server
@@ -484,7 +489,7 @@ impl Startup {
         match self.step {
             Step::Identify => {
                 let identity = questions::parse_identify_system(&rows)?;
-                ctx.log(
+                queue.log(
                     crate::io::Level::Debug,
                     format!(
                         "IDENTIFY_SYSTEM system={} timeline={} xlogpos={}",
@@ -493,7 +498,7 @@ impl Startup {
                 );
                 self.system_id = identity.system_id;
                 self.step = Step::WalSenderTimeout;
-                self.ask(ctx, link, "SHOW wal_sender_timeout".to_owned())?;
+                self.ask(queue, link, "SHOW wal_sender_timeout".to_owned())?;
                 Ok(Answer::Asked)
             }
             Step::WalSenderTimeout => {
@@ -506,7 +511,7 @@ impl Startup {
                 })?;
                 self.step = Step::Publication;
                 self.ask(
-                    ctx,
+                    queue,
                     link,
                     questions::publication_query(&self.publication).ok_or_else(nul)?,
                 )?;
@@ -521,13 +526,13 @@ impl Startup {
                     format!("{} exists", self.publication),
                 ));
                 for warning in warnings {
-                    self.warned(ctx, "publication", warning);
+                    self.warned(queue, "publication", warning);
                 }
                 self.truncate_published = publication.truncates;
                 self.via_root = publication.via_root;
                 self.step = Step::PublishedTables;
                 self.ask(
-                    ctx,
+                    queue,
                     link,
                     questions::published_tables_query(&self.publication).ok_or_else(nul)?,
                 )?;
@@ -547,7 +552,7 @@ impl Startup {
                         ),
                     ));
                 }
-                self.ask_relation(ctx, link, 0)?;
+                self.ask_relation(queue, link, 0)?;
                 Ok(Answer::Asked)
             }
             Step::Relation(index) => {
@@ -568,12 +573,12 @@ impl Startup {
                     self.partitions.resize(index + 1, Vec::new());
                 }
                 self.partitions[index] = partitions;
-                self.ask_relation(ctx, link, index + 1)?;
+                self.ask_relation(queue, link, index + 1)?;
                 Ok(Answer::Asked)
             }
             Step::Types => {
                 self.types = parse_types(&rows)?;
-                self.after_columns(ctx, link)?;
+                self.after_columns(queue, link)?;
                 Ok(Answer::Asked)
             }
             Step::Slot => {
@@ -611,7 +616,7 @@ impl Startup {
                 Ok(Answer::SlotRead)
             }
             Step::DropSlot => {
-                ctx.log(
+                queue.log(
                     crate::io::Level::Info,
                     format!("dropped replication slot {}", self.slot),
                 );
@@ -652,22 +657,26 @@ impl Startup {
 
     fn ask_relation(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
         index: usize,
     ) -> Result<(), StartupError> {
         if let Some(name) = self.route_table(index) {
             self.step = Step::Relation(index);
-            return self.ask(ctx, link, questions::relation_query(&name).ok_or_else(nul)?);
+            return self.ask(
+                queue,
+                link,
+                questions::relation_query(&name).ok_or_else(nul)?,
+            );
         }
         self.partitions.resize(self.routes.len(), Vec::new());
-        self.note_partition_publishing(ctx);
+        self.note_partition_publishing(queue);
         let unknown = self.unknown_types();
         if unknown.is_empty() {
-            return self.after_columns(ctx, link);
+            return self.after_columns(queue, link);
         }
         self.step = Step::Types;
-        self.ask(ctx, link, types_query(&unknown))
+        self.ask(queue, link, types_query(&unknown))
     }
 
     /// The routed columns' types that are not builtin, each once, in OID order.
@@ -683,17 +692,17 @@ impl Startup {
 
     /// Every column and its types are known: plan the mappings once Feldera's schema is
     /// here, then read the slot.
-    fn after_columns(&mut self, ctx: &mut Ctx, link: &mut PgLink) -> Result<(), StartupError> {
+    fn after_columns(&mut self, queue: &mut Queue, link: &mut PgLink) -> Result<(), StartupError> {
         if self.schema.is_none() && !self.schema_unavailable {
             self.step = Step::AwaitSchema;
             return Ok(());
         }
         if !self.schema_unavailable {
-            self.plan_mappings(ctx)?;
+            self.plan_mappings(queue)?;
         }
         self.step = Step::Slot;
         self.ask(
-            ctx,
+            queue,
             link,
             questions::slot_query(&self.slot).ok_or_else(nul)?,
         )
@@ -709,7 +718,7 @@ impl Startup {
 
     /// What the publication's `publish_via_partition_root` means for the routed tables: a
     /// line of `check`, and of a start's log when a routed table is partitioned.
-    fn note_partition_publishing(&mut self, ctx: &mut Ctx) {
+    fn note_partition_publishing(&mut self, queue: &mut Queue) {
         if self.survey.is_some() && !self.publication_found {
             return;
         }
@@ -723,12 +732,12 @@ impl Startup {
         let line = checks::partition_publishing(&self.publication, self.via_root, &partitioned);
         match self.survey.as_mut() {
             Some(findings) => findings.push(Line::ok("partitions", line)),
-            None if !partitioned.is_empty() => ctx.log(crate::io::Level::Info, line),
+            None if !partitioned.is_empty() => queue.log(crate::io::Level::Info, line),
             None => {}
         }
     }
 
-    fn plan_mappings(&mut self, ctx: &mut Ctx) -> Result<(), StartupError> {
+    fn plan_mappings(&mut self, queue: &mut Queue) -> Result<(), StartupError> {
         if self.survey.is_some() {
             self.survey_mappings();
             return Ok(());
@@ -745,7 +754,7 @@ impl Startup {
             self.require_primary_key,
         )?;
         for warning in &planned.warnings {
-            ctx.log(crate::io::Level::Warn, warning.clone());
+            queue.log(crate::io::Level::Warn, warning.clone());
         }
         if !self.via_root {
             checks::plan_partitions(
@@ -772,50 +781,50 @@ impl Startup {
     /// `START_REPLICATION` from the slot's position.
     pub(crate) fn start_replication(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
     ) -> Result<(), StartupError> {
         self.step = Step::StartReplication;
         let command =
             questions::start_replication_command(&self.slot, &self.publication).ok_or_else(nul)?;
-        self.ask(ctx, link, command)
+        self.ask(queue, link, command)
     }
 
     /// `DROP_REPLICATION_SLOT` (the slot is not in use: checked when it was read).
     pub(crate) fn drop_slot(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
     ) -> Result<(), StartupError> {
         self.step = Step::DropSlot;
         let command = questions::drop_slot_command(&self.slot).ok_or_else(nul)?;
-        self.ask(ctx, link, command)
+        self.ask(queue, link, command)
     }
 
     /// `CREATE_REPLICATION_SLOT`, exporting a snapshot or not (`SNAPSHOT 'nothing'`).
     pub(crate) fn create_slot(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
         export: bool,
     ) -> Result<(), StartupError> {
         self.step = Step::CreateSlot;
         let command = questions::create_slot_command_with(&self.slot, export, self.failover)
             .ok_or_else(nul)?;
-        self.ask(ctx, link, command)
+        self.ask(queue, link, command)
     }
 
     /// `CREATE_REPLICATION_SLOT <slot>_add TEMPORARY ... (SNAPSHOT 'export')`: a snapshot
     /// for routes added since the copy, taken without touching the slot streamed from.
     pub(crate) fn create_temporary_slot(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
     ) -> Result<(), StartupError> {
         self.step = Step::CreateTemporarySlot;
         let name = questions::temporary_slot_name(&self.slot);
         let command = questions::create_temporary_slot_command(&name).ok_or_else(nul)?;
-        self.ask(ctx, link, command)
+        self.ask(queue, link, command)
     }
 
     /// `START_REPLICATION` answered with CopyBoth: the stream is open.

@@ -8,7 +8,7 @@ impl Startup {
     /// Survey: `error` refused the answer to `step`; note it and ask what comes next.
     pub(super) fn survey_past(
         &mut self,
-        ctx: &mut Ctx,
+        queue: &mut Queue,
         link: &mut PgLink,
         step: Step,
         error: StartupError,
@@ -59,15 +59,15 @@ impl Startup {
                 Step::PublishedTables,
             ),
             Step::PublishedTables => {
-                self.ask_relation(ctx, link, 0)?;
+                self.ask_relation(queue, link, 0)?;
                 return Ok(Answer::Asked);
             }
             Step::Relation(index) => {
-                self.ask_relation(ctx, link, index + 1)?;
+                self.ask_relation(queue, link, index + 1)?;
                 return Ok(Answer::Asked);
             }
             Step::Types => {
-                self.after_columns(ctx, link)?;
+                self.after_columns(queue, link)?;
                 return Ok(Answer::Asked);
             }
             _ => {
@@ -76,7 +76,7 @@ impl Startup {
             }
         };
         self.step = next.1;
-        self.ask(ctx, link, next.0)?;
+        self.ask(queue, link, next.0)?;
         Ok(Answer::Asked)
     }
 

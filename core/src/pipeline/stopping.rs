@@ -7,9 +7,9 @@
 //!
 //! Owns the streaming session while it drains, and the control connection.
 
-use super::ctx::Ctx;
 use super::durability::News;
 use super::pg::{LinkClosed, PgLink};
+use super::queue::Queue;
 use super::streaming::Streaming;
 use super::{Cx, Next};
 use crate::ack::BatchSeq;
@@ -49,11 +49,11 @@ pub(crate) struct Stopping {
 impl Stopping {
     /// The operator asked to stop while streaming.
     pub(crate) fn begin(cx: &mut Cx<'_>, mut streaming: Streaming) -> (Stopping, Next) {
-        cx.ctx.log(
+        cx.queue.log(
             Level::Info,
             "stopping: no more reading; sending what is buffered",
         );
-        streaming.start_draining(cx.ctx);
+        streaming.start_draining(cx.queue);
         let mut stopping = Stopping {
             streaming,
             confirm: None,
@@ -74,11 +74,11 @@ impl Stopping {
     }
 
     /// Closes both connections; returns the last batch number used.
-    pub(crate) fn close(self, ctx: &mut Ctx) -> BatchSeq {
+    pub(crate) fn close(self, queue: &mut Queue) -> BatchSeq {
         if let Some(mut confirm) = self.confirm {
-            confirm.control.close(ctx);
+            confirm.control.close(queue);
         }
-        self.streaming.close(ctx)
+        self.streaming.close(queue)
     }
 
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
@@ -109,7 +109,7 @@ impl Stopping {
             cx.run.feldera.checkpoint_wanted = true;
             if !self.checkpoint_asked {
                 self.checkpoint_asked = true;
-                cx.ctx.log(
+                cx.queue.log(
                     Level::Info,
                     format!(
                         "stopping: waiting for a Feldera checkpoint to hold everything complete up to {}",
@@ -130,7 +130,7 @@ impl Stopping {
         if target <= already || config.shutdown_confirm_ms == 0 {
             return Next::Stopped(format!("stopped at {target}"));
         }
-        let control = match PgLink::open(cx.ctx, &config.pg, false, "slotline-confirm") {
+        let control = match PgLink::open(cx.queue, &config.pg, false, "slotline-confirm") {
             Ok(link) => link,
             Err(e) => return Next::Stopped(format!("stopped at {target}, unconfirmed: {e}")),
         };
@@ -182,7 +182,7 @@ impl Stopping {
 
     pub(crate) fn on_pg_connected(&mut self, cx: &mut Cx<'_>, conn: ConnId) -> Next {
         if let Some(confirm) = self.confirm.as_mut().filter(|c| c.control.id == conn) {
-            confirm.control.on_connected(cx.ctx);
+            confirm.control.on_connected(cx.queue);
         }
         Next::Stay
     }
@@ -199,7 +199,7 @@ impl Stopping {
         let Some(confirm) = self.confirm.as_mut().filter(|c| c.control.id == conn) else {
             return Next::Stay;
         };
-        let why = match confirm.control.on_closed(cx.ctx, error) {
+        let why = match confirm.control.on_closed(cx.queue, error) {
             LinkClosed::Retrying => return Next::Stay,
             LinkClosed::Lost(why) | LinkClosed::Fatal(why) => why,
         };
@@ -216,7 +216,7 @@ impl Stopping {
         certificate: Option<&[u8]>,
     ) {
         if let Some(confirm) = self.confirm.as_mut().filter(|c| c.control.id == conn) {
-            confirm.control.on_tls_ready(cx.ctx, certificate);
+            confirm.control.on_tls_ready(cx.queue, certificate);
         }
     }
 
@@ -231,7 +231,7 @@ impl Stopping {
         let Some(confirm) = self.confirm.as_mut() else {
             return Next::Stay;
         };
-        for event in confirm.control.on_bytes(cx.ctx, bytes) {
+        for event in confirm.control.on_bytes(cx.queue, bytes) {
             let next = match event {
                 Event::Ready => self.ask_slot(cx),
                 Event::DataRow(row) => {
@@ -266,7 +266,7 @@ impl Stopping {
         confirm.rows.clear();
         confirm.query_at = None;
         if let Some(sql) = questions::slot_query(&cx.env.config.slot) {
-            let _ = confirm.control.query(cx.ctx, &sql);
+            let _ = confirm.control.query(cx.queue, &sql);
         }
         Next::Stay
     }
@@ -305,7 +305,7 @@ impl Stopping {
                 .last_seen
                 .map_or("nothing".to_owned(), |l| l.to_string());
             let target = confirm.target;
-            cx.ctx.log(
+            cx.queue.log(
                 Level::Warn,
                 format!("the slot did not show {target} within SHUTDOWN_CONFIRM_MS (last seen {seen}); a restart may replay from there"),
             );

@@ -30,11 +30,11 @@ mod skipping;
 
 pub(crate) use skipping::Skips;
 
-use super::ctx::Ctx;
 use super::durability::News;
 use super::feldera_txn::{FelderaTxn, TxnStep};
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
+use super::queue::Queue;
 use super::sink::{Sink, SinkOutcome};
 use super::starting::StreamStart;
 use super::{Cx, Next};
@@ -131,7 +131,7 @@ impl Streaming {
     pub(crate) fn start(cx: &mut Cx<'_>, repl: PgLink, start: StreamStart) -> (Streaming, Next) {
         let ready = start.ready;
         if let Some(earlier) = cx.run.ack.start_from_slot(ready.slot_confirmed) {
-            cx.ctx.log(
+            cx.queue.log(
                 Level::Warn,
                 format!(
                     "slot {} starts at {}, behind the position {earlier} an earlier session acknowledged \
@@ -141,7 +141,7 @@ impl Streaming {
             );
         }
         let status = StatusSchedule::new(cx.now(), ready.wal_sender_timeout_ms);
-        cx.ctx.log(
+        cx.queue.log(
             Level::Info,
             format!(
                 "streaming from slot {} (confirmed {}); status every {} ms",
@@ -233,7 +233,7 @@ impl Streaming {
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
-        self.sink.resume(cx.ctx, &cx.env.endpoint);
+        self.sink.resume(cx.queue, &cx.env.endpoint);
         self.start_waiting(cx);
     }
 
@@ -242,7 +242,7 @@ impl Streaming {
         if *news != News::Saved || self.reported == Some(cx.run.ack.flush()) {
             return Next::Stay;
         }
-        cx.run.progress.on_progress(cx.ctx.now.mono);
+        cx.run.progress.on_progress(cx.queue.now.mono);
         match self.send_status(cx) {
             Ok(()) => Next::Stay,
             Err(next) => next,
@@ -278,32 +278,35 @@ impl Streaming {
     }
 
     /// Closes the replication connection; returns the last batch number used.
-    pub(crate) fn close(mut self, ctx: &mut Ctx) -> BatchSeq {
-        self.repl.close(ctx);
+    pub(crate) fn close(mut self, queue: &mut Queue) -> BatchSeq {
+        self.repl.close(queue);
         self.outbox.last_cut_seq()
     }
 
     // ---- input ----
 
     pub(crate) fn on_pg_bytes(&mut self, cx: &mut Cx<'_>, bytes: &[u8]) -> Next {
-        let events = self.repl.on_bytes(cx.ctx, bytes);
+        let events = self.repl.on_bytes(cx.queue, bytes);
         self.backlog.extend(events);
         let step = self.pump(cx);
         self.after(cx, step)
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
-        self.repl.closed(cx.ctx, error, "replication connection")
+        self.repl.closed(cx.queue, error, "replication connection")
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
         let now = cx.now();
         if let Some(txn) = self.txn.as_mut().filter(|t| t.owns(id)) {
-            let step = txn.on_http(cx.ctx, &cx.env.endpoint, now, id, reply);
+            let step = txn.on_http(cx.queue, &cx.env.endpoint, now, id, reply);
             let step = self.on_txn_step(cx, step);
             return self.after(cx, step);
         }
-        let step = match self.sink.on_reply(cx.ctx, &cx.env.endpoint, now, id, reply) {
+        let step = match self
+            .sink
+            .on_reply(cx.queue, &cx.env.endpoint, now, id, reply)
+        {
             Some((seq, outcome)) => self
                 .on_sink_outcome(cx, seq, outcome)
                 .and_then(|()| self.drain_ready(cx)),
@@ -323,7 +326,7 @@ impl Streaming {
     /// The end of handling an input: a stop's note about a transaction it leaves open.
     fn after(&mut self, cx: &mut Cx<'_>, step: Step) -> Next {
         if step.is_ok() {
-            self.note_left_open(cx.ctx);
+            self.note_left_open(cx.queue);
         }
         next_of(step)
     }
@@ -336,7 +339,7 @@ impl Streaming {
             | TimerKind::CompletionTimeout
             | TimerKind::SlowCompletionLog => {
                 let now = cx.now();
-                let sink = match self.sink.on_timer(cx.ctx, &cx.env.endpoint, now) {
+                let sink = match self.sink.on_timer(cx.queue, &cx.env.endpoint, now) {
                     Some((seq, outcome)) => self
                         .on_sink_outcome(cx, seq, outcome)
                         .and_then(|()| self.drain_ready(cx)),
@@ -344,7 +347,7 @@ impl Streaming {
                 };
                 sink.and_then(|()| match self.txn.as_mut() {
                     Some(txn) => {
-                        let step = txn.on_timer(cx.ctx, &cx.env.endpoint, now);
+                        let step = txn.on_timer(cx.queue, &cx.env.endpoint, now);
                         self.on_txn_step(cx, step)
                     }
                     None => Ok(()),
@@ -383,14 +386,14 @@ impl Streaming {
             if self.blocked(cx) {
                 if !self.backlog.is_empty() && !self.paused {
                     self.paused = true;
-                    self.repl.pause_read(cx.ctx);
+                    self.repl.pause_read(cx.queue);
                 }
                 return Ok(());
             }
             let Some(event) = self.backlog.pop_front() else {
                 if self.paused {
                     self.paused = false;
-                    self.repl.resume_read(cx.ctx);
+                    self.repl.resume_read(cx.queue);
                 }
                 return Ok(());
             };
@@ -407,7 +410,7 @@ impl Streaming {
                 "the server ended the replication stream",
             ),
             Event::Notice(notice) => {
-                cx.ctx.log(Level::Info, format!("PostgreSQL: {notice}"));
+                cx.queue.log(Level::Info, format!("PostgreSQL: {notice}"));
                 Ok(())
             }
             Event::Failed(error) => Err(Next::Fail(conn_failure(error))),
@@ -424,7 +427,7 @@ impl Streaming {
         }
         let before = ack.complete();
         if let Some(advance) = ack.on_keepalive(keepalive.wal_end, idle) {
-            cx.run.progress.on_progress(cx.ctx.now.mono);
+            cx.run.progress.on_progress(cx.queue.now.mono);
             note_advance(cx, before, advance);
             self.send_status(cx)
         } else if keepalive.reply_requested {
@@ -450,7 +453,7 @@ impl Streaming {
             Message::Begin(begin) => {
                 self.skipping = self.skips.copied_before(begin.final_lsn);
                 if !self.skipping.is_empty() {
-                    cx.ctx.note(
+                    cx.queue.note(
                         Level::Debug,
                         Topic::General,
                         format!(
@@ -508,7 +511,7 @@ impl Streaming {
         self.in_source_tx = false;
         let before = cx.run.ack.complete();
         if let Some(advance) = cx.run.ack.on_commit(end_lsn, self.outbox.seq_for_commit()) {
-            cx.run.progress.on_progress(cx.ctx.now.mono);
+            cx.run.progress.on_progress(cx.queue.now.mono);
             note_advance(cx, before, advance);
             self.send_status(cx)?;
         }
@@ -531,7 +534,7 @@ impl Streaming {
         if let Some((batch, ends_inside)) = self.waiting.as_mut() {
             if *ends_inside {
                 *ends_inside = false;
-                cx.ctx.note(
+                cx.queue.note(
                     Level::Debug,
                     Topic::Batch,
                     format!("#{} ends at a source commit after all", batch.seq),
@@ -541,12 +544,12 @@ impl Streaming {
         }
         let now = cx.now();
         if let Some(txn) = self.txn.as_mut().filter(|t| t.is_open()) {
-            cx.ctx.note(
+            cx.queue.note(
                 Level::Debug,
                 Topic::Batch,
                 "the Feldera transaction closes: its last batch ended right before this source commit",
             );
-            txn.close(cx.ctx, &cx.env.endpoint, now);
+            txn.close(cx.queue, &cx.env.endpoint, now);
         }
     }
 
@@ -622,7 +625,7 @@ impl Streaming {
             return Ok(());
         };
         self.cut_at_commit = false;
-        cx.ctx.note(
+        cx.queue.note(
             Level::Debug,
             Topic::Batch,
             format!(
@@ -662,7 +665,7 @@ impl Streaming {
         } else {
             return self.send(cx, batch);
         };
-        cx.ctx.note(
+        cx.queue.note(
             Level::Debug,
             Topic::Batch,
             format!("#{} waits for a Feldera transaction: {why}", batch.seq),
@@ -673,7 +676,7 @@ impl Streaming {
 
     fn send(&mut self, cx: &mut Cx<'_>, batch: Batch) {
         let tables: Vec<Name> = self.tables.iter().map(|t| t.name.clone()).collect();
-        self.sink.send(cx.ctx, &cx.env.endpoint, &tables, batch);
+        self.sink.send(cx.queue, &cx.env.endpoint, &tables, batch);
     }
 
     /// Sends a batch into the open Feldera transaction; one that ends at a source commit
@@ -691,14 +694,14 @@ impl Streaming {
             } else {
                 "it ends at a source commit"
             };
-            cx.ctx.note(
+            cx.queue.note(
                 Level::Debug,
                 Topic::Batch,
                 format!("#{seq} closes the Feldera transaction: {why}"),
             );
             let now = cx.now();
             if let Some(txn) = self.txn.as_mut() {
-                txn.close(cx.ctx, &cx.env.endpoint, now);
+                txn.close(cx.queue, &cx.env.endpoint, now);
             }
         }
     }
@@ -712,9 +715,9 @@ impl Streaming {
         if self.waiting.is_some()
             && txn.is_idle()
             && self.sink.is_idle()
-            && cx.ctx.may_start_transaction()
+            && cx.queue.may_start_transaction()
         {
-            txn.begin(cx.ctx, &cx.env.endpoint);
+            txn.begin(cx.queue, &cx.env.endpoint);
         }
     }
 
@@ -744,7 +747,7 @@ impl Streaming {
                     let tokens = self.sink.take_accepted(seq).map(|(_, t)| t);
                     let now = cx.now();
                     if let (Some(txn), Some(tokens)) = (self.txn.as_mut(), tokens) {
-                        txn.accepted(cx.ctx, &cx.env.endpoint, now, seq, tokens);
+                        txn.accepted(cx.queue, &cx.env.endpoint, now, seq, tokens);
                     }
                     return self.flush_more(cx);
                 }
@@ -756,7 +759,7 @@ impl Streaming {
                 }
                 let (now, timeout_ms) = (cx.now(), cx.env.config.completion_timeout_ms);
                 self.sink
-                    .await_completion(cx.ctx, &cx.env.endpoint, seq, now, timeout_ms);
+                    .await_completion(cx.queue, &cx.env.endpoint, seq, now, timeout_ms);
                 Ok(())
             }
             SinkOutcome::Complete => {
@@ -775,11 +778,11 @@ impl Streaming {
         let Some(batch) = self.sink.take(seq) else {
             return Ok(());
         };
-        cx.run.write_durable(cx.ctx.now.mono);
+        cx.run.write_durable(cx.queue.now.mono);
         cx.run
             .report
             .on_batch_durable(batch.completion_wait_us(cx.now()));
-        cx.ctx.note(
+        cx.queue.note(
             Level::Debug,
             Topic::Batch,
             format!("#{} durable ({} rows)", batch.seq, batch.rows()),
@@ -793,8 +796,8 @@ impl Streaming {
         if cx.crash_at(CrashPoint::AfterComplete) {
             return Err(Next::Crash(CrashPoint::AfterComplete));
         }
-        cx.run.write_durable(cx.ctx.now.mono);
-        cx.ctx.note(
+        cx.run.write_durable(cx.queue.now.mono);
+        cx.queue.note(
             Level::Debug,
             Topic::Batch,
             if first == last {
@@ -841,7 +844,7 @@ impl Streaming {
     /// Sends a standby status update: flush = the last durable commit's end, write = what
     /// was read (never behind flush).
     pub(crate) fn send_status(&mut self, cx: &mut Cx<'_>) -> Step {
-        let now = cx.ctx.now;
+        let now = cx.queue.now;
         let flush = cx.run.ack.flush();
         let update = StatusUpdate {
             write: cx.run.ack.received().max(flush),
@@ -852,7 +855,7 @@ impl Streaming {
         };
         self.status.sent(now.mono);
         self.reported = Some(flush);
-        match self.repl.send_status(cx.ctx, update) {
+        match self.repl.send_status(cx.queue, update) {
             Ok(()) => Ok(()),
             Err(e) => fail(
                 FailureKind::PgUnreachable,
@@ -864,10 +867,10 @@ impl Streaming {
     // ---- draining (graceful stop) ----
 
     /// Stops reading for good: from now on only what is buffered goes out.
-    pub(crate) fn start_draining(&mut self, ctx: &mut Ctx) {
+    pub(crate) fn start_draining(&mut self, queue: &mut Queue) {
         self.draining = true;
-        self.repl.pause_read(ctx);
-        self.note_left_open(ctx);
+        self.repl.pause_read(queue);
+        self.note_left_open(queue);
     }
 
     /// Nothing more will become durable in this session: nothing in flight and nothing
@@ -892,13 +895,13 @@ impl Streaming {
             && (txn.is_open() || (txn.is_idle() && self.in_source_tx))
     }
 
-    fn note_left_open(&mut self, ctx: &mut Ctx) {
+    fn note_left_open(&mut self, queue: &mut Queue) {
         if self.left_open_noted || !self.stop_leaves_rest() {
             return;
         }
         self.left_open_noted = true;
         match self.txn.as_ref().filter(|t| t.is_open()) {
-            Some(txn) => ctx.log(
+            Some(txn) => queue.log(
                 Level::Warn,
                 format!(
                     "stopping inside a source transaction: {} stays open, unacknowledged; the next start continues it and commits it \
@@ -906,7 +909,7 @@ impl Streaming {
                     txn.describe()
                 ),
             ),
-            None => ctx.note(
+            None => queue.note(
                 Level::Debug,
                 Topic::Batch,
                 "stopping inside a source transaction: its buffered rows are not sent; the next start replays them",
@@ -921,14 +924,14 @@ impl Streaming {
         if self.held && self.outbox.is_empty() && self.txn.as_ref().is_some_and(FelderaTxn::is_open)
         {
             // Everything before the TRUNCATE is in the open transaction: commit it.
-            cx.ctx.note(
+            cx.queue.note(
                 Level::Debug,
                 Topic::Batch,
                 "the Feldera transaction closes: a TRUNCATE needs what came before it committed",
             );
             let now = cx.now();
             if let Some(txn) = self.txn.as_mut() {
-                txn.close(cx.ctx, &cx.env.endpoint, now);
+                txn.close(cx.queue, &cx.env.endpoint, now);
             }
             return Next::Stay;
         }
@@ -961,5 +964,5 @@ fn note_advance(cx: &mut Cx<'_>, before: Lsn, advance: Advance) {
     } else {
         format!("flush {before} -> {flush}: {why}")
     };
-    cx.ctx.note(Level::Debug, Topic::Ack, line);
+    cx.queue.note(Level::Debug, Topic::Ack, line);
 }

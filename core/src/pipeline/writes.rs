@@ -17,14 +17,14 @@
 //! Reading a table has the same hazard: a retraction that reads a table's keys (or counts
 //! its rows) while such a request still uploads would miss the rows that land afterwards,
 //! delete too little, and acknowledge a TRUNCATE whose table is not empty. So a query of a
-//! table's data waits the same way ([`Ctx::push_table_query`]): it is parked here and sent
+//! table's data waits the same way ([`Queue::push_table_query`]): it is parked here and sent
 //! when the last such request to its table ends.
 //!
 //! Feldera's transaction requests have the same hazard, pipeline-wide: a `commit_transaction`
 //! of an ended session that Feldera handles late would commit the transaction the next
 //! session adopted, half of its source transaction visible at once; a late
 //! `start_transaction` would open one nobody commits. So those requests are in the ledger
-//! too ([`Ctx::push_txn_control`]), and a session starts or settles no transaction while one
+//! too ([`Queue::push_txn_control`]), and a session starts or settles no transaction while one
 //! of an earlier session is still out ([`Writes::control_blocks`]); each ends within its own
 //! timeout.
 //!
@@ -43,7 +43,7 @@
 //! Owns: the ledger, the parked queries and the lingering tables with their probe. Never
 //! decides what a request means for a batch (see `sink`).
 
-use super::ctx::Ctx;
+use super::queue::Queue;
 use crate::feldera::{FelderaEndpoint, HttpRequest, Reply};
 use crate::io::{Command, HttpId, Level, Topic};
 use crate::time::Mono;
@@ -253,7 +253,7 @@ impl Writes {
     }
 }
 
-impl Ctx {
+impl Queue {
     /// Sends a query of the data of the table at `segment`, or parks it while an ingress
     /// request of an earlier session to that table is still out (see the module docs).
     pub(crate) fn push_table_query(

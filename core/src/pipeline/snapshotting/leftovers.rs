@@ -57,7 +57,7 @@ impl Snapshotting {
         }
         self.retraction_decided = true;
         if !jobs.is_empty() {
-            cx.ctx.note(
+            cx.queue.note(
                 Level::Info,
                 Topic::Retract,
                 format!(
@@ -97,7 +97,7 @@ impl Snapshotting {
             Retracted::Waiting => Ok(()),
             Retracted::AskPg(sql) => self.send(cx, 0, WorkerStage::Checking, &sql),
             Retracted::Done => {
-                cx.ctx
+                cx.queue
                     .note(Level::Info, Topic::Retract, "leftovers retracted");
                 self.next_item(cx, 0)
             }
@@ -122,7 +122,7 @@ impl Snapshotting {
                 );
             }
             cx.run.ack.on_feldera_state_relied_on();
-            cx.ctx.note(
+            cx.queue.note(
                 Level::Info,
                 Topic::Retract,
                 format!("{table}: Feldera holds exactly the {count} rows copied"),
@@ -130,7 +130,7 @@ impl Snapshotting {
             return self.maybe_finish(cx);
         }
         if count > 0 {
-            cx.ctx.note(
+            cx.queue.note(
                 Level::Warn,
                 Topic::Retract,
                 format!("Feldera table {table} already holds {count} rows before the initial copy"),

@@ -21,10 +21,10 @@
 mod leftovers;
 mod workers;
 
-use super::ctx::Ctx;
 use super::durability::News;
 use super::pg::PgLink;
 use super::policy::{Failure, FailureKind};
+use super::queue::Queue;
 use super::retraction::{ask_count, Retraction};
 use super::sink::{Sink, SinkOutcome};
 use super::starting::StreamStart;
@@ -222,7 +222,7 @@ impl Snapshotting {
                     return (phase, Next::Crash(CrashPoint::SnapshotAfterSlot));
                 }
             }
-            None => cx.ctx.note(
+            None => cx.queue.note(
                 Level::Warn,
                 Topic::Snapshot,
                 "SNAPSHOT_MODE=inconsistent: copying before the slot exists; every change committed between a table's copy and the slot's creation is lost (this mode exists to show that loss)",
@@ -283,14 +283,14 @@ impl Snapshotting {
 
     /// Closes every connection (the slot stays; the state file says `pending`, so the next
     /// start copies again).
-    pub(crate) fn close(mut self, ctx: &mut Ctx) {
+    pub(crate) fn close(mut self, queue: &mut Queue) {
         if let Some(retraction) = self.retraction.as_mut() {
-            retraction.close(ctx);
+            retraction.close(queue);
         }
         for worker in &mut self.workers {
-            worker.link.close(ctx);
+            worker.link.close(queue);
         }
-        self.repl.close(ctx);
+        self.repl.close(queue);
     }
 
     pub(crate) fn buffered_rows(&self) -> u64 {
@@ -307,7 +307,7 @@ impl Snapshotting {
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
-        self.sink.resume(cx.ctx, &cx.env.endpoint);
+        self.sink.resume(cx.queue, &cx.env.endpoint);
         if let Some(retraction) = self.retraction.as_mut() {
             retraction.resume_writes(cx);
         }
@@ -332,7 +332,7 @@ impl Snapshotting {
 
     pub(crate) fn on_pg_connected(&mut self, cx: &mut Cx<'_>, conn: ConnId) -> Next {
         if let Some(w) = self.worker_of(conn) {
-            self.workers[w].link.on_connected(cx.ctx);
+            self.workers[w].link.on_connected(cx.queue);
         }
         Next::Stay
     }
@@ -347,7 +347,7 @@ impl Snapshotting {
         let worker = &mut self.workers[w];
         worker
             .link
-            .on_bytes_into(cx.ctx, bytes, &mut worker.backlog);
+            .on_bytes_into(cx.queue, bytes, &mut worker.backlog);
         next_of(self.pump(cx).and_then(|()| self.maybe_finish(cx)))
     }
 
@@ -359,7 +359,7 @@ impl Snapshotting {
     ) -> Next {
         if conn == self.repl.id {
             return self.repl.closed(
-                cx.ctx,
+                cx.queue,
                 error,
                 "the replication connection holding the snapshot",
             );
@@ -367,7 +367,7 @@ impl Snapshotting {
         match self.worker_of(conn) {
             Some(w) if self.workers[w].stage != WorkerStage::Closed => {
                 let what = format!("snapshot connection {w}");
-                self.workers[w].link.closed(cx.ctx, error, &what)
+                self.workers[w].link.closed(cx.queue, error, &what)
             }
             _ => Next::Stay,
         }
@@ -380,7 +380,7 @@ impl Snapshotting {
         certificate: Option<&[u8]>,
     ) {
         if let Some(w) = self.worker_of(conn) {
-            self.workers[w].link.on_tls_ready(cx.ctx, certificate);
+            self.workers[w].link.on_tls_ready(cx.queue, certificate);
         }
     }
 
@@ -409,7 +409,10 @@ impl Snapshotting {
             return next_of(step.and_then(|()| self.maybe_finish(cx)));
         }
         let now = cx.now();
-        let step = match self.sink.on_reply(cx.ctx, &cx.env.endpoint, now, id, reply) {
+        let step = match self
+            .sink
+            .on_reply(cx.queue, &cx.env.endpoint, now, id, reply)
+        {
             Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
             None => Ok(()),
         };
@@ -421,7 +424,7 @@ impl Snapshotting {
             TimerKind::Linger => self.maybe_flush(cx),
             TimerKind::SnapshotProgress => {
                 if let Some(line) = self.progress.report(cx.now()) {
-                    cx.ctx.note(Level::Info, Topic::Snapshot, line);
+                    cx.queue.note(Level::Info, Topic::Snapshot, line);
                 }
                 Ok(())
             }
@@ -429,7 +432,7 @@ impl Snapshotting {
             | TimerKind::CompletionTimeout
             | TimerKind::SlowCompletionLog => {
                 let now = cx.now();
-                let copy = match self.sink.on_timer(cx.ctx, &cx.env.endpoint, now) {
+                let copy = match self.sink.on_timer(cx.queue, &cx.env.endpoint, now) {
                     Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
                     None => Ok(()),
                 };
@@ -455,7 +458,7 @@ impl Snapshotting {
                 format!("cannot record the finished snapshot in the state file: {e}"),
             ));
         }
-        cx.ctx.note(
+        cx.queue.note(
             Level::Info,
             Topic::Snapshot,
             match &self.start.added {
@@ -483,7 +486,7 @@ impl Snapshotting {
                 ));
             };
             self.stage = Stage::DroppingTemporarySlot;
-            return match self.repl.query(cx.ctx, &command) {
+            return match self.repl.query(cx.queue, &command) {
                 Ok(()) => Next::Stay,
                 Err(e) => Next::Fail(Failure::new(
                     FailureKind::PgUnreachable,
@@ -505,7 +508,7 @@ impl Snapshotting {
             );
         };
         self.stage = Stage::StartingStream;
-        self.repl.query(cx.ctx, &command).map_err(|e| {
+        self.repl.query(cx.queue, &command).map_err(|e| {
             Next::Fail(Failure::new(
                 FailureKind::PgUnreachable,
                 format!("cannot start replication: {e}"),
@@ -516,12 +519,12 @@ impl Snapshotting {
     // ---- the replication connection: idle until the end ----
 
     fn on_repl_bytes(&mut self, cx: &mut Cx<'_>, bytes: &[u8]) -> Step {
-        let mut events = self.repl.on_bytes(cx.ctx, bytes).into_iter();
+        let mut events = self.repl.on_bytes(cx.queue, bytes).into_iter();
         while let Some(event) = events.next() {
             match event {
                 Event::QueryDone { .. } if self.stage == Stage::DroppingTemporarySlot => {
                     if let Some(added) = &self.start.added {
-                        cx.ctx.log(
+                        cx.queue.log(
                             Level::Info,
                             format!(
                                 "dropped temporary replication slot {}",
@@ -565,7 +568,7 @@ impl Snapshotting {
                     }
                 }
                 Event::QueryDone { .. } if self.stage == Stage::CreatingSlot => {
-                    cx.ctx.log(
+                    cx.queue.log(
                         Level::Info,
                         format!(
                             "created replication slot {} at {} (SNAPSHOT 'nothing', after the copy)",
@@ -583,7 +586,7 @@ impl Snapshotting {
                         format!("the replication connection refused a command: {error}"),
                     )
                 }
-                Event::Notice(notice) => cx.ctx.log(Level::Info, format!("PostgreSQL: {notice}")),
+                Event::Notice(notice) => cx.queue.log(Level::Info, format!("PostgreSQL: {notice}")),
                 Event::Failed(error) => {
                     return fail(
                         FailureKind::PgUnreachable,
@@ -619,7 +622,7 @@ impl Snapshotting {
         let Some(batch) = self.outbox.cut(reason) else {
             return Ok(());
         };
-        cx.ctx.note(
+        cx.queue.note(
             Level::Debug,
             Topic::Batch,
             format!(
@@ -634,7 +637,8 @@ impl Snapshotting {
             batch.seq,
             batch.parts.iter().map(|p| (p.route, p.rows)).collect(),
         );
-        self.sink.send(cx.ctx, &cx.env.endpoint, &self.names, batch);
+        self.sink
+            .send(cx.queue, &cx.env.endpoint, &self.names, batch);
         Ok(())
     }
 
@@ -647,7 +651,7 @@ impl Snapshotting {
             SinkOutcome::Accepted => {
                 let (now, timeout_ms) = (cx.now(), cx.env.config.completion_timeout_ms);
                 self.sink
-                    .await_completion(cx.ctx, &cx.env.endpoint, seq, now, timeout_ms);
+                    .await_completion(cx.queue, &cx.env.endpoint, seq, now, timeout_ms);
                 Ok(())
             }
             SinkOutcome::Complete => self.batch_durable(cx, seq),
@@ -663,7 +667,7 @@ impl Snapshotting {
         for (route, rows) in self.batch_rows.remove(&seq).unwrap_or_default() {
             self.progress.on_durable(route, rows);
         }
-        cx.ctx.note(
+        cx.queue.note(
             Level::Debug,
             Topic::Batch,
             format!("snapshot #{} durable ({} rows)", batch.seq, batch.rows()),
@@ -715,7 +719,7 @@ impl Snapshotting {
         for route in 0..self.copied.len() {
             self.progress.on_table_done(route);
         }
-        cx.ctx.note(
+        cx.queue.note(
             Level::Info,
             Topic::Snapshot,
             self.progress.summary(cx.now()),
@@ -742,7 +746,7 @@ impl Snapshotting {
             // `complete` before one holds it could be lost with nothing left to repair it.
             self.stage = Stage::Checkpointing;
             cx.run.feldera.checkpoint_wanted = true;
-            cx.ctx.note(
+            cx.queue.note(
                 Level::Info,
                 Topic::Snapshot,
                 "copy verified; waiting for a Feldera checkpoint to hold it before recording it complete",
@@ -774,7 +778,7 @@ impl Snapshotting {
                 );
             };
             self.stage = Stage::CreatingSlot;
-            return self.repl.query(cx.ctx, &command).map_err(|e| {
+            return self.repl.query(cx.queue, &command).map_err(|e| {
                 Next::Fail(Failure::new(
                     FailureKind::PgUnreachable,
                     format!("cannot create the slot: {e}"),
@@ -804,8 +808,8 @@ impl Snapshotting {
                 }
             }
         }
-        state.updated_at = Some(rfc3339_utc(cx.ctx.now.wall));
-        cx.ctx.push(Command::WriteState {
+        state.updated_at = Some(rfc3339_utc(cx.queue.now.wall));
+        cx.queue.push(Command::WriteState {
             path: self.start.state_path.clone(),
             contents: Bytes::from(state.encode()),
         });

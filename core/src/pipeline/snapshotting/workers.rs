@@ -23,7 +23,7 @@ impl Snapshotting {
     pub(super) fn open_worker(&mut self, cx: &mut Cx<'_>) -> Step {
         let index = self.workers.len();
         let name = format!("slotline/{}/copy-{index}", cx.env.config.slot);
-        let link = PgLink::open(cx.ctx, &cx.env.config.pg, false, &name).map_err(|e| {
+        let link = PgLink::open(cx.queue, &cx.env.config.pg, false, &name).map_err(|e| {
             Next::Fail(Failure::new(
                 FailureKind::ConfigInvalid,
                 format!("cannot connect to PostgreSQL: {e}"),
@@ -67,10 +67,10 @@ impl Snapshotting {
             }
             if blocked && !worker.paused {
                 worker.paused = true;
-                worker.link.pause_read(cx.ctx);
+                worker.link.pause_read(cx.queue);
             } else if !blocked && worker.paused {
                 worker.paused = false;
-                worker.link.resume_read(cx.ctx);
+                worker.link.resume_read(cx.queue);
             }
         }
         Ok(())
@@ -91,7 +91,7 @@ impl Snapshotting {
             }
             Event::QueryDone { .. } => self.on_worker_query_done(cx, w),
             Event::Notice(notice) => {
-                cx.ctx.log(Level::Info, format!("PostgreSQL: {notice}"));
+                cx.queue.log(Level::Info, format!("PostgreSQL: {notice}"));
                 Ok(())
             }
             Event::Failed(error) => fail(
@@ -137,7 +137,7 @@ impl Snapshotting {
         worker.stage = stage;
         worker.answer.clear();
         worker.error = None;
-        worker.link.query(cx.ctx, sql).map_err(|e| {
+        worker.link.query(cx.queue, sql).map_err(|e| {
             Next::Fail(Failure::new(
                 FailureKind::PgUnreachable,
                 format!("snapshot connection {w}: {e}"),
@@ -187,7 +187,7 @@ impl Snapshotting {
             }
             WorkerStage::Committing => {
                 self.workers[w].stage = WorkerStage::Closed;
-                self.workers[w].link.close(cx.ctx);
+                self.workers[w].link.close(cx.queue);
                 Ok(())
             }
             WorkerStage::Connecting | WorkerStage::Idle | WorkerStage::Closed => Ok(()),
@@ -274,7 +274,7 @@ impl Snapshotting {
             0 => String::new(),
             n => format!(" (through {n} leaf partition(s))"),
         };
-        cx.ctx.note(
+        cx.queue.note(
             Level::Info,
             Topic::Snapshot,
             format!(

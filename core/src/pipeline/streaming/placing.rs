@@ -41,7 +41,7 @@ impl Streaming {
             (Some(route), _) => (route, false),
             (None, Some(route)) => (route, true),
             (None, None) if self.skips.is_removed(&relation.namespace, &relation.name) => {
-                cx.ctx.note(
+                cx.queue.note(
                     Level::Info,
                     Topic::General,
                     format!(
@@ -56,7 +56,7 @@ impl Streaming {
             }
             (None, None) => {
                 let name = relation.qualified_name();
-                cx.ctx.note(
+                cx.queue.note(
                     Level::Debug,
                     Topic::General,
                     format!(
@@ -100,7 +100,7 @@ impl Streaming {
         };
         let change = self.relations.apply(relation);
         if change.is_shape_change() {
-            cx.ctx.log(
+            cx.queue.log(
                 Level::Info,
                 format!(
                     "{} changed shape mid-stream; using its new columns",
@@ -118,7 +118,7 @@ impl Streaming {
         };
         self.mapped.insert(oid, (route, mapping));
         for warning in warnings {
-            cx.ctx.log(Level::Warn, warning);
+            cx.queue.log(Level::Warn, warning);
         }
         Ok(())
     }

@@ -274,16 +274,16 @@ fn the_completion_poll_learns_how_long_feldera_takes() {
     for k in 1..=6u64 {
         insert_tx(&mut s, 700 + k as u32, end(k), &[&k.to_string()]);
         accept_post(&mut s);
-        let accepted = s.pipeline().ctx.now.mono;
+        let accepted = s.pipeline().queue.now.mono;
         // Feldera completes each batch 40 ms after accepting it.
         let mut first = None;
         loop {
             let trace = s.take_trace();
             if first.is_none() && trace.contains("GET completion_status") {
-                first = Some(s.pipeline().ctx.now.mono.since(accepted) / 1000);
+                first = Some(s.pipeline().queue.now.mono.since(accepted) / 1000);
             }
             if s.waiting().iter().any(|l| l.contains("/completion_status")) {
-                let done = s.pipeline().ctx.now.mono.since(accepted) >= 40_000;
+                let done = s.pipeline().queue.now.mono.since(accepted) >= 40_000;
                 poll(&mut s, &format!("t{k}"), done);
                 if done {
                     break;

@@ -9,7 +9,7 @@ use crate::time::Now;
 use std::collections::VecDeque;
 
 #[derive(Debug, Default)]
-pub(crate) struct Ctx {
+pub(crate) struct Queue {
     commands: VecDeque<Command>,
     next_conn: u32,
     next_http: u64,
@@ -23,11 +23,11 @@ pub(crate) struct Ctx {
     pub(crate) gate: Gate,
 }
 
-impl Ctx {
-    pub(crate) fn new(now: Now) -> Ctx {
-        Ctx {
+impl Queue {
+    pub(crate) fn new(now: Now) -> Queue {
+        Queue {
             now,
-            ..Ctx::default()
+            ..Queue::default()
         }
     }
 
