@@ -38,9 +38,9 @@ pub enum TimerKind {
     FelderaWatch,
     /// Time to request a Feldera checkpoint, or to ask about the one requested.
     Checkpoint,
-    /// Time to ask whether Feldera runs again, or to let a lingering request's table go
-    /// (`pipeline::writes`).
-    Lingering,
+    /// Time to ask whether Feldera runs again, or to let a quarantined table go (a request
+    /// to it ended without the pipeline's answer: `pipeline::feldera_link::quarantine`).
+    Quarantine,
 }
 
 impl TimerKind {
@@ -59,7 +59,7 @@ impl TimerKind {
         TimerKind::OperationDeadline,
         TimerKind::FelderaWatch,
         TimerKind::Checkpoint,
-        TimerKind::Lingering,
+        TimerKind::Quarantine,
     ];
 
     fn index(self) -> usize {

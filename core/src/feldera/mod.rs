@@ -23,7 +23,10 @@ pub use query::{
     classify_transaction_token, CommitOutcome, QueryOutcome, RowStream, StartTransactionOutcome,
     StreamError, TransactionTokenOutcome,
 };
-pub use request::{redact_userinfo, EndpointError, FelderaEndpoint, HttpRequest, Method};
+pub use request::{
+    redact_userinfo, EndpointError, FelderaEndpoint, HttpRequest, Method, FORWARDED_TIMEOUT_MS,
+    QUESTION_TIMEOUT_MS,
+};
 pub use response::{
     body_prefix, classify_completion, classify_ingress, classify_pipeline, error_from,
     is_transient_status, CompletionOutcome, FelderaError, IngressOutcome, ParseErrorSummary,

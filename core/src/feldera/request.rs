@@ -123,6 +123,16 @@ impl fmt::Display for EndpointError {
 
 impl std::error::Error for EndpointError {}
 
+/// How long slotline waits for a request Feldera's manager forwards to the pipeline and
+/// that may take long (ingress, `start_transaction`, `commit_transaction`): the manager
+/// gives up after 30 s and answers 503, so slotline waits a little longer to hear that
+/// answer rather than cut the request off itself.
+pub const FORWARDED_TIMEOUT_MS: u64 = 35_000;
+
+/// How long slotline waits for a question's answer (completion, stats, the pipeline's
+/// schema, a checkpoint's status).
+pub const QUESTION_TIMEOUT_MS: u64 = 10_000;
+
 /// One Feldera pipeline's API: builds every request slotline makes against it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct FelderaEndpoint {

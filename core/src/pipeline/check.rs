@@ -18,6 +18,7 @@ use crate::catalog::{server, slot};
 use crate::config::{Config, ConfigError, SnapshotMode};
 use crate::conn::Event;
 use crate::contract::Schema;
+use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_pipeline, classify_pipeline_list, classify_query, describe_pipelines, is_not_found,
     lifecycle, PipelineOutcome, QueryOutcome, Reply,
@@ -127,7 +128,7 @@ impl Check {
         self.schema_request = Some(id);
         self.queue.push(Command::Http {
             id,
-            request: self.env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
+            request: self.env.endpoint.get_pipeline(QUESTION_TIMEOUT_MS),
         });
         self.queue.push(Command::ReadState {
             path: self.env.state_path.clone(),
@@ -382,10 +383,7 @@ impl Check {
             }
             PipelineOutcome::Fatal(e) if is_not_found(&e) => {
                 // The finding waits for the list of pipelines (`on_listing`).
-                let list = self
-                    .env
-                    .endpoint
-                    .list_pipelines(super::sink::POLL_TIMEOUT_MS);
+                let list = self.env.endpoint.list_pipelines(QUESTION_TIMEOUT_MS);
                 let id = self.queue.http(list);
                 self.listing = Some((id, format!("cannot read pipeline {pipeline} at {url}: {e}")));
                 None
@@ -436,7 +434,7 @@ impl Check {
         self.probe = Some((id, table.name.canonical().into_owned()));
         self.queue.push(Command::Http {
             id,
-            request: self.env.endpoint.query(&sql, super::sink::POLL_TIMEOUT_MS),
+            request: self.env.endpoint.query(&sql, QUESTION_TIMEOUT_MS),
         });
     }
 

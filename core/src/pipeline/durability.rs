@@ -25,16 +25,18 @@
 //! `FELDERA_COMPLETION_TIMEOUT_MS` acknowledges nothing: it is logged with its reason and
 //! requested again after the interval. A pipeline that cannot checkpoint at all exits 1.
 
+use super::feldera_link::Owner;
 use super::policy::{Failure, FailureKind};
 use super::{Cx, Run};
 use crate::ack::CheckpointMark;
 use crate::config::{AckMode, Config, FelderaDurability};
+use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_checkpoint, classify_checkpoint_status, classify_stats, CheckpointOutcome,
     CheckpointStatusOutcome, FaultTolerance, Reply, StatsOutcome,
 };
 use crate::health::CheckpointCounts;
-use crate::io::{Command, HttpId, Level, Topic};
+use crate::io::{HttpId, Level, Topic};
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
 
@@ -42,8 +44,6 @@ use crate::timer::{TimerKind, TimerTable};
 pub(crate) const WATCH_INTERVAL_MS: u64 = 2_000;
 /// How often a requested checkpoint's status is asked.
 pub(crate) const CHECKPOINT_POLL_MS: u64 = 250;
-/// Timeout of every request the keeper sends.
-const REQUEST_TIMEOUT_MS: u64 = super::sink::POLL_TIMEOUT_MS;
 
 /// How acknowledgements wait for Feldera.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,11 +256,8 @@ impl Keeper {
         match kind {
             TimerKind::FelderaWatch => {
                 if matches!(self.watch, Watch::Waiting { until } if now >= until) {
-                    let http = cx.queue.http_id();
-                    cx.queue.push(Command::Http {
-                        id: http,
-                        request: cx.env.endpoint.stats(REQUEST_TIMEOUT_MS),
-                    });
+                    let request = cx.env.endpoint.stats(QUESTION_TIMEOUT_MS);
+                    let http = cx.link.ask_for_keeper(cx.queue, request);
                     self.watch = Watch::Asking(http);
                 }
                 Ok(News::Nothing)
@@ -282,14 +279,13 @@ impl Keeper {
                 if (now < *next_at && !early) || !Keeper::checkpoint_due(cx.run) {
                     return Ok(News::Nothing);
                 }
-                let http = cx.queue.http_id();
                 // Feldera delays a checkpoint while a transaction is open: one an ended
                 // session left open, which this session may never write to, would delay it
                 // for ever. So the request waits behind the transaction gate like table
                 // writes (`settle`), which commits such a transaction first. The mark is
                 // taken now: the checkpoint begins later and holds at least this much.
-                let request = cx.env.endpoint.checkpoint(REQUEST_TIMEOUT_MS);
-                cx.queue.push_table_request(&cx.env.endpoint, http, request);
+                let request = cx.env.endpoint.checkpoint(QUESTION_TIMEOUT_MS);
+                let http = cx.link.send_table_request(cx.queue, Owner::Keeper, request);
                 let mark = cx.run.ack.checkpoint_mark();
                 cx.run.feldera.checkpoint_wanted = false;
                 cx.run.feldera.counts.requested += 1;
@@ -331,14 +327,11 @@ impl Keeper {
                         ),
                     ));
                 }
-                let http = cx.queue.http_id();
-                cx.queue.push(Command::Http {
-                    id: http,
-                    request: cx
-                        .env
-                        .endpoint
-                        .checkpoint_status(incarnation.as_deref(), REQUEST_TIMEOUT_MS),
-                });
+                let request = cx
+                    .env
+                    .endpoint
+                    .checkpoint_status(incarnation.as_deref(), QUESTION_TIMEOUT_MS);
+                let http = cx.link.ask_for_keeper(cx.queue, request);
                 *asking = Some(http);
                 *asked = true;
                 Ok(News::Nothing)

@@ -26,21 +26,21 @@
 
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
-use super::sink::POLL_TIMEOUT_MS;
+
+use super::feldera_link::FelderaLink;
 use crate::ack::BatchSeq;
 use crate::completion::{CompletionWait, PollRound};
 use crate::contract::Name;
 use crate::feldera::token::vouches_for;
+use crate::feldera::FORWARDED_TIMEOUT_MS;
+use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_commit_transaction, classify_start_transaction, classify_transaction_token,
-    CommitOutcome, FelderaEndpoint, Reply, StartTransactionOutcome, TransactionTokenOutcome,
+    CommitOutcome, Reply, StartTransactionOutcome, TransactionTokenOutcome,
 };
 use crate::io::{Command, HttpId, Level, Topic};
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
-
-/// Request timeout of `start_transaction` and `commit_transaction`.
-const TXN_TIMEOUT_MS: u64 = 35_000;
 
 /// What an answer or a timer meant for the transaction.
 #[derive(Debug, PartialEq, Eq)]
@@ -216,10 +216,11 @@ impl FelderaTxn {
     }
 
     /// Starts a transaction.
-    pub(crate) fn begin(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint) {
+    pub(crate) fn begin(&mut self, queue: &mut Queue, link: &mut FelderaLink) {
         debug_assert!(self.is_idle());
-        let http = queue.http_id();
-        queue.push_txn_control(http, endpoint.start_transaction(TXN_TIMEOUT_MS));
+        let http = link.send_txn_control(queue, |endpoint| {
+            endpoint.start_transaction(FORWARDED_TIMEOUT_MS)
+        });
         self.stage = Stage::Starting { http };
     }
 
@@ -240,18 +241,18 @@ impl FelderaTxn {
 
     /// The batch that joined last ends at a source commit: no more batches join; the
     /// commit follows once every batch is accepted.
-    pub(crate) fn close(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint, now: Mono) {
+    pub(crate) fn close(&mut self, queue: &mut Queue, link: &mut FelderaLink, now: Mono) {
         if let Stage::Open(open) = &mut self.stage {
             open.closing = true;
         }
-        self.maybe_settle(queue, endpoint, now);
+        self.maybe_settle(queue, link, now);
     }
 
     /// Batch `seq` of the transaction was accepted with these tokens.
     pub(crate) fn accepted(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
         seq: BatchSeq,
         tokens: Vec<(Name, String)>,
@@ -270,11 +271,11 @@ impl FelderaTxn {
                 None => open.tokens.push((table, seq, token)),
             }
         }
-        self.maybe_settle(queue, endpoint, now);
+        self.maybe_settle(queue, link, now);
     }
 
     /// Closing and every batch accepted: ask whether their records are in the circuit.
-    fn maybe_settle(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint, now: Mono) {
+    fn maybe_settle(&mut self, queue: &mut Queue, link: &mut FelderaLink, now: Mono) {
         let Stage::Open(open) = &mut self.stage else {
             return;
         };
@@ -311,7 +312,7 @@ impl FelderaTxn {
             lanes,
             wait: CompletionWait::new(now, self.timeout_ms),
         };
-        self.ask_due(queue, endpoint, now);
+        self.ask_due(queue, link, now);
     }
 
     /// Whether `id` is a request of the transaction.
@@ -329,29 +330,34 @@ impl FelderaTxn {
     pub(crate) fn on_http(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
         id: HttpId,
         reply: Reply<'_>,
     ) -> TxnStep {
         match &mut self.stage {
-            Stage::Starting { http } if *http == id => self.on_started(queue, reply),
+            Stage::Starting { http } if *http == id => self.on_started(queue, link, reply),
             Stage::Committing { http, .. } if *http == id => {
-                self.on_committed(queue, endpoint, now, reply)
+                self.on_committed(queue, link, now, reply)
             }
-            Stage::Settling { .. } => self.on_token(queue, endpoint, now, id, true, reply),
-            Stage::Awaiting { .. } => self.on_token(queue, endpoint, now, id, false, reply),
+            Stage::Settling { .. } => self.on_token(queue, link, now, id, true, reply),
+            Stage::Awaiting { .. } => self.on_token(queue, link, now, id, false, reply),
             _ => TxnStep::Pending,
         }
     }
 
-    fn on_started(&mut self, queue: &mut Queue, reply: Reply<'_>) -> TxnStep {
+    fn on_started(
+        &mut self,
+        queue: &mut Queue,
+        link: &mut FelderaLink,
+        reply: Reply<'_>,
+    ) -> TxnStep {
         let outcome = classify_start_transaction(reply);
         if matches!(
             outcome,
             StartTransactionOutcome::Started { .. } | StartTransactionOutcome::AlreadyOpen(_)
         ) {
-            queue.own_transaction();
+            link.own_transaction();
         }
         let id = match outcome {
             StartTransactionOutcome::Started { transaction_id } => {
@@ -398,7 +404,7 @@ impl FelderaTxn {
     fn on_committed(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
         reply: Reply<'_>,
     ) -> TxnStep {
@@ -455,14 +461,14 @@ impl FelderaTxn {
             })
             .collect();
         self.stage = Stage::Awaiting { span, lanes, wait };
-        self.ask_due(queue, endpoint, now);
+        self.ask_due(queue, link, now);
         TxnStep::Pending
     }
 
     fn on_token(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
         id: HttpId,
         settling: bool,
@@ -509,7 +515,7 @@ impl FelderaTxn {
             return TxnStep::Pending;
         }
         if settling {
-            self.commit(queue, endpoint);
+            self.commit(queue, link);
             TxnStep::Pending
         } else {
             self.stage = Stage::Idle;
@@ -518,7 +524,7 @@ impl FelderaTxn {
     }
 
     /// Every table's records are in the circuit: commit.
-    fn commit(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint) {
+    fn commit(&mut self, queue: &mut Queue, link: &mut FelderaLink) {
         let Stage::Settling {
             id,
             span,
@@ -528,8 +534,9 @@ impl FelderaTxn {
         else {
             return;
         };
-        let http = queue.http_id();
-        queue.push_txn_control(http, endpoint.commit_transaction(TXN_TIMEOUT_MS));
+        let http = link.send_txn_control(queue, |endpoint| {
+            endpoint.commit_transaction(FORWARDED_TIMEOUT_MS)
+        });
         queue.note(
             Level::Debug,
             Topic::Batch,
@@ -550,7 +557,7 @@ impl FelderaTxn {
     }
 
     /// Sends the questions that are due.
-    fn ask_due(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint, now: Mono) {
+    fn ask_due(&mut self, queue: &mut Queue, link: &mut FelderaLink, now: Mono) {
         let (Stage::Settling { lanes, .. } | Stage::Awaiting { lanes, .. }) = &mut self.stage
         else {
             return;
@@ -560,7 +567,9 @@ impl FelderaTxn {
                 let http = queue.http_id();
                 queue.push(Command::Http {
                     id: http,
-                    request: endpoint.completion_status(&lane.token, POLL_TIMEOUT_MS),
+                    request: link
+                        .endpoint()
+                        .completion_status(&lane.token, QUESTION_TIMEOUT_MS),
                 });
                 lane.ask = Ask::Out(http);
             }
@@ -571,7 +580,7 @@ impl FelderaTxn {
     pub(crate) fn on_timer(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
     ) -> TxnStep {
         let (Stage::Settling { span, wait, .. }
@@ -601,7 +610,7 @@ impl FelderaTxn {
                 ),
             );
         }
-        self.ask_due(queue, endpoint, now);
+        self.ask_due(queue, link, now);
         TxnStep::Pending
     }
 

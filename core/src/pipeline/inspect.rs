@@ -17,6 +17,7 @@ use crate::catalog::questions::{self, quote_literal, Row};
 use crate::catalog::slot;
 use crate::config::{Config, ConfigError};
 use crate::conn::Event;
+use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
 use crate::io::{exit, Command, Driver, HttpId, Input};
 use crate::report::{Format, Line, Report};
@@ -217,11 +218,11 @@ impl Inspect {
         if ask_feldera {
             queue.push(Command::Http {
                 id: pipeline_request,
-                request: env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
+                request: env.endpoint.get_pipeline(QUESTION_TIMEOUT_MS),
             });
             queue.push(Command::Http {
                 id: stats_request,
-                request: env.endpoint.stats(super::sink::POLL_TIMEOUT_MS),
+                request: env.endpoint.stats(QUESTION_TIMEOUT_MS),
             });
         }
         let (feldera_lines, incarnation_line) = match ask_feldera {
@@ -408,10 +409,7 @@ impl Inspect {
             ),
             PipelineOutcome::Fatal(e) if crate::feldera::is_not_found(&e) => {
                 // The line waits for the list of pipelines (`on_listing`).
-                let list = self
-                    .env
-                    .endpoint
-                    .list_pipelines(super::sink::POLL_TIMEOUT_MS);
+                let list = self.env.endpoint.list_pipelines(QUESTION_TIMEOUT_MS);
                 let id = self.queue.http(list);
                 self.listing = Some((id, format!("cannot read pipeline {pipeline}: {e}")));
                 return;

@@ -50,6 +50,7 @@ mod ddl;
 mod durability;
 #[cfg(any(test, feature = "testing"))]
 mod fake_feldera;
+mod feldera_link;
 mod feldera_txn;
 mod inspect;
 mod meter;
@@ -62,14 +63,12 @@ mod retracting;
 mod retraction;
 #[cfg(any(test, feature = "testing"))]
 pub mod script;
-mod settle;
 mod sink;
 mod snapshotting;
 mod starting;
 mod startup;
 mod stopping;
 mod streaming;
-mod writes;
 
 use crate::ack::{AckTracker, BatchSeq};
 use crate::backoff::{Backoff, ProgressDeadline};
@@ -78,7 +77,7 @@ use crate::contract::routes::{parse_pair, parse_tables, Route};
 use crate::crash::CrashInjector;
 use crate::feldera::{redact_userinfo, FelderaEndpoint, Reply};
 use crate::health::{Health, PhaseName};
-use crate::io::{exit, Command, Driver, Input, Level, Topic};
+use crate::io::{exit, Command, Driver, HttpId, Input, Level, Topic};
 use crate::outbox::Thresholds;
 use crate::progress::ProgressReport;
 use crate::time::{Mono, Now};
@@ -86,6 +85,7 @@ use crate::timer::{Deadline, TimerKind, TimerTable};
 pub use check::Check;
 pub use ddl::Ddl;
 use durability::{FelderaFacts, Keeper, News};
+use feldera_link::{Delivery, FelderaLink};
 pub use inspect::{DropSlot, Inspect};
 use meter::Meter;
 use monitor::Monitor;
@@ -224,6 +224,7 @@ impl Run {
 #[derive(Debug)]
 pub(crate) struct Cx<'a> {
     pub(crate) queue: &'a mut Queue,
+    pub(crate) link: &'a mut FelderaLink,
     pub(crate) env: &'a Env,
     pub(crate) run: &'a mut Run,
 }
@@ -290,6 +291,7 @@ impl Phase {
 #[derive(Debug)]
 pub struct Pipeline {
     queue: Queue,
+    link: FelderaLink,
     env: Env,
     run: Run,
     phase: Phase,
@@ -359,6 +361,7 @@ impl Pipeline {
         };
         let mut pipeline = Pipeline {
             queue: Queue::new(now),
+            link: FelderaLink::new(env.endpoint.clone()),
             env,
             run,
             phase: Phase::Exited,
@@ -442,6 +445,7 @@ impl Pipeline {
         (
             Cx {
                 queue: &mut self.queue,
+                link: &mut self.link,
                 env: &self.env,
                 run: &mut self.run,
             },
@@ -641,11 +645,11 @@ impl Pipeline {
                 None
             }
             Phase::Snapshotting(s) => {
-                s.close(&mut self.queue);
+                s.close(&mut self.queue, &mut self.link);
                 None
             }
             Phase::Streaming(s) => Some(s.close(&mut self.queue)),
-            Phase::Retracting(s) => Some(s.close(&mut self.queue)),
+            Phase::Retracting(s) => Some(s.close(&mut self.queue, &mut self.link)),
             Phase::Stopping(s) => Some(s.close(&mut self.queue)),
             Phase::BackingOff { .. } | Phase::Exited => None,
         };
@@ -692,6 +696,7 @@ impl Pipeline {
         let monitor = self.monitor.as_mut().filter(|m| m.owns(conn))?;
         let cx = &mut Cx {
             queue: &mut self.queue,
+            link: &mut self.link,
             env: &self.env,
             run: &mut self.run,
         };
@@ -715,31 +720,33 @@ impl Pipeline {
         })
     }
 
-    /// An answer to the keeper's request: `None` when it is not one.
-    fn dispatch_keeper(&mut self, input: &Input) -> Option<Next> {
-        let id = match input {
-            Input::HttpDone { id, .. } | Input::HttpFailed { id, .. } => *id,
-            _ => return None,
-        };
-        let keeper = self.keeper.as_mut().filter(|k| k.owns(id))?;
-        let cx = &mut Cx {
-            queue: &mut self.queue,
-            env: &self.env,
-            run: &mut self.run,
-        };
-        let news = match input {
-            Input::HttpDone { status, body, .. } => keeper.on_http(
-                cx,
-                id,
-                Reply::Answered {
-                    status: *status,
-                    body,
-                },
-            ),
-            Input::HttpFailed { error, .. } => keeper.on_http(cx, id, Reply::Failed { error }),
-            _ => return None,
-        };
-        Some(self.on_keeper_news(news))
+    /// A request ended: the link does its part of the end and says whom the answer is for.
+    fn on_http_end(&mut self, id: HttpId, answered: bool, how: &str, reply: Reply<'_>) -> Next {
+        let delivery = self.link.deliver(&mut self.queue, id, answered, how, reply);
+        if matches!(delivery, Delivery::Keeper) {
+            // An ended session's keeper asked too: its answer finds no owner but the phase.
+            if let Some(keeper) = self.keeper.as_mut().filter(|k| k.owns(id)) {
+                let cx = &mut Cx {
+                    queue: &mut self.queue,
+                    link: &mut self.link,
+                    env: &self.env,
+                    run: &mut self.run,
+                };
+                let news = keeper.on_http(cx, id, reply);
+                return self.on_keeper_news(news);
+            }
+        }
+        let (mut cx, phase) = self.cx();
+        let cx = &mut cx;
+        match delivery {
+            Delivery::Phase | Delivery::Keeper => route_http(cx, phase, id, reply),
+            Delivery::Handled => Next::Stay,
+            Delivery::Freed => {
+                resume_phase_writes(cx, phase);
+                Next::Stay
+            }
+            Delivery::Failed(failure) => Next::Fail(failure),
+        }
     }
 
     /// What the keeper learned, for the phase.
@@ -764,16 +771,8 @@ impl Pipeline {
         if let Some(next) = self.dispatch_monitor(&input) {
             return next;
         }
-        if let Some(next) = self.dispatch_keeper(&input) {
-            return next;
-        }
         let (mut cx, phase) = self.cx();
         let cx = &mut cx;
-        if let Input::HttpDone { id, .. } | Input::HttpFailed { id, .. } = &input {
-            if cx.queue.writes.control_ended(*id) {
-                return earlier_control_ended(cx, phase);
-            }
-        }
         match input {
             Input::PgConnected { conn } => match phase {
                 Phase::Starting(s) => s.on_pg_connected(cx, conn),
@@ -823,44 +822,6 @@ impl Pipeline {
                     Next::Stay
                 })
             }
-            Input::HttpDone { id, status, body } if cx.queue.settle_owns(id) => {
-                let reply = Reply::Answered {
-                    status,
-                    body: &body,
-                };
-                settled(cx, reply)
-            }
-            Input::HttpFailed { id, error } if cx.queue.settle_owns(id) => {
-                settled(cx, Reply::Failed { error: &error })
-            }
-            Input::HttpDone { id, status, body } if cx.queue.writes.probe_owns(id) => {
-                cx.queue.on_linger_reply(Reply::Answered {
-                    status,
-                    body: &body,
-                });
-                Next::Stay
-            }
-            Input::HttpFailed { id, error } if cx.queue.writes.probe_owns(id) => {
-                cx.queue.on_linger_reply(Reply::Failed { error: &error });
-                Next::Stay
-            }
-            Input::HttpDone { id, status, body } => {
-                let how = format!("answered {status}");
-                if let Some(next) = write_ended(cx, phase, id, status < 500, &how) {
-                    return next;
-                }
-                let reply = Reply::Answered {
-                    status,
-                    body: &body,
-                };
-                route_http(cx, phase, id, reply)
-            }
-            Input::HttpFailed { id, error } => {
-                if let Some(next) = write_ended(cx, phase, id, false, &format!("failed: {error}")) {
-                    return next;
-                }
-                route_http(cx, phase, id, Reply::Failed { error: &error })
-            }
             Input::Tick => {
                 self.on_tick();
                 Next::Stay
@@ -880,6 +841,17 @@ impl Pipeline {
             },
             // The pipeline never removes the state file.
             Input::StateRemoved { .. } => Next::Stay,
+            Input::HttpDone { id, status, body } => {
+                let reply = Reply::Answered {
+                    status,
+                    body: &body,
+                };
+                self.on_http_end(id, status < 500, &format!("answered {status}"), reply)
+            }
+            Input::HttpFailed { id, error } => {
+                let how = format!("failed: {error}");
+                self.on_http_end(id, false, &how, Reply::Failed { error: &error })
+            }
         }
     }
 
@@ -922,6 +894,7 @@ impl Pipeline {
                     Some(keeper) => {
                         let cx = &mut Cx {
                             queue: &mut self.queue,
+                            link: &mut self.link,
                             env: &self.env,
                             run: &mut self.run,
                         };
@@ -930,15 +903,9 @@ impl Pipeline {
                     }
                     None => Next::Stay,
                 },
-                TimerKind::Lingering => {
+                TimerKind::Quarantine => {
                     let (mut cx, phase) = self.cx();
-                    let freed = cx.queue.on_linger_timer(&cx.env.endpoint);
-                    for segment in &freed {
-                        if cx.queue.writes.blocks(segment) == 0 {
-                            cx.queue.release_queries(&cx.env.endpoint, segment);
-                        }
-                    }
-                    if !freed.is_empty() {
+                    if cx.link.on_quarantine_timer(cx.queue) {
                         resume_phase_writes(&mut cx, phase);
                     }
                     Next::Stay
@@ -947,6 +914,7 @@ impl Pipeline {
                     if let Some(monitor) = self.monitor.as_mut() {
                         let cx = &mut Cx {
                             queue: &mut self.queue,
+                            link: &mut self.link,
                             env: &self.env,
                             run: &mut self.run,
                         };
@@ -1012,36 +980,11 @@ impl Pipeline {
         if let Some(at) = self.run.report.next_at() {
             timers.set(TimerKind::Progress, at);
         }
-        if let Some(at) = self.queue.writes.linger_deadline() {
-            timers.set(TimerKind::Lingering, at);
+        if let Some(at) = self.link.quarantine_deadline() {
+            timers.set(TimerKind::Quarantine, at);
         }
         self.timers = timers;
     }
-}
-
-/// An answer to the settling of an open Feldera transaction (`settle`).
-fn settled(cx: &mut Cx<'_>, reply: Reply<'_>) -> Next {
-    match cx.queue.on_settle_reply(&cx.env.endpoint, reply) {
-        Ok(()) => Next::Stay,
-        Err(failure) => Next::Fail(failure),
-    }
-}
-
-/// A Feldera transaction request of an ended session ended: once none is out, this session
-/// may start or settle a transaction (`writes`).
-fn earlier_control_ended(cx: &mut Cx<'_>, phase: &mut Phase) -> Next {
-    let left = cx.queue.writes.control_blocks();
-    cx.queue.note(
-        Level::Debug,
-        Topic::Batch,
-        format!("a Feldera transaction request of an ended session ended; {left} more still out"),
-    );
-    if left > 0 {
-        return Next::Stay;
-    }
-    cx.queue.resume_settle(&cx.env.endpoint);
-    resume_phase_writes(cx, phase);
-    Next::Stay
 }
 
 fn resume_phase_writes(cx: &mut Cx<'_>, phase: &mut Phase) {
@@ -1054,49 +997,7 @@ fn resume_phase_writes(cx: &mut Cx<'_>, phase: &mut Phase) {
     }
 }
 
-/// A request ended (`how`; `answered` when the pipeline itself answered): when it was an
-/// ingress request, `writes` forgets it and its table may begin lingering; `Some` when it
-/// belonged to an ended session, whose table may now be free.
-fn write_ended(
-    cx: &mut Cx<'_>,
-    phase: &mut Phase,
-    id: crate::io::HttpId,
-    answered: bool,
-    how: &str,
-) -> Option<Next> {
-    let (earlier, lingered) = cx.queue.writes.ended(id, answered);
-    if let Some(segment) = lingered {
-        cx.queue.note_lingering(&segment, how);
-    }
-    earlier.map(|write| earlier_write_ended(cx, phase, &write, how))
-}
-
-/// An ingress request of an ended session ended: nothing of it can arrive any more, so the
-/// table it wrote to is free again (`writes`); the current phase's sinks may post to it.
-fn earlier_write_ended(
-    cx: &mut Cx<'_>,
-    phase: &mut Phase,
-    write: &writes::Write,
-    how: &str,
-) -> Next {
-    let left = cx.queue.writes.blocks(&write.segment);
-    cx.queue.note(
-        Level::Debug,
-        Topic::Batch,
-        format!(
-            "an ingress request of session {} to {} ended ({how}); {left} more of an ended session to it still out",
-            write.session, write.segment
-        ),
-    );
-    if left > 0 {
-        return Next::Stay;
-    }
-    cx.queue.release_queries(&cx.env.endpoint, &write.segment);
-    resume_phase_writes(cx, phase);
-    Next::Stay
-}
-
-fn route_http(cx: &mut Cx<'_>, phase: &mut Phase, id: crate::io::HttpId, reply: Reply<'_>) -> Next {
+fn route_http(cx: &mut Cx<'_>, phase: &mut Phase, id: HttpId, reply: Reply<'_>) -> Next {
     // An answer to a request of an ended session finds no owner: nothing waits for it.
     match phase {
         Phase::Starting(s) => s.on_http(cx, id, reply),

@@ -1,9 +1,6 @@
 //! What every part of the pipeline shares: the ordered command queue, id allocation, the
-//! current time, the exit latch (after `Exit`, nothing else is ever emitted), and the
-//! ingress requests still out across sessions (`writes`).
+//! current time and the exit latch (after `Exit`, nothing else is ever emitted).
 
-use super::settle::Gate;
-use super::writes::Writes;
 use crate::io::{Command, ConnId, HttpId, Level, Topic};
 use crate::time::Now;
 use std::collections::VecDeque;
@@ -15,12 +12,6 @@ pub(crate) struct Queue {
     next_http: u64,
     exited: bool,
     pub(crate) now: Now,
-    /// Ingress requests out, and which session sent them: a session never writes to a table
-    /// while an earlier session's request to it may still deliver records.
-    pub(crate) writes: Writes,
-    /// Requests for table data wait here until an open Feldera transaction is settled
-    /// (`settle`).
-    pub(crate) gate: Gate,
 }
 
 impl Queue {

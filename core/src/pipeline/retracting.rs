@@ -17,6 +17,7 @@ use super::{Cx, Next};
 use crate::ack::BatchSeq;
 use crate::feldera::Reply;
 use crate::io::{ConnFailure, ConnId, HttpId, Level, Topic};
+use crate::pipeline::feldera_link::FelderaLink;
 use crate::retract::plan_keys;
 use crate::timer::{TimerKind, TimerTable};
 
@@ -88,8 +89,8 @@ impl Retracting {
         self.streaming
     }
 
-    pub(crate) fn close(mut self, queue: &mut Queue) -> BatchSeq {
-        self.retraction.close(queue);
+    pub(crate) fn close(mut self, queue: &mut Queue, link: &mut FelderaLink) -> BatchSeq {
+        self.retraction.close(queue, link);
         self.streaming.close(queue)
     }
 

@@ -30,6 +30,7 @@ use crate::contract::Name;
 use crate::feldera::{classify_query, QueryOutcome, Reply, RowStream, StreamError};
 use crate::io::{Command, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
+use crate::pipeline::feldera_link::FelderaLink;
 use crate::retract::{
     count_query, existence_query, leftovers, read_count, read_keys, scan_query, Key, KeyPlan,
     LeftoverPlan,
@@ -134,7 +135,7 @@ impl Retraction {
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
-        self.sink.resume(cx.queue, &cx.env.endpoint);
+        self.sink.resume(cx.queue, cx.link);
     }
 
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
@@ -143,9 +144,9 @@ impl Retraction {
 
     /// The session ends: a scan still answering is stopped (its connection closed), so
     /// nothing more of it is read.
-    pub(crate) fn close(&mut self, queue: &mut Queue) {
+    pub(crate) fn close(&mut self, queue: &mut Queue, link: &mut FelderaLink) {
         if let Some(scan) = self.scan.take().filter(|s| s.answer != Answer::Ended) {
-            queue.cancel_http(scan.http);
+            link.cancel(queue, scan.http);
         }
     }
 
@@ -162,12 +163,13 @@ impl Retraction {
                 job.keys.table
             ),
         );
-        let http = cx.queue.http_id();
-        let endpoint = &cx.env.endpoint;
         let timeout_ms = cx.env.config.query_timeout_secs * 1000;
-        let request = endpoint.query_streamed(&scan_query(&job.keys), timeout_ms);
+        let request = cx
+            .link
+            .endpoint()
+            .query_streamed(&scan_query(&job.keys), timeout_ms);
         let segment = job.keys.table.url_segment();
-        cx.queue.push_table_query(endpoint, http, request, &segment);
+        let http = cx.link.query_table(cx.queue, &segment, request);
         let now = cx.now();
         self.scan = Some(Scan {
             http,
@@ -223,10 +225,7 @@ impl Retraction {
             return self.on_scan_end(cx, reply);
         }
         let now = cx.now();
-        match self
-            .sink
-            .on_reply(cx.queue, &cx.env.endpoint, now, id, reply)
-        {
+        match self.sink.on_reply(cx.queue, cx.link, now, id, reply) {
             Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
             None => Ok(Retracted::Waiting),
         }
@@ -234,7 +233,7 @@ impl Retraction {
 
     pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>) -> Result<Retracted> {
         let now = cx.now();
-        match self.sink.on_timer(cx.queue, &cx.env.endpoint, now) {
+        match self.sink.on_timer(cx.queue, cx.link, now) {
             Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
             None => Ok(Retracted::Waiting),
         }
@@ -459,7 +458,7 @@ impl Retraction {
             SinkOutcome::Accepted => {
                 let (now, timeout_ms) = (cx.now(), cx.env.config.completion_timeout_ms);
                 self.sink
-                    .await_completion(cx.queue, &cx.env.endpoint, seq, now, timeout_ms);
+                    .await_completion(cx.queue, cx.link, seq, now, timeout_ms);
                 Ok(Retracted::Waiting)
             }
             SinkOutcome::Complete => self.durable(cx, seq),
@@ -529,18 +528,15 @@ fn cut(cx: &mut Cx<'_>, outbox: &mut Outbox, sink: &mut Sink, names: &[Name], re
         Topic::Retract,
         format!("delete batch r{} cut: {} rows", batch.seq, batch.rows()),
     );
-    sink.send(cx.queue, &cx.env.endpoint, names, batch);
+    sink.send(cx.queue, cx.link, names, batch);
 }
 
 /// Asks Feldera how many rows `plan`'s table holds; the answer is read by `read_count_answer`.
 pub(crate) fn ask_count(cx: &mut Cx<'_>, plan: &KeyPlan) -> HttpId {
-    let http = cx.queue.http_id();
-    let endpoint = &cx.env.endpoint;
     let timeout_ms = cx.env.config.query_timeout_secs * 1000;
-    let request = endpoint.query(&count_query(plan), timeout_ms);
-    cx.queue
-        .push_table_query(endpoint, http, request, &plan.table.url_segment());
-    http
+    let request = cx.link.endpoint().query(&count_query(plan), timeout_ms);
+    cx.link
+        .query_table(cx.queue, &plan.table.url_segment(), request)
 }
 
 /// Reads a count answer; any answer that is not one trustworthy number is a failure.

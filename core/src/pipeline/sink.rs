@@ -22,26 +22,24 @@
 //! the answer's outcome, the others through [`Sink::take_ready`] (and, for phases that do
 //! not ask, through the next `CompletionPoll` timer, armed for the instant they arrived).
 
+use super::feldera_link::FelderaLink;
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
 use crate::ack::BatchSeq;
 use crate::completion::{estimate_us, CompletionWait, PollPacer, PollRound};
 use crate::contract::Name;
 use crate::feldera::token::vouches_for;
+use crate::feldera::FORWARDED_TIMEOUT_MS;
+use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
-    classify_completion, classify_ingress, CompletionOutcome, FelderaEndpoint, IngressOutcome,
-    Reply,
+    classify_completion, classify_ingress, CompletionOutcome, IngressOutcome, Reply,
 };
-use crate::io::{Command, HttpId, Level, Topic};
+use crate::io::{Command, HttpId, Level};
 use crate::outbox::Batch;
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
 use bytes::Bytes;
 use std::collections::VecDeque;
-
-/// Request timeouts. Feldera's manager gives up on a pipeline after 30 s.
-pub(crate) const INGRESS_TIMEOUT_MS: u64 = 35_000;
-pub(crate) const POLL_TIMEOUT_MS: u64 = 10_000;
 
 /// What an answer or a timer meant for a batch.
 #[derive(Debug, PartialEq, Eq)]
@@ -163,7 +161,7 @@ impl Sink {
     pub(crate) fn send(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         tables: &[Name],
         batch: Batch,
     ) {
@@ -186,7 +184,7 @@ impl Sink {
             accepted: false,
             waited_us: None,
         });
-        self.post_queued(queue, endpoint);
+        self.post_queued(queue, link);
     }
 
     fn lane_of(&mut self, table: &Name) -> usize {
@@ -206,13 +204,13 @@ impl Sink {
     }
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
-    pub(crate) fn resume(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint) {
-        self.post_queued(queue, endpoint);
+    pub(crate) fn resume(&mut self, queue: &mut Queue, link: &mut FelderaLink) {
+        self.post_queued(queue, link);
     }
 
     /// Every lane without a request out posts its oldest queued body, unless a request of
     /// an ended session to its table may still be delivering records (`writes`).
-    fn post_queued(&mut self, queue: &mut Queue, endpoint: &FelderaEndpoint) {
+    fn post_queued(&mut self, queue: &mut Queue, link: &mut FelderaLink) {
         for lane in 0..self.lanes.len() {
             if self.lanes[lane].posting.is_some() {
                 continue;
@@ -227,20 +225,15 @@ impl Sink {
             let Some((seq, part)) = found else {
                 continue;
             };
-            let segment = &self.lanes[lane].segment;
-            if queue.writes.blocks(segment) > 0 {
-                if queue.writes.first_wait(segment) {
-                    let line = queue.writes.wait_reason(segment, "writing to it again");
-                    queue.note(Level::Info, Topic::Batch, line);
-                }
+            let lane_ref = &self.lanes[lane];
+            if !link.may_write(queue, &lane_ref.segment) {
                 continue;
             }
-            let http = queue.http_id();
-            queue.writes.started(http, segment);
             let body = part.body.take().unwrap_or_default();
+            let http = link.post_ingress(queue, &lane_ref.segment, |endpoint| {
+                endpoint.ingress(&lane_ref.table, body, FORWARDED_TIMEOUT_MS)
+            });
             part.state = PartState::Posting(http);
-            let request = endpoint.ingress(&self.lanes[lane].table, body, INGRESS_TIMEOUT_MS);
-            queue.push_table_request(endpoint, http, request);
             self.lanes[lane].posting = Some((http, seq));
         }
     }
@@ -250,7 +243,7 @@ impl Sink {
     pub(crate) fn on_reply(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
         id: HttpId,
         reply: Reply<'_>,
@@ -263,12 +256,12 @@ impl Sink {
             (Some((http, seq)), _) if http == id => {
                 self.lanes[lane].posting = None;
                 if self.on_ingress(now, lane, seq, id, reply) {
-                    self.post_queued(queue, endpoint);
+                    self.post_queued(queue, link);
                 }
                 seq
             }
             (_, Poll::Asking { seq, walk, .. }) => {
-                self.on_poll_answer(queue, endpoint, now, lane, seq, walk, reply);
+                self.on_poll_answer(queue, link, now, lane, seq, walk, reply);
                 seq
             }
             _ => return None,
@@ -331,7 +324,7 @@ impl Sink {
     fn on_poll_answer(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
         lane: usize,
         seq: BatchSeq,
@@ -356,14 +349,14 @@ impl Sink {
                 match walk {
                     // Walking from the oldest: the next one may be complete too.
                     Some(limit) if oldest <= limit => {
-                        self.ask(queue, endpoint, lane, oldest, walk);
+                        self.ask(queue, link, lane, oldest, walk);
                     }
                     // Newer tokens arrived after the round began: a new round for them.
                     _ => {
                         self.lanes[lane].round = self.pacer.round();
                         let at = self.accepted_at(lane, oldest).unwrap_or(now);
                         let due = at.plus_us(self.pacer.first_poll_us()).max(now);
-                        self.schedule(queue, endpoint, now, lane, due);
+                        self.schedule(queue, link, now, lane, due);
                     }
                 }
             }
@@ -372,7 +365,7 @@ impl Sink {
                 let oldest = self.awaited(lane).first().map(|(s, _)| *s);
                 match oldest {
                     Some(oldest) if walk.is_none() && oldest != seq => {
-                        self.ask(queue, endpoint, lane, oldest, Some(seq));
+                        self.ask(queue, link, lane, oldest, Some(seq));
                     }
                     Some(_) => {
                         let gap = self.lanes[lane].round.next_gap_us();
@@ -475,7 +468,7 @@ impl Sink {
     fn ask(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         lane: usize,
         seq: BatchSeq,
         walk: Option<BatchSeq>,
@@ -492,7 +485,9 @@ impl Sink {
         let http = queue.http_id();
         queue.push(Command::Http {
             id: http,
-            request: endpoint.completion_status(&token, POLL_TIMEOUT_MS),
+            request: link
+                .endpoint()
+                .completion_status(&token, QUESTION_TIMEOUT_MS),
         });
         self.lanes[lane].poll = Poll::Asking { http, seq, walk };
     }
@@ -501,7 +496,7 @@ impl Sink {
     fn schedule(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
         lane: usize,
         due: Mono,
@@ -511,7 +506,7 @@ impl Sink {
             return;
         }
         match self.awaited(lane).last().map(|(s, _)| *s) {
-            Some(newest) => self.ask(queue, endpoint, lane, newest, None),
+            Some(newest) => self.ask(queue, link, lane, newest, None),
             None => self.lanes[lane].poll = Poll::Idle,
         }
     }
@@ -521,7 +516,7 @@ impl Sink {
     pub(crate) fn on_timer(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         now: Mono,
     ) -> Option<(BatchSeq, SinkOutcome)> {
         if let Some(ready) = self.take_ready() {
@@ -529,7 +524,7 @@ impl Sink {
         }
         for lane in 0..self.lanes.len() {
             if matches!(self.lanes[lane].poll, Poll::At(at) if now >= at) {
-                self.schedule(queue, endpoint, now, lane, now);
+                self.schedule(queue, link, now, lane, now);
             }
         }
         let mut timed_out = None;
@@ -557,7 +552,7 @@ impl Sink {
     pub(crate) fn await_completion(
         &mut self,
         queue: &mut Queue,
-        endpoint: &FelderaEndpoint,
+        link: &mut FelderaLink,
         seq: BatchSeq,
         now: Mono,
         timeout_ms: u64,
@@ -572,7 +567,7 @@ impl Sink {
         for lane in lanes {
             if self.lanes[lane].poll == Poll::Idle {
                 self.lanes[lane].round = self.pacer.round();
-                self.schedule(queue, endpoint, now, lane, due);
+                self.schedule(queue, link, now, lane, due);
             }
         }
     }

@@ -18,6 +18,7 @@ use super::streaming::Skips;
 use super::{Cx, Next};
 use crate::conn::Event;
 use crate::contract::PipelineInfo;
+use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_pipeline, classify_pipeline_list, classify_stats, describe_pipelines, is_not_found,
     lifecycle, redact_userinfo, FaultTolerance, PipelineOutcome, Reply, StatsOutcome,
@@ -120,10 +121,10 @@ impl Starting {
     pub(crate) fn begin(cx: &mut Cx<'_>) -> Result<Starting, Failure> {
         let config = &cx.env.config;
         cx.run.sessions += 1;
-        cx.queue.settle_at_session_start(
+        cx.link.start_session(
+            cx.run.sessions,
             config.feldera_transactions != crate::config::FelderaTransactions::Off,
         );
-        cx.queue.writes.start_session(cx.run.sessions);
         let application_name = format!("slotline/{}", config.slot);
         let repl = PgLink::open(cx.queue, &config.pg, true, &application_name).map_err(|e| {
             Failure::new(
@@ -142,12 +143,12 @@ impl Starting {
         let schema_request = cx.queue.http_id();
         cx.queue.push(Command::Http {
             id: schema_request,
-            request: cx.env.endpoint.get_pipeline(super::sink::POLL_TIMEOUT_MS),
+            request: cx.env.endpoint.get_pipeline(QUESTION_TIMEOUT_MS),
         });
         let stats_request = cx.queue.http_id();
         cx.queue.push(Command::Http {
             id: stats_request,
-            request: cx.env.endpoint.stats(super::sink::POLL_TIMEOUT_MS),
+            request: cx.env.endpoint.stats(QUESTION_TIMEOUT_MS),
         });
         cx.queue.push(Command::ReadState {
             path: cx.env.state_path.clone(),
@@ -798,7 +799,7 @@ impl Starting {
         if self.not_found.is_none() {
             let id = cx
                 .queue
-                .http(cx.env.endpoint.list_pipelines(super::sink::POLL_TIMEOUT_MS));
+                .http(cx.env.endpoint.list_pipelines(QUESTION_TIMEOUT_MS));
             self.not_found = Some((id, refusal));
         }
         Next::Stay

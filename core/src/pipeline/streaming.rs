@@ -233,7 +233,7 @@ impl Streaming {
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
-        self.sink.resume(cx.queue, &cx.env.endpoint);
+        self.sink.resume(cx.queue, cx.link);
         self.start_waiting(cx);
     }
 
@@ -299,14 +299,11 @@ impl Streaming {
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
         let now = cx.now();
         if let Some(txn) = self.txn.as_mut().filter(|t| t.owns(id)) {
-            let step = txn.on_http(cx.queue, &cx.env.endpoint, now, id, reply);
+            let step = txn.on_http(cx.queue, cx.link, now, id, reply);
             let step = self.on_txn_step(cx, step);
             return self.after(cx, step);
         }
-        let step = match self
-            .sink
-            .on_reply(cx.queue, &cx.env.endpoint, now, id, reply)
-        {
+        let step = match self.sink.on_reply(cx.queue, cx.link, now, id, reply) {
             Some((seq, outcome)) => self
                 .on_sink_outcome(cx, seq, outcome)
                 .and_then(|()| self.drain_ready(cx)),
@@ -339,7 +336,7 @@ impl Streaming {
             | TimerKind::CompletionTimeout
             | TimerKind::SlowCompletionLog => {
                 let now = cx.now();
-                let sink = match self.sink.on_timer(cx.queue, &cx.env.endpoint, now) {
+                let sink = match self.sink.on_timer(cx.queue, cx.link, now) {
                     Some((seq, outcome)) => self
                         .on_sink_outcome(cx, seq, outcome)
                         .and_then(|()| self.drain_ready(cx)),
@@ -347,7 +344,7 @@ impl Streaming {
                 };
                 sink.and_then(|()| match self.txn.as_mut() {
                     Some(txn) => {
-                        let step = txn.on_timer(cx.queue, &cx.env.endpoint, now);
+                        let step = txn.on_timer(cx.queue, cx.link, now);
                         self.on_txn_step(cx, step)
                     }
                     None => Ok(()),
@@ -549,7 +546,7 @@ impl Streaming {
                 Topic::Batch,
                 "the Feldera transaction closes: its last batch ended right before this source commit",
             );
-            txn.close(cx.queue, &cx.env.endpoint, now);
+            txn.close(cx.queue, cx.link, now);
         }
     }
 
@@ -676,7 +673,7 @@ impl Streaming {
 
     fn send(&mut self, cx: &mut Cx<'_>, batch: Batch) {
         let tables: Vec<Name> = self.tables.iter().map(|t| t.name.clone()).collect();
-        self.sink.send(cx.queue, &cx.env.endpoint, &tables, batch);
+        self.sink.send(cx.queue, cx.link, &tables, batch);
     }
 
     /// Sends a batch into the open Feldera transaction; one that ends at a source commit
@@ -701,7 +698,7 @@ impl Streaming {
             );
             let now = cx.now();
             if let Some(txn) = self.txn.as_mut() {
-                txn.close(cx.queue, &cx.env.endpoint, now);
+                txn.close(cx.queue, cx.link, now);
             }
         }
     }
@@ -715,9 +712,9 @@ impl Streaming {
         if self.waiting.is_some()
             && txn.is_idle()
             && self.sink.is_idle()
-            && cx.queue.may_start_transaction()
+            && cx.link.may_start_transaction(cx.queue)
         {
-            txn.begin(cx.queue, &cx.env.endpoint);
+            txn.begin(cx.queue, cx.link);
         }
     }
 
@@ -747,7 +744,7 @@ impl Streaming {
                     let tokens = self.sink.take_accepted(seq).map(|(_, t)| t);
                     let now = cx.now();
                     if let (Some(txn), Some(tokens)) = (self.txn.as_mut(), tokens) {
-                        txn.accepted(cx.queue, &cx.env.endpoint, now, seq, tokens);
+                        txn.accepted(cx.queue, cx.link, now, seq, tokens);
                     }
                     return self.flush_more(cx);
                 }
@@ -759,7 +756,7 @@ impl Streaming {
                 }
                 let (now, timeout_ms) = (cx.now(), cx.env.config.completion_timeout_ms);
                 self.sink
-                    .await_completion(cx.queue, &cx.env.endpoint, seq, now, timeout_ms);
+                    .await_completion(cx.queue, cx.link, seq, now, timeout_ms);
                 Ok(())
             }
             SinkOutcome::Complete => {
@@ -931,7 +928,7 @@ impl Streaming {
             );
             let now = cx.now();
             if let Some(txn) = self.txn.as_mut() {
-                txn.close(cx.queue, &cx.env.endpoint, now);
+                txn.close(cx.queue, cx.link, now);
             }
             return Next::Stay;
         }

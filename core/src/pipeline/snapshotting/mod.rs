@@ -41,6 +41,7 @@ use crate::feldera::Reply;
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
 use crate::pgoutput::Relation;
+use crate::pipeline::feldera_link::FelderaLink;
 use crate::retract::plan_keys;
 use crate::snapshot::plan::Leftovers;
 use crate::snapshot::progress::Progress;
@@ -283,9 +284,9 @@ impl Snapshotting {
 
     /// Closes every connection (the slot stays; the state file says `pending`, so the next
     /// start copies again).
-    pub(crate) fn close(mut self, queue: &mut Queue) {
+    pub(crate) fn close(mut self, queue: &mut Queue, link: &mut FelderaLink) {
         if let Some(retraction) = self.retraction.as_mut() {
-            retraction.close(queue);
+            retraction.close(queue, link);
         }
         for worker in &mut self.workers {
             worker.link.close(queue);
@@ -307,7 +308,7 @@ impl Snapshotting {
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
-        self.sink.resume(cx.queue, &cx.env.endpoint);
+        self.sink.resume(cx.queue, cx.link);
         if let Some(retraction) = self.retraction.as_mut() {
             retraction.resume_writes(cx);
         }
@@ -409,10 +410,7 @@ impl Snapshotting {
             return next_of(step.and_then(|()| self.maybe_finish(cx)));
         }
         let now = cx.now();
-        let step = match self
-            .sink
-            .on_reply(cx.queue, &cx.env.endpoint, now, id, reply)
-        {
+        let step = match self.sink.on_reply(cx.queue, cx.link, now, id, reply) {
             Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
             None => Ok(()),
         };
@@ -432,7 +430,7 @@ impl Snapshotting {
             | TimerKind::CompletionTimeout
             | TimerKind::SlowCompletionLog => {
                 let now = cx.now();
-                let copy = match self.sink.on_timer(cx.queue, &cx.env.endpoint, now) {
+                let copy = match self.sink.on_timer(cx.queue, cx.link, now) {
                     Some((seq, outcome)) => self.on_sink_outcome(cx, seq, outcome),
                     None => Ok(()),
                 };
@@ -637,8 +635,7 @@ impl Snapshotting {
             batch.seq,
             batch.parts.iter().map(|p| (p.route, p.rows)).collect(),
         );
-        self.sink
-            .send(cx.queue, &cx.env.endpoint, &self.names, batch);
+        self.sink.send(cx.queue, cx.link, &self.names, batch);
         Ok(())
     }
 
@@ -651,7 +648,7 @@ impl Snapshotting {
             SinkOutcome::Accepted => {
                 let (now, timeout_ms) = (cx.now(), cx.env.config.completion_timeout_ms);
                 self.sink
-                    .await_completion(cx.queue, &cx.env.endpoint, seq, now, timeout_ms);
+                    .await_completion(cx.queue, cx.link, seq, now, timeout_ms);
                 Ok(())
             }
             SinkOutcome::Complete => self.batch_durable(cx, seq),

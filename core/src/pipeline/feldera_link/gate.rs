@@ -6,27 +6,29 @@
 //! commit. A session that copies a snapshot or retracts keys before its stream has taken the
 //! transaction over would write into it and wait for ever, or read keys that omit what it
 //! holds. So with `FELDERA_TRANSACTIONS` on, a session's requests that read or write table
-//! data (ingress, ad-hoc queries: [`Queue::push_table_request`]) wait until the session knows
-//! no transaction is open that it did not start or adopt:
+//! data (ingress, ad-hoc queries, checkpoints) wait until the session knows no transaction
+//! is open that it did not start or adopt:
 //! - the stream's own transaction (`feldera_txn`) starts or adopts one before its first
-//!   batch: from then on the session owns it ([`Queue::own_transaction`]);
+//!   batch: from then on the session owns it ([`Gate::own_transaction`]);
 //! - otherwise the first such request starts `start_transaction`: 409 (one is open) or 200 (a
 //!   fresh, empty one) is answered by `commit_transaction`, and then the waiting requests go
 //!   out in order. What the old transaction held becomes visible: those are replays of
 //!   changes the slot has not acknowledged, which this session writes again.
 //!
+//! A session starts or settles no transaction while a transaction request of an earlier
+//! session is still out (the ledger's `control_blocks`): a late commit would commit this
+//! session's.
+//!
 //! Owns: the gate and the requests waiting behind it. Never decides what a request is for.
 
-use super::policy::{Failure, FailureKind};
-use super::queue::Queue;
+use super::ledger::{Ledger, Owner};
 use crate::feldera::{
     classify_commit_transaction, classify_start_transaction, CommitOutcome, FelderaEndpoint,
-    HttpRequest, Reply, StartTransactionOutcome,
+    HttpRequest, Reply, StartTransactionOutcome, FORWARDED_TIMEOUT_MS,
 };
 use crate::io::{Command, HttpId, Level, Topic};
-
-/// Request timeout of the settling `start_transaction` and `commit_transaction`.
-const SETTLE_TIMEOUT_MS: u64 = 35_000;
+use crate::pipeline::policy::{Failure, FailureKind};
+use crate::pipeline::queue::Queue;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -47,15 +49,35 @@ pub(crate) struct Gate {
     waiting: Vec<(HttpId, HttpRequest)>,
 }
 
-impl Queue {
+/// Whether this session may start or settle a Feldera transaction now: false (and said once
+/// per session) while a transaction request of an earlier session is still out.
+pub(crate) fn may_start_transaction(queue: &mut Queue, ledger: &mut Ledger) -> bool {
+    let earlier = ledger.control_blocks();
+    if earlier == 0 {
+        return true;
+    }
+    if ledger.first_control_wait() {
+        queue.note(
+            Level::Info,
+            Topic::Batch,
+            format!(
+                "waiting until {earlier} Feldera transaction request(s) of an ended session end before starting or settling a transaction \
+                 (a late commit would commit this session's; each ends within its timeout)"
+            ),
+        );
+    }
+    false
+}
+
+impl Gate {
     /// A new session: with Feldera transactions on, a transaction may be open that nobody
     /// of this session started. Requests that waited in the ended session were never sent:
-    /// they are forgotten (and so is their place in `writes`).
-    pub(crate) fn settle_at_session_start(&mut self, transactions: bool) {
-        for (id, _) in std::mem::take(&mut self.gate.waiting) {
-            self.writes.forget(id);
+    /// they are forgotten (and so is their place in the ledger).
+    pub(crate) fn start_session(&mut self, ledger: &mut Ledger, transactions: bool) {
+        for (id, _) in std::mem::take(&mut self.waiting) {
+            ledger.forget(id);
         }
-        self.gate.state = if transactions {
+        self.state = if transactions {
             State::Unknown
         } else {
             State::Settled
@@ -65,78 +87,94 @@ impl Queue {
     /// The stream started or adopted a Feldera transaction: this session owns whatever is
     /// open, and its own requests need not wait.
     pub(crate) fn own_transaction(&mut self) {
-        if matches!(self.gate.state, State::Unknown) {
-            self.gate.state = State::Settled;
+        if matches!(self.state, State::Unknown) {
+            self.state = State::Settled;
         }
     }
 
     /// Sends a request that reads or writes table data, or holds it until an open Feldera
     /// transaction is settled (see the module docs).
-    pub(crate) fn push_table_request(
+    pub(crate) fn send(
         &mut self,
+        queue: &mut Queue,
+        ledger: &mut Ledger,
         endpoint: &FelderaEndpoint,
         id: HttpId,
         request: HttpRequest,
     ) {
-        match self.gate.state {
-            State::Settled => self.push(Command::Http { id, request }),
+        match self.state {
+            State::Settled => queue.push(Command::Http { id, request }),
             State::Unknown => {
-                self.gate.waiting.push((id, request));
-                self.start_settling(endpoint);
+                self.waiting.push((id, request));
+                self.start_settling(queue, ledger, endpoint);
             }
-            State::Starting(_) | State::Committing(_) => self.gate.waiting.push((id, request)),
+            State::Starting(_) | State::Committing(_) => self.waiting.push((id, request)),
         }
     }
 
     /// Asks whether a transaction is open, unless a transaction request of an earlier
-    /// session is still out (`writes`): then [`Queue::resume_settle`] asks once it ended.
-    fn start_settling(&mut self, endpoint: &FelderaEndpoint) {
-        if !self.may_start_transaction() {
+    /// session is still out: then [`Gate::resume`] asks once it ended.
+    fn start_settling(
+        &mut self,
+        queue: &mut Queue,
+        ledger: &mut Ledger,
+        endpoint: &FelderaEndpoint,
+    ) {
+        if !may_start_transaction(queue, ledger) {
             return;
         }
-        let http = self.http_id();
-        self.push_txn_control(http, endpoint.start_transaction(SETTLE_TIMEOUT_MS));
-        self.gate.state = State::Starting(http);
+        let http = queue.http_id();
+        ledger.started_control(http, Owner::Gate);
+        let request = endpoint.start_transaction(FORWARDED_TIMEOUT_MS);
+        queue.push(Command::Http { id: http, request });
+        self.state = State::Starting(http);
     }
 
     /// The last transaction request of an earlier session ended: requests waiting behind
     /// an unsettled gate may start the settling now.
-    pub(crate) fn resume_settle(&mut self, endpoint: &FelderaEndpoint) {
-        if self.gate.state == State::Unknown && !self.gate.waiting.is_empty() {
-            self.start_settling(endpoint);
+    pub(crate) fn resume(
+        &mut self,
+        queue: &mut Queue,
+        ledger: &mut Ledger,
+        endpoint: &FelderaEndpoint,
+    ) {
+        if self.state == State::Unknown && !self.waiting.is_empty() {
+            self.start_settling(queue, ledger, endpoint);
         }
     }
 
     /// Forgets a request still waiting behind the gate (never sent); false when none was.
     pub(crate) fn unwait(&mut self, id: HttpId) -> bool {
-        let before = self.gate.waiting.len();
-        self.gate.waiting.retain(|(waiting, _)| *waiting != id);
-        self.gate.waiting.len() != before
+        let before = self.waiting.len();
+        self.waiting.retain(|(waiting, _)| *waiting != id);
+        self.waiting.len() != before
     }
 
     /// Whether `id` is one of the gate's own requests.
-    pub(crate) fn settle_owns(&self, id: HttpId) -> bool {
-        matches!(self.gate.state, State::Starting(h) | State::Committing(h) if h == id)
+    pub(crate) fn owns(&self, id: HttpId) -> bool {
+        matches!(self.state, State::Starting(h) | State::Committing(h) if h == id)
     }
 
     /// An answer to one of the gate's requests: the next step, or why the session cannot go
     /// on.
-    pub(crate) fn on_settle_reply(
+    pub(crate) fn on_reply(
         &mut self,
+        queue: &mut Queue,
+        ledger: &mut Ledger,
         endpoint: &FelderaEndpoint,
         reply: Reply<'_>,
     ) -> Result<(), Failure> {
-        match self.gate.state {
+        match self.state {
             State::Starting(_) => {
                 match classify_start_transaction(reply) {
-                    StartTransactionOutcome::Started { transaction_id } => self.note(
+                    StartTransactionOutcome::Started { transaction_id } => queue.note(
                         Level::Debug,
                         Topic::Batch,
                         format!(
                             "no Feldera transaction was open; committing the empty one just started ({transaction_id}) before reading or writing table data"
                         ),
                     ),
-                    StartTransactionOutcome::AlreadyOpen(e) => self.log(
+                    StartTransactionOutcome::AlreadyOpen(e) => queue.log(
                         Level::Warn,
                         format!(
                             "a Feldera transaction is open ({e}): left by a run or session that stopped inside one, or started by someone else. \
@@ -156,9 +194,11 @@ impl Queue {
                         ))
                     }
                 }
-                let http = self.http_id();
-                self.push_txn_control(http, endpoint.commit_transaction(SETTLE_TIMEOUT_MS));
-                self.gate.state = State::Committing(http);
+                let http = queue.http_id();
+                ledger.started_control(http, Owner::Gate);
+                let request = endpoint.commit_transaction(FORWARDED_TIMEOUT_MS);
+                queue.push(Command::Http { id: http, request });
+                self.state = State::Committing(http);
                 Ok(())
             }
             State::Committing(_) => {
@@ -177,9 +217,9 @@ impl Queue {
                         ))
                     }
                 }
-                self.gate.state = State::Settled;
-                for (id, request) in std::mem::take(&mut self.gate.waiting) {
-                    self.push(Command::Http { id, request });
+                self.state = State::Settled;
+                for (id, request) in std::mem::take(&mut self.waiting) {
+                    queue.push(Command::Http { id, request });
                 }
                 Ok(())
             }

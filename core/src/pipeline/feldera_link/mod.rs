@@ -1,0 +1,392 @@
+//! The pipeline's link to Feldera, the twin of `PgLink`: every request whose answer is not
+//! simply the current phase's goes through it, and every answer passes it first.
+//!
+//! Feldera's rules outlive a session: a request keeps delivering records after its sender
+//! ended (`ledger`), a request that ended without the pipeline's answer may be applied
+//! later (`quarantine`), and a transaction left open swallows what is written next (`gate`).
+//! The link keeps all three, so a phase only asks to write, read or commit, and the
+//! pipeline routes an answer with one question: [`FelderaLink::deliver`] says whom it is
+//! for, after doing the link's own part (freeing a table, moving the gate on).
+//!
+//! Owns: the request-id → owner map, the parked queries, the quarantine, the gate and the
+//! endpoint they use. Never decides what an answer means for a batch or a checkpoint.
+
+mod gate;
+mod ledger;
+mod quarantine;
+
+use crate::feldera::{
+    FelderaEndpoint, HttpRequest, Reply, FORWARDED_TIMEOUT_MS, QUESTION_TIMEOUT_MS,
+};
+use crate::io::{Command, HttpId, Level, Topic};
+use crate::pipeline::policy::Failure;
+use crate::pipeline::queue::Queue;
+use gate::Gate;
+use ledger::{Ended, Ledger};
+use quarantine::{Due, Quarantine};
+
+pub(crate) use ledger::Owner;
+
+/// Whom an answer is for, once the link did its own part ([`FelderaLink::deliver`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// The current phase (an answer of an ended session finds no owner there).
+    Phase,
+    /// The session's keeper, when it still asks.
+    Keeper,
+    /// The link handled it: nothing for anyone else.
+    Handled,
+    /// A request of an ended session ended and nothing of it holds its tables (or the
+    /// transaction) back any more: the phase's sinks may post again.
+    Freed,
+    /// The gate could not settle a transaction left open: the session cannot go on.
+    Failed(Failure),
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct FelderaLink {
+    endpoint: FelderaEndpoint,
+    ledger: Ledger,
+    quarantine: Quarantine,
+    gate: Gate,
+}
+
+impl FelderaLink {
+    pub(crate) fn new(endpoint: FelderaEndpoint) -> FelderaLink {
+        FelderaLink {
+            endpoint,
+            ledger: Ledger::default(),
+            quarantine: Quarantine::default(),
+            gate: Gate::default(),
+        }
+    }
+
+    /// The pipeline's API, for building requests.
+    pub(crate) fn endpoint(&self) -> &FelderaEndpoint {
+        &self.endpoint
+    }
+
+    /// Session `session` starts: requests sent from now on are its own; with Feldera
+    /// transactions on, one may be open that it must settle before table data moves.
+    pub(crate) fn start_session(&mut self, session: u32, transactions: bool) {
+        self.gate.start_session(&mut self.ledger, transactions);
+        self.ledger.start_session(session);
+    }
+
+    // ---- sending ----
+
+    /// Sends one of the keeper's questions.
+    pub(crate) fn ask_for_keeper(&mut self, queue: &mut Queue, request: HttpRequest) -> HttpId {
+        let id = queue.http_id();
+        self.ledger.started(id, Owner::Keeper);
+        queue.push(Command::Http { id, request });
+        id
+    }
+
+    /// Sends a request of `owner` that reads or writes table data (a checkpoint included):
+    /// behind the gate.
+    pub(crate) fn send_table_request(
+        &mut self,
+        queue: &mut Queue,
+        owner: Owner,
+        request: HttpRequest,
+    ) -> HttpId {
+        let id = queue.http_id();
+        if owner != Owner::Phase {
+            self.ledger.started(id, owner);
+        }
+        self.gate
+            .send(queue, &mut self.ledger, &self.endpoint, id, request);
+        id
+    }
+
+    /// Whether the current session may write to `segment` now: false (and said once per
+    /// session and table) while an earlier request may still deliver records to it.
+    pub(crate) fn may_write(&mut self, queue: &mut Queue, segment: &str) -> bool {
+        if self.blocks(segment) == 0 {
+            return true;
+        }
+        if self.ledger.first_wait(segment) {
+            let line = self.wait_reason(segment, "writing to it again");
+            queue.note(Level::Info, Topic::Batch, line);
+        }
+        false
+    }
+
+    /// Posts an ingress request to `segment` (only when [`FelderaLink::may_write`] said so).
+    pub(crate) fn post_ingress(
+        &mut self,
+        queue: &mut Queue,
+        segment: &str,
+        request: impl FnOnce(&FelderaEndpoint) -> HttpRequest,
+    ) -> HttpId {
+        let id = queue.http_id();
+        self.ledger.started_write(id, segment);
+        let request = request(&self.endpoint);
+        self.gate
+            .send(queue, &mut self.ledger, &self.endpoint, id, request);
+        id
+    }
+
+    /// Sends a query of the data of the table at `segment`, or parks it while a request
+    /// that may still deliver records to that table is out (`ledger`, `quarantine`).
+    pub(crate) fn query_table(
+        &mut self,
+        queue: &mut Queue,
+        segment: &str,
+        request: HttpRequest,
+    ) -> HttpId {
+        let id = queue.http_id();
+        if self.blocks(segment) == 0 {
+            self.gate
+                .send(queue, &mut self.ledger, &self.endpoint, id, request);
+            return id;
+        }
+        if self.ledger.first_wait(segment) {
+            let line = self.wait_reason(segment, "reading it");
+            queue.note(Level::Info, Topic::Batch, line);
+        }
+        self.ledger.park(segment, id, request);
+        id
+    }
+
+    /// Sends the stream's own `start_transaction` or `commit_transaction`, kept in the
+    /// ledger until it ends.
+    pub(crate) fn send_txn_control(
+        &mut self,
+        queue: &mut Queue,
+        request: impl FnOnce(&FelderaEndpoint) -> HttpRequest,
+    ) -> HttpId {
+        let id = queue.http_id();
+        self.ledger.started_control(id, Owner::Phase);
+        let request = request(&self.endpoint);
+        queue.push(Command::Http { id, request });
+        id
+    }
+
+    /// Whether this session may start or settle a Feldera transaction now (`gate`).
+    pub(crate) fn may_start_transaction(&mut self, queue: &mut Queue) -> bool {
+        gate::may_start_transaction(queue, &mut self.ledger)
+    }
+
+    /// The stream started or adopted a Feldera transaction (`gate`).
+    pub(crate) fn own_transaction(&mut self) {
+        self.gate.own_transaction();
+    }
+
+    /// Stops a streamed answer (`Command::HttpCancel`), or, when its request was never sent
+    /// (parked, or waiting behind the gate), forgets the request.
+    pub(crate) fn cancel(&mut self, queue: &mut Queue, id: HttpId) {
+        if self.ledger.unpark(id) || self.gate.unwait(id) {
+            self.ledger.forget(id);
+            return;
+        }
+        queue.push(Command::HttpCancel { id });
+    }
+
+    // ---- answers ----
+
+    /// A request ended (`how`; `answered`: the pipeline itself answered, a status below
+    /// 500): the link's part of the end, and whom `reply` is for.
+    pub(crate) fn deliver(
+        &mut self,
+        queue: &mut Queue,
+        id: HttpId,
+        answered: bool,
+        how: &str,
+        reply: Reply<'_>,
+    ) -> Delivery {
+        let Some(ended) = self.ledger.ended(id) else {
+            return Delivery::Phase;
+        };
+        if ended.control && ended.earlier {
+            return self.earlier_control_ended(queue);
+        }
+        match ended.owner {
+            Owner::Keeper => return Delivery::Keeper,
+            Owner::Gate if self.gate.owns(id) => {
+                return match self
+                    .gate
+                    .on_reply(queue, &mut self.ledger, &self.endpoint, reply)
+                {
+                    Ok(()) => Delivery::Handled,
+                    Err(failure) => Delivery::Failed(failure),
+                };
+            }
+            Owner::Probe if self.quarantine.probe_owns(id) => {
+                self.on_probe_reply(queue, reply);
+                return Delivery::Handled;
+            }
+            Owner::Phase | Owner::Gate | Owner::Probe => {}
+        }
+        self.write_ended(queue, ended, answered, how)
+    }
+
+    /// An ingress request ended: without the pipeline's answer its table is quarantined; of
+    /// an ended session, its table may be free again.
+    fn write_ended(
+        &mut self,
+        queue: &mut Queue,
+        ended: Ended,
+        answered: bool,
+        how: &str,
+    ) -> Delivery {
+        let Some(segment) = ended.segment else {
+            return Delivery::Phase;
+        };
+        if !answered && self.quarantine.hold(&segment) {
+            note_quarantined(queue, &segment, how);
+        }
+        if !ended.earlier {
+            return Delivery::Phase;
+        }
+        let left = self.blocks(&segment);
+        queue.note(
+            Level::Debug,
+            Topic::Batch,
+            format!(
+                "an ingress request of session {} to {segment} ended ({how}); {left} more of an ended session to it still out",
+                ended.session
+            ),
+        );
+        if left > 0 {
+            return Delivery::Handled;
+        }
+        self.release_queries(queue, &segment);
+        Delivery::Freed
+    }
+
+    /// A Feldera transaction request of an ended session ended: once none is out, this
+    /// session may start or settle a transaction.
+    fn earlier_control_ended(&mut self, queue: &mut Queue) -> Delivery {
+        let left = self.ledger.control_blocks();
+        queue.note(
+            Level::Debug,
+            Topic::Batch,
+            format!(
+                "a Feldera transaction request of an ended session ended; {left} more still out"
+            ),
+        );
+        if left > 0 {
+            return Delivery::Handled;
+        }
+        self.gate.resume(queue, &mut self.ledger, &self.endpoint);
+        Delivery::Freed
+    }
+
+    /// The last request holding `segment` back ended: its parked queries go out.
+    fn release_queries(&mut self, queue: &mut Queue, segment: &str) {
+        if self.blocks(segment) > 0 {
+            return;
+        }
+        for (id, request) in self.ledger.take_parked(segment) {
+            self.gate
+                .send(queue, &mut self.ledger, &self.endpoint, id, request);
+        }
+    }
+
+    // ---- the quarantine ----
+
+    /// When the quarantine's probe wants the core back (`TimerKind::Quarantine`).
+    pub(crate) fn quarantine_deadline(&self) -> Option<crate::time::Mono> {
+        self.quarantine.deadline()
+    }
+
+    /// The quarantine's timer: asks `/stats` when due, or frees the tables whose settling
+    /// is over; true when a table was freed (the phase's sinks may post again).
+    pub(crate) fn on_quarantine_timer(&mut self, queue: &mut Queue) -> bool {
+        match self.quarantine.on_timer(queue.now.mono) {
+            Due::Nothing => false,
+            Due::Ask => {
+                let id = queue.http_id();
+                self.ledger.started(id, Owner::Probe);
+                queue.push(Command::Http {
+                    id,
+                    request: self.endpoint.stats(QUESTION_TIMEOUT_MS),
+                });
+                self.quarantine.asked(id);
+                false
+            }
+            Due::Freed(freed) => {
+                for segment in &freed {
+                    queue.note(
+                        Level::Info,
+                        Topic::Batch,
+                        format!("{segment}: Feldera runs and has read what it held; writing to it again"),
+                    );
+                }
+                for segment in &freed {
+                    self.release_queries(queue, segment);
+                }
+                !freed.is_empty()
+            }
+        }
+    }
+
+    /// The probe's `/stats` answer: `Running` starts the settling; anything else (paused,
+    /// no answer) asks again a little later.
+    fn on_probe_reply(&mut self, queue: &mut Queue, reply: Reply<'_>) {
+        let state = crate::feldera::pipeline_state(reply);
+        if !self.quarantine.on_state(queue.now.mono, state.as_deref()) {
+            return;
+        }
+        if state.as_deref() != Some("Running") {
+            queue.note(
+                Level::Debug,
+                Topic::Batch,
+                format!(
+                    "Feldera's pipeline state is {}; tables with a lingering request keep waiting",
+                    state
+                        .as_deref()
+                        .unwrap_or("unknown (no usable /stats answer)")
+                ),
+            );
+        }
+    }
+
+    // ---- what holds a table back ----
+
+    /// How many requests of earlier sessions to `segment` are still out, plus one while it
+    /// is quarantined: while any is, the current session must not write to or read that
+    /// table.
+    fn blocks(&self, segment: &str) -> usize {
+        self.ledger.earlier_writes(segment) + usize::from(self.quarantine.holds(segment))
+    }
+
+    /// Why a write to or read of `segment` waits, for the session's one line about it;
+    /// `action` is what waits ("writing to it again").
+    fn wait_reason(&self, segment: &str, action: &str) -> String {
+        let earlier = self.ledger.earlier_writes(segment);
+        let mut why = Vec::new();
+        if earlier > 0 {
+            why.push(format!(
+                "{earlier} ingress request(s) of an ended session end (Feldera queues a request's records as they arrive; \
+                 each ends within its {} s timeout)",
+                FORWARDED_TIMEOUT_MS / 1000
+            ));
+        }
+        if self.quarantine.holds(segment) {
+            why.push(
+                "Feldera is seen running (a request that ended without its answer may still write to it)".to_owned(),
+            );
+        }
+        format!(
+            "{segment}: waiting until {} before {action}",
+            why.join(" and ")
+        )
+    }
+}
+
+/// An ingress request to `segment` ended without the pipeline's answer (`how`): said once
+/// per table while it is quarantined.
+fn note_quarantined(queue: &mut Queue, segment: &str, how: &str) {
+    queue.note(
+        Level::Info,
+        Topic::Batch,
+        format!(
+            "{segment}: an ingress request ended without Feldera's answer ({how}); the pipeline may still apply its body when it next runs \
+             (a paused pipeline reads it at the resume), so nothing more goes to that table until Feldera is seen running"
+        ),
+    );
+}
