@@ -9,10 +9,10 @@
 //! The report goes out as one `Print`; the exit code is 0 when the setup would work, 1
 //! when a finding failed. Nothing is ever created, dropped or written.
 
+use super::env::Env;
 use super::pg::PgLink;
 use super::queue::Queue;
 use super::startup::{retraction_problems, Answer, Startup};
-use super::Env;
 use crate::catalog::questions::Row;
 use crate::catalog::{server, slot};
 use crate::config::{Config, ConfigError, SnapshotMode};

@@ -7,9 +7,9 @@
 //! A table that is not found, a publication without tables and a PostgreSQL that cannot be
 //! reached end it with exit 1, naming what failed, before anything is printed.
 
+use super::env::Env;
 use super::inspect::{connect_fix, deadline, now_of, with_rows, Control, Heard};
 use super::queue::Queue;
-use super::Env;
 use crate::catalog::questions::{self, QualifiedName};
 use crate::catalog::types::{parse_types, types_query};
 use crate::config::{Config, ConfigError};

@@ -10,9 +10,9 @@
 //!   then removes the state file, and reports both.
 
 use super::check::PIPELINE_FIX;
+use super::env::Env;
 use super::pg::{LinkClosed, PgLink};
 use super::queue::Queue;
-use super::Env;
 use crate::catalog::questions::{self, quote_literal, Row};
 use crate::catalog::slot;
 use crate::config::{Config, ConfigError};

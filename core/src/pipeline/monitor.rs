@@ -13,10 +13,11 @@
 //! that breaks or a question that fails is logged and tried again at the next sample.
 //! `NO_PROGRESS_TIMEOUT_SECS` stays the last guard.
 
+use super::cx::Cx;
+use super::handover::Next;
 use super::pg::{LinkClosed, PgLink};
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
-use super::{Cx, Next};
 use crate::catalog::questions::Row;
 use crate::catalog::slot::{self, SlotHealth, WalBudget};
 use crate::conn::Event;

@@ -5,9 +5,9 @@
 //! `sslmode=allow` and `prefer` (see `conn::TlsPlan`): the pipeline sees one link whose
 //! `id` changed, and never hears of the first attempt's end.
 
+use super::handover::Next;
 use super::policy::{Failure, FailureKind as Kind};
 use super::queue::Queue;
-use super::Next;
 use crate::config::PgConnConfig;
 use crate::conn::{
     Attempt, ConnError, Connection, ConnectionConfig, Encryption, Event, Password, TlsPlan,

@@ -8,12 +8,14 @@
 //!
 //! Owns the held streaming session (its status updates keep flowing) and the retraction.
 
-use super::durability::News;
+use super::cx::Cx;
+use super::handover::Next;
+use super::handover::TableJob;
+use super::keeper::News;
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
-use super::retraction::{ask_count, read_count_answer, Retracted, Retraction, TableJob};
+use super::retraction::{ask_count, read_count_answer, Retracted, Retraction};
 use super::streaming::Streaming;
-use super::{Cx, Next};
 use crate::ack::BatchSeq;
 use crate::feldera::Reply;
 use crate::io::{ConnFailure, ConnId, HttpId, Level, Topic};

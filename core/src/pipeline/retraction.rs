@@ -19,10 +19,12 @@
 //! owning phase routes Feldera answers here and carries PostgreSQL questions to the
 //! connection that holds the snapshot.
 
+use super::cx::Cx;
+use super::handover::Next;
+use super::handover::TableJob;
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
 use super::sink::{Sink, SinkOutcome};
-use super::{Cx, Next};
 use crate::ack::BatchSeq;
 use crate::catalog::questions::Row;
 use crate::config::{AckMode, CrashPoint};
@@ -33,7 +35,6 @@ use crate::outbox::{CutReason, Outbox};
 use crate::pipeline::feldera_link::FelderaLink;
 use crate::retract::{
     count_query, existence_query, leftovers, read_count, read_keys, scan_query, Key, KeyPlan,
-    LeftoverPlan,
 };
 use crate::time::Mono;
 use crate::timer::TimerTable;
@@ -41,15 +42,6 @@ use std::collections::VecDeque;
 
 /// How often a scan says how far it got.
 const PROGRESS_LOG_MS: u64 = 10_000;
-
-/// One table to retract.
-#[derive(Debug)]
-pub(crate) struct TableJob {
-    pub(crate) route: usize,
-    pub(crate) keys: KeyPlan,
-    /// For leftovers: how to ask PostgreSQL which keys exist.
-    pub(crate) leftovers: Option<LeftoverPlan>,
-}
 
 /// Where the scan's answer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,13 +9,16 @@
 //! Owns the replication connection until the stream opens or the snapshot begins, then
 //! hands it over (with any events that arrived in the same read). Never reads the stream.
 
+use super::cx::Cx;
 use super::durability::Durability;
+use super::handover::Next;
+use super::handover::Ready;
+use super::handover::StreamStart;
+use super::handover::{AddedCopy, SnapshotStart};
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
-use super::snapshotting::{AddedCopy, SnapshotStart};
-use super::startup::{Answer, Ready, Startup, StartupError};
+use super::startup::{Answer, Startup, StartupError};
 use super::streaming::Skips;
-use super::{Cx, Next};
 use crate::conn::Event;
 use crate::contract::PipelineInfo;
 use crate::feldera::QUESTION_TIMEOUT_MS;
@@ -29,14 +32,6 @@ use crate::snapshot::state::{
     rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, FORMAT_VERSION,
 };
 use bytes::Bytes;
-
-/// What the Streaming phase starts from, besides the connection (`Starting::into_repl`).
-#[derive(Debug)]
-pub(crate) struct StreamStart {
-    pub(crate) ready: Ready,
-    /// Events read after the stream opened, in the same read.
-    pub(crate) pending: Vec<Event>,
-}
 
 /// Where the decision about the slot stands.
 #[derive(Debug)]

@@ -15,6 +15,7 @@
 //! asked, so every problem is found in one run and nothing is ever created
 //! (`startup_survey.rs`).
 
+use super::handover::Ready;
 use super::pg::PgLink;
 use super::queue::Queue;
 use crate::catalog::checks::{self, StartupRefusal};
@@ -76,21 +77,6 @@ pub(crate) enum Answer {
         consistent_point: Lsn,
         snapshot: String,
     },
-}
-
-/// What the session learnt before streaming.
-#[derive(Debug)]
-pub(crate) struct Ready {
-    pub(crate) wal_sender_timeout_ms: u64,
-    pub(crate) tables: Vec<Table>,
-    /// The catalog's description of the routed columns' non-builtin types.
-    pub(crate) types: PgTypes,
-    pub(crate) slot_confirmed: Lsn,
-    /// The route of every partition of a routed table, as the catalog showed them.
-    pub(crate) placement: Placement,
-    /// What the stream skips: routes copied apart from the others, removed routes (set
-    /// from the state file by the phase that opens the stream).
-    pub(crate) skips: super::streaming::Skips,
 }
 
 /// How a step ended when it did not simply move on.
@@ -222,7 +208,7 @@ impl Startup {
     /// the state file's contents: what a start does, for `starting` and for `check`.
     pub(super) fn plan(
         &self,
-        env: &super::Env,
+        env: &super::env::Env,
         state: &StateRead,
         feldera: Option<FelderaNow<'_>>,
     ) -> Plan {

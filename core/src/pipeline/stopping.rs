@@ -7,11 +7,12 @@
 //!
 //! Owns the streaming session while it drains, and the control connection.
 
-use super::durability::News;
+use super::cx::Cx;
+use super::handover::Next;
+use super::keeper::News;
 use super::pg::{LinkClosed, PgLink};
 use super::queue::Queue;
 use super::streaming::Streaming;
-use super::{Cx, Next};
 use crate::ack::BatchSeq;
 use crate::catalog::questions;
 use crate::conn::Event;

@@ -30,14 +30,15 @@ mod skipping;
 
 pub(crate) use skipping::Skips;
 
-use super::durability::News;
+use super::cx::Cx;
 use super::feldera_txn::{FelderaTxn, TxnStep};
+use super::handover::Next;
+use super::handover::StreamStart;
+use super::keeper::News;
 use super::pg::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
 use super::sink::{Sink, SinkOutcome};
-use super::starting::StreamStart;
-use super::{Cx, Next};
 use crate::ack::{AckTracker, Advance, BatchSeq};
 use crate::config::{AckMode, CrashPoint, FelderaTransactions};
 use crate::conn::Event;

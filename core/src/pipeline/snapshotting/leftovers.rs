@@ -6,9 +6,11 @@
 use super::{fail, Snapshotting, Stage, Step, WorkerStage};
 use crate::feldera::Reply;
 use crate::io::{Level, Topic};
+use crate::pipeline::cx::Cx;
+use crate::pipeline::handover::Next;
+use crate::pipeline::handover::TableJob;
 use crate::pipeline::policy::{Failure, FailureKind};
-use crate::pipeline::retraction::{ask_count, read_count_answer, Retracted, Retraction, TableJob};
-use crate::pipeline::{Cx, Next};
+use crate::pipeline::retraction::{ask_count, read_count_answer, Retracted, Retraction};
 use crate::retract::{plan_keys, plan_leftovers};
 use crate::snapshot::plan::Leftovers;
 

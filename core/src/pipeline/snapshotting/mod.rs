@@ -21,15 +21,17 @@
 mod leftovers;
 mod workers;
 
-use super::durability::News;
+use super::cx::Cx;
+use super::handover::Next;
+use super::handover::Ready;
+use super::handover::SnapshotStart;
+use super::handover::StreamStart;
+use super::keeper::News;
 use super::pg::PgLink;
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
 use super::retraction::{ask_count, Retraction};
 use super::sink::{Sink, SinkOutcome};
-use super::starting::StreamStart;
-use super::startup::Ready;
-use super::{Cx, Next};
 use crate::ack::BatchSeq;
 use crate::catalog::questions::{self, QualifiedName};
 use crate::config::{AckMode, CrashPoint};
@@ -40,52 +42,15 @@ use crate::copy::CopyRow;
 use crate::feldera::Reply;
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
-use crate::pgoutput::Relation;
 use crate::pipeline::feldera_link::FelderaLink;
 use crate::retract::plan_keys;
-use crate::snapshot::plan::Leftovers;
 use crate::snapshot::progress::Progress;
 use crate::snapshot::ranges::WorkItem;
-use crate::snapshot::state::{rfc3339_utc, RoutePhase, SnapshotPhase, StateFile, StateRoute};
+use crate::snapshot::state::{rfc3339_utc, RoutePhase, SnapshotPhase, StateRoute};
 use crate::timer::{TimerKind, TimerTable};
 use crate::wire::PgError;
 use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
-
-/// What the Starting phase hands over once the slot (and its snapshot) exists.
-#[derive(Debug)]
-pub(crate) struct SnapshotStart {
-    /// What streaming needs afterwards; `slot_confirmed` is the consistent point (zero until
-    /// the slot exists, under `SNAPSHOT_MODE=inconsistent`).
-    pub(crate) ready: Ready,
-    /// Each route's table as the catalog describes it, in route order.
-    pub(crate) relations: Vec<Relation>,
-    /// The exported snapshot; `None` under `inconsistent`, which copies first and creates
-    /// the slot afterwards.
-    pub(crate) snapshot: Option<String>,
-    pub(crate) leftovers: Leftovers,
-    /// The state file as written (`pending`, or with the added routes `pending`), and
-    /// where.
-    pub(crate) state: StateFile,
-    pub(crate) state_path: String,
-    /// A copy of routes added since the slot's own copy, under a temporary slot: `ready`
-    /// then describes every route (for the stream afterwards) and its `slot_confirmed` is
-    /// the temporary slot's consistent point.
-    pub(crate) added: Option<AddedCopy>,
-}
-
-/// A copy of only the routes added to a running deployment (docs/snapshot.md, "Adding
-/// and removing tables").
-#[derive(Debug)]
-pub(crate) struct AddedCopy {
-    /// The routes copied, as indexes of the configured routes.
-    pub(crate) routes: Vec<usize>,
-    /// The temporary slot whose exported snapshot the copy reads; dropped once the copy is
-    /// recorded, before the stream starts on the same connection.
-    pub(crate) temporary_slot: String,
-    /// Where the slot streamed from was confirmed: the stream continues from there.
-    pub(crate) slot_confirmed: crate::Lsn,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WorkerStage {

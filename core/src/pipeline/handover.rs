@@ -1,0 +1,106 @@
+//! What one phase hands the next: the [`Next`] a phase reports after each input, and the
+//! state that travels with a change of phase (what Starting learnt, what a copy starts
+//! from, which tables a TRUNCATE retracts).
+//!
+//! Plain data: every phase module imports it, and it imports no phase.
+
+use super::policy::Failure;
+use super::streaming::Skips;
+use crate::config::CrashPoint;
+use crate::conn::Event;
+use crate::contract::partitions::Placement;
+use crate::contract::schema::Table;
+use crate::pgoutput::Relation;
+use crate::retract::{KeyPlan, LeftoverPlan};
+use crate::snapshot::plan::Leftovers;
+use crate::snapshot::state::StateFile;
+use crate::value::PgTypes;
+use crate::Lsn;
+
+/// What a phase says should happen after it handled an input.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Nothing changes phase.
+    Stay,
+    /// Starting opened the replication stream, or Snapshotting finished: stream.
+    Stream(Box<StreamStart>),
+    /// Starting created the slot for a snapshot: copy.
+    Snapshot(Box<SnapshotStart>),
+    /// Streaming read a TRUNCATE of these tables: retract.
+    Retract(Vec<TableJob>),
+    /// Retracting verified the truncated tables are empty: stream on.
+    Resume,
+    /// Something failed: the policy decides.
+    Fail(Failure),
+    /// A crash point was reached (`CRASH_AT`): exit 70 now.
+    Crash(CrashPoint),
+    /// A graceful stop finished: exit 0 with this reason.
+    Stopped(String),
+}
+
+/// What the Streaming phase starts from, besides the connection (`Starting::into_repl`).
+#[derive(Debug)]
+pub(crate) struct StreamStart {
+    pub(crate) ready: Ready,
+    /// Events read after the stream opened, in the same read.
+    pub(crate) pending: Vec<Event>,
+}
+
+/// What the session learnt before streaming.
+#[derive(Debug)]
+pub(crate) struct Ready {
+    pub(crate) wal_sender_timeout_ms: u64,
+    pub(crate) tables: Vec<Table>,
+    /// The catalog's description of the routed columns' non-builtin types.
+    pub(crate) types: PgTypes,
+    pub(crate) slot_confirmed: Lsn,
+    /// The route of every partition of a routed table, as the catalog showed them.
+    pub(crate) placement: Placement,
+    /// What the stream skips: routes copied apart from the others, removed routes (set
+    /// from the state file by the phase that opens the stream).
+    pub(crate) skips: Skips,
+}
+
+/// What the Starting phase hands over once the slot (and its snapshot) exists.
+#[derive(Debug)]
+pub(crate) struct SnapshotStart {
+    /// What streaming needs afterwards; `slot_confirmed` is the consistent point (zero until
+    /// the slot exists, under `SNAPSHOT_MODE=inconsistent`).
+    pub(crate) ready: Ready,
+    /// Each route's table as the catalog describes it, in route order.
+    pub(crate) relations: Vec<Relation>,
+    /// The exported snapshot; `None` under `inconsistent`, which copies first and creates
+    /// the slot afterwards.
+    pub(crate) snapshot: Option<String>,
+    pub(crate) leftovers: Leftovers,
+    /// The state file as written (`pending`, or with the added routes `pending`), and
+    /// where.
+    pub(crate) state: StateFile,
+    pub(crate) state_path: String,
+    /// A copy of routes added since the slot's own copy, under a temporary slot: `ready`
+    /// then describes every route (for the stream afterwards) and its `slot_confirmed` is
+    /// the temporary slot's consistent point.
+    pub(crate) added: Option<AddedCopy>,
+}
+
+/// A copy of only the routes added to a running deployment (docs/snapshot.md, "Adding
+/// and removing tables").
+#[derive(Debug)]
+pub(crate) struct AddedCopy {
+    /// The routes copied, as indexes of the configured routes.
+    pub(crate) routes: Vec<usize>,
+    /// The temporary slot whose exported snapshot the copy reads; dropped once the copy is
+    /// recorded, before the stream starts on the same connection.
+    pub(crate) temporary_slot: String,
+    /// Where the slot streamed from was confirmed: the stream continues from there.
+    pub(crate) slot_confirmed: Lsn,
+}
+
+/// One table to retract.
+#[derive(Debug)]
+pub(crate) struct TableJob {
+    pub(crate) route: usize,
+    pub(crate) keys: KeyPlan,
+    /// For leftovers: how to ask PostgreSQL which keys exist.
+    pub(crate) leftovers: Option<LeftoverPlan>,
+}
