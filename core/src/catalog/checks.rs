@@ -13,18 +13,18 @@ use std::fmt;
 
 /// Why slotline will not start (exit 1, nothing created).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StartupRefusal(pub String);
+pub struct Refusal(pub String);
 
-impl fmt::Display for StartupRefusal {
+impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for StartupRefusal {}
+impl std::error::Error for Refusal {}
 
-fn refuse<T>(message: impl Into<String>) -> Result<T, StartupRefusal> {
-    Err(StartupRefusal(message.into()))
+fn refuse<T>(message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal(message.into()))
 }
 
 /// The session settings the server reports after startup must be the pinned ones: values
@@ -34,7 +34,7 @@ pub fn pinned_settings(
     time_zone: &str,
     interval_style: &str,
     client_encoding: &str,
-) -> Result<(), StartupRefusal> {
+) -> Result<(), Refusal> {
     let ok = date_style.starts_with("ISO")
         && time_zone == "UTC"
         && interval_style == "postgres"
@@ -52,7 +52,7 @@ pub fn pinned_settings(
 /// The server must be 15 or newer (the `CREATE_REPLICATION_SLOT` option list slotline
 /// speaks), and 17 or newer for a failover slot. A server that reports no version (only
 /// test doubles do) is not refused.
-pub fn server_version(reported: &str, failover: bool) -> Result<(), StartupRefusal> {
+pub fn server_version(reported: &str, failover: bool) -> Result<(), Refusal> {
     use crate::catalog::slot::{parse_server_version, FAILOVER_SERVER_VERSION, MIN_SERVER_VERSION};
     if reported.is_empty() {
         return Ok(());
@@ -80,7 +80,7 @@ pub fn server_version(reported: &str, failover: bool) -> Result<(), StartupRefus
 pub fn publication(
     name: &str,
     lookup: PublicationLookup,
-) -> Result<(Publication, Vec<String>), StartupRefusal> {
+) -> Result<(Publication, Vec<String>), Refusal> {
     let publication = match lookup {
         PublicationLookup::Found(publication) => publication,
         PublicationLookup::Missing { existing, more } => {
@@ -133,7 +133,7 @@ pub fn routes_match_publication(
     name: &str,
     routes: &[Route],
     published: &[PublishedTable],
-) -> Result<(), StartupRefusal> {
+) -> Result<(), Refusal> {
     let routes_table = |r: &Route, t: &QualifiedName| r.source.is(&t.schema, &t.table);
     let covers = |r: &Route, t: &PublishedTable| {
         routes_table(r, &t.name) || t.ancestors.iter().any(|a| routes_table(r, a))
@@ -188,7 +188,7 @@ pub fn partitions_fit(
     root: u32,
     partitions: &[Partition],
     published: &[PublishedTable],
-) -> Result<(), StartupRefusal> {
+) -> Result<(), Refusal> {
     let Some(routed) = routes.get(route) else {
         return Ok(());
     };
@@ -295,8 +295,8 @@ pub fn plan_routes(
     types: &PgTypes,
     schema: &Schema,
     require_primary_key: bool,
-) -> Result<PlannedRoutes, StartupRefusal> {
-    let resolved = resolve(routes, schema).map_err(|e| StartupRefusal(e.to_string()))?;
+) -> Result<PlannedRoutes, Refusal> {
+    let resolved = resolve(routes, schema).map_err(|e| Refusal(e.to_string()))?;
     let options = MappingOptions {
         require_primary_key,
     };
@@ -351,7 +351,7 @@ pub fn plan_partitions(
     partitions: &[Vec<Partition>],
     types: &PgTypes,
     require_primary_key: bool,
-) -> Result<(), StartupRefusal> {
+) -> Result<(), Refusal> {
     let options = MappingOptions {
         require_primary_key,
     };
@@ -387,7 +387,7 @@ pub fn slot_in_use(slot: &SlotInfo) -> Option<String> {
 /// An existing slot must be a pgoutput logical slot of this database and not lost.
 /// A slot of the right kind, in the right database (whether it is still usable is the
 /// startup plan's question).
-pub fn existing_slot(slot: &SlotInfo, database: &str) -> Result<(), StartupRefusal> {
+pub fn existing_slot(slot: &SlotInfo, database: &str) -> Result<(), Refusal> {
     if slot.slot_type != "logical" || slot.plugin.as_deref() != Some("pgoutput") {
         return refuse(format!(
             "replication slot {} exists but is a {} slot with plugin {:?}; slotline needs a logical pgoutput slot \

@@ -1,6 +1,6 @@
 //! `slotline check`: everything a start verifies, and what it would do, without creating
 //! anything. One replication connection runs the startup conversation as a survey
-//! (`startup::Startup::surveying`: each refusal becomes a finding and the next question is
+//! (`startup::Conversation::surveying`: each refusal becomes a finding and the next question is
 //! asked), then the questions only a check asks (`catalog::server`, the slot's health);
 //! Feldera is asked for the pipeline and the state file is read, as at a start. The startup
 //! plan then says what a start would do, and a snapshot's retraction is checked against
@@ -10,9 +10,9 @@
 //! when a finding failed. Nothing is ever created, dropped or written.
 
 use super::env::Env;
-use super::pg::PgLink;
+use super::pg_link::PgLink;
 use super::queue::Queue;
-use super::startup::{retraction_problems, Answer, Startup};
+use super::starting::conversation::{retraction_problems, Answer, Conversation};
 use crate::catalog::questions::Row;
 use crate::catalog::{server, slot};
 use crate::config::{Config, ConfigError, SnapshotMode};
@@ -57,7 +57,7 @@ pub struct Check {
     format: Format,
     deadline: Mono,
     link: Option<PgLink>,
-    startup: Startup,
+    conversation: Conversation,
     pg: Pg,
     rows: Vec<Vec<Option<String>>>,
     query_error: Option<String>,
@@ -85,7 +85,7 @@ impl Check {
     pub fn new(config: Config, now: Now, format: Format) -> Result<Check, ConfigError> {
         let env = Env::new(config)?;
         let config = &env.config;
-        let startup = Startup::new(
+        let conversation = Conversation::new(
             &config.publication,
             &config.slot,
             &config.pg.database,
@@ -99,7 +99,7 @@ impl Check {
             deadline: now.mono.plus_ms(CHECK_TIMEOUT_MS),
             format,
             link: None,
-            startup,
+            conversation,
             pg: Pg::Conversation,
             rows: Vec::new(),
             query_error: None,
@@ -152,7 +152,7 @@ impl Check {
                 pg.host, pg.port, pg.database, pg.user
             )
         };
-        self.pg_lines.extend(self.startup.take_findings());
+        self.pg_lines.extend(self.conversation.take_findings());
         self.pg_lines.push(Line::fail("postgres", why, fix));
         self.close_link();
         self.pg = Pg::Done;
@@ -184,15 +184,17 @@ impl Check {
                             pg.host, pg.port, pg.database, pg.user
                         ),
                     ));
-                    self.startup.on_ready(queue, link).map(|()| None)
+                    self.conversation.on_ready(queue, link).map(|()| None)
                 }
-                (Pg::Conversation, Event::DataRow(row)) => self.startup.on_row(&row).map(|()| None),
+                (Pg::Conversation, Event::DataRow(row)) => {
+                    self.conversation.on_row(&row).map(|()| None)
+                }
                 (Pg::Conversation, Event::QueryError(e)) => {
-                    self.startup.on_query_error(e.to_string());
+                    self.conversation.on_query_error(e.to_string());
                     Ok(None)
                 }
                 (Pg::Conversation, Event::QueryDone { .. }) => {
-                    self.startup.on_query_done(queue, link).map(Some)
+                    self.conversation.on_query_done(queue, link).map(Some)
                 }
                 (Pg::Extra(_), Event::DataRow(row)) => {
                     self.rows.push(
@@ -221,7 +223,7 @@ impl Check {
             match step {
                 Ok(Some(Answer::SlotRead)) => {
                     self.slot_read = true;
-                    self.pg_lines.extend(self.startup.take_findings());
+                    self.pg_lines.extend(self.conversation.take_findings());
                     self.ask_extra(Extra::Settings);
                 }
                 Ok(_) => {}
@@ -236,7 +238,7 @@ impl Check {
             Extra::Select => server::select_privileges_query(&self.env.routes),
             Extra::Health => slot::slot_health_query(
                 &self.env.config.slot,
-                self.startup
+                self.conversation
                     .server_version()
                     .unwrap_or(slot::MIN_SERVER_VERSION),
             ),
@@ -281,7 +283,7 @@ impl Check {
             Extra::Settings => match server::parse_settings(&rows) {
                 Ok(settings) => {
                     self.role = settings.role.clone();
-                    server::judge_settings(&settings, self.startup.slot().is_some())
+                    server::judge_settings(&settings, self.conversation.slot().is_some())
                 }
                 Err(e) => vec![Line::warn("server settings", e.to_string())],
             },
@@ -405,8 +407,8 @@ impl Check {
             return;
         };
         let result = match schema {
-            Some(schema) => self.startup.on_schema(&mut self.queue, link, schema),
-            None => self.startup.without_schema(&mut self.queue, link),
+            Some(schema) => self.conversation.on_schema(&mut self.queue, link, schema),
+            None => self.conversation.without_schema(&mut self.queue, link),
         };
         if let Err(error) = result {
             self.pg_failed(error.into_message());
@@ -532,7 +534,7 @@ impl Check {
         let (Some(state), true) = (&self.state, self.slot_read) else {
             return Vec::new();
         };
-        let plan = self.startup.plan(&self.env, state, None);
+        let plan = self.conversation.plan(&self.env, state, None);
         let mut lines: Vec<Line> = plan
             .warnings
             .iter()
@@ -547,9 +549,9 @@ impl Check {
             Action::Snapshot { leftovers, .. } | Action::Reroute { leftovers, .. } => {
                 lines.push(Line::ok("start", format!("a start would {}", plan.action)));
                 let problems = retraction_problems(
-                    self.startup.relations(),
-                    self.startup.tables(),
-                    self.startup.types(),
+                    self.conversation.relations(),
+                    self.conversation.tables(),
+                    self.conversation.types(),
                     *leftovers,
                     self.env.config.require_primary_key,
                 );
@@ -687,8 +689,9 @@ impl Driver for Check {
             Input::PgClosed { conn, error } if owns(&self.link, conn) => {
                 if let Some(link) = self.link.as_mut() {
                     match link.on_closed(&mut self.queue, error) {
-                        super::pg::LinkClosed::Retrying => {}
-                        super::pg::LinkClosed::Lost(why) | super::pg::LinkClosed::Fatal(why) => {
+                        super::pg_link::LinkClosed::Retrying => {}
+                        super::pg_link::LinkClosed::Lost(why)
+                        | super::pg_link::LinkClosed::Fatal(why) => {
                             link.abandon(&mut self.queue);
                             self.link = None;
                             self.pg_failed(why);

@@ -11,7 +11,7 @@
 
 use super::check::PIPELINE_FIX;
 use super::env::Env;
-use super::pg::{LinkClosed, PgLink};
+use super::pg_link::{LinkClosed, PgLink};
 use super::queue::Queue;
 use crate::catalog::questions::{self, quote_literal, Row};
 use crate::catalog::slot;

@@ -65,7 +65,7 @@ mod keeper;
 mod lifecycle;
 mod meter;
 mod monitor;
-mod pg;
+mod pg_link;
 mod policy;
 mod queue;
 mod replans;
@@ -77,8 +77,7 @@ mod run;
 pub mod script;
 mod sink;
 mod snapshotting;
-mod starting;
-mod startup;
+pub(crate) mod starting;
 mod stopping;
 mod streaming;
 

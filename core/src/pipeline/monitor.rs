@@ -15,7 +15,7 @@
 
 use super::cx::Cx;
 use super::handover::Next;
-use super::pg::{LinkClosed, PgLink};
+use super::pg_link::{LinkClosed, PgLink};
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
 use crate::catalog::questions::Row;

@@ -10,7 +10,7 @@
 use super::cx::Cx;
 use super::handover::Next;
 use super::keeper::News;
-use super::pg::{LinkClosed, PgLink};
+use super::pg_link::{LinkClosed, PgLink};
 use super::queue::Queue;
 use super::streaming::Streaming;
 use crate::ack::BatchSeq;

@@ -27,7 +27,7 @@ use super::handover::Ready;
 use super::handover::SnapshotStart;
 use super::handover::StreamStart;
 use super::keeper::News;
-use super::pg::PgLink;
+use super::pg_link::PgLink;
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
 use super::retraction::{ask_count, Retraction};

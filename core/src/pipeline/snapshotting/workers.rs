@@ -13,7 +13,7 @@ use crate::outbox::CutReason;
 use crate::pgoutput::Relation;
 use crate::pipeline::cx::Cx;
 use crate::pipeline::handover::Next;
-use crate::pipeline::pg::PgLink;
+use crate::pipeline::pg_link::PgLink;
 use crate::pipeline::policy::{Failure, FailureKind};
 use crate::snapshot::ranges::{plan_ranges, worker_count, TableSize};
 use crate::snapshot::sql;

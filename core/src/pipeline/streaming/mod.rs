@@ -35,7 +35,7 @@ use super::feldera_txn::{FelderaTxn, TxnStep};
 use super::handover::Next;
 use super::handover::StreamStart;
 use super::keeper::News;
-use super::pg::{conn_failure, PgLink};
+use super::pg_link::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
 use super::sink::{Sink, SinkOutcome};

@@ -15,29 +15,25 @@
 //! asked, so every problem is found in one run and nothing is ever created
 //! (`startup_survey.rs`).
 
-use super::handover::Ready;
-use super::pg::PgLink;
-use super::queue::Queue;
-use crate::catalog::checks::{self, StartupRefusal};
-use crate::catalog::questions::{
-    self, CatalogError, Partition, PublishedTable, QualifiedName, Row, SlotInfo,
-};
-use crate::catalog::types::{parse_types, types_query};
+use crate::catalog::checks::{self, Refusal};
+use crate::catalog::questions::{self, CatalogError, Partition, PublishedTable, SlotInfo};
 use crate::contract::partitions::Placement;
 use crate::contract::routes::Route;
 use crate::contract::schema::{Schema, Table};
 use crate::pgoutput::Relation;
+use crate::pipeline::handover::Ready;
+use crate::pipeline::pg_link::PgLink;
+use crate::pipeline::queue::Queue;
 use crate::report::Line;
 use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRead};
 use crate::snapshot::state::StateRoute;
-use crate::standby::parse_guc_duration_ms;
-use crate::value::{oid, PgTypes};
+use crate::value::PgTypes;
 use crate::wire::DataRow;
 use crate::Lsn;
 
 /// Where the conversation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
+pub(super) enum Step {
     Identify,
     WalSenderTimeout,
     Publication,
@@ -63,7 +59,7 @@ enum Step {
 pub(crate) enum Answer {
     /// The next question was asked; nothing to decide.
     Asked,
-    /// The slot was looked up (`Startup::slot`): decide.
+    /// The slot was looked up (`Conversation::slot`): decide.
     SlotRead,
     /// `DROP_REPLICATION_SLOT` succeeded.
     SlotDropped,
@@ -81,7 +77,7 @@ pub(crate) enum Answer {
 
 /// How a step ended when it did not simply move on.
 #[derive(Debug)]
-pub(crate) enum StartupError {
+pub(crate) enum ConversationError {
     /// A contract, data or catalog problem: exit 1.
     Refused(String),
     /// A server error for a question: exit 1 with the server's words.
@@ -91,17 +87,19 @@ pub(crate) enum StartupError {
     Busy(String),
 }
 
-impl StartupError {
+impl ConversationError {
     /// The operator's words, whatever the kind.
     pub(crate) fn into_message(self) -> String {
         match self {
-            StartupError::Refused(m) | StartupError::Server(m) | StartupError::Busy(m) => m,
+            ConversationError::Refused(m)
+            | ConversationError::Server(m)
+            | ConversationError::Busy(m) => m,
         }
     }
 }
 
 /// The tables whose leftovers a snapshot could not retract (or whose emptiness it could not
-/// check) exactly, with why: `relations` and `tables` are aligned, as `Startup` keeps them.
+/// check) exactly, with why: `relations` and `tables` are aligned, as `Conversation` keeps them.
 pub(crate) fn retraction_problems(
     relations: &[Relation],
     tables: &[Table],
@@ -137,57 +135,57 @@ pub(crate) fn retraction_problems(
     problems
 }
 
-impl From<StartupRefusal> for StartupError {
-    fn from(refusal: StartupRefusal) -> Self {
-        StartupError::Refused(refusal.to_string())
+impl From<Refusal> for ConversationError {
+    fn from(refusal: Refusal) -> Self {
+        ConversationError::Refused(refusal.to_string())
     }
 }
 
-impl From<CatalogError> for StartupError {
+impl From<CatalogError> for ConversationError {
     fn from(error: CatalogError) -> Self {
-        StartupError::Refused(error.to_string())
+        ConversationError::Refused(error.to_string())
     }
 }
 
 #[derive(Debug)]
-pub(crate) struct Startup {
-    step: Step,
-    rows: Vec<Vec<Option<String>>>,
-    query_error: Option<String>,
-    publication: String,
-    slot: String,
-    database: String,
-    routes: Vec<Route>,
-    require_primary_key: bool,
-    wal_sender_timeout_ms: u64,
-    relations: Vec<Relation>,
+pub(crate) struct Conversation {
+    pub(super) step: Step,
+    pub(super) rows: Vec<Vec<Option<String>>>,
+    pub(super) query_error: Option<String>,
+    pub(super) publication: String,
+    pub(super) slot: String,
+    pub(super) database: String,
+    pub(super) routes: Vec<Route>,
+    pub(super) require_primary_key: bool,
+    pub(super) wal_sender_timeout_ms: u64,
+    pub(super) relations: Vec<Relation>,
     /// Each route's partitions, in route order (empty: not partitioned, or not read).
-    partitions: Vec<Vec<Partition>>,
+    pub(super) partitions: Vec<Vec<Partition>>,
     /// What the publication publishes, partitions with their ancestors.
-    published: Vec<PublishedTable>,
+    pub(super) published: Vec<PublishedTable>,
     /// The publication's `publish_via_partition_root`.
-    via_root: bool,
-    types: PgTypes,
-    schema: Option<Schema>,
-    tables: Vec<Table>,
-    slot_info: Option<SlotInfo>,
-    created_at: Option<Lsn>,
-    system_id: String,
-    truncate_published: bool,
+    pub(super) via_root: bool,
+    pub(super) types: PgTypes,
+    pub(super) schema: Option<Schema>,
+    pub(super) tables: Vec<Table>,
+    pub(super) slot_info: Option<SlotInfo>,
+    pub(super) created_at: Option<Lsn>,
+    pub(super) system_id: String,
+    pub(super) truncate_published: bool,
     /// `PG_SLOT_FAILOVER`: create the slot as a failover slot (17+).
-    failover: bool,
+    pub(super) failover: bool,
     /// `server_version_num` of the server, as its startup parameters report it.
-    server_version: Option<u32>,
+    pub(super) server_version: Option<u32>,
     /// A survey's findings (`None`: a start, where refusals end the conversation).
-    survey: Option<Vec<Line>>,
+    pub(super) survey: Option<Vec<Line>>,
     /// Survey: Feldera's schema cannot be had; the mappings are not checked.
-    schema_unavailable: bool,
+    pub(super) schema_unavailable: bool,
     /// Survey: the publication exists (else the routes are not compared with it).
-    publication_found: bool,
+    pub(super) publication_found: bool,
 }
 
 /// Values come to the startup as text; invalid UTF-8 in a catalog answer is refused.
-fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, StartupError> {
+pub(super) fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, ConversationError> {
     row.columns
         .iter()
         .map(|column| {
@@ -195,7 +193,7 @@ fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, StartupError> {
                 .as_ref()
                 .map(|bytes| {
                     String::from_utf8(bytes.to_vec()).map_err(|_| {
-                        StartupError::Refused("a catalog answer is not UTF-8".to_owned())
+                        ConversationError::Refused("a catalog answer is not UTF-8".to_owned())
                     })
                 })
                 .transpose()
@@ -203,12 +201,12 @@ fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, StartupError> {
         .collect()
 }
 
-impl Startup {
+impl Conversation {
     /// The startup plan for what this conversation learned (the slot, the system id) and
     /// the state file's contents: what a start does, for `starting` and for `check`.
-    pub(super) fn plan(
+    pub(crate) fn plan(
         &self,
-        env: &super::env::Env,
+        env: &crate::pipeline::env::Env,
         state: &StateRead,
         feldera: Option<FelderaNow<'_>>,
     ) -> Plan {
@@ -233,8 +231,8 @@ impl Startup {
         database: &str,
         routes: Vec<Route>,
         require_primary_key: bool,
-    ) -> Startup {
-        Startup {
+    ) -> Conversation {
+        Conversation {
             step: Step::Identify,
             rows: Vec::new(),
             query_error: None,
@@ -264,13 +262,13 @@ impl Startup {
     }
 
     /// Creates the slot as a failover slot (`PG_SLOT_FAILOVER=true`; refused before 17).
-    pub(crate) fn with_failover(mut self, failover: bool) -> Startup {
+    pub(crate) fn with_failover(mut self, failover: bool) -> Conversation {
         self.failover = failover;
         self
     }
 
     /// A survey: refusals become findings and the conversation goes on to the slot.
-    pub(crate) fn surveying(mut self) -> Startup {
+    pub(crate) fn surveying(mut self) -> Conversation {
         self.survey = Some(Vec::new());
         self
     }
@@ -285,14 +283,14 @@ impl Startup {
         self.server_version
     }
 
-    fn found(&mut self, line: Line) {
+    pub(super) fn found(&mut self, line: Line) {
         if let Some(findings) = self.survey.as_mut() {
             findings.push(line);
         }
     }
 
     /// Survey: a warning is a finding; a start logs it.
-    fn warned(&mut self, queue: &mut Queue, item: &str, warning: String) {
+    pub(super) fn warned(&mut self, queue: &mut Queue, item: &str, warning: String) {
         match self.survey.as_mut() {
             Some(findings) => findings.push(Line::warn(item, warning)),
             None => queue.log(crate::io::Level::Warn, warning),
@@ -340,7 +338,7 @@ impl Startup {
         &mut self,
         queue: &mut Queue,
         link: &mut PgLink,
-    ) -> Result<(), StartupError> {
+    ) -> Result<(), ConversationError> {
         let reported = |name: &str| link.parameter(name).unwrap_or("").to_owned();
         let version = reported("server_version");
         self.server_version = crate::catalog::slot::parse_server_version(&version);
@@ -374,18 +372,18 @@ impl Startup {
         self.ask(queue, link, questions::IDENTIFY_SYSTEM.to_owned())
     }
 
-    fn ask(
+    pub(super) fn ask(
         &mut self,
         queue: &mut Queue,
         link: &mut PgLink,
         sql: String,
-    ) -> Result<(), StartupError> {
+    ) -> Result<(), ConversationError> {
         self.rows.clear();
         self.query_error = None;
-        link.query(queue, &sql).map_err(StartupError::Refused)
+        link.query(queue, &sql).map_err(ConversationError::Refused)
     }
 
-    pub(crate) fn on_row(&mut self, row: &DataRow) -> Result<(), StartupError> {
+    pub(crate) fn on_row(&mut self, row: &DataRow) -> Result<(), ConversationError> {
         self.rows.push(row_text(row)?);
         Ok(())
     }
@@ -400,7 +398,7 @@ impl Startup {
         &mut self,
         queue: &mut Queue,
         link: &mut PgLink,
-    ) -> Result<(), StartupError> {
+    ) -> Result<(), ConversationError> {
         self.schema_unavailable = true;
         if self.step == Step::AwaitSchema {
             self.step = Step::Slot;
@@ -419,7 +417,7 @@ impl Startup {
         queue: &mut Queue,
         link: &mut PgLink,
         schema: Schema,
-    ) -> Result<(), StartupError> {
+    ) -> Result<(), ConversationError> {
         self.schema = Some(schema);
         if self.step == Step::AwaitSchema {
             self.plan_mappings(queue)?;
@@ -439,7 +437,7 @@ impl Startup {
         &mut self,
         queue: &mut Queue,
         link: &mut PgLink,
-    ) -> Result<Answer, StartupError> {
+    ) -> Result<Answer, ConversationError> {
         let step = self.step;
         match self.answer(queue, link) {
             Err(error) if self.survey.is_some() => self.survey_past(queue, link, step, error),
@@ -447,329 +445,12 @@ impl Startup {
         }
     }
 
-    fn answer(&mut self, queue: &mut Queue, link: &mut PgLink) -> Result<Answer, StartupError> {
-        if let Some(error) = self.query_error.take() {
-            if self.step == Step::CreateTemporarySlot && error.contains(" 42710:") {
-                // Held by this process's earlier connection, whose walsender the server
-                // has not yet seen go (a temporary slot lives as long as its connection).
-                return Err(StartupError::Busy(format!(
-                    "{} failed: {error}; the walsender of an earlier connection may still hold it: \
-                     retrying once it is gone",
-                    self.step_name()
-                )));
-            }
-            let fix = crate::catalog::server::fix_for_server_error(&error)
-                .map(|fix| format!(" (fix: {fix})"))
-                .unwrap_or_default();
-            return Err(StartupError::Server(format!(
-                "{} failed: {error}{fix}",
-                self.step_name()
-            )));
-        }
-        let owned = std::mem::take(&mut self.rows);
-        let borrowed: Vec<Vec<Option<&str>>> = owned
-            .iter()
-            .map(|r| r.iter().map(|c| c.as_deref()).collect())
-            .collect();
-        let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
-        match self.step {
-            Step::Identify => {
-                let identity = questions::parse_identify_system(&rows)?;
-                queue.log(
-                    crate::io::Level::Debug,
-                    format!(
-                        "IDENTIFY_SYSTEM system={} timeline={} xlogpos={}",
-                        identity.system_id, identity.timeline, identity.xlogpos
-                    ),
-                );
-                self.system_id = identity.system_id;
-                self.step = Step::WalSenderTimeout;
-                self.ask(queue, link, "SHOW wal_sender_timeout".to_owned())?;
-                Ok(Answer::Asked)
-            }
-            Step::WalSenderTimeout => {
-                let text = rows
-                    .first()
-                    .and_then(|r| r.first().copied().flatten())
-                    .unwrap_or("");
-                self.wal_sender_timeout_ms = parse_guc_duration_ms(text).ok_or_else(|| {
-                    StartupError::Refused(format!("cannot read wal_sender_timeout {text:?}"))
-                })?;
-                self.step = Step::Publication;
-                self.ask(
-                    queue,
-                    link,
-                    questions::publication_query(&self.publication).ok_or_else(nul)?,
-                )?;
-                Ok(Answer::Asked)
-            }
-            Step::Publication => {
-                let lookup = questions::parse_publication(&rows, &self.publication)?;
-                let (publication, warnings) = checks::publication(&self.publication, lookup)?;
-                self.publication_found = true;
-                self.found(Line::ok(
-                    "publication",
-                    format!("{} exists", self.publication),
-                ));
-                for warning in warnings {
-                    self.warned(queue, "publication", warning);
-                }
-                self.truncate_published = publication.truncates;
-                self.via_root = publication.via_root;
-                self.step = Step::PublishedTables;
-                self.ask(
-                    queue,
-                    link,
-                    questions::published_tables_query(&self.publication).ok_or_else(nul)?,
-                )?;
-                Ok(Answer::Asked)
-            }
-            Step::PublishedTables => {
-                let published = questions::parse_published_tables(&rows)?;
-                self.published = published.clone();
-                if self.survey.is_none() || self.publication_found {
-                    checks::routes_match_publication(&self.publication, &self.routes, &published)?;
-                    self.found(Line::ok(
-                        "tables",
-                        format!(
-                            "publication {} and TABLES list the same {} table(s)",
-                            self.publication,
-                            self.routes.len()
-                        ),
-                    ));
-                }
-                self.ask_relation(queue, link, 0)?;
-                Ok(Answer::Asked)
-            }
-            Step::Relation(index) => {
-                let relation = questions::parse_relation(&rows)?;
-                let partitions = questions::parse_partitions(&rows)?;
-                if self.survey.is_none() || self.publication_found {
-                    checks::partitions_fit(
-                        &self.publication,
-                        &self.routes,
-                        index,
-                        relation.oid,
-                        &partitions,
-                        &self.published,
-                    )?;
-                }
-                self.relations.push(relation);
-                if self.partitions.len() <= index {
-                    self.partitions.resize(index + 1, Vec::new());
-                }
-                self.partitions[index] = partitions;
-                self.ask_relation(queue, link, index + 1)?;
-                Ok(Answer::Asked)
-            }
-            Step::Types => {
-                self.types = parse_types(&rows)?;
-                self.after_columns(queue, link)?;
-                Ok(Answer::Asked)
-            }
-            Step::Slot => {
-                self.slot_info = questions::parse_slot(&rows)?;
-                if let Some(slot) = &self.slot_info {
-                    checks::existing_slot(slot, &self.database)?;
-                    if let Some(busy) = checks::slot_in_use(slot) {
-                        if self.survey.is_none() {
-                            return Err(StartupError::Busy(busy));
-                        }
-                        self.found(Line::warn(
-                            "slot",
-                            format!("{busy}; a start waits until it is free"),
-                        ));
-                    }
-                }
-                let found = match &self.slot_info {
-                    None => format!("{} does not exist yet: a start creates it", self.slot),
-                    Some(slot) => format!(
-                        "{} exists, confirmed_flush_lsn {}, wal_status {}",
-                        self.slot,
-                        slot.confirmed_flush
-                            .map_or_else(|| "none".to_owned(), |l| l.to_string()),
-                        slot.wal_status.as_deref().unwrap_or("none")
-                    ),
-                };
-                if self
-                    .slot_info
-                    .as_ref()
-                    .is_none_or(|s| s.active_pid.is_none())
-                {
-                    self.found(Line::ok("slot", found));
-                }
-                self.step = Step::SlotRead;
-                Ok(Answer::SlotRead)
-            }
-            Step::DropSlot => {
-                queue.log(
-                    crate::io::Level::Info,
-                    format!("dropped replication slot {}", self.slot),
-                );
-                self.slot_info = None;
-                self.step = Step::SlotRead;
-                Ok(Answer::SlotDropped)
-            }
-            Step::CreateSlot => {
-                let (consistent_point, snapshot) = questions::parse_created_slot(&rows)?;
-                self.created_at = Some(consistent_point);
-                self.step = Step::SlotRead;
-                Ok(Answer::SlotCreated {
-                    consistent_point,
-                    snapshot,
-                })
-            }
-            Step::CreateTemporarySlot => {
-                let (consistent_point, snapshot) = questions::parse_created_slot(&rows)?;
-                self.step = Step::SlotRead;
-                let snapshot = snapshot.ok_or_else(|| {
-                    StartupError::Refused(
-                        "the temporary slot was created without an exported snapshot".into(),
-                    )
-                })?;
-                Ok(Answer::TemporarySlotCreated {
-                    consistent_point,
-                    snapshot,
-                })
-            }
-            Step::AwaitSchema | Step::SlotRead | Step::StartReplication | Step::Streaming => {
-                Err(StartupError::Refused(format!(
-                    "unexpected end of a query while {}",
-                    self.step_name()
-                )))
-            }
-        }
-    }
-
-    fn ask_relation(
-        &mut self,
-        queue: &mut Queue,
-        link: &mut PgLink,
-        index: usize,
-    ) -> Result<(), StartupError> {
-        if let Some(name) = self.route_table(index) {
-            self.step = Step::Relation(index);
-            return self.ask(
-                queue,
-                link,
-                questions::relation_query(&name).ok_or_else(nul)?,
-            );
-        }
-        self.partitions.resize(self.routes.len(), Vec::new());
-        self.note_partition_publishing(queue);
-        let unknown = self.unknown_types();
-        if unknown.is_empty() {
-            return self.after_columns(queue, link);
-        }
-        self.step = Step::Types;
-        self.ask(queue, link, types_query(&unknown))
-    }
-
-    /// The routed columns' types that are not builtin, each once, in OID order.
-    fn unknown_types(&self) -> Vec<u32> {
-        let oids: std::collections::BTreeSet<u32> = self
-            .relations
-            .iter()
-            .flat_map(|r| r.columns.iter().map(|c| c.type_oid))
-            .filter(|t| !oid::is_builtin(*t))
-            .collect();
-        oids.into_iter().collect()
-    }
-
-    /// Every column and its types are known: plan the mappings once Feldera's schema is
-    /// here, then read the slot.
-    fn after_columns(&mut self, queue: &mut Queue, link: &mut PgLink) -> Result<(), StartupError> {
-        if self.schema.is_none() && !self.schema_unavailable {
-            self.step = Step::AwaitSchema;
-            return Ok(());
-        }
-        if !self.schema_unavailable {
-            self.plan_mappings(queue)?;
-        }
-        self.step = Step::Slot;
-        self.ask(
-            queue,
-            link,
-            questions::slot_query(&self.slot).ok_or_else(nul)?,
-        )
-    }
-
-    /// Route `index`'s PostgreSQL table.
-    fn route_table(&self, index: usize) -> Option<QualifiedName> {
-        self.routes.get(index).map(|route| QualifiedName {
-            schema: route.source.schema.clone(),
-            table: route.source.name.clone(),
-        })
-    }
-
-    /// What the publication's `publish_via_partition_root` means for the routed tables: a
-    /// line of `check`, and of a start's log when a routed table is partitioned.
-    fn note_partition_publishing(&mut self, queue: &mut Queue) {
-        if self.survey.is_some() && !self.publication_found {
-            return;
-        }
-        let partitioned: Vec<String> = self
-            .routes
-            .iter()
-            .zip(&self.partitions)
-            .filter(|(_, partitions)| !partitions.is_empty())
-            .map(|(route, _)| route.source.to_string())
-            .collect();
-        let line = checks::partition_publishing(&self.publication, self.via_root, &partitioned);
-        match self.survey.as_mut() {
-            Some(findings) => findings.push(Line::ok("partitions", line)),
-            None if !partitioned.is_empty() => queue.log(crate::io::Level::Info, line),
-            None => {}
-        }
-    }
-
-    fn plan_mappings(&mut self, queue: &mut Queue) -> Result<(), StartupError> {
-        if self.survey.is_some() {
-            self.survey_mappings();
-            return Ok(());
-        }
-        let schema = self
-            .schema
-            .as_ref()
-            .ok_or_else(|| StartupError::Refused("no Feldera schema".into()))?;
-        let planned = checks::plan_routes(
-            &self.routes,
-            &self.relations,
-            &self.types,
-            schema,
-            self.require_primary_key,
-        )?;
-        for warning in &planned.warnings {
-            queue.log(crate::io::Level::Warn, warning.clone());
-        }
-        if !self.via_root {
-            checks::plan_partitions(
-                &planned.tables,
-                &self.partitions,
-                &self.types,
-                self.require_primary_key,
-            )?;
-        }
-        if self.truncate_published {
-            for table in &planned.tables {
-                crate::retract::plan_keys(table).map_err(|e| {
-                    StartupError::Refused(format!(
-                        "{e}\n  Or stop publishing TRUNCATE: ALTER PUBLICATION {} SET (publish = 'insert, update, delete')",
-                        self.publication
-                    ))
-                })?;
-            }
-        }
-        self.tables = planned.tables;
-        Ok(())
-    }
-
     /// `START_REPLICATION` from the slot's position.
     pub(crate) fn start_replication(
         &mut self,
         queue: &mut Queue,
         link: &mut PgLink,
-    ) -> Result<(), StartupError> {
+    ) -> Result<(), ConversationError> {
         self.step = Step::StartReplication;
         let command =
             questions::start_replication_command(&self.slot, &self.publication).ok_or_else(nul)?;
@@ -781,7 +462,7 @@ impl Startup {
         &mut self,
         queue: &mut Queue,
         link: &mut PgLink,
-    ) -> Result<(), StartupError> {
+    ) -> Result<(), ConversationError> {
         self.step = Step::DropSlot;
         let command = questions::drop_slot_command(&self.slot).ok_or_else(nul)?;
         self.ask(queue, link, command)
@@ -793,7 +474,7 @@ impl Startup {
         queue: &mut Queue,
         link: &mut PgLink,
         export: bool,
-    ) -> Result<(), StartupError> {
+    ) -> Result<(), ConversationError> {
         self.step = Step::CreateSlot;
         let command = questions::create_slot_command_with(&self.slot, export, self.failover)
             .ok_or_else(nul)?;
@@ -806,7 +487,7 @@ impl Startup {
         &mut self,
         queue: &mut Queue,
         link: &mut PgLink,
-    ) -> Result<(), StartupError> {
+    ) -> Result<(), ConversationError> {
         self.step = Step::CreateTemporarySlot;
         let name = questions::temporary_slot_name(&self.slot);
         let command = questions::create_temporary_slot_command(&name).ok_or_else(nul)?;
@@ -814,9 +495,9 @@ impl Startup {
     }
 
     /// `START_REPLICATION` answered with CopyBoth: the stream is open.
-    pub(crate) fn on_stream_started(&mut self) -> Result<Ready, StartupError> {
+    pub(crate) fn on_stream_started(&mut self) -> Result<Ready, ConversationError> {
         if self.step != Step::StartReplication {
-            return Err(StartupError::Refused(
+            return Err(ConversationError::Refused(
                 "the server started streaming before it was asked".into(),
             ));
         }
@@ -836,7 +517,7 @@ impl Startup {
         })
     }
 
-    fn step_name(&self) -> String {
+    pub(super) fn step_name(&self) -> String {
         match self.step {
             Step::Identify => "IDENTIFY_SYSTEM".into(),
             Step::WalSenderTimeout => "SHOW wal_sender_timeout".into(),
@@ -863,9 +544,6 @@ impl Startup {
     }
 }
 
-#[path = "startup_survey.rs"]
-mod survey;
-
-fn nul() -> StartupError {
-    StartupError::Refused("a name contains a NUL byte".into())
+pub(super) fn nul() -> ConversationError {
+    ConversationError::Refused("a name contains a NUL byte".into())
 }

@@ -10,28 +10,27 @@
 //! hands it over (with any events that arrived in the same read). Never reads the stream.
 
 use super::cx::Cx;
-use super::durability::Durability;
 use super::handover::Next;
 use super::handover::Ready;
 use super::handover::StreamStart;
 use super::handover::{AddedCopy, SnapshotStart};
-use super::pg::{conn_failure, PgLink};
+use super::pg_link::{conn_failure, PgLink};
 use super::policy::{Failure, FailureKind};
-use super::startup::{Answer, Startup, StartupError};
+mod answers;
+pub(crate) mod conversation;
+mod feldera;
+mod survey;
+
 use super::streaming::Skips;
 use crate::conn::Event;
-use crate::contract::PipelineInfo;
 use crate::feldera::QUESTION_TIMEOUT_MS;
-use crate::feldera::{
-    classify_pipeline, classify_pipeline_list, classify_stats, describe_pipelines, is_not_found,
-    lifecycle, redact_userinfo, FaultTolerance, PipelineOutcome, Reply, StatsOutcome,
-};
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::snapshot::plan::{Action, FelderaNow, Leftovers, StateRead};
 use crate::snapshot::state::{
     rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, FORMAT_VERSION,
 };
 use bytes::Bytes;
+use conversation::{Answer, Conversation, ConversationError};
 
 /// Where the decision about the slot stands.
 #[derive(Debug)]
@@ -71,7 +70,7 @@ enum Decision {
 #[derive(Debug)]
 pub(crate) struct Starting {
     repl: PgLink,
-    startup: Startup,
+    conversation: Conversation,
     schema_request: Option<HttpId>,
     /// `GET .../stats`, for the pipeline's incarnation.
     stats_request: Option<HttpId>,
@@ -99,14 +98,14 @@ pub(crate) struct Starting {
     added: Option<AddedCopy>,
 }
 
-impl From<StartupError> for Failure {
-    fn from(error: StartupError) -> Failure {
+impl From<ConversationError> for Failure {
+    fn from(error: ConversationError) -> Failure {
         match error {
-            StartupError::Refused(reason) | StartupError::Server(reason) => Failure::new(
+            ConversationError::Refused(reason) | ConversationError::Server(reason) => Failure::new(
                 FailureKind::SetupRefused,
                 format!("refusing to start: {reason}"),
             ),
-            StartupError::Busy(reason) => Failure::new(FailureKind::SlotBusy, reason),
+            ConversationError::Busy(reason) => Failure::new(FailureKind::SlotBusy, reason),
         }
     }
 }
@@ -127,7 +126,7 @@ impl Starting {
                 format!("cannot connect to PostgreSQL: {e}"),
             )
         })?;
-        let startup = Startup::new(
+        let conversation = Conversation::new(
             &config.publication,
             &config.slot,
             &config.pg.database,
@@ -152,7 +151,7 @@ impl Starting {
             .log(Level::Info, format!("session {} starting", cx.run.sessions));
         Ok(Starting {
             repl,
-            startup,
+            conversation,
             schema_request: Some(schema_request),
             stats_request: Some(stats_request),
             not_found: None,
@@ -220,16 +219,16 @@ impl Starting {
 
     /// One startup event; `Some` once the stream is open.
     fn on_event(&mut self, cx: &mut Cx<'_>, event: Event) -> Result<Option<Ready>, Failure> {
-        let startup = &mut self.startup;
+        let conversation = &mut self.conversation;
         match event {
-            Event::Ready => startup.on_ready(cx.queue, &mut self.repl)?,
-            Event::DataRow(row) => startup.on_row(&row)?,
-            Event::QueryError(error) => startup.on_query_error(error.to_string()),
+            Event::Ready => conversation.on_ready(cx.queue, &mut self.repl)?,
+            Event::DataRow(row) => conversation.on_row(&row)?,
+            Event::QueryError(error) => conversation.on_query_error(error.to_string()),
             Event::QueryDone { .. } => {
-                let answer = startup.on_query_done(cx.queue, &mut self.repl)?;
+                let answer = conversation.on_query_done(cx.queue, &mut self.repl)?;
                 return self.on_answer(cx, answer);
             }
-            Event::StreamStarted(_) => return Ok(Some(startup.on_stream_started()?)),
+            Event::StreamStarted(_) => return Ok(Some(conversation.on_stream_started()?)),
             Event::Notice(notice) => cx.queue.log(Level::Info, format!("PostgreSQL: {notice}")),
             Event::Failed(error) => return Err(conn_failure(error)),
             Event::XLogData(_) | Event::Keepalive(_) => {
@@ -283,7 +282,8 @@ impl Starting {
                         ),
                     );
                         self.decision = Decision::Streaming;
-                        self.startup.start_replication(cx.queue, &mut self.repl)?;
+                        self.conversation
+                            .start_replication(cx.queue, &mut self.repl)?;
                         Ok(None)
                     }
                     Decision::CreatingForSnapshot { leftovers } => {
@@ -329,7 +329,7 @@ impl Starting {
                     ),
                 );
                 let slot_confirmed = self
-                    .startup
+                    .conversation
                     .slot()
                     .and_then(|slot| slot.confirmed_flush)
                     .unwrap_or(crate::Lsn::ZERO);
@@ -383,10 +383,12 @@ impl Starting {
             let (copy, leftovers) = (std::mem::take(copy), *leftovers);
             let step = if copy.is_empty() {
                 self.decision = Decision::Streaming;
-                self.startup.start_replication(cx.queue, &mut self.repl)
+                self.conversation
+                    .start_replication(cx.queue, &mut self.repl)
             } else {
                 self.decision = Decision::CreatingTemporarySlot { copy, leftovers };
-                self.startup.create_temporary_slot(cx.queue, &mut self.repl)
+                self.conversation
+                    .create_temporary_slot(cx.queue, &mut self.repl)
             };
             return match step {
                 Ok(()) => Next::Stay,
@@ -412,7 +414,7 @@ impl Starting {
         }
         let step = if drop_slot {
             self.decision = Decision::DroppingSlot { leftovers };
-            self.startup
+            self.conversation
                 .drop_slot(cx.queue, &mut self.repl)
                 .map_err(Failure::from)
         } else {
@@ -435,7 +437,7 @@ impl Starting {
             return Ok(());
         }
         self.decision = Decision::CreatingForSnapshot { leftovers };
-        self.startup
+        self.conversation
             .create_slot(cx.queue, &mut self.repl, true)
             .map_err(Failure::from)
     }
@@ -453,17 +455,17 @@ impl Starting {
         let Some(state) = self.state.take() else {
             return Next::Stay;
         };
-        let tables = self.startup.tables().to_vec();
+        let tables = self.conversation.tables().to_vec();
         Next::Snapshot(Box::new(SnapshotStart {
             ready: Ready {
-                wal_sender_timeout_ms: self.startup.wal_sender_timeout_ms(),
+                wal_sender_timeout_ms: self.conversation.wal_sender_timeout_ms(),
                 tables,
-                types: self.startup.types().clone(),
+                types: self.conversation.types().clone(),
                 slot_confirmed: consistent_point,
-                placement: self.startup.placement(),
+                placement: self.conversation.placement(),
                 skips: Skips::default(),
             },
-            relations: self.startup.relations().to_vec(),
+            relations: self.conversation.relations().to_vec(),
             snapshot,
             leftovers,
             state,
@@ -484,7 +486,7 @@ impl Starting {
             return Ok(());
         };
         let config = &cx.env.config;
-        if let Some(failure) = lost_while_running(cx, self.startup.slot()) {
+        if let Some(failure) = lost_while_running(cx, self.conversation.slot()) {
             return Err(failure);
         }
         let seen_before = cx.run.feldera.incarnation.clone();
@@ -497,7 +499,7 @@ impl Starting {
             keeps_state: cx.run.feldera.keeps_state(),
             on_restart: config.feldera_restart,
         };
-        let plan = self.startup.plan(cx.env, state, Some(feldera));
+        let plan = self.conversation.plan(cx.env, state, Some(feldera));
         if self.describe || seen_before.as_ref() != Some(incarnation) {
             self.describe_feldera(cx, incarnation);
         }
@@ -516,11 +518,15 @@ impl Starting {
         match plan.action {
             Action::Stream | Action::StreamOnly { create_slot: false } => {
                 self.decision = Decision::Streaming;
-                Ok(self.startup.start_replication(cx.queue, &mut self.repl)?)
+                Ok(self
+                    .conversation
+                    .start_replication(cx.queue, &mut self.repl)?)
             }
             Action::StreamOnly { create_slot: true } => {
                 self.decision = Decision::CreatingToStream;
-                Ok(self.startup.create_slot(cx.queue, &mut self.repl, false)?)
+                Ok(self
+                    .conversation
+                    .create_slot(cx.queue, &mut self.repl, false)?)
             }
             Action::Snapshot {
                 drop_slot,
@@ -542,7 +548,7 @@ impl Starting {
                 let record_first = drop_slot || complete_file || inconsistent;
                 let state = StateFile {
                     version: FORMAT_VERSION,
-                    system_id: self.startup.system_id().to_owned(),
+                    system_id: self.conversation.system_id().to_owned(),
                     database: config.pg.database.clone(),
                     slot: config.slot.clone(),
                     publication: config.publication.clone(),
@@ -617,16 +623,16 @@ impl Starting {
         leftovers: Leftovers,
         routes: &[usize],
     ) -> Result<(), Failure> {
-        let tables = self.startup.tables();
+        let tables = self.conversation.tables();
         let names: Vec<String> = routes
             .iter()
             .filter_map(|&route| tables.get(route))
             .map(|table| table.name.to_string())
             .collect();
-        let problems = super::startup::retraction_problems(
-            self.startup.relations(),
+        let problems = conversation::retraction_problems(
+            self.conversation.relations(),
             tables,
-            self.startup.types(),
+            self.conversation.types(),
             leftovers,
             cx.env.config.require_primary_key,
         );
@@ -646,10 +652,10 @@ impl Starting {
     /// empty) refuses before it creates anything when a table's keys cannot be read and
     /// compared exactly.
     fn check_retractable(&self, cx: &Cx<'_>, leftovers: Leftovers) -> Result<(), Failure> {
-        let problems = super::startup::retraction_problems(
-            self.startup.relations(),
-            self.startup.tables(),
-            self.startup.types(),
+        let problems = conversation::retraction_problems(
+            self.conversation.relations(),
+            self.conversation.tables(),
+            self.conversation.types(),
             leftovers,
             cx.env.config.require_primary_key,
         );
@@ -689,215 +695,7 @@ fn lost_while_running(
     ))
 }
 
-/// A pipeline that is not running answers ingress with 503 and the session ends and
-/// retries; this says once per status why, and what the operator must do (the same advice
-/// as `slotline check`).
-fn warn_unless_running(cx: &mut Cx<'_>, info: &PipelineInfo) {
-    let status = info.deployment_status.as_deref().unwrap_or("unknown");
-    let desired = info.deployment_desired_status.as_deref();
-    let config = &cx.env.config;
-    let url = redact_userinfo(&config.feldera_url);
-    let pipeline = &config.feldera_pipeline;
-    let Some(advice) = lifecycle::advice(status, desired, &url, pipeline) else {
-        cx.run.feldera.status_warned = None;
-        return;
-    };
-    if cx.run.feldera.status_warned.as_deref() == Some(status) {
-        return;
-    }
-    cx.run.feldera.status_warned = Some(status.to_owned());
-    cx.queue.log(
-        Level::Warn,
-        format!(
-            "Feldera pipeline {pipeline} is {status}, not Running: its ingress may refuse or hold input \
-             until it runs (slotline retries with backoff until NO_PROGRESS_TIMEOUT_SECS); {advice}"
-        ),
-    );
-}
-
 impl Starting {
-    pub(crate) fn on_pg_tls_ready(
-        &mut self,
-        cx: &mut Cx<'_>,
-        conn: ConnId,
-        certificate: Option<&[u8]>,
-    ) {
-        if conn == self.repl.id {
-            self.repl.on_tls_ready(cx.queue, certificate);
-        }
-    }
-
-    pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
-        if let Some((_, refusal)) = self.not_found.take_if(|(asked, _)| *asked == id) {
-            let pipeline = &cx.env.config.feldera_pipeline;
-            let listed = classify_pipeline_list(reply);
-            return Next::Fail(Failure::new(
-                FailureKind::FelderaRefused,
-                format!("{refusal}; {}", describe_pipelines(pipeline, &listed)),
-            ));
-        }
-        if self.stats_request == Some(id) {
-            self.stats_request = None;
-            return self.on_stats(cx, reply);
-        }
-        if self.schema_request != Some(id) {
-            return Next::Stay;
-        }
-        self.schema_request = None;
-        let pipeline = &cx.env.config.feldera_pipeline;
-        let failure = match classify_pipeline(reply) {
-            PipelineOutcome::Ready(info) => {
-                self.know_pipeline(cx, info.fault_tolerance);
-                warn_unless_running(cx, &info);
-                if let Err(error) = self
-                    .startup
-                    .on_schema(cx.queue, &mut self.repl, info.schema)
-                {
-                    return Next::Fail(error.into());
-                }
-                return match self.decide(cx) {
-                    Ok(()) => Next::Stay,
-                    Err(failure) => Next::Fail(failure),
-                };
-            }
-            PipelineOutcome::NotCompiled { program_status } => Failure::new(
-                FailureKind::FelderaNotReady,
-                format!(
-                    "Feldera pipeline {pipeline} has no compiled program yet (program_status {})",
-                    program_status.as_deref().unwrap_or("unknown")
-                ),
-            ),
-            PipelineOutcome::BadSchema(e) => Failure::new(
-                FailureKind::FelderaUnreadable,
-                format!("cannot read Feldera's schema: {e}"),
-            ),
-            PipelineOutcome::Transient(e) => Failure::new(
-                FailureKind::FelderaUnavailable,
-                format!("Feldera unavailable: {e}"),
-            ),
-            PipelineOutcome::Fatal(e) if is_not_found(&e) => {
-                return self
-                    .ask_pipelines(cx, format!("Feldera refused the pipeline request: {e}"));
-            }
-            PipelineOutcome::Fatal(e) => Failure::new(
-                FailureKind::FelderaRefused,
-                format!("Feldera refused the pipeline request: {e}"),
-            ),
-        };
-        Next::Fail(failure)
-    }
-
-    /// The pipeline (or its stats) answered 404: before refusing, ask Feldera which
-    /// pipelines it has, so that the refusal names them (`on_http` refuses when the list,
-    /// or its failure, arrives). Asked once, for whichever 404 came first.
-    fn ask_pipelines(&mut self, cx: &mut Cx<'_>, refusal: String) -> Next {
-        if self.not_found.is_none() {
-            let id = cx
-                .queue
-                .http(cx.env.endpoint.list_pipelines(QUESTION_TIMEOUT_MS));
-            self.not_found = Some((id, refusal));
-        }
-        Next::Stay
-    }
-
-    /// The pipeline's fault tolerance: how this run acknowledges (`FELDERA_DURABILITY`).
-    /// Decided between sessions, so the ack tracker holds nothing pending.
-    fn know_pipeline(&mut self, cx: &mut Cx<'_>, fault_tolerance: FaultTolerance) {
-        let durability = Durability::resolve(&cx.env.config, fault_tolerance);
-        let facts = &mut cx.run.feldera;
-        let changed =
-            facts.fault_tolerance != Some(fault_tolerance) || facts.durability != Some(durability);
-        facts.fault_tolerance = Some(fault_tolerance);
-        facts.durability = Some(durability);
-        cx.run
-            .ack
-            .set_checkpointing(durability == Durability::Checkpoint);
-        self.describe = changed;
-    }
-
-    /// The startup line about Feldera: its fault tolerance and incarnation, and what that
-    /// means for acknowledgements and restarts.
-    fn describe_feldera(&self, cx: &mut Cx<'_>, incarnation: &str) {
-        let config = &cx.env.config;
-        let (Some(fault_tolerance), Some(durability)) =
-            (cx.run.feldera.fault_tolerance, cx.run.feldera.durability)
-        else {
-            return;
-        };
-        let pipeline = &config.feldera_pipeline;
-        let setting = match config.feldera_durability {
-            crate::config::FelderaDurability::Auto => "auto",
-            crate::config::FelderaDurability::Checkpoint => "checkpoint",
-            crate::config::FelderaDurability::Completion => "completion",
-        };
-        let head = format!(
-            "Feldera pipeline {pipeline}: fault tolerance {}, incarnation {incarnation}; FELDERA_DURABILITY={setting}",
-            fault_tolerance.name()
-        );
-        let (level, line) = match durability {
-            Durability::Checkpoint => (
-                Level::Info,
-                format!(
-                    "{head}: acknowledging what a Feldera checkpoint holds (one every {} s at most while something waits for it)",
-                    config.feldera_checkpoint_interval_secs
-                ),
-            ),
-            Durability::Completion if fault_tolerance.survives_restart() => (
-                Level::Warn,
-                format!(
-                    "{head}: acknowledging on completion, so a Feldera restart loses what completed after its last \
-                     checkpoint, and the slot is already past it (FELDERA_DURABILITY=auto would acknowledge on checkpoints)"
-                ),
-            ),
-            Durability::Completion => (
-                Level::Info,
-                format!(
-                    "{head}: acknowledging on completion; a restart empties the pipeline's tables, and slotline then {}",
-                    match config.feldera_restart {
-                        crate::config::FelderaRestart::Resnapshot => {
-                            "copies every table again (FELDERA_RESTART=resnapshot)"
-                        }
-                        crate::config::FelderaRestart::Exit => "exits 1 (FELDERA_RESTART=exit)",
-                    }
-                ),
-            ),
-        };
-        cx.queue.log(level, line);
-    }
-
-    /// The pipeline's incarnation (`GET .../stats`).
-    fn on_stats(&mut self, cx: &mut Cx<'_>, reply: Reply<'_>) -> Next {
-        let pipeline = &cx.env.config.feldera_pipeline;
-        let failure = match classify_stats(reply) {
-            StatsOutcome::Incarnation(incarnation) => {
-                self.incarnation = Some(incarnation);
-                return match self.decide(cx) {
-                    Ok(()) => Next::Stay,
-                    Err(failure) => Next::Fail(failure),
-                };
-            }
-            StatsOutcome::Transient(e) => Failure::new(
-                FailureKind::FelderaUnavailable,
-                format!("Feldera unavailable: {e}"),
-            ),
-            StatsOutcome::Fatal(e) if is_not_found(&e) => {
-                return self.ask_pipelines(
-                    cx,
-                    format!(
-                        "cannot read Feldera pipeline {pipeline}'s incarnation (GET .../stats): {e}"
-                    ),
-                );
-            }
-            StatsOutcome::Fatal(e) => Failure::new(
-                FailureKind::FelderaRefused,
-                format!(
-                    "cannot read Feldera pipeline {pipeline}'s incarnation (GET .../stats): {e}"
-                ),
-            ),
-        };
-        Next::Fail(failure)
-    }
-
     /// Ends the phase's connection.
     pub(crate) fn close(mut self, queue: &mut super::queue::Queue) {
         self.repl.close(queue);

@@ -2,17 +2,22 @@
 //! finding and the conversation goes on, and each table is mapped on its own so that each
 //! problem is its own finding. Split from `startup.rs`, whose private state it shares.
 
-use super::*;
+use super::conversation::{nul, Answer, Conversation, ConversationError, Step};
+use crate::catalog::checks::{self};
+use crate::catalog::questions::{self};
+use crate::pipeline::pg_link::PgLink;
+use crate::pipeline::queue::Queue;
+use crate::report::Line;
 
-impl Startup {
+impl Conversation {
     /// Survey: `error` refused the answer to `step`; note it and ask what comes next.
     pub(super) fn survey_past(
         &mut self,
         queue: &mut Queue,
         link: &mut PgLink,
         step: Step,
-        error: StartupError,
-    ) -> Result<Answer, StartupError> {
+        error: ConversationError,
+    ) -> Result<Answer, ConversationError> {
         let message = error.into_message();
         let publication = self.publication.clone();
         let (item, fix) = match step {

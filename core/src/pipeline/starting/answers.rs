@@ -1,0 +1,339 @@
+//! The startup conversation's answers: what each finished question means, and which
+//! question comes next (the questions and the state are in `conversation`).
+
+use super::conversation::{nul, Answer, Conversation, ConversationError, Step};
+use crate::catalog::checks::{self};
+use crate::catalog::questions::{self, QualifiedName, Row};
+use crate::catalog::types::{parse_types, types_query};
+use crate::pipeline::pg_link::PgLink;
+use crate::pipeline::queue::Queue;
+use crate::report::Line;
+use crate::standby::parse_guc_duration_ms;
+use crate::value::oid;
+
+impl Conversation {
+    pub(super) fn answer(
+        &mut self,
+        queue: &mut Queue,
+        link: &mut PgLink,
+    ) -> Result<Answer, ConversationError> {
+        if let Some(error) = self.query_error.take() {
+            if self.step == Step::CreateTemporarySlot && error.contains(" 42710:") {
+                // Held by this process's earlier connection, whose walsender the server
+                // has not yet seen go (a temporary slot lives as long as its connection).
+                return Err(ConversationError::Busy(format!(
+                    "{} failed: {error}; the walsender of an earlier connection may still hold it: \
+                     retrying once it is gone",
+                    self.step_name()
+                )));
+            }
+            let fix = crate::catalog::server::fix_for_server_error(&error)
+                .map(|fix| format!(" (fix: {fix})"))
+                .unwrap_or_default();
+            return Err(ConversationError::Server(format!(
+                "{} failed: {error}{fix}",
+                self.step_name()
+            )));
+        }
+        let owned = std::mem::take(&mut self.rows);
+        let borrowed: Vec<Vec<Option<&str>>> = owned
+            .iter()
+            .map(|r| r.iter().map(|c| c.as_deref()).collect())
+            .collect();
+        let rows: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
+        match self.step {
+            Step::Identify => {
+                let identity = questions::parse_identify_system(&rows)?;
+                queue.log(
+                    crate::io::Level::Debug,
+                    format!(
+                        "IDENTIFY_SYSTEM system={} timeline={} xlogpos={}",
+                        identity.system_id, identity.timeline, identity.xlogpos
+                    ),
+                );
+                self.system_id = identity.system_id;
+                self.step = Step::WalSenderTimeout;
+                self.ask(queue, link, "SHOW wal_sender_timeout".to_owned())?;
+                Ok(Answer::Asked)
+            }
+            Step::WalSenderTimeout => {
+                let text = rows
+                    .first()
+                    .and_then(|r| r.first().copied().flatten())
+                    .unwrap_or("");
+                self.wal_sender_timeout_ms = parse_guc_duration_ms(text).ok_or_else(|| {
+                    ConversationError::Refused(format!("cannot read wal_sender_timeout {text:?}"))
+                })?;
+                self.step = Step::Publication;
+                self.ask(
+                    queue,
+                    link,
+                    questions::publication_query(&self.publication).ok_or_else(nul)?,
+                )?;
+                Ok(Answer::Asked)
+            }
+            Step::Publication => {
+                let lookup = questions::parse_publication(&rows, &self.publication)?;
+                let (publication, warnings) = checks::publication(&self.publication, lookup)?;
+                self.publication_found = true;
+                self.found(Line::ok(
+                    "publication",
+                    format!("{} exists", self.publication),
+                ));
+                for warning in warnings {
+                    self.warned(queue, "publication", warning);
+                }
+                self.truncate_published = publication.truncates;
+                self.via_root = publication.via_root;
+                self.step = Step::PublishedTables;
+                self.ask(
+                    queue,
+                    link,
+                    questions::published_tables_query(&self.publication).ok_or_else(nul)?,
+                )?;
+                Ok(Answer::Asked)
+            }
+            Step::PublishedTables => {
+                let published = questions::parse_published_tables(&rows)?;
+                self.published = published.clone();
+                if self.survey.is_none() || self.publication_found {
+                    checks::routes_match_publication(&self.publication, &self.routes, &published)?;
+                    self.found(Line::ok(
+                        "tables",
+                        format!(
+                            "publication {} and TABLES list the same {} table(s)",
+                            self.publication,
+                            self.routes.len()
+                        ),
+                    ));
+                }
+                self.ask_relation(queue, link, 0)?;
+                Ok(Answer::Asked)
+            }
+            Step::Relation(index) => {
+                let relation = questions::parse_relation(&rows)?;
+                let partitions = questions::parse_partitions(&rows)?;
+                if self.survey.is_none() || self.publication_found {
+                    checks::partitions_fit(
+                        &self.publication,
+                        &self.routes,
+                        index,
+                        relation.oid,
+                        &partitions,
+                        &self.published,
+                    )?;
+                }
+                self.relations.push(relation);
+                if self.partitions.len() <= index {
+                    self.partitions.resize(index + 1, Vec::new());
+                }
+                self.partitions[index] = partitions;
+                self.ask_relation(queue, link, index + 1)?;
+                Ok(Answer::Asked)
+            }
+            Step::Types => {
+                self.types = parse_types(&rows)?;
+                self.after_columns(queue, link)?;
+                Ok(Answer::Asked)
+            }
+            Step::Slot => {
+                self.slot_info = questions::parse_slot(&rows)?;
+                if let Some(slot) = &self.slot_info {
+                    checks::existing_slot(slot, &self.database)?;
+                    if let Some(busy) = checks::slot_in_use(slot) {
+                        if self.survey.is_none() {
+                            return Err(ConversationError::Busy(busy));
+                        }
+                        self.found(Line::warn(
+                            "slot",
+                            format!("{busy}; a start waits until it is free"),
+                        ));
+                    }
+                }
+                let found = match &self.slot_info {
+                    None => format!("{} does not exist yet: a start creates it", self.slot),
+                    Some(slot) => format!(
+                        "{} exists, confirmed_flush_lsn {}, wal_status {}",
+                        self.slot,
+                        slot.confirmed_flush
+                            .map_or_else(|| "none".to_owned(), |l| l.to_string()),
+                        slot.wal_status.as_deref().unwrap_or("none")
+                    ),
+                };
+                if self
+                    .slot_info
+                    .as_ref()
+                    .is_none_or(|s| s.active_pid.is_none())
+                {
+                    self.found(Line::ok("slot", found));
+                }
+                self.step = Step::SlotRead;
+                Ok(Answer::SlotRead)
+            }
+            Step::DropSlot => {
+                queue.log(
+                    crate::io::Level::Info,
+                    format!("dropped replication slot {}", self.slot),
+                );
+                self.slot_info = None;
+                self.step = Step::SlotRead;
+                Ok(Answer::SlotDropped)
+            }
+            Step::CreateSlot => {
+                let (consistent_point, snapshot) = questions::parse_created_slot(&rows)?;
+                self.created_at = Some(consistent_point);
+                self.step = Step::SlotRead;
+                Ok(Answer::SlotCreated {
+                    consistent_point,
+                    snapshot,
+                })
+            }
+            Step::CreateTemporarySlot => {
+                let (consistent_point, snapshot) = questions::parse_created_slot(&rows)?;
+                self.step = Step::SlotRead;
+                let snapshot = snapshot.ok_or_else(|| {
+                    ConversationError::Refused(
+                        "the temporary slot was created without an exported snapshot".into(),
+                    )
+                })?;
+                Ok(Answer::TemporarySlotCreated {
+                    consistent_point,
+                    snapshot,
+                })
+            }
+            Step::AwaitSchema | Step::SlotRead | Step::StartReplication | Step::Streaming => {
+                Err(ConversationError::Refused(format!(
+                    "unexpected end of a query while {}",
+                    self.step_name()
+                )))
+            }
+        }
+    }
+
+    pub(super) fn ask_relation(
+        &mut self,
+        queue: &mut Queue,
+        link: &mut PgLink,
+        index: usize,
+    ) -> Result<(), ConversationError> {
+        if let Some(name) = self.route_table(index) {
+            self.step = Step::Relation(index);
+            return self.ask(
+                queue,
+                link,
+                questions::relation_query(&name).ok_or_else(nul)?,
+            );
+        }
+        self.partitions.resize(self.routes.len(), Vec::new());
+        self.note_partition_publishing(queue);
+        let unknown = self.unknown_types();
+        if unknown.is_empty() {
+            return self.after_columns(queue, link);
+        }
+        self.step = Step::Types;
+        self.ask(queue, link, types_query(&unknown))
+    }
+
+    /// The routed columns' types that are not builtin, each once, in OID order.
+    pub(super) fn unknown_types(&self) -> Vec<u32> {
+        let oids: std::collections::BTreeSet<u32> = self
+            .relations
+            .iter()
+            .flat_map(|r| r.columns.iter().map(|c| c.type_oid))
+            .filter(|t| !oid::is_builtin(*t))
+            .collect();
+        oids.into_iter().collect()
+    }
+
+    /// Every column and its types are known: plan the mappings once Feldera's schema is
+    /// here, then read the slot.
+    pub(super) fn after_columns(
+        &mut self,
+        queue: &mut Queue,
+        link: &mut PgLink,
+    ) -> Result<(), ConversationError> {
+        if self.schema.is_none() && !self.schema_unavailable {
+            self.step = Step::AwaitSchema;
+            return Ok(());
+        }
+        if !self.schema_unavailable {
+            self.plan_mappings(queue)?;
+        }
+        self.step = Step::Slot;
+        self.ask(
+            queue,
+            link,
+            questions::slot_query(&self.slot).ok_or_else(nul)?,
+        )
+    }
+
+    /// Route `index`'s PostgreSQL table.
+    pub(super) fn route_table(&self, index: usize) -> Option<QualifiedName> {
+        self.routes.get(index).map(|route| QualifiedName {
+            schema: route.source.schema.clone(),
+            table: route.source.name.clone(),
+        })
+    }
+
+    /// What the publication's `publish_via_partition_root` means for the routed tables: a
+    /// line of `check`, and of a start's log when a routed table is partitioned.
+    pub(super) fn note_partition_publishing(&mut self, queue: &mut Queue) {
+        if self.survey.is_some() && !self.publication_found {
+            return;
+        }
+        let partitioned: Vec<String> = self
+            .routes
+            .iter()
+            .zip(&self.partitions)
+            .filter(|(_, partitions)| !partitions.is_empty())
+            .map(|(route, _)| route.source.to_string())
+            .collect();
+        let line = checks::partition_publishing(&self.publication, self.via_root, &partitioned);
+        match self.survey.as_mut() {
+            Some(findings) => findings.push(Line::ok("partitions", line)),
+            None if !partitioned.is_empty() => queue.log(crate::io::Level::Info, line),
+            None => {}
+        }
+    }
+
+    pub(super) fn plan_mappings(&mut self, queue: &mut Queue) -> Result<(), ConversationError> {
+        if self.survey.is_some() {
+            self.survey_mappings();
+            return Ok(());
+        }
+        let schema = self
+            .schema
+            .as_ref()
+            .ok_or_else(|| ConversationError::Refused("no Feldera schema".into()))?;
+        let planned = checks::plan_routes(
+            &self.routes,
+            &self.relations,
+            &self.types,
+            schema,
+            self.require_primary_key,
+        )?;
+        for warning in &planned.warnings {
+            queue.log(crate::io::Level::Warn, warning.clone());
+        }
+        if !self.via_root {
+            checks::plan_partitions(
+                &planned.tables,
+                &self.partitions,
+                &self.types,
+                self.require_primary_key,
+            )?;
+        }
+        if self.truncate_published {
+            for table in &planned.tables {
+                crate::retract::plan_keys(table).map_err(|e| {
+                    ConversationError::Refused(format!(
+                        "{e}\n  Or stop publishing TRUNCATE: ALTER PUBLICATION {} SET (publish = 'insert, update, delete')",
+                        self.publication
+                    ))
+                })?;
+            }
+        }
+        self.tables = planned.tables;
+        Ok(())
+    }
+}
