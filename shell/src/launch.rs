@@ -12,7 +12,8 @@ use crate::metrics::MetricsServer;
 use crate::{cli, logging, Machine, RunOptions};
 use slotline_core::config::{Config, Defaults, Purpose};
 use slotline_core::io::exit;
-use slotline_core::pipeline::{Check, Ddl, DropSlot, Inspect, Pipeline};
+use slotline_core::ops::{Check, Ddl, DropSlot, Status};
+use slotline_core::pipeline::Pipeline;
 use slotline_core::report::Format;
 use std::ffi::OsString;
 
@@ -90,7 +91,7 @@ where
             Check::new(config, now, format(json)).map_err(|e| usage(e.to_string()))?,
         )),
         Some(Operation::Status { json }) => Machine::Status(Box::new(
-            Inspect::new(config, now, format(json)).map_err(|e| usage(e.to_string()))?,
+            Status::new(config, now, format(json)).map_err(|e| usage(e.to_string()))?,
         )),
         Some(Operation::Ddl { format: ddl, .. }) => Machine::Ddl(Box::new(
             Ddl::new(config, now, format(ddl == cli::DdlFormat::Json))

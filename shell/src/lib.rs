@@ -60,10 +60,10 @@ impl Default for RunOptions {
 #[derive(Debug)]
 pub enum Machine {
     Pipeline(Box<slotline_core::pipeline::Pipeline>),
-    Check(Box<slotline_core::pipeline::Check>),
-    Status(Box<slotline_core::pipeline::Inspect>),
-    DropSlot(Box<slotline_core::pipeline::DropSlot>),
-    Ddl(Box<slotline_core::pipeline::Ddl>),
+    Check(Box<slotline_core::ops::Check>),
+    Status(Box<slotline_core::ops::Status>),
+    DropSlot(Box<slotline_core::ops::DropSlot>),
+    Ddl(Box<slotline_core::ops::Ddl>),
 }
 
 impl Machine {

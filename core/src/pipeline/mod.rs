@@ -46,28 +46,24 @@
 //! (`meter`: counts what reaches Feldera); `Pipeline::health` publishes them with the
 //! phase's own figures.
 //!
-//! The operator's one-shot commands are machines of their own over the same parts
-//! (`check`: the startup conversation as a survey; `inspect`: `status` and `drop-slot`;
-//! `ddl`: the catalog of the routed tables as Feldera SQL).
+//! The operator's one-shot commands (`check`, `status`, `drop-slot`, `ddl`) are machines of
+//! their own over the same parts, in `ops`.
 
-mod check;
 mod cx;
-mod ddl;
-mod durability;
-mod env;
+pub(crate) mod durability;
+pub(crate) mod env;
 #[cfg(any(test, feature = "testing"))]
 mod fake_feldera;
 mod feldera_link;
 mod feldera_txn;
 mod handover;
-mod inspect;
 mod keeper;
 mod lifecycle;
 mod meter;
 mod monitor;
-mod pg_link;
-mod policy;
-mod queue;
+pub(crate) mod pg_link;
+pub(crate) mod policy;
+pub(crate) mod queue;
 mod replans;
 mod retracting;
 mod retraction;
@@ -81,9 +77,6 @@ pub(crate) mod starting;
 mod stopping;
 mod streaming;
 
-pub use check::Check;
-pub use ddl::Ddl;
-pub use inspect::{DropSlot, Inspect};
 pub use lifecycle::Pipeline;
 
 #[cfg(test)]

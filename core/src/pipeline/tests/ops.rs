@@ -3,8 +3,8 @@
 use super::*;
 use crate::config::Config;
 use crate::io::Driver;
+use crate::ops::{Check, DropSlot, Status};
 use crate::pipeline::script::Operation;
-use crate::pipeline::{Check, DropSlot, Inspect};
 use crate::report::Format;
 use crate::time::Now;
 use crate::Lsn;
@@ -285,7 +285,7 @@ fn check_of_a_lost_slot_under_stream_only_says_a_start_would_refuse() {
 
 fn status(tweak: impl FnOnce(&mut Script)) -> Script {
     Script::operation(&[TABLES], pg(), SCHEMA, None, tweak, |config, now| {
-        Box::new(Inspect::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
+        Box::new(Status::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
     })
 }
 

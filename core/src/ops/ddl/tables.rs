@@ -19,8 +19,6 @@ use crate::pgoutput::Relation;
 use crate::value::suggest::suggest;
 use crate::value::PgTypes;
 
-pub use super::ddl_render::{render_json, render_sql};
-
 /// What the catalog says about one column beyond a Relation message: NOT NULL, the array
 /// dimensions it was declared with, and its place in the key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -268,5 +266,5 @@ fn check_with_mapping(
 }
 
 #[cfg(test)]
-#[path = "ddl_tests.rs"]
+#[path = "tables_tests.rs"]
 mod tests;

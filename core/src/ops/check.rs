@@ -9,10 +9,6 @@
 //! The report goes out as one `Print`; the exit code is 0 when the setup would work, 1
 //! when a finding failed. Nothing is ever created, dropped or written.
 
-use super::env::Env;
-use super::pg_link::PgLink;
-use super::queue::Queue;
-use super::starting::conversation::{retraction_problems, Answer, Conversation};
 use crate::catalog::questions::Row;
 use crate::catalog::{server, slot};
 use crate::config::{Config, ConfigError, SnapshotMode};
@@ -24,6 +20,10 @@ use crate::feldera::{
     lifecycle, PipelineOutcome, QueryOutcome, Reply,
 };
 use crate::io::{exit, Command, Driver, HttpId, Input};
+use crate::pipeline::env::Env;
+use crate::pipeline::pg_link::PgLink;
+use crate::pipeline::queue::Queue;
+use crate::pipeline::starting::conversation::{retraction_problems, Answer, Conversation};
 use crate::report::{Format, Line, Report};
 use crate::snapshot::plan::{Action, StateRead};
 use crate::time::{Mono, Now};
@@ -343,7 +343,7 @@ impl Check {
                     format!("pipeline {pipeline} at {url} has a compiled program"),
                 ));
                 let (warn, verdict) =
-                    super::durability::verdict(&self.env.config, info.fault_tolerance);
+                    crate::pipeline::durability::verdict(&self.env.config, info.fault_tolerance);
                 lines.push(match warn {
                     true => Line::warn("feldera durability", verdict),
                     false => Line::ok("feldera durability", verdict),
@@ -689,9 +689,9 @@ impl Driver for Check {
             Input::PgClosed { conn, error } if owns(&self.link, conn) => {
                 if let Some(link) = self.link.as_mut() {
                     match link.on_closed(&mut self.queue, error) {
-                        super::pg_link::LinkClosed::Retrying => {}
-                        super::pg_link::LinkClosed::Lost(why)
-                        | super::pg_link::LinkClosed::Fatal(why) => {
+                        crate::pipeline::pg_link::LinkClosed::Retrying => {}
+                        crate::pipeline::pg_link::LinkClosed::Lost(why)
+                        | crate::pipeline::pg_link::LinkClosed::Fatal(why) => {
                             link.abandon(&mut self.queue);
                             self.link = None;
                             self.pg_failed(why);

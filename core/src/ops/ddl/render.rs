@@ -4,7 +4,7 @@
 //!
 //! Both are deterministic: the same tables print the same bytes.
 
-use super::ddl::{KeySource, TableDdl};
+use super::tables::{KeySource, TableDdl};
 use crate::contract::{ColumnType, Name, SqlType};
 use serde_json::{json, Map, Value};
 

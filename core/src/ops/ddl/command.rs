@@ -7,18 +7,18 @@
 //! A table that is not found, a publication without tables and a PostgreSQL that cannot be
 //! reached end it with exit 1, naming what failed, before anything is printed.
 
-use super::env::Env;
-use super::inspect::{connect_fix, deadline, now_of, with_rows, Control, Heard};
-use super::queue::Queue;
+use super::render::{render_json, render_sql};
+use super::tables::{
+    key_columns_query, parse_key_columns, plan_table, publication_routes, Described,
+};
 use crate::catalog::questions::{self, QualifiedName};
 use crate::catalog::types::{parse_types, types_query};
 use crate::config::{Config, ConfigError};
 use crate::contract::routes::{PgTable, Route};
 use crate::io::{exit, Command, Driver, Input};
-use crate::ops::ddl::{
-    key_columns_query, parse_key_columns, plan_table, publication_routes, render_json, render_sql,
-    Described,
-};
+use crate::ops::control::{connect_fix, deadline, now_of, with_rows, Control, Heard};
+use crate::pipeline::env::Env;
+use crate::pipeline::queue::Queue;
 use crate::report::Format;
 use crate::time::{Mono, Now};
 use crate::timer::Deadline;
@@ -157,7 +157,7 @@ impl Ddl {
                     route,
                     relation,
                     columns: Vec::new(),
-                    key_source: crate::ops::ddl::KeySource::None,
+                    key_source: super::tables::KeySource::None,
                     partitions: partitions
                         .iter()
                         .filter(|p| p.leaf)

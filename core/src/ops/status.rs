@@ -1,182 +1,28 @@
-//! `slotline status` and `slotline drop-slot`: one plain control connection each, never a
-//! replication connection, and a report.
-//!
-//! - `status` (`Inspect`): the slot as the server reports it (active, `confirmed_flush_lsn`,
-//!   lag in bytes to the current WAL, retained WAL, `wal_status`, `safe_wal_size`, and
-//!   whether it was invalidated), the state file, and Feldera's pipeline state. Exit 1 when
-//!   something cannot be read or the slot was invalidated.
-//! - `drop-slot` (`DropSlot`): refuses without `--yes` (exit 2, before connecting) and
-//!   while the slot is active (exit 1: stop the connector first); otherwise drops the slot,
-//!   then removes the state file, and reports both.
+//! `slotline status`: one plain control connection, never a replication connection, and a
+//! report: the slot as the server reports it (active, `confirmed_flush_lsn`, lag in bytes
+//! to the current WAL, retained WAL, `wal_status`, `safe_wal_size`, and whether it was
+//! invalidated), the state file, and Feldera's pipeline state. Exit 1 when something cannot
+//! be read or the slot was invalidated.
 
 use super::check::PIPELINE_FIX;
-use super::env::Env;
-use super::pg_link::{LinkClosed, PgLink};
-use super::queue::Queue;
-use crate::catalog::questions::{self, quote_literal, Row};
+use super::control::{
+    connect_fix, deadline, now_of, with_rows, Control, Heard, OPERATION_TIMEOUT_MS,
+};
 use crate::catalog::slot;
 use crate::config::{Config, ConfigError};
-use crate::conn::Event;
 use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
 use crate::io::{exit, Command, Driver, HttpId, Input};
+use crate::pipeline::env::Env;
+use crate::pipeline::queue::Queue;
 use crate::report::{Format, Line, Report};
 use crate::time::{Mono, Now};
-use crate::timer::{Deadline, TimerKind};
+use crate::timer::Deadline;
 use serde_json::json;
-
-/// How long `status` and `drop-slot` wait for their answers.
-pub const OPERATION_TIMEOUT_MS: u64 = 30_000;
-
-/// One control connection asking one question at a time.
-#[derive(Debug)]
-pub(super) struct Control {
-    link: Option<PgLink>,
-    rows: Vec<Vec<Option<String>>>,
-    error: Option<String>,
-}
-
-/// What a control connection said.
-pub(super) enum Heard {
-    Nothing,
-    /// Connected: the first question may go.
-    Ready,
-    /// The question was answered (rows), or the server refused it.
-    Answer(Result<Vec<Vec<Option<String>>>, String>),
-    /// The connection is gone.
-    Gone(String),
-}
-
-impl Control {
-    pub(super) fn open(queue: &mut Queue, env: &Env, name: &str) -> Result<Control, String> {
-        let name = format!("{name}/{}", env.config.slot);
-        let link = PgLink::open(queue, &env.config.pg, false, &name)?;
-        Ok(Control {
-            link: Some(link),
-            rows: Vec::new(),
-            error: None,
-        })
-    }
-
-    pub(super) fn owns(&self, input: &Input) -> bool {
-        let conn = match input {
-            Input::PgConnected { conn }
-            | Input::PgTlsReady { conn, .. }
-            | Input::PgBytes { conn, .. }
-            | Input::PgClosed { conn, .. } => *conn,
-            _ => return false,
-        };
-        self.link.as_ref().is_some_and(|l| l.id == conn)
-    }
-
-    pub(super) fn ask(&mut self, queue: &mut Queue, sql: &str) -> Result<(), String> {
-        self.rows.clear();
-        self.error = None;
-        match self.link.as_mut() {
-            Some(link) => link.query(queue, sql),
-            None => Err("no connection".into()),
-        }
-    }
-
-    fn server_version(&self) -> u32 {
-        self.link
-            .as_ref()
-            .and_then(|l| l.parameter("server_version"))
-            .and_then(slot::parse_server_version)
-            .unwrap_or(slot::MIN_SERVER_VERSION)
-    }
-
-    pub(super) fn close(&mut self, queue: &mut Queue) {
-        if let Some(mut link) = self.link.take() {
-            link.close(queue);
-        }
-    }
-
-    pub(super) fn on_input(&mut self, queue: &mut Queue, input: Input) -> Heard {
-        let Some(link) = self.link.as_mut() else {
-            return Heard::Nothing;
-        };
-        match input {
-            Input::PgConnected { .. } => link.on_connected(queue),
-            Input::PgTlsReady {
-                server_certificate, ..
-            } => link.on_tls_ready(queue, server_certificate.as_deref()),
-            Input::PgClosed { error, .. } => match link.on_closed(queue, error) {
-                LinkClosed::Retrying => {}
-                LinkClosed::Lost(why) | LinkClosed::Fatal(why) => {
-                    link.abandon(queue);
-                    self.link = None;
-                    return Heard::Gone(why);
-                }
-            },
-            Input::PgBytes { bytes, .. } => {
-                for event in link.on_bytes(queue, &bytes) {
-                    match event {
-                        Event::Ready => return Heard::Ready,
-                        Event::DataRow(row) => self.rows.push(
-                            row.columns
-                                .iter()
-                                .map(|c| {
-                                    c.as_ref().map(|b| String::from_utf8_lossy(b).into_owned())
-                                })
-                                .collect(),
-                        ),
-                        Event::QueryError(e) => self.error = Some(e.to_string()),
-                        Event::QueryDone { .. } => {
-                            let rows = std::mem::take(&mut self.rows);
-                            return Heard::Answer(match self.error.take() {
-                                Some(error) => Err(error),
-                                None => Ok(rows),
-                            });
-                        }
-                        Event::Failed(error) => {
-                            self.close(queue);
-                            return Heard::Gone(error.to_string());
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-        Heard::Nothing
-    }
-}
-
-pub(super) fn with_rows<T>(rows: &[Vec<Option<String>>], read: impl FnOnce(&[Row<'_>]) -> T) -> T {
-    let borrowed: Vec<Vec<Option<&str>>> = rows
-        .iter()
-        .map(|r| r.iter().map(|c| c.as_deref()).collect())
-        .collect();
-    let views: Vec<Row<'_>> = borrowed.iter().map(Vec::as_slice).collect();
-    read(&views)
-}
-
-pub(super) fn connect_fix(env: &Env) -> String {
-    let pg = &env.config.pg;
-    format!(
-        "check PG_URL (host {}, port {}, database {}, user {}), the password and pg_hba.conf",
-        pg.host, pg.port, pg.database, pg.user
-    )
-}
-
-pub(super) fn now_of(queue: &mut Queue, now: Now) {
-    queue.now = Now {
-        mono: queue.now.mono.max(now.mono),
-        wall: now.wall,
-    };
-}
-
-pub(super) fn deadline(queue: &Queue, at: Mono) -> Option<Deadline> {
-    (!queue.exited()).then_some(Deadline {
-        at,
-        why: TimerKind::OperationDeadline,
-    })
-}
 
 /// `slotline status` (see the module docs).
 #[derive(Debug)]
-pub struct Inspect {
+pub struct Status {
     queue: Queue,
     env: Env,
     format: Format,
@@ -196,8 +42,8 @@ pub struct Inspect {
     listing: Option<(HttpId, String)>,
 }
 
-impl Inspect {
-    pub fn new(config: Config, now: Now, format: Format) -> Result<Inspect, ConfigError> {
+impl Status {
+    pub fn new(config: Config, now: Now, format: Format) -> Result<Status, ConfigError> {
         let env = Env::for_slot_operation(config)?;
         let mut queue = Queue::new(now);
         let (control, pg_lines) = match Control::open(&mut queue, &env, "slotline-status") {
@@ -238,7 +84,7 @@ impl Inspect {
         queue.push(Command::ReadState {
             path: env.state_path.clone(),
         });
-        Ok(Inspect {
+        Ok(Status {
             deadline: now.mono.plus_ms(OPERATION_TIMEOUT_MS),
             queue,
             env,
@@ -381,7 +227,7 @@ impl Inspect {
                     .clone()
                     .unwrap_or_else(|| "unknown".into());
                 let (_, verdict) =
-                    super::durability::verdict(&self.env.config, info.fault_tolerance);
+                    crate::pipeline::durability::verdict(&self.env.config, info.fault_tolerance);
                 self.feldera_fact = json!({
                     "pipeline": pipeline,
                     "deployment_status": status,
@@ -546,7 +392,7 @@ impl Inspect {
     }
 }
 
-impl Driver for Inspect {
+impl Driver for Status {
     fn handle(&mut self, now: Now, input: Input) {
         if self.queue.exited() {
             return;
@@ -596,227 +442,6 @@ impl Driver for Inspect {
             _ => {}
         }
         self.finish_if_ready();
-    }
-
-    fn poll_command(&mut self) -> Option<Command> {
-        self.queue.pop()
-    }
-
-    fn poll_timeout(&self) -> Option<Deadline> {
-        deadline(&self.queue, self.deadline)
-    }
-}
-
-/// Where a `drop-slot` stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DropStage {
-    Connecting,
-    ReadingSlot,
-    DroppingSlot,
-    RemovingState,
-}
-
-/// `slotline drop-slot` (see the module docs).
-#[derive(Debug)]
-pub struct DropSlot {
-    queue: Queue,
-    env: Env,
-    format: Format,
-    deadline: Mono,
-    control: Option<Control>,
-    stage: DropStage,
-    report: Report,
-}
-
-impl DropSlot {
-    /// `confirmed`: the operator passed `--yes`; without it nothing is touched (exit 2).
-    pub fn new(
-        config: Config,
-        now: Now,
-        format: Format,
-        confirmed: bool,
-    ) -> Result<DropSlot, ConfigError> {
-        let env = Env::for_slot_operation(config)?;
-        let mut drop = DropSlot {
-            queue: Queue::new(now),
-            deadline: now.mono.plus_ms(OPERATION_TIMEOUT_MS),
-            format,
-            control: None,
-            stage: DropStage::Connecting,
-            report: Report::default(),
-            env,
-        };
-        let (slot, path) = (drop.env.config.slot.clone(), drop.env.state_path.clone());
-        if !confirmed {
-            drop.report.push(Line::fail(
-                "drop-slot",
-                format!("refusing to drop replication slot {slot} and the state file {path} without --yes"),
-                "run again with --yes once the connector is stopped for good (its Feldera tables stop receiving changes)",
-            ));
-            drop.finish(exit::USAGE);
-            return Ok(drop);
-        }
-        match Control::open(&mut drop.queue, &drop.env, "slotline-drop-slot") {
-            Ok(control) => drop.control = Some(control),
-            Err(e) => drop.fail_pg(format!("cannot connect: {e}")),
-        }
-        Ok(drop)
-    }
-
-    fn fail_pg(&mut self, why: String) {
-        let fix = connect_fix(&self.env);
-        self.report.push(Line::fail("postgres", why, fix));
-        self.finish(exit::FATAL);
-    }
-
-    fn finish(&mut self, code: i32) {
-        if let Some(mut control) = self.control.take() {
-            control.close(&mut self.queue);
-        }
-        self.queue.push(Command::Print {
-            text: self.report.render("drop-slot", self.format),
-        });
-        let code = if code == exit::OK && !self.report.passed() {
-            exit::FATAL
-        } else {
-            code
-        };
-        self.queue.exit(
-            code,
-            format!("drop-slot: {} problem(s)", self.report.problems()),
-        );
-    }
-
-    fn remove_state(&mut self) {
-        if let Some(mut control) = self.control.take() {
-            control.close(&mut self.queue);
-        }
-        self.stage = DropStage::RemovingState;
-        self.queue.push(Command::RemoveState {
-            path: self.env.state_path.clone(),
-        });
-    }
-
-    fn on_pg(&mut self, input: Input) {
-        let Some(control) = self.control.as_mut() else {
-            return;
-        };
-        let slot = self.env.config.slot.clone();
-        match (self.stage, control.on_input(&mut self.queue, input)) {
-            (_, Heard::Nothing) => {}
-            (_, Heard::Gone(why)) => self.fail_pg(format!("cannot ask PostgreSQL: {why}")),
-            (DropStage::Connecting, Heard::Ready) => {
-                self.stage = DropStage::ReadingSlot;
-                let asked = questions::slot_query(&slot)
-                    .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
-                    .and_then(|sql| control.ask(&mut self.queue, &sql));
-                if let Err(e) = asked {
-                    self.fail_pg(e);
-                }
-            }
-            (DropStage::ReadingSlot, Heard::Answer(answer)) => {
-                let found = answer.and_then(|rows| {
-                    with_rows(&rows, questions::parse_slot).map_err(|e| e.to_string())
-                });
-                match found {
-                    Err(e) => self.fail_pg(format!("cannot read the slot: {e}")),
-                    Ok(None) => {
-                        self.report
-                            .push(Line::info("slot", format!("{slot} does not exist")));
-                        self.remove_state();
-                    }
-                    Ok(Some(info)) => match info.active_pid {
-                        Some(pid) => {
-                            self.report.push(Line::fail(
-                                "slot",
-                                format!(
-                                    "{slot} is in use by PostgreSQL backend pid {pid} (the walsender streaming it to a connector); it was not dropped, nor the state file"
-                                ),
-                                "stop the connector (or whatever consumes the slot) first, then run drop-slot again",
-                            ));
-                            self.finish(exit::FATAL);
-                        }
-                        None => {
-                            self.stage = DropStage::DroppingSlot;
-                            let sql = quote_literal(&slot).map(|s| {
-                                format!("SELECT pg_catalog.pg_drop_replication_slot({s})")
-                            });
-                            let asked = sql
-                                .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
-                                .and_then(|sql| control.ask(&mut self.queue, &sql));
-                            if let Err(e) = asked {
-                                self.fail_pg(e);
-                            }
-                        }
-                    },
-                }
-            }
-            (DropStage::DroppingSlot, Heard::Answer(Ok(_))) => {
-                self.report
-                    .push(Line::ok("slot", format!("dropped replication slot {slot}")));
-                self.remove_state();
-            }
-            (DropStage::DroppingSlot, Heard::Answer(Err(error))) => {
-                self.report.push(Line::fail(
-                    "slot",
-                    format!("PostgreSQL refused to drop {slot}: {error}; the state file was kept"),
-                    "stop whatever uses the slot, connect to the slot's database as a role with REPLICATION, and run drop-slot again",
-                ));
-                self.finish(exit::FATAL);
-            }
-            _ => {}
-        }
-    }
-
-    fn on_removed(&mut self, result: Result<bool, String>) {
-        let path = &self.env.state_path;
-        self.report.push(match result {
-            Ok(true) => Line::ok("state file", format!("removed {path}")),
-            Ok(false) => Line::info("state file", format!("{path} did not exist")),
-            Err(e) => Line::fail(
-                "state file",
-                format!("cannot remove {path}: {e}"),
-                format!("remove {path} by hand"),
-            ),
-        });
-        self.finish(exit::OK);
-    }
-}
-
-impl Driver for DropSlot {
-    fn handle(&mut self, now: Now, input: Input) {
-        if self.queue.exited() {
-            return;
-        }
-        now_of(&mut self.queue, now);
-        match input {
-            input if self.control.as_ref().is_some_and(|c| c.owns(&input)) => self.on_pg(input),
-            Input::StateRemoved { result } if self.stage == DropStage::RemovingState => {
-                self.on_removed(result)
-            }
-            Input::Shutdown if self.stage != DropStage::RemovingState => {
-                let done = if self.stage == DropStage::DroppingSlot {
-                    "the slot may or may not have been dropped (run status)"
-                } else {
-                    "nothing was dropped"
-                };
-                self.report.push(Line::fail(
-                    "drop-slot",
-                    format!("interrupted: {done}; the state file was kept"),
-                    "run drop-slot --yes again",
-                ));
-                self.finish(exit::FATAL);
-            }
-            _ => {}
-        }
-        if !self.queue.exited() && self.queue.now.mono >= self.deadline {
-            self.report.push(Line::fail(
-                "postgres",
-                format!("no answer within {} s", OPERATION_TIMEOUT_MS / 1000),
-                connect_fix(&self.env),
-            ));
-            self.finish(exit::FATAL);
-        }
     }
 
     fn poll_command(&mut self) -> Option<Command> {

@@ -1,3 +1,4 @@
+use super::super::render::{render_json, render_sql};
 use super::*;
 use crate::catalog::questions::QualifiedName;
 use crate::contract::schema::parse_program_schema;
