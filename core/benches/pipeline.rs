@@ -9,8 +9,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use slotline_core::io::{Command, ConnId, Driver, Input};
 use slotline_core::pgoutput::encode;
 use slotline_core::pgoutput::ReplicaIdentity;
-use slotline_core::pipeline::script::{FakePg, FakeTable, Script};
 use slotline_core::pipeline::Pipeline;
+use slotline_core::testing::{FakePg, FakeTable, Script};
 use slotline_core::time::{Now, PgTime};
 use slotline_core::wire::testing::replication_frame;
 use slotline_core::wire::{ReplicationMessage, XLogData};

@@ -147,6 +147,8 @@ pub mod report;
 pub mod retract;
 pub mod snapshot;
 pub mod standby;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod time;
 pub mod timer;
 pub mod value;

@@ -162,6 +162,24 @@ impl Pipeline {
         }
     }
 
+    /// Whether every command of the last input was taken (for the scripted harness).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn drained(&self) -> bool {
+        self.queue.drained()
+    }
+
+    /// The pipeline's own clock and exit latch (for the scripted harness).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn clock(&self) -> (Mono, bool) {
+        (self.queue.now.mono, self.queue.exited())
+    }
+
+    /// The deadline armed for `kind` (for the scripted harness).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn timer(&self, kind: crate::timer::TimerKind) -> Option<Mono> {
+        self.timers.get(kind)
+    }
+
     /// The replication connection of the current session (for the scripted harness).
     #[cfg(any(test, feature = "testing"))]
     pub(crate) fn replication_conn(&self) -> Option<crate::io::ConnId> {

@@ -52,8 +52,6 @@
 mod cx;
 pub(crate) mod durability;
 pub(crate) mod env;
-#[cfg(any(test, feature = "testing"))]
-mod fake_feldera;
 mod feldera_link;
 mod feldera_txn;
 mod handover;
@@ -69,8 +67,6 @@ mod retracting;
 mod retraction;
 mod routing;
 mod run;
-#[cfg(any(test, feature = "testing"))]
-pub mod script;
 mod sink;
 mod snapshotting;
 pub(crate) mod starting;

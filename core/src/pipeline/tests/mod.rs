@@ -1,8 +1,8 @@
 //! Decision traces: one scripted scenario per rule, snapshotting what the pipeline did.
 
-use super::script::wal::*;
-use super::script::{FakePg, FakeTable, Script};
 use crate::pgoutput::ReplicaIdentity;
+use crate::testing::wal::*;
+use crate::testing::{FakePg, FakeTable, Script};
 
 /// Snapshots a trace (or body) with the rule it proves as the snapshot's description.
 macro_rules! rule {

@@ -4,8 +4,8 @@ use super::*;
 use crate::config::Config;
 use crate::io::Driver;
 use crate::ops::{Check, DropSlot, Status};
-use crate::pipeline::script::Operation;
 use crate::report::Format;
+use crate::testing::Operation;
 use crate::time::Now;
 use crate::Lsn;
 
