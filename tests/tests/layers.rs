@@ -77,7 +77,7 @@ use syn::{Attribute, Item, ItemUse, Meta, UseTree};
 /// place naming these paths: a root that does not exist fails every check.
 const CRATES: &[(&str, &str)] = &[
     ("slotline-core", "core/src/lib.rs"),
-    ("slotline-shell", "shell-blocking/common/src/lib.rs"),
+    ("slotline-shell", "shell/src/lib.rs"),
     ("slotline", "shell-tokio/src/lib.rs"),
     ("slotline-blocking", "shell-blocking/src/lib.rs"),
 ];

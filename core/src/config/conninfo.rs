@@ -4,7 +4,7 @@
 //! Messages about `PG_URL` never echo it: it may hold a password. Which files hold the
 //! certificates and the password file is decided here; reading them is the shells' job.
 
-use super::{ConfigError, Pairs, Secret};
+use super::input::{ConfigError, Pairs, Secret};
 
 /// `sslmode` as libpq spells it (see `docs` in README.md, "TLS to PostgreSQL").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Parsers for single option values. Each error names the variable, the value and what is
 //! accepted.
 
-use super::{ConfigError, Pairs};
+use super::input::{ConfigError, Pairs};
 
 pub(super) fn parse_u64_in(
     pairs: &Pairs,

@@ -17,7 +17,8 @@ use postgres_protocol::authentication::sasl::{
 
 use super::config::ConnectionConfig;
 use super::event::{ConnError, Event};
-use super::{Outbox, TlsSession};
+use super::output::Output;
+use super::tls::TlsSession;
 use crate::wire::backend::{Authentication, BackendKeyData, BackendMessage};
 use crate::wire::frontend;
 
@@ -94,7 +95,7 @@ impl Login {
         config: &ConnectionConfig,
         binding: Binding<'_>,
         server_version: Option<&str>,
-        out: &mut Outbox,
+        out: &mut Output,
     ) -> Result<LoginStep, ConnError> {
         let unexpected = |message: &BackendMessage, during: &'static str| ConnError::Unexpected {
             message: message.name(),
@@ -192,7 +193,7 @@ fn request(
     auth: Authentication,
     config: &ConnectionConfig,
     binding: Binding<'_>,
-    out: &mut Outbox,
+    out: &mut Output,
 ) -> Result<Login, ConnError> {
     match auth {
         Authentication::Ok => {

@@ -5,24 +5,25 @@
 //! This module routes: it reads the server's unframed answer to an SSLRequest (`tls`),
 //! frames and parses incoming bytes, handles the messages that may arrive at any time
 //! (notices, parameter changes, notifications, FATAL errors), hands the rest to the phase
-//! that owns them (`login`, `query`, `copy`) and latches fatal errors.
+//! that owns them (`login`, `query`) and latches fatal errors.
 //! It never decides what to query or when to acknowledge: the pipeline does.
 
 mod config;
-mod copy;
 mod event;
 mod login;
+mod output;
 mod query;
 #[cfg(test)]
 mod tests;
 mod tls;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
 
 pub use config::{ConnectionConfig, Encryption, Password};
 pub use event::{ConnError, Event, Phase, UsageError};
+use tls::TlsSession;
 pub use tls::{tls_server_end_point, Attempt, TlsPlan};
 
 use crate::error::DecodeError;
@@ -30,24 +31,8 @@ use crate::wire::backend::{BackendKeyData, BackendMessage};
 use crate::wire::framing::{Frame, Framer};
 use crate::wire::frontend::{self, StartupParams, StatusUpdate};
 use login::{Login, LoginStep};
+use output::Output;
 use query::{Query, QueryStep};
-
-/// What the phases produce: events for the caller and bytes for the server, in order.
-#[derive(Debug, Default)]
-pub(crate) struct Outbox {
-    pub(crate) events: VecDeque<Event>,
-    pub(crate) transmit: BytesMut,
-    /// The authentication method the server asked for, once it asked.
-    pub(crate) method: Option<&'static str>,
-}
-
-/// What the connection knows about its TLS session, once one is up.
-#[derive(Debug)]
-pub(crate) struct TlsSession {
-    /// The `tls-server-end-point` channel binding data, when the server's certificate
-    /// allows one.
-    pub(crate) end_point: Option<Vec<u8>>,
-}
 
 #[derive(Debug)]
 enum State {
@@ -85,7 +70,7 @@ pub struct Connection {
     config: ConnectionConfig,
     framer: Framer,
     state: State,
-    out: Outbox,
+    out: Output,
     parameters: BTreeMap<String, String>,
     backend_key: Option<BackendKeyData>,
     tls: Option<TlsSession>,
@@ -103,7 +88,7 @@ impl Connection {
             config,
             framer: Framer::new(),
             state,
-            out: Outbox::default(),
+            out: Output::default(),
             parameters: BTreeMap::new(),
             backend_key: None,
             tls: None,
@@ -392,7 +377,7 @@ impl Connection {
 }
 
 /// The CopyBoth state when streaming; the usage error to report otherwise.
-fn stream_of(state: &mut State, phase: Phase) -> Result<&mut copy::CopyBoth, UsageError> {
+fn stream_of(state: &mut State, phase: Phase) -> Result<&mut query::CopyBoth, UsageError> {
     match state {
         State::Query(query) => query.stream_mut().ok_or(UsageError::NotStreaming { phase }),
         State::Failed(err) => Err(UsageError::Failed(err.clone())),

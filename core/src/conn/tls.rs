@@ -167,6 +167,14 @@ pub fn tls_server_end_point(certificate_der: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// What the connection knows about its TLS session, once one is up.
+#[derive(Debug)]
+pub(crate) struct TlsSession {
+    /// The `tls-server-end-point` channel binding data, when the server's certificate
+    /// allows one.
+    pub(crate) end_point: Option<Vec<u8>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
