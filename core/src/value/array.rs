@@ -11,8 +11,8 @@
 //! with another number of dimensions is refused, except `{}` (PostgreSQL's only empty array,
 //! which has zero dimensions) which is `[]` for any nesting.
 
+use super::decode::ValuePlan;
 use super::error::ValueErrorKind;
-use super::ValuePlan;
 
 /// PostgreSQL's MAXDIM: no array has more dimensions.
 pub(crate) const MAX_DIMENSIONS: usize = 6;

@@ -16,7 +16,7 @@
 
 use super::error::ValueErrorKind;
 use super::escape::{four_digits, two_digits};
-use super::Outcome;
+use super::outcome::Outcome;
 
 const DATE_EXPECTED: &str = "an ISO date `YYYY-MM-DD` (optionally ` BC`), infinity or -infinity";
 const TIME_EXPECTED: &str = "a time `HH:MM:SS` with 0 to 6 fractional digits";

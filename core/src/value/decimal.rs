@@ -11,7 +11,7 @@
 //! with PostgreSQL without anyone having asked for it.
 
 use super::error::ValueErrorKind;
-use super::Outcome;
+use super::outcome::Outcome;
 
 const EXPECTED: &str = "a decimal in positional notation (`-12.50`), NaN, Infinity or -Infinity";
 

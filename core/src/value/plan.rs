@@ -8,8 +8,9 @@
 
 use super::array::MAX_DIMENSIONS;
 use super::datetime::Temporal;
+use super::decode::{Decode, MemberPlan, ValuePlan};
+use super::oid;
 use super::types::{Member, PgTypes, TypeKind, MAX_TYPE_DEPTH};
-use super::{oid, Decode, MemberPlan, ValuePlan};
 use crate::contract::{ColumnType, SqlType};
 use std::fmt;
 

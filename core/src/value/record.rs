@@ -12,8 +12,8 @@
 //! Every member's text goes through that member's own plan (a nested composite or an array
 //! member recurses), so a value decodes exactly as it would in a column of the member's type.
 
+use super::decode::MemberPlan;
 use super::error::ValueErrorKind;
-use super::MemberPlan;
 
 const EXPECTED_OPEN: &str = "`(` starting the record text of a composite value";
 const EXPECTED_MORE: &str =

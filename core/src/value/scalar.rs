@@ -6,7 +6,7 @@
 
 use super::error::ValueErrorKind;
 use super::escape;
-use super::Outcome;
+use super::outcome::Outcome;
 
 pub(crate) fn write_bool(text: &[u8], out: &mut Vec<u8>) -> Result<Outcome, ValueErrorKind> {
     // `boolout` prints exactly `t` or `f`.

@@ -9,6 +9,7 @@ mod structured;
 mod temporal;
 
 use super::*;
+use crate::contract::ColumnType;
 use crate::contract::SqlType;
 
 fn col(sql: SqlType) -> ColumnType {
