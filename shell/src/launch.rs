@@ -8,8 +8,10 @@
 
 use crate::cli::Operation;
 use crate::clock::Clock;
+use crate::machine::Machine;
 use crate::metrics::MetricsServer;
-use crate::{cli, logging, Machine, RunOptions};
+use crate::run::RunOptions;
+use crate::{cli, logging};
 use slotline_core::config::{Config, Defaults, Purpose};
 use slotline_core::io::exit;
 use slotline_core::ops::{Check, Ddl, DropSlot, Status};

@@ -14,11 +14,12 @@
 //! implements the wait with `block_on` on a current-thread runtime, so its connection tasks
 //! run while the loop waits (docs/architecture.md, "The shells").
 
+use crate::clock::Clock;
 use crate::conns::ConnRouter;
 use crate::dispatch::{dispatch, feed, ConnHandle, ConnTable, Executor, Flow};
 use crate::http::{Deliver, HttpPool};
 use crate::tls::{server_name, TlsSetup, TlsStart};
-use crate::{Clock, RunOptions};
+use crate::{http, logging, metrics, signals, tls};
 use bytes::Bytes;
 use slotline_core::feldera::HttpRequest;
 use slotline_core::io::{ConnFailure, ConnId, Driver, HttpId, Input, PgTarget, TlsVerify};
@@ -59,9 +60,9 @@ pub fn run<D: Driver, R: Runtime>(
     let agent = crate::http::new_agent(options.tls.feldera_roots.as_deref());
     let http = match HttpPool::start(options.http_workers, agent, deliver.clone()) {
         Ok(http) => http,
-        Err(error) => return crate::cannot_start("the HTTP workers", &error),
+        Err(error) => return cannot_start("the HTTP workers", &error),
     };
-    let _signals = match crate::shutdown_signals(&options, move || deliver(Input::Shutdown)) {
+    let _signals = match shutdown_signals(&options, move || deliver(Input::Shutdown)) {
         Ok(listener) => listener,
         Err(code) => return code,
     };
@@ -202,4 +203,52 @@ impl<R: Runtime> Executor for Shell<R> {
     fn http_cancel(&mut self, id: HttpId) {
         self.http.cancel(id);
     }
+}
+
+/// How a run loop is set up. The binaries use the default with the TLS setup `launch`
+/// prepared; in-process tests turn signal handling off (it is process-wide) unless they
+/// test it.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Install the SIGINT/SIGTERM handlers (see `signals`).
+    pub handle_signals: bool,
+    /// Threads executing HTTP requests concurrently.
+    pub http_workers: usize,
+    /// Certificates and client configurations, read and built before the run.
+    pub tls: std::sync::Arc<tls::TlsSetup>,
+    /// Where the core's status goes for `/metrics` and `/readyz` (`METRICS_ADDR`).
+    pub metrics: Option<metrics::Publisher>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            handle_signals: true,
+            http_workers: http::DEFAULT_WORKERS,
+            tls: std::sync::Arc::default(),
+            metrics: None,
+        }
+    }
+}
+
+/// Says why a shell's own machinery could not start (whatever `RUST_LOG` says, see
+/// `logging::exit_reason`) and gives the exit code for it.
+pub fn cannot_start(what: &str, error: &std::io::Error) -> i32 {
+    let code = slotline_core::io::exit::FATAL;
+    logging::exit_reason(code, &format!("cannot start {what}: {error}"));
+    code
+}
+
+/// Starts the SIGINT/SIGTERM listener when `options` ask for it; `on_first` delivers
+/// `Input::Shutdown` to the shell's queue. `Err` carries the exit code when it cannot start.
+pub fn shutdown_signals(
+    options: &RunOptions,
+    on_first: impl FnOnce() + Send + 'static,
+) -> Result<Option<signals::SignalListener>, i32> {
+    if !options.handle_signals {
+        return Ok(None);
+    }
+    signals::SignalListener::start(on_first)
+        .map(Some)
+        .map_err(|error| cannot_start("the signal handlers", &error))
 }
