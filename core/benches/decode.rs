@@ -12,15 +12,14 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use slotline_core::contract::{
-    plan_mapping, ColumnMapping, ColumnType, Field, MappingOptions, Name, SqlType, Table,
-};
+use slotline_core::contract::{plan_mapping, ColumnMapping, MappingOptions};
 use slotline_core::convert::Converter;
 use slotline_core::copy::{encode_row, CopyRow};
 use slotline_core::pgoutput::encode::{insert, row};
 use slotline_core::pgoutput::{
     parse, Datum, Message, Relation, RelationCache, RelationColumn, ReplicaIdentity,
 };
+use slotline_core::schema::{ColumnType, Field, Name, SqlType, Table};
 use slotline_core::value::oid;
 use slotline_core::value::PgTypes;
 

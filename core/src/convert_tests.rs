@@ -1,8 +1,8 @@
 use super::*;
 use crate::contract::mapping::{plan_mapping, MappingOptions};
-use crate::contract::schema::parse_program_schema;
 use crate::pgoutput::encode::row;
 use crate::pgoutput::{OldTuple, Relation, RelationColumn, ReplicaIdentity};
+use crate::schema::program::parse_program_schema;
 use crate::value::PgTypes;
 
 const SCHEMA: &str = r#"{"inputs":[

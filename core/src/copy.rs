@@ -243,7 +243,7 @@ pub fn encode_row(fields: &[Option<&[u8]>]) -> Vec<u8> {
 /// decode as VARCHAR into valid JSON or be refused as invalid UTF-8.
 #[cfg(feature = "fuzzing")]
 pub fn fuzz_copy_row(data: &[u8]) {
-    use crate::contract::{ColumnType, SqlType};
+    use crate::schema::{ColumnType, SqlType};
     let Some((&pick, payload)) = data.split_first() else {
         return;
     };
@@ -277,7 +277,7 @@ pub fn fuzz_copy_row(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{ColumnType, SqlType};
+    use crate::schema::{ColumnType, SqlType};
     use crate::value::{oid, plan, PgTypes};
     use proptest::prelude::*;
 

@@ -145,6 +145,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod report;
 pub mod retract;
+pub mod schema;
 pub mod snapshot;
 pub mod standby;
 #[cfg(any(test, feature = "testing"))]

@@ -11,13 +11,13 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use slotline_core::contract::Name;
 use slotline_core::feldera::{
     classify_commit_transaction, classify_completion, classify_ingress, classify_pipeline,
     classify_query, classify_start_transaction, CommitOutcome, CompletionOutcome, FelderaEndpoint,
     FelderaError, HttpRequest, IngressOutcome, PipelineOutcome, QueryOutcome, Reply,
     StartTransactionOutcome,
 };
+use slotline_core::schema::Name;
 use slotline_tests::feldera_double::{
     CompletionDelay, DoubleConfig, FailMode, FelderaDouble, RequestRecord,
 };

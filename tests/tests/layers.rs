@@ -93,37 +93,41 @@ const LAYERS: &[(&str, u32)] = &[
     ("lsn", 0),
     ("time", 0),
     ("error", 0),
-    // Building blocks on the leaves: framing, values, settings, clocks and counters.
+    // Building blocks on the leaves: framing, settings, clocks, counters, report lines, the
+    // acknowledgement tracker.
     ("wire", 1),
-    ("value", 1),
+    ("ack", 1),
     ("config", 1),
     ("timer", 1),
     ("backoff", 1),
     ("completion", 1),
     ("lag", 1),
     ("progress", 1),
-    ("status", 1),
-    // The formats: replication messages and COPY rows, the table contract on them, then
-    // what converts to the contract and Feldera's API.
+    ("standby", 1),
+    ("report", 1),
+    // The formats: replication messages, Feldera's schema, crash points over the settings.
     ("pgoutput", 2),
-    ("copy", 2),
+    ("schema", 2),
     ("crash", 2),
-    ("contract", 3),
-    ("convert", 4),
-    ("feldera", 4),
-    // Questions to the catalog (`startup`, to be renamed `catalog`), then what is built on
-    // the answers.
-    ("startup", 5),
-    ("ops", 6),
+    // Values (PostgreSQL text into Feldera JSON), then the contract built on them.
+    ("value", 3),
+    ("contract", 4),
+    ("copy", 4),
+    // What converts to the contract, Feldera's API, and the questions to the catalog.
+    ("convert", 5),
+    ("feldera", 5),
+    ("catalog", 5),
+    // What is built on the answers: plans, retraction, batches, health.
     ("snapshot", 6),
     ("retract", 6),
-    ("ack", 6),
+    ("outbox", 6),
+    ("health", 6),
     // The commands and inputs a shell executes, and the connections speaking through them.
-    ("outbox", 7),
     ("io", 7),
     ("conn", 8),
-    // The state machine that drives everything.
+    // The state machine that drives everything, then the operator's commands over its parts.
     ("pipeline", 9),
+    ("ops", 10),
 ];
 
 /// Whether a file using an item defined in an ancestor module's file fails the check. Off

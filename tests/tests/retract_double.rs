@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use slotline_core::contract::{parse_program_schema, Name, Table};
 use slotline_core::feldera::{
     classify_ingress, classify_query, FelderaEndpoint, HttpRequest, IngressOutcome, QueryOutcome,
     Reply, RowStream,
@@ -16,6 +15,7 @@ use slotline_core::feldera::{
 use slotline_core::retract::{
     count_query, plan_keys, read_count, read_keys, scan_query, Key, KeyPlan,
 };
+use slotline_core::schema::{parse_program_schema, Name, Table};
 use slotline_tests::feldera_double::{DoubleConfig, FelderaDouble};
 
 const PIPELINE: &str = "p1";

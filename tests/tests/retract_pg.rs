@@ -8,8 +8,8 @@
 use serde_json::{json, Value};
 use slotline_core::catalog::questions::{parse_relation, relation_query, QualifiedName, Row};
 use slotline_core::contract::mapping::{plan_mapping, MappingOptions};
-use slotline_core::contract::parse_program_schema;
 use slotline_core::retract::{existence_query, leftovers, plan_leftovers, Key, LeftoverPlan};
+use slotline_core::schema::parse_program_schema;
 use slotline_core::value::PgTypes;
 use slotline_tests::pg::PgCluster;
 

@@ -1,13 +1,12 @@
 //! The verdicts of startup: pure functions over what the catalog and Feldera said, each
 //! refusal naming what was found and what would be accepted.
 
-use super::questions::{
-    Partition, Publication, PublicationLookup, PublishedTable, QualifiedName, SlotInfo,
-};
+use super::questions::{Publication, PublicationLookup, PublishedTable, QualifiedName, SlotInfo};
+use crate::contract::partitions::Partition;
 use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, MappingOptions};
 use crate::contract::routes::{resolve, PgTable, Route};
-use crate::contract::schema::{Schema, Table};
 use crate::pgoutput::Relation;
+use crate::schema::program::{Schema, Table};
 use crate::value::PgTypes;
 use std::fmt;
 
@@ -53,7 +52,8 @@ pub fn pinned_settings(
 /// speaks), and 17 or newer for a failover slot. A server that reports no version (only
 /// test doubles do) is not refused.
 pub fn server_version(reported: &str, failover: bool) -> Result<(), Refusal> {
-    use crate::catalog::slot::{parse_server_version, FAILOVER_SERVER_VERSION, MIN_SERVER_VERSION};
+    use crate::catalog::slot::{FAILOVER_SERVER_VERSION, MIN_SERVER_VERSION};
+    use crate::wire::server_version::parse_server_version;
     if reported.is_empty() {
         return Ok(());
     }

@@ -1,7 +1,7 @@
 use super::*;
 use crate::contract::routes::parse_tables;
-use crate::contract::schema::parse_program_schema;
 use crate::pgoutput::{RelationColumn, ReplicaIdentity};
+use crate::schema::program::parse_program_schema;
 use crate::value::PgTypes;
 use crate::Lsn;
 

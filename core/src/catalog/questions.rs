@@ -7,6 +7,7 @@
 //! quotes the question, never a guess.
 
 use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
+use crate::contract::partitions::Partition;
 use crate::Lsn;
 use std::fmt;
 
@@ -380,18 +381,6 @@ fn relation_of(q: &'static str, rows: &[Row<'_>]) -> Result<Relation, CatalogErr
         replica_identity,
         columns,
     })
-}
-
-/// A partition of a routed partitioned table, at any depth.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Partition {
-    /// Its shape as a Relation message of its own would describe it (its columns may be in
-    /// another order than the root's, or have dropped columns between them).
-    pub relation: Relation,
-    /// A leaf holds rows; a partition that is itself partitioned holds none.
-    pub leaf: bool,
-    /// The OID of the partitioned table it is a partition of.
-    pub parent: u32,
 }
 
 /// The partitions of the table from the answer of [`relation_query`]: none for a table

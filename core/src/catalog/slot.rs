@@ -22,34 +22,6 @@ pub const FAILOVER_SERVER_VERSION: u32 = 170_000;
 /// The share of `max_slot_wal_keep_size` the retained WAL may reach before a warning.
 pub const WAL_WARN_PERCENT: u64 = 80;
 
-/// `server_version` as the server reports it at startup (`15.8 (Debian 15.8-1)`, `16beta2`,
-/// `9.6.24`), as `server_version_num` would be: major * 10000 + minor (before 10: major *
-/// 10000 + second * 100 + minor).
-pub fn parse_server_version(text: &str) -> Option<u32> {
-    let head: String = text
-        .trim()
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.')
-        .collect();
-    let mut parts = head.split('.').filter(|p| !p.is_empty());
-    let major: u32 = parts.next()?.parse().ok()?;
-    let second: u32 = parts.next().map_or(Some(0), |p| p.parse().ok())?;
-    if major >= 10 {
-        return major.checked_mul(10_000)?.checked_add(second.min(9_999));
-    }
-    let minor: u32 = parts.next().map_or(Some(0), |p| p.parse().ok())?;
-    Some(major * 10_000 + second.min(99) * 100 + minor.min(99))
-}
-
-/// `150008` as `15.8`, for messages.
-pub fn version_name(num: u32) -> String {
-    if num >= 100_000 {
-        format!("{}.{}", num / 10_000, num % 10_000)
-    } else {
-        format!("{}.{}.{}", num / 10_000, num / 100 % 100, num % 100)
-    }
-}
-
 /// The slot and the server's WAL as one sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlotHealth {

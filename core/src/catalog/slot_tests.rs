@@ -20,22 +20,6 @@ const PRESENT: [Option<&str>; 12] = [
 ];
 
 #[test]
-fn server_versions_read_as_server_version_num() {
-    assert_eq!(
-        parse_server_version("15.8 (Debian 15.8-0+deb12u1)"),
-        Some(150_008)
-    );
-    assert_eq!(parse_server_version("18.4"), Some(180_004));
-    assert_eq!(parse_server_version("16beta2"), Some(160_000));
-    assert_eq!(parse_server_version("9.6.24"), Some(90_624));
-    assert_eq!(parse_server_version("14.12"), Some(140_012));
-    assert_eq!(parse_server_version(""), None);
-    assert_eq!(parse_server_version("devel"), None);
-    assert_eq!(version_name(150_008), "15.8");
-    assert_eq!(version_name(90_624), "9.6.24");
-}
-
-#[test]
 fn the_query_asks_only_for_columns_the_version_has() {
     let v15 = slot_health_query("s", 150_008).unwrap();
     assert!(

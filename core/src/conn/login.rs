@@ -172,7 +172,7 @@ impl Login {
 /// checks refuse what they cannot read.
 fn has_transaction_timeout(server_version: Option<&str>) -> bool {
     server_version
-        .and_then(crate::catalog::slot::parse_server_version)
+        .and_then(crate::wire::server_version::parse_server_version)
         .is_some_and(|version| version >= frontend::TRANSACTION_TIMEOUT_SINCE)
 }
 

@@ -7,10 +7,10 @@
 //! Never converts values and never logs: warnings are returned as data.
 
 use super::routes::PgTable;
-use super::schema::Table;
-use super::types::SqlType;
-use super::types::{ColumnType, Field, Name};
 use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
+use crate::schema::program::Table;
+use crate::schema::types::SqlType;
+use crate::schema::types::{ColumnType, Field, Name};
 use crate::value::types::TypeKind;
 use crate::value::{self, oid, PgTypes, Unsupported, ValuePlan};
 use std::fmt;

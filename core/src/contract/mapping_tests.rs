@@ -1,6 +1,6 @@
 use super::*;
-use crate::contract::{Field, SqlType};
 use crate::pgoutput::RelationColumn;
+use crate::schema::{Field, SqlType};
 use crate::value::PgTypes;
 use insta::assert_snapshot;
 

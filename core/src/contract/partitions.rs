@@ -13,8 +13,20 @@
 //! an unplaced row means for the session (the Streaming phase does).
 
 use super::routes::PgTable;
-use crate::catalog::questions::Partition;
+use crate::pgoutput::Relation;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// A partition of a routed partitioned table, at any depth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// Its shape as a Relation message of its own would describe it (its columns may be in
+    /// another order than the root's, or have dropped columns between them).
+    pub relation: Relation,
+    /// A leaf holds rows; a partition that is itself partitioned holds none.
+    pub leaf: bool,
+    /// The OID of the partitioned table it is a partition of.
+    pub parent: u32,
+}
 
 /// One partition of a routed table.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,9 +5,9 @@
 //! quoted names keep case, `""` escapes a quote). Feldera names follow `names`. Never reads
 //! the environment: the config module hands the strings in.
 
-use super::names::json_key_collision;
-use super::schema::{Schema, Side, Table};
-use super::types::Name;
+use crate::schema::names::json_key_collision;
+use crate::schema::program::{Schema, Side, Table};
+use crate::schema::types::Name;
 use std::fmt;
 
 /// What a route string may look like, for every error message.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::contract::schema::parse_program_schema;
+use crate::schema::program::parse_program_schema;
 use insta::assert_snapshot;
 
 fn pg(schema: &str, name: &str) -> PgTable {

@@ -27,7 +27,7 @@
 use super::response::{
     error_from, failure, is_success, truncate, Failure, FelderaError, Reply, MESSAGE_CHARS,
 };
-pub use crate::contract::schema::FaultTolerance;
+pub use crate::schema::program::FaultTolerance;
 use serde_json::{Map, Value};
 
 /// Longest incarnation accepted (Feldera's are 36-character UUIDs).

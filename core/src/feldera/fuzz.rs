@@ -9,9 +9,9 @@ use super::query::{
 use super::response::{
     classify_completion, classify_ingress, classify_pipeline, error_from, Reply,
 };
-use crate::contract::names::normalise_row;
-use crate::contract::schema::parse_program_schema;
-use crate::contract::{ColumnType, Field, Name, SqlType};
+use crate::schema::names::normalise_row;
+use crate::schema::program::parse_program_schema;
+use crate::schema::{ColumnType, Field, Name, SqlType};
 
 /// Statuses that exercise every branch of the classifiers.
 const STATUSES: [u16; 13] = [

@@ -6,8 +6,8 @@
 //! Never sends anything and never assigns request ids: the pipeline wraps these requests
 //! with its own ids and the shells execute them.
 
-use crate::contract::names::percent_encode_component;
-use crate::contract::Name;
+use crate::schema::names::percent_encode_component;
+use crate::schema::Name;
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::fmt;

@@ -20,7 +20,7 @@
 //!   answer (transient);
 //! - every other non-2xx status is fatal.
 
-use crate::contract::schema::{parse_pipeline, PipelineInfo, SchemaError};
+use crate::schema::program::{parse_pipeline, PipelineInfo, SchemaError};
 use serde_json::Value;
 use std::fmt;
 

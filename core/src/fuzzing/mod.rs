@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 use bytes::Bytes;
 
 use crate::conn::{Connection, ConnectionConfig, Event};
-use crate::contract::{ColumnType, SqlType};
 use crate::pgoutput::{self, Message, Relation, RelationCache, Tuple};
+use crate::schema::{ColumnType, SqlType};
 use crate::value::{self, oid, ValuePlan};
 use crate::wire::{BackendMessage, Frame, Framer, ReplicationMessage};
 

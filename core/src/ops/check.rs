@@ -13,7 +13,6 @@ use crate::catalog::questions::Row;
 use crate::catalog::{server, slot};
 use crate::config::{Config, ConfigError, SnapshotMode};
 use crate::conn::Event;
-use crate::contract::Schema;
 use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_pipeline, classify_pipeline_list, classify_query, describe_pipelines, is_not_found,
@@ -25,6 +24,7 @@ use crate::pipeline::pg_link::PgLink;
 use crate::pipeline::queue::Queue;
 use crate::pipeline::starting::conversation::{retraction_problems, Answer, Conversation};
 use crate::report::{Format, Line, Report};
+use crate::schema::Schema;
 use crate::snapshot::plan::{Action, StateRead};
 use crate::time::{Mono, Now};
 use crate::timer::{Deadline, TimerKind};

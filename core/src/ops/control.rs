@@ -69,7 +69,7 @@ impl Control {
         self.link
             .as_ref()
             .and_then(|l| l.parameter("server_version"))
-            .and_then(slot::parse_server_version)
+            .and_then(crate::wire::server_version::parse_server_version)
             .unwrap_or(slot::MIN_SERVER_VERSION)
     }
 

@@ -30,7 +30,6 @@ use super::queue::Queue;
 use super::feldera_link::FelderaLink;
 use crate::ack::BatchSeq;
 use crate::completion::{CompletionWait, PollRound};
-use crate::contract::Name;
 use crate::feldera::token::vouches_for;
 use crate::feldera::FORWARDED_TIMEOUT_MS;
 use crate::feldera::QUESTION_TIMEOUT_MS;
@@ -39,6 +38,7 @@ use crate::feldera::{
     CommitOutcome, Reply, StartTransactionOutcome, TransactionTokenOutcome,
 };
 use crate::io::{Command, HttpId, Level, Topic};
+use crate::schema::Name;
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
 

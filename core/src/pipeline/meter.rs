@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn accepted_rows_are_counted_and_each_tokens_wait_is_observed() {
         let mut meter = Meter::default();
-        let table = crate::contract::Name::unquoted("t");
+        let table = crate::schema::Name::unquoted("t");
         let ingress = endpoint().ingress(
             &table,
             Bytes::from_static(b"{\"insert\":{}}\n{\"insert\":{}}\n"),
@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn the_snapshots_rows_are_counted_apart_too() {
         let mut meter = Meter::default();
-        let table = crate::contract::Name::unquoted("t");
+        let table = crate::schema::Name::unquoted("t");
         let ingress = endpoint().ingress(&table, Bytes::from_static(b"{\"insert\":{}}\n"), 1000);
         meter.on_command(
             &Command::Http {

@@ -131,7 +131,7 @@ impl Monitor {
         };
         let version = link
             .parameter("server_version")
-            .and_then(slot::parse_server_version)
+            .and_then(crate::wire::server_version::parse_server_version)
             .unwrap_or(slot::MIN_SERVER_VERSION);
         let Some(sql) = slot::slot_health_query(&cx.env.config.slot, version) else {
             return self.wait(cx.now());

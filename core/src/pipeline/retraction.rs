@@ -28,7 +28,6 @@ use super::sink::{Sink, SinkOutcome};
 use crate::ack::BatchSeq;
 use crate::catalog::questions::Row;
 use crate::config::{AckMode, CrashPoint};
-use crate::contract::Name;
 use crate::feldera::{classify_query, QueryOutcome, Reply, RowStream, StreamError};
 use crate::io::{Command, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
@@ -36,6 +35,7 @@ use crate::pipeline::feldera_link::FelderaLink;
 use crate::retract::{
     count_query, existence_query, leftovers, read_count, read_keys, scan_query, Key, KeyPlan,
 };
+use crate::schema::Name;
 use crate::time::Mono;
 use crate::timer::TimerTable;
 use std::collections::VecDeque;

@@ -27,7 +27,6 @@ use super::policy::{Failure, FailureKind};
 use super::queue::Queue;
 use crate::ack::BatchSeq;
 use crate::completion::{estimate_us, CompletionWait, PollPacer, PollRound};
-use crate::contract::Name;
 use crate::feldera::token::vouches_for;
 use crate::feldera::FORWARDED_TIMEOUT_MS;
 use crate::feldera::QUESTION_TIMEOUT_MS;
@@ -36,6 +35,7 @@ use crate::feldera::{
 };
 use crate::io::{Command, HttpId, Level};
 use crate::outbox::Batch;
+use crate::schema::Name;
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
 use bytes::Bytes;

@@ -13,7 +13,7 @@
 //! `standard_conforming_strings` says. Never decides which values to write.
 
 use super::value::{date_text, decimal_text, time_text, KeyKind, KeyValue};
-use crate::contract::Name;
+use crate::schema::Name;
 use crate::value::oid;
 
 /// A Feldera table or column name for the ad-hoc query engine.

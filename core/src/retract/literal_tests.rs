@@ -1,6 +1,6 @@
 use super::*;
-use crate::contract::{ColumnType, SqlType};
 use crate::retract::value::Ymd;
+use crate::schema::{ColumnType, SqlType};
 
 fn kind(sql: SqlType) -> KeyKind {
     KeyKind::of(&ColumnType::new(sql, false)).unwrap()

@@ -1,8 +1,8 @@
 use super::*;
 use crate::contract::mapping::{plan_mapping, MappingOptions};
-use crate::contract::{ColumnType, Field, Name, SqlType, Table};
 use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
 use crate::retract::plan::{plan_keys, plan_leftovers};
+use crate::schema::{ColumnType, Field, Name, SqlType, Table};
 use crate::value::oid;
 use crate::value::PgTypes;
 use serde_json::json;

@@ -10,8 +10,9 @@
 
 use super::literal::{pg_ident, pg_type_name};
 use super::value::{KeyKind, KeyValue};
-use crate::contract::{ColumnMapping, ColumnType, Name, PgTable, SqlType, Table};
+use crate::contract::{ColumnMapping, PgTable};
 use crate::pgoutput::{Relation, RelationColumn};
+use crate::schema::{ColumnType, Name, SqlType, Table};
 use crate::value::{oid, ValuePlan};
 use std::fmt;
 

@@ -1,10 +1,10 @@
 use super::*;
 use crate::contract::mapping::{plan_mapping, MappingOptions};
-use crate::contract::schema::parse_program_schema;
-use crate::contract::Field;
 use crate::convert::Converter;
 use crate::pgoutput::encode::row;
 use crate::pgoutput::{Delete, OldKind, OldTuple, ReplicaIdentity};
+use crate::schema::program::parse_program_schema;
+use crate::schema::Field;
 use crate::value::PgTypes;
 use serde_json::{json, Value as Json};
 

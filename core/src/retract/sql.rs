@@ -8,7 +8,7 @@
 use super::literal::{feldera_ident, pg_literal};
 use super::plan::{Key, KeyPlan, LeftoverPlan};
 use super::value::KeyKind;
-use crate::contract::Name;
+use crate::schema::Name;
 
 /// The alias of the count in the count query's answer (never `error`, which would read as
 /// Feldera's failure line).

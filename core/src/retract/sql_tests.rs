@@ -1,9 +1,9 @@
 use super::*;
 use crate::contract::mapping::{plan_mapping, MappingOptions};
-use crate::contract::{ColumnType, Field, Name, SqlType, Table};
 use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
 use crate::retract::plan::{plan_keys, plan_leftovers};
 use crate::retract::value::{KeyValue, Ymd};
+use crate::schema::{ColumnType, Field, Name, SqlType, Table};
 use crate::value::oid;
 use crate::value::PgTypes;
 

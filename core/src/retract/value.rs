@@ -8,7 +8,7 @@
 //! them. The ingress form is byte for byte what `value::ValuePlan` writes when PostgreSQL's
 //! text is already canonical. Never sees SQL, rows or PostgreSQL.
 
-use crate::contract::{ColumnType, SqlType};
+use crate::schema::{ColumnType, SqlType};
 use serde_json::Value as Json;
 use std::fmt::Write as _;
 

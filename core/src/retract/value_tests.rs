@@ -5,7 +5,7 @@
 //! the text `CAST(.. AS VARCHAR)` prints (exactly `scale` fraction digits).
 
 use super::*;
-use crate::contract::ColumnType;
+use crate::schema::ColumnType;
 use serde_json::json;
 
 fn kind(sql: SqlType) -> KeyKind {

@@ -546,7 +546,7 @@ impl Script {
                     let retained = h.current_wal.saturating_distance_from(h.restart_lsn);
                     (keep as i64 - retained as i64).to_string()
                 });
-                let version = crate::catalog::slot::parse_server_version(&self.server_version)
+                let version = crate::wire::server_version::parse_server_version(&self.server_version)
                     .unwrap_or(150_000);
                 let since = |v: u32, value: Option<String>| if version >= v { value } else { None };
                 row.extend([

@@ -2,7 +2,7 @@
 //! for. Plain data; `write` runs it.
 
 use super::datetime::Temporal;
-use crate::contract::ColumnType;
+use crate::schema::ColumnType;
 
 /// How one column's values are turned into JSON; chosen once per (type OID, target) pair by
 /// `plan`. `pg_type` and `target` are what it was planned for (read them, do not change them).

@@ -10,7 +10,7 @@
 
 use super::types::{Member, PgTypes, TypeKind, MAX_TYPE_DEPTH};
 use super::{oid, plan};
-use crate::contract::{ColumnType, Field, Name, SqlType};
+use crate::schema::{ColumnType, Field, Name, SqlType};
 
 /// OIDs of the catalog types below (made up: any OID the builtins do not use will do).
 pub mod oids {

@@ -11,7 +11,7 @@ use super::datetime::Temporal;
 use super::decode::{Decode, MemberPlan, ValuePlan};
 use super::oid;
 use super::types::{Member, PgTypes, TypeKind, MAX_TYPE_DEPTH};
-use crate::contract::{ColumnType, SqlType};
+use crate::schema::{ColumnType, SqlType};
 use std::fmt;
 
 /// The pair cannot be mapped: names both types, why, and what is accepted.

@@ -10,8 +10,8 @@ use super::array::MAX_DIMENSIONS;
 use super::oid;
 use super::plan::Family;
 use super::types::{PgTypes, MAX_TYPE_DEPTH};
-use crate::contract::names::feldera_ident;
-use crate::contract::{ColumnType, Field, SqlType};
+use crate::schema::names::feldera_ident;
+use crate::schema::{ColumnType, Field, SqlType};
 
 /// The largest DECIMAL precision Feldera has (`SqlDecimal<38, _>`).
 pub const MAX_DECIMAL_PRECISION: i64 = 38;

@@ -10,6 +10,7 @@ pub mod frontend;
 pub mod pg_error;
 pub mod reader;
 pub mod replication;
+pub mod server_version;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -7,7 +7,7 @@
 use crate::values::{case, equals, run_cases, Case};
 use feldera_sqllib::{SqlDecimal, SqlString};
 use feldera_types::deserialize_table_record;
-use slotline_core::contract::{ColumnType, Field, Name, SqlType};
+use slotline_core::schema::{ColumnType, Field, Name, SqlType};
 use slotline_core::value::types::{Member, TypeKind};
 use slotline_core::value::{oid, PgTypes};
 use std::str::FromStr;

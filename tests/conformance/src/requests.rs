@@ -9,7 +9,7 @@
 use feldera_types::format::json::{JsonFlavor, JsonLines, JsonParserConfig, JsonUpdateFormat};
 use feldera_types::query::{AdHocResultFormat, AdhocQueryArgs};
 use serde::Deserialize;
-use slotline_core::contract::Name;
+use slotline_core::schema::Name;
 use slotline_core::feldera::FelderaEndpoint;
 
 type Outcome = (String, Result<(), String>);

@@ -1,15 +1,15 @@
-//! The schema corpus (`core/src/contract/testdata/schemas/`), read by Feldera and by
+//! The schema corpus (`core/src/schema/testdata/schemas/`), read by Feldera and by
 //! slotline.
 
 use feldera_types::program_schema::{
     ColumnType as FColumnType, Field as FField, ProgramSchema, Relation as FRelation,
     SqlType as FSqlType,
 };
-use slotline_core::contract::{parse_program_schema, ColumnType, Field, Schema, SqlType, Table};
+use slotline_core::schema::{parse_program_schema, ColumnType, Field, Schema, SqlType, Table};
 use std::path::PathBuf;
 
 fn corpus_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../core/src/contract/testdata/schemas")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../core/src/schema/testdata/schemas")
 }
 
 pub fn run() -> Vec<(String, Result<(), String>)> {

@@ -7,7 +7,7 @@ use feldera_sqllib::{
 };
 use feldera_types::format::json::JsonFlavor;
 use feldera_types::serde_with_context::{DeserializeWithContext, SqlSerdeConfig};
-use slotline_core::contract::{ColumnType, SqlType};
+use slotline_core::schema::{ColumnType, SqlType};
 use slotline_core::value::{oid, plan, PgTypes};
 use std::fmt::Debug;
 use std::str::FromStr;

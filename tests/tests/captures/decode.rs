@@ -10,12 +10,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use slotline_core::contract::{
-    parse_program_schema, plan_mapping, ColumnMapping, MappingOptions, Schema,
-};
+use slotline_core::contract::{plan_mapping, ColumnMapping, MappingOptions};
 use slotline_core::pgoutput::{
     self, Datum, Message, OldKind, OldTuple, Relation, RelationCache, Tuple,
 };
+use slotline_core::schema::{parse_program_schema, Schema};
 use slotline_core::value::{oid, PgTypes};
 use slotline_core::wire::{BackendMessage, Frame, Framer, ReplicationMessage};
 

@@ -8,11 +8,11 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use slotline_core::contract::{ColumnType, SqlType};
 use slotline_core::copy::encode_row;
 use slotline_core::fuzzing::VALUE_OIDS;
 use slotline_core::pgoutput::encode::encode;
 use slotline_core::pgoutput::{self, Datum, Delete, Insert, Message, OldTuple, Tuple, Update};
+use slotline_core::schema::{ColumnType, SqlType};
 use slotline_core::value::{self, fuzz::column_type, PgTypes};
 use slotline_core::wire::testing::frame;
 use slotline_core::wire::Frame;

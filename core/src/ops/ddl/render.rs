@@ -5,7 +5,7 @@
 //! Both are deterministic: the same tables print the same bytes.
 
 use super::tables::{KeySource, TableDdl};
-use crate::contract::{ColumnType, Name, SqlType};
+use crate::schema::{ColumnType, Name, SqlType};
 use serde_json::{json, Map, Value};
 
 /// The WITH clause every table gets: Feldera answers ad-hoc queries only on a materialized

@@ -11,11 +11,11 @@
 
 use crate::catalog::questions::{quote_ident, quote_literal, CatalogError, PublishedTable, Row};
 use crate::contract::mapping::{plan_mapping, FieldCaution, MappingOptions, MappingProblem};
-use crate::contract::names::feldera_ident;
 use crate::contract::routes::{PgTable, Route};
-use crate::contract::schema::Table;
-use crate::contract::{ColumnType, Field, Name, SqlType};
 use crate::pgoutput::Relation;
+use crate::schema::names::feldera_ident;
+use crate::schema::program::Table;
+use crate::schema::{ColumnType, Field, Name, SqlType};
 use crate::value::suggest::suggest;
 use crate::value::PgTypes;
 

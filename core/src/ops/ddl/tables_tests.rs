@@ -1,8 +1,8 @@
 use super::super::render::{render_json, render_sql};
 use super::*;
 use crate::catalog::questions::QualifiedName;
-use crate::contract::schema::parse_program_schema;
 use crate::pgoutput::{RelationColumn, ReplicaIdentity};
+use crate::schema::program::parse_program_schema;
 use crate::value::oid;
 use crate::value::types::{Member, TypeKind};
 

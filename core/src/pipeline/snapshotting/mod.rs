@@ -37,13 +37,13 @@ use crate::catalog::questions::{self, QualifiedName};
 use crate::config::{AckMode, CrashPoint};
 use crate::conn::Event;
 use crate::contract::mapping::{plan_mapping, ColumnMapping, MappingOptions};
-use crate::contract::Name;
 use crate::copy::CopyRow;
 use crate::feldera::Reply;
 use crate::io::{Command, ConnFailure, ConnId, HttpId, Level, Topic};
 use crate::outbox::{CutReason, Outbox};
 use crate::pipeline::feldera_link::FelderaLink;
 use crate::retract::plan_keys;
+use crate::schema::Name;
 use crate::snapshot::progress::Progress;
 use crate::snapshot::ranges::WorkItem;
 use crate::snapshot::state::{rfc3339_utc, RoutePhase, SnapshotPhase, StateRoute};
@@ -141,7 +141,7 @@ pub(crate) struct Snapshotting {
     retraction_decided: bool,
     /// An added-route copy: every route's Feldera table, for the stream afterwards (the
     /// phase itself sees only the routes it copies).
-    stream_tables: Option<Vec<crate::contract::schema::Table>>,
+    stream_tables: Option<Vec<crate::schema::program::Table>>,
 }
 
 impl Snapshotting {

@@ -16,15 +16,16 @@
 //! (`startup_survey.rs`).
 
 use crate::catalog::checks::{self, Refusal};
-use crate::catalog::questions::{self, CatalogError, Partition, PublishedTable, SlotInfo};
+use crate::catalog::questions::{self, CatalogError, PublishedTable, SlotInfo};
+use crate::contract::partitions::Partition;
 use crate::contract::partitions::Placement;
 use crate::contract::routes::Route;
-use crate::contract::schema::{Schema, Table};
 use crate::pgoutput::Relation;
 use crate::pipeline::handover::Ready;
 use crate::pipeline::pg_link::PgLink;
 use crate::pipeline::queue::Queue;
 use crate::report::Line;
+use crate::schema::program::{Schema, Table};
 use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRead};
 use crate::snapshot::state::StateRoute;
 use crate::value::PgTypes;
@@ -341,7 +342,7 @@ impl Conversation {
     ) -> Result<(), ConversationError> {
         let reported = |name: &str| link.parameter(name).unwrap_or("").to_owned();
         let version = reported("server_version");
-        self.server_version = crate::catalog::slot::parse_server_version(&version);
+        self.server_version = crate::wire::server_version::parse_server_version(&version);
         let verdicts = [
             (
                 "server",

@@ -3,7 +3,6 @@
 //! restarted since the last session).
 
 use super::Starting;
-use crate::contract::PipelineInfo;
 use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_pipeline, classify_pipeline_list, classify_stats, describe_pipelines, is_not_found,
@@ -14,6 +13,7 @@ use crate::pipeline::cx::Cx;
 use crate::pipeline::durability::Durability;
 use crate::pipeline::handover::Next;
 use crate::pipeline::policy::{Failure, FailureKind};
+use crate::schema::PipelineInfo;
 
 impl Starting {
     pub(crate) fn on_pg_tls_ready(

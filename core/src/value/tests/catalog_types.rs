@@ -3,7 +3,7 @@
 //! stays VARCHAR only. The catalog is `fuzz::catalog()` (shaped like a real answer).
 
 use super::*;
-use crate::contract::SqlType;
+use crate::schema::SqlType;
 use crate::value::fuzz::{catalog, oids};
 use crate::value::types::{TypeInfo, TypeKind};
 

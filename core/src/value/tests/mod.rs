@@ -9,8 +9,8 @@ mod structured;
 mod temporal;
 
 use super::*;
-use crate::contract::ColumnType;
-use crate::contract::SqlType;
+use crate::schema::ColumnType;
+use crate::schema::SqlType;
 
 fn col(sql: SqlType) -> ColumnType {
     ColumnType::new(sql, true)

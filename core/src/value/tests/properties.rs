@@ -1,7 +1,7 @@
 //! Properties over generated values: round trips, offsets, and JSON validity of every plan.
 
 use super::*;
-use crate::contract::SqlType;
+use crate::schema::SqlType;
 use crate::value::{fuzz, oid, plan, ValueError};
 use proptest::prelude::*;
 

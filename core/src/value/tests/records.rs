@@ -3,7 +3,7 @@
 //! time, and properties against a `record_out`/`array_out` written from PostgreSQL's rules.
 
 use super::*;
-use crate::contract::{Field, Name, SqlType};
+use crate::schema::{Field, Name, SqlType};
 use crate::value::fuzz::{catalog, oids};
 use crate::value::types::{Member, TypeInfo, TypeKind};
 use proptest::prelude::*;

@@ -1,7 +1,7 @@
 //! Booleans, integers, floats, numerics, strings and bytea.
 
 use super::*;
-use crate::contract::SqlType;
+use crate::schema::SqlType;
 use crate::value::oid;
 
 #[test]

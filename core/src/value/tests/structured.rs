@@ -1,7 +1,7 @@
 //! uuid, json, arrays, other types, NULLs, and the wording of errors.
 
 use super::*;
-use crate::contract::SqlType;
+use crate::schema::SqlType;
 use crate::value::oid;
 
 use crate::value::{plan, ValueErrorKind};

@@ -1,7 +1,7 @@
 //! Dates, times, timestamps and the timestamptz shift to UTC.
 
 use super::*;
-use crate::contract::SqlType;
+use crate::schema::SqlType;
 use crate::value::oid;
 
 #[test]

@@ -174,7 +174,7 @@ pub fn normalise_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{ColumnType, SqlType};
+    use crate::schema::{ColumnType, SqlType};
     use serde_json::json;
 
     fn field(name: Name) -> Field {

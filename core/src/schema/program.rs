@@ -653,5 +653,5 @@ fn describe_part(key: &str) -> &'static str {
 }
 
 #[cfg(test)]
-#[path = "schema_tests.rs"]
+#[path = "program_tests.rs"]
 mod tests;

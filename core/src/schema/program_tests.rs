@@ -1,5 +1,5 @@
 use super::*;
-use crate::contract::{ColumnType, Name, SqlType};
+use crate::schema::{ColumnType, Name, SqlType};
 use insta::assert_snapshot;
 
 /// A relation in the shape the pipeline GET answer carries.
@@ -313,7 +313,7 @@ fn describe(schema: &Schema) -> String {
 
 fn corpus(name: &str) -> Schema {
     let path = format!(
-        "{}/src/contract/testdata/schemas/{name}",
+        "{}/src/schema/testdata/schemas/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     let body = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
