@@ -2,8 +2,8 @@
 //! refusal naming what was found and what would be accepted.
 
 use super::questions::{Publication, PublicationLookup, PublishedTable, QualifiedName, SlotInfo};
-use crate::contract::partitions::Partition;
 use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, MappingOptions};
+use crate::contract::partitions::Partition;
 use crate::contract::routes::{resolve, PgTable, Route};
 use crate::pgoutput::Relation;
 use crate::schema::program::{Schema, Table};

@@ -6,8 +6,8 @@
 //! `None` for NULL). Parsers are strict: an answer of an unexpected shape is an error that
 //! quotes the question, never a guess.
 
-use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
 use crate::contract::partitions::Partition;
+use crate::pgoutput::{Relation, RelationColumn, ReplicaIdentity};
 use crate::Lsn;
 use std::fmt;
 

@@ -546,8 +546,9 @@ impl Script {
                     let retained = h.current_wal.saturating_distance_from(h.restart_lsn);
                     (keep as i64 - retained as i64).to_string()
                 });
-                let version = crate::wire::server_version::parse_server_version(&self.server_version)
-                    .unwrap_or(150_000);
+                let version =
+                    crate::wire::server_version::parse_server_version(&self.server_version)
+                        .unwrap_or(150_000);
                 let since = |v: u32, value: Option<String>| if version >= v { value } else { None };
                 row.extend([
                     Some("slotline_p".into()),

@@ -7,7 +7,7 @@
 //!
 //! Part of the Streaming phase: it shares the phase's state and owns none of its own.
 
-use super::{fail, Step, Streaming};
+use super::phase::{fail, Step, Streaming};
 use crate::contract::mapping::{plan_mapping, MappingOptions};
 use crate::contract::partitions::TruncateScope;
 use crate::contract::PgTable;
