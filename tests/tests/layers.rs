@@ -130,10 +130,10 @@ const LAYERS: &[(&str, u32)] = &[
     ("ops", 10),
 ];
 
-/// Whether a file using an item defined in an ancestor module's file fails the check. Off
-/// while the tree has many (30 files, mostly `pipeline`'s children using `Cx`, `Next` and
-/// `Env` from `pipeline/mod.rs`): the list is then only printed (`--nocapture` shows it).
-const CHECK_ANCESTOR_IMPORTS: bool = false;
+/// Whether a file using an item defined in an ancestor module's file fails the check (off:
+/// the list is only printed, `--nocapture` shows it). On: a `mod.rs` declares, re-exports
+/// and may use its children, and what they share lives in a file of its own beside them.
+const CHECK_ANCESTOR_IMPORTS: bool = true;
 
 /// Features that exist only for tests; code behind them is not part of the graph.
 const TEST_ONLY_FEATURES: &[&str] = &["testing", "fuzzing"];

@@ -3,7 +3,7 @@
 //! empty), their retraction on worker 0 under the snapshot, and the counts that check the
 //! result once the copy is durable.
 
-use super::{fail, Snapshotting, Stage, Step, WorkerStage};
+use super::phase::{fail, Snapshotting, Stage, Step, WorkerStage};
 use crate::feldera::Reply;
 use crate::io::{Level, Topic};
 use crate::pipeline::cx::Cx;

@@ -3,7 +3,7 @@
 //! rows become insert lines in the outbox, and every worker stops reading while the sink is
 //! full and the outbox due.
 
-use super::{fail, row_text, Snapshotting, Stage, Step, Worker, WorkerStage};
+use super::phase::{fail, row_text, Snapshotting, Stage, Step, Worker, WorkerStage};
 use crate::catalog::checks;
 use crate::catalog::questions::Row;
 use crate::conn::Event;

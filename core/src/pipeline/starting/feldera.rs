@@ -2,7 +2,7 @@
 //! what they mean for this run (the durability it acknowledges with, whether the pipeline
 //! restarted since the last session).
 
-use super::Starting;
+use super::phase::Starting;
 use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_pipeline, classify_pipeline_list, classify_stats, describe_pipelines, is_not_found,
