@@ -347,8 +347,8 @@ impl StreamState {
     }
 }
 
-/// One value plan per column: the Feldera type a contract would naturally map the column
-/// to; columns whose pair has no plan fall back to VARCHAR (every type maps to it). The
+/// One value plan per column: the Feldera type `ddl` would declare for the column
+/// (`value::suggest`); columns whose pair has no plan fall back to VARCHAR (every type maps to it). The
 /// stream carries no catalog, so types outside the builtins are only ever VARCHAR here.
 fn plans_for(relation: &Relation) -> Vec<ValuePlan> {
     let types = value::PgTypes::new();
@@ -361,38 +361,12 @@ fn plans_for(relation: &Relation) -> Vec<ValuePlan> {
             value::plan(
                 &types,
                 column.type_oid,
-                &natural_target(column.type_oid, nullable),
+                &value::suggest::suggest(&types, column.type_oid, -1, 0, nullable).target,
             )
             .or_else(|_| value::plan(&types, column.type_oid, &varchar))
             .unwrap_or_else(|e| panic!("every type must map to VARCHAR: {e}"))
         })
         .collect()
-}
-
-/// The Feldera column type the value table (docs/postgres.md, "Values") pairs with a
-/// PostgreSQL type.
-pub fn natural_target(type_oid: u32, nullable: bool) -> ColumnType {
-    let sql = match type_oid {
-        oid::BOOL => SqlType::Boolean,
-        oid::INT2 => SqlType::SmallInt,
-        oid::INT4 => SqlType::Integer,
-        oid::INT8 | oid::OID => SqlType::BigInt,
-        oid::FLOAT4 => SqlType::Real,
-        oid::FLOAT8 => SqlType::Double,
-        oid::NUMERIC => return ColumnType::decimal(38, 10, nullable),
-        oid::BYTEA => SqlType::Varbinary,
-        oid::DATE => SqlType::Date,
-        oid::TIME => SqlType::Time,
-        oid::TIMESTAMP => SqlType::Timestamp,
-        oid::TIMESTAMPTZ => SqlType::TimestampTz,
-        oid::UUID => SqlType::Uuid,
-        oid::JSON | oid::JSONB => SqlType::Variant,
-        other => match oid::array_element(other) {
-            Some(element) => return ColumnType::array_of(natural_target(element, true), nullable),
-            None => SqlType::Varchar,
-        },
-    };
-    ColumnType::new(sql, nullable)
 }
 
 #[cfg(test)]
@@ -418,20 +392,6 @@ mod tests {
         assert_eq!(chunks(data, &[3, 3]), [&b"abc"[..], b"def", b"ghij"]);
         assert_eq!(chunks(data, &[20]), [&b"abcdefghij"[..]]);
         assert_eq!(chunks(b"", &[0]), [&b""[..]]);
-    }
-
-    #[test]
-    fn natural_targets_follow_the_mapping_table() {
-        assert_eq!(
-            natural_target(oid::INT8, false).to_string(),
-            "BIGINT NOT NULL"
-        );
-        assert_eq!(natural_target(1007, true).to_string(), "INTEGER ARRAY");
-        assert_eq!(natural_target(oid::INTERVAL, true).to_string(), "VARCHAR");
-        assert_eq!(
-            natural_target(oid::TIMESTAMPTZ, true).to_string(),
-            "TIMESTAMP_TZ"
-        );
     }
 
     #[test]

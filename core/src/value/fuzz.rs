@@ -8,9 +8,9 @@
 //! almost never matches a composite, so the type byte's high bit asks for the type's
 //! natural column type instead ([`natural_target`]): a ROW with the composite's members.
 
-use super::types::{Member, PgTypes, TypeKind, MAX_TYPE_DEPTH};
+use super::types::{Member, PgTypes, TypeKind};
 use super::{oid, plan};
-use crate::schema::{ColumnType, Field, Name, SqlType};
+use crate::schema::{ColumnType, SqlType};
 
 /// OIDs of the catalog types below (made up: any OID the builtins do not use will do).
 pub mod oids {
@@ -171,45 +171,31 @@ pub fn column_type(byte: u8) -> ColumnType {
     ty
 }
 
-/// The column type the mapping table pairs with `pg_type` (a ROW with the composite's
-/// members, an ARRAY of the element's, the base type's for a domain); `byte`'s bits decide
-/// nullability, level by level, so NOT NULL members and elements get fuzzed too.
+/// The column type `ddl` would declare for `pg_type` (`suggest`: a ROW with the
+/// composite's members, an ARRAY of the element's, the base type's for a domain); `byte`'s
+/// bits decide nullability, level by level, so NOT NULL members and elements get fuzzed too.
 pub fn natural_target(types: &PgTypes, pg_type: u32, byte: u8) -> ColumnType {
-    natural_at(types, pg_type, byte, 0)
+    with_nullability(
+        super::suggest::suggest(types, pg_type, -1, 0, true).target,
+        byte,
+    )
 }
 
-fn natural_at(types: &PgTypes, pg_type: u32, byte: u8, depth: usize) -> ColumnType {
-    let nullable = byte & 1 == 0;
+/// `column` with its nullability, and its elements' and members', taken from `byte`'s bits.
+fn with_nullability(mut column: ColumnType, byte: u8) -> ColumnType {
+    column.nullable = byte & 1 == 0;
     let next = byte.rotate_right(1);
-    let base = types.resolve(pg_type, -1).map_or(pg_type, |r| r.oid);
-    if depth > MAX_TYPE_DEPTH {
-        return ColumnType::new(SqlType::Varchar, nullable);
+    if let Some(component) = column.component.take() {
+        column.component = Some(Box::new(with_nullability(*component, next)));
     }
-    match types.get(base).map(|info| &info.kind) {
-        Some(TypeKind::Composite { members }) => ColumnType {
-            fields: members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    let ty = natural_at(types, m.type_oid, next.rotate_right(i as u32), depth + 1);
-                    Field::new(Name::unquoted(&m.name), ty)
-                })
-                .collect(),
-            ..ColumnType::new(SqlType::Struct, nullable)
-        },
-        Some(TypeKind::Array { element, .. }) => {
-            ColumnType::array_of(natural_at(types, *element, next, depth + 1), nullable)
-        }
-        Some(TypeKind::Text | TypeKind::Opaque { .. } | TypeKind::Domain { .. }) => {
-            ColumnType::new(SqlType::Varchar, nullable)
-        }
-        None => match oid::array_element(base) {
-            Some(element) => {
-                ColumnType::array_of(natural_at(types, element, next, depth + 1), nullable)
-            }
-            None => crate::fuzzing::natural_target(base, nullable),
-        },
+    for (i, field) in column.fields.iter_mut().enumerate() {
+        let member = std::mem::replace(
+            &mut field.columntype,
+            ColumnType::new(SqlType::Varchar, true),
+        );
+        field.columntype = with_nullability(member, next.rotate_right(i as u32));
     }
+    column
 }
 
 /// The plan `data` picks (the type from `data[0]`'s low 7 bits; the column type from

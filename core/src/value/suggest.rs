@@ -1,6 +1,7 @@
 //! `suggest`: the Feldera column type `slotline ddl` declares for a PostgreSQL column type,
-//! read from the same families `plan` decides pairs by (README, "From PostgreSQL types to
-//! Feldera columns": the first Feldera type of the type's row).
+//! read from the same families `plan` decides pairs by: the Feldera type that holds every
+//! value of the PostgreSQL type (`int2` into SMALLINT, `oid` into BIGINT, `varchar(n)` into
+//! VARCHAR(n)), within the pairs docs/guide/types.md lists.
 //!
 //! A suggestion is only a proposal: `ops::ddl` hands every table it builds to the column
 //! mapping (`contract::plan_mapping`, what a start and `check` run), so a suggestion that

@@ -2,6 +2,7 @@
 //! "Values", and its edges), plus properties over generated values.
 
 mod catalog_types;
+mod guide_table;
 mod properties;
 mod records;
 mod scalars;
