@@ -2,9 +2,10 @@
 //!
 //! This is the one place that decides which pairs are supported. Every type may go to
 //! VARCHAR (its text output as a string); the typed targets are the table in
-//! docs/guide/types.md, which `value::tests::guide_table` checks against this module; a domain is planned as its base type, arrays recurse on their
-//! element type and composites on their members. Anything else is refused once, at contract
-//! time, naming both types and what the PostgreSQL type does accept.
+//! docs/guide/types.md, which `value::tests::guide_table` checks against this module; a
+//! domain is planned as its base type, arrays recurse on their element type and composites
+//! on their members. Anything else is refused once, at contract time, naming both types and
+//! what the PostgreSQL type does accept.
 
 use super::array::MAX_DIMENSIONS;
 use super::datetime::Temporal;
