@@ -1,5 +1,5 @@
 //! How old the oldest change not yet acknowledged is, by the source's commit timestamps:
-//! what `slotline_replication_lag_seconds` exports (README.md, "Metrics and health").
+//! what `slotline_replication_lag_seconds` exports (docs/guide/operating.md, "Metrics and health").
 //!
 //! Each commit read is remembered with its transaction's commit time until the flush
 //! position passes its end; a transaction still being read counts from its own commit

@@ -71,10 +71,10 @@
 //!   `ack::tests::flush_is_monotonic_and_never_ahead_of_durable_commits`, by the random
 //!   scenarios of `pipeline/tests/properties.rs`, and after every step by the `pipeline`
 //!   fuzz target (`fuzzing::pipeline`).
-//! - **The flush position never decreases, and is a commit's `end_lsn`, an idle keepalive's
-//!   end of WAL or the slot's own position.** [`ack::AckTracker`] only moves it forward;
-//!   the streaming phase hands it `end_lsn` (`pipeline/streaming.rs`, `on_commit`). Asserted
-//!   by the `pipeline` fuzz target.
+//! -  **The flush position never decreases, and is a commit's `end_lsn`, an idle keepalive's end of
+//!   WAL or the slot's own position.** [`ack::AckTracker`] only moves it forward; the streaming
+//!   phase hands it `end_lsn` (`pipeline/streaming/sending.rs`, `on_commit`). Asserted by the
+//!   `pipeline` fuzz target.
 //! - **A batch is durable only when Feldera says `complete`** (or, in the unsafe accepted
 //!   mode, on HTTP 200): `pipeline/sink.rs` and `Streaming::on_sink_outcome`.
 //! - **The received position is an XLogData's start, never its end of WAL, never zero:**
@@ -94,15 +94,15 @@
 //!   by the `pipeline` fuzz target.
 //! - **Commands are drained before the next input, and time never goes backwards:**
 //!   debug assertions in `Pipeline`'s [`io::Driver::handle`]; the scripted harness
-//!   (`pipeline/script.rs`) and the `pipeline` fuzz target fail on either.
+//!   (`testing/script.rs`) and the `pipeline` fuzz target fail on either.
 //! - **A deadline exists whenever work is pending:** `Pipeline::refresh_timers` re-derives
 //!   every timer after each input and arms `NoProgress` while work is pending. Asserted by
 //!   the `pipeline` fuzz target.
 //! - **Every failure is decided by one table, and every decision is traced:**
 //!   `pipeline/policy.rs` (`decide`, `RULES`, `OVERRIDES`).
-//! - **Every startup check runs before anything is created:** the order of
-//!   `pipeline/startup.rs`, the verdicts in [`catalog::checks`]; shown by the decision
-//!   traces `refused_start_creates_no_slot_*`.
+//! -  **Every startup check runs before anything is created:** the order of
+//!   `pipeline/starting/conversation.rs` and `answers.rs`, the verdicts in [`catalog::checks`];
+//!   shown by the decision traces `refused_start_creates_no_slot_*`.
 //! - **A state file that exists and cannot be read is never taken as absent:**
 //!   [`snapshot::plan::plan_startup`] refuses it; [`snapshot::state::StateFile::parse`] is
 //!   strict.
@@ -114,7 +114,7 @@
 //! - **A tuple matches its relation's shape:** [`pgoutput::RelationCache::check`].
 //! - **Values are read under pinned session settings:**
 //!   [`wire::frontend::PINNED_SESSION_SETTINGS`] sent at startup,
-//!   [`startup::checks::pinned_settings`] checks what the server reports.
+//!   [`catalog::checks::pinned_settings`] checks what the server reports.
 //! - **No server-side timeout ends a session that waits by design:**
 //!   [`wire::frontend::DISABLED_SERVER_TIMEOUTS`] sent at startup, and
 //!   [`wire::frontend::DISABLE_TRANSACTION_TIMEOUT`] before a 17+ connection is ready (`conn`).

@@ -1,8 +1,8 @@
 //! The report of an operator's command (`check`, `status`, `drop-slot`): one line per
 //! finding, each with a verdict and, for a problem, how to fix it; rendered as text or JSON.
 //!
-//! Pure: the machines that ask the questions (`pipeline::ops`) fill it in; the shells only
-//! print what `render` returns.
+//! Pure: the machines that ask the questions (`ops`, and the startup conversation as a survey) fill
+//! it in; the shells only print what `render` returns.
 
 use serde_json::{json, Map, Value};
 use std::fmt;

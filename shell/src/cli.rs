@@ -1,5 +1,5 @@
-//! The command line: every option (README.md, "Options") as a `--kebab-case` flag and its
-//! environment variable, turned into the key/value pairs `Config::from_pairs` validates.
+//! The command line: every option (docs/guide/configuration.md, "Options") as a `--kebab-case` flag
+//! and its environment variable, turned into the key/value pairs `Config::from_pairs` validates.
 //!
 //! Owns spelling (flag names, help text, which values `--help` hides). Never validates a
 //! value itself: the core's `config` module is the one place that knows what is accepted,

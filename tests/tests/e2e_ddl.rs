@@ -72,7 +72,7 @@ fn ddl_pairs(env: &Env) -> Vec<(String, String)> {
 const TABLES: &str = "\"Order Lines\",every_type,items,users";
 
 /// What the double holds for a value PostgreSQL's `to_json` gives (under UTC and ISO
-/// settings), per the README's type table; numerics are read as text.
+/// settings), per the type table of docs/guide/types.md; numerics are read as text.
 fn expected_value(column: &str, pg: &Value) -> Value {
     let text = || pg.as_str().map(str::to_owned).unwrap_or_default();
     match column {

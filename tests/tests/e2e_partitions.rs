@@ -15,7 +15,7 @@
 //!   transaction acknowledged) and a new copy repairs it; with `true` PostgreSQL publishes
 //!   nothing, and Feldera keeps the partition's rows.
 //!
-//! See README.md, "Partitioned tables".
+//! See docs/guide/tables-and-copies.md, "Partitioned tables".
 
 use serde_json::{json, Value};
 use slotline_tests::e2e::{Connector, Env, Shell};

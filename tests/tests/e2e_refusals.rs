@@ -106,7 +106,7 @@ fn feldera_table_without_primary_key(shell: Shell) {
 
 /// Types without a typed mapping, and a composite whose ROW members differ, are refused at
 /// start in one message naming the table, each column, its type, the member, and what is
-/// accepted instead (README, "From PostgreSQL types to Feldera columns").
+/// accepted instead (docs/guide/types.md, "From PostgreSQL types to Feldera columns").
 fn unsupported_type_pairing(shell: Shell) {
     let setup = "CREATE TYPE mood AS ENUM ('sad', 'ok');
         CREATE TYPE addr AS (street text, zip int);

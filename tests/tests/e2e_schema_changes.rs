@@ -1,5 +1,5 @@
 //! End to end: ALTER TABLE while slotline streams and a writer commits to the same table
-//! (README, "Changing the schema"). Real PostgreSQL, the Feldera double, both shells.
+//! (docs/guide/types.md, "Changing the schema"). Real PostgreSQL, the Feldera double, both shells.
 //!
 //! Each change reaches slotline as a new Relation message before the first row written
 //! under the new shape; slotline maps the table again from it. What Feldera's schema can

@@ -1,11 +1,10 @@
 //! End to end, value by value: the column types slotline reads from the catalog at startup
-//! (README, "From PostgreSQL types to Feldera columns"): domains as their base type (over a
-//! domain too, and arrays of a domain), arrays of enums, inet, cidr, macaddr and ranges as
-//! VARCHAR arrays (one and two dimensions), composites as ROW columns (nested, with arrays
-//! and domains inside, and arrays of them), citext as VARCHAR. On both shells, the same
-//! values are copied by the initial snapshot (rows 1-4, there before the start) and streamed
-//! (rows 101-104, then updated and deleted), with the database's defaults hostile as in
-//! `e2e_types.rs`.
+//! (docs/guide/types.md, "From PostgreSQL types to Feldera columns"): domains as their base type
+//! (over a domain too, and arrays of a domain), arrays of enums, inet, cidr, macaddr and ranges as
+//! VARCHAR arrays (one and two dimensions), composites as ROW columns (nested, with arrays and
+//! domains inside, and arrays of them), citext as VARCHAR. On both shells, the same values are
+//! copied by the initial snapshot (rows 1-4, there before the start) and streamed (rows 101-104,
+//! then updated and deleted), with the database's defaults hostile as in `e2e_types.rs`.
 //!
 //! The oracle is PostgreSQL's own `to_json` of each column under the pinned settings (a
 //! composite becomes an object keyed by its member names, exactly what a ROW takes), with
@@ -279,7 +278,7 @@ fn copies_and_streams_catalog_types_value_by_value(shell: Shell) {
     assert!(copied(103).is_none(), "row 103 was deleted");
 
     // A composite altered while streaming prints values of its new shape: refused, and the
-    // transaction is not acknowledged (README: until a restart reads the type).
+    // transaction is not acknowledged (docs/guide/types.md: until a restart reads the type).
     env.sql("ALTER TYPE addr ADD ATTRIBUTE extra int");
     env.sql("INSERT INTO kinds (id, a) VALUES (200, ROW('x', 1, 5))");
     assert_eq!(

@@ -6,7 +6,8 @@
 
 use super::input::{ConfigError, Pairs, Secret};
 
-/// `sslmode` as libpq spells it (see `docs` in README.md, "TLS to PostgreSQL").
+/// `sslmode` as libpq spells it (docs/guide/configuration.md, "TLS, Unix sockets, the password
+/// file, timeouts").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SslMode {
     Disable,

@@ -1,5 +1,5 @@
-//! slotline's configuration: every option (README.md, "Options"), parsed and validated
-//! from key/value pairs.
+//! slotline's configuration: every option (docs/guide/configuration.md, "Options"), parsed and
+//! validated from key/value pairs.
 //!
 //! The shells collect the pairs (flags and environment variables, with the variable names as
 //! keys) and hand them in; this module never reads the environment itself. Validation
@@ -147,7 +147,7 @@ pub enum TablesSpec {
     },
 }
 
-/// Every option (README.md, "Options"), validated.
+/// Every option (docs/guide/configuration.md, "Options"), validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub pg: PgConnConfig,

@@ -212,9 +212,9 @@ pub enum FieldCaution {
     /// Feldera as SQL NULL, because Feldera's JSON input reads `null` in a nullable column as
     /// NULL and has no other spelling for a VARIANT null there.
     JsonNullIsSqlNull { field: Name, column: String },
-    /// The Feldera column is narrower than PostgreSQL's: a value it cannot hold is refused
-    /// when it arrives, which stops the stream with the slot held before it (README, "When
-    /// a value does not fit").
+    /// The Feldera column is narrower than PostgreSQL's: a value it cannot hold is refused when it
+    /// arrives, which stops the stream with the slot held before it (docs/guide/types.md, "When a
+    /// value does not fit").
     Narrowing {
         field: Name,
         column: String,
@@ -248,7 +248,7 @@ impl fmt::Display for FieldCaution {
                 f,
                 "Feldera column {field} is {target}, narrower than PostgreSQL column {column} ({pg_type}): \
                  {why}; such a value stops the stream (exit 1) and the slot waits before its \
-                 transaction until the Feldera column is widened (README, \"When a value does not fit\")"
+                 transaction until the Feldera column is widened (docs/guide/types.md, \"When a value does not fit\")"
             ),
             FieldCaution::JsonNullIsSqlNull { field, column } => write!(
                 f,

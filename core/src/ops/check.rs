@@ -1,10 +1,9 @@
-//! `slotline check`: everything a start verifies, and what it would do, without creating
-//! anything. One replication connection runs the startup conversation as a survey
-//! (`startup::Conversation::surveying`: each refusal becomes a finding and the next question is
-//! asked), then the questions only a check asks (`catalog::server`, the slot's health);
-//! Feldera is asked for the pipeline and the state file is read, as at a start. The startup
-//! plan then says what a start would do, and a snapshot's retraction is checked against
-//! the tables as a start would.
+//! `slotline check`: everything a start verifies, and what it would do, without creating anything.
+//! One replication connection runs the startup conversation as a survey (`Conversation::surveying`,
+//! `pipeline/starting/survey.rs`: each refusal becomes a finding and the next question is asked),
+//! then the questions only a check asks (`catalog::server`, the slot's health); Feldera is asked
+//! for the pipeline and the state file is read, as at a start. The startup plan then says what a
+//! start would do, and a snapshot's retraction is checked against the tables as a start would.
 //!
 //! The report goes out as one `Print`; the exit code is 0 when the setup would work, 1
 //! when a finding failed. Nothing is ever created, dropped or written.
@@ -379,7 +378,7 @@ impl Check {
                 lines.push(Line::fail(
                     "feldera",
                     format!("cannot read the schema of pipeline {pipeline}: {e}"),
-                    "use a Feldera version slotline supports (see README.md)",
+                    "use a Feldera version slotline supports (see docs/feldera.md)",
                 ));
                 None
             }

@@ -176,11 +176,11 @@ impl Keeper {
                 if (now < *next_at && !early) || !Keeper::checkpoint_due(cx.run) {
                     return Ok(News::Nothing);
                 }
-                // Feldera delays a checkpoint while a transaction is open: one an ended
-                // session left open, which this session may never write to, would delay it
-                // for ever. So the request waits behind the transaction gate like table
-                // writes (`settle`), which commits such a transaction first. The mark is
-                // taken now: the checkpoint begins later and holds at least this much.
+                // Feldera delays a checkpoint while a transaction is open: one an ended session
+                // left open, which this session may never write to, would delay it for ever. So the
+                // request waits behind the transaction gate like table writes
+                // (`feldera_link::gate`), which commits such a transaction first. The mark is taken
+                // now: the checkpoint begins later and holds at least this much.
                 let request = cx.env.endpoint.checkpoint(QUESTION_TIMEOUT_MS);
                 let http = cx.link.send_table_request(cx.queue, Owner::Keeper, request);
                 let mark = cx.run.ack.checkpoint_mark();

@@ -209,7 +209,7 @@ impl Sink {
     }
 
     /// Every lane without a request out posts its oldest queued body, unless a request of
-    /// an ended session to its table may still be delivering records (`writes`).
+    /// an ended session to its table may still be delivering records (`feldera_link`).
     fn post_queued(&mut self, queue: &mut Queue, link: &mut FelderaLink) {
         for lane in 0..self.lanes.len() {
             if self.lanes[lane].posting.is_some() {

@@ -1,6 +1,6 @@
 //! Feldera's column types, as its program schema describes them.
 //!
-//! This is the vocabulary shared by the schema parser (`contract::schema`), the column
+//! This is the vocabulary shared by the schema parser (`schema::program`), the column
 //! mapping (`contract::mapping`) and the value decoders (`value`).
 
 use std::fmt;

@@ -171,7 +171,7 @@ fn scram_sha_256_completes_against_a_scripted_server() {
         let mut h = scram_exchange(bytewise, "pencil");
         h.server(&trust_startup());
         assert_eq!(h.conn.phase(), Phase::Ready);
-        // The nonce is random (see startup.rs), so compare events, not the sent bytes.
+        // The nonce is random (see login.rs), so compare events, not the sent bytes.
         assert_eq!(
             events_only(&h),
             [

@@ -12,11 +12,11 @@
 //! fault tolerance), Feldera restarts or checkpoints on its own, time passes (ticks at,
 //! past and between deadlines), connections break, the operator asks for a stop. The world
 //! is a fake PostgreSQL (`pg`) and a fake Feldera (`feldera`) that answer through the
-//! pipeline's public drive contract only (`Driver`, `status()`), so the harness does not
+//! pipeline's public drive contract only (`Driver`, `health()`), so the harness does not
 //! depend on how the pipeline is built inside.
 //!
 //! After every input the harness drains the commands, carries them out, and checks:
-//! - the flush position (reported in status updates, and in `status()`) never decreases
+//! - the flush position (reported in status updates, and in `health()`) never decreases
 //!   within a session;
 //! - it is always a position the pipeline was told it may acknowledge (the end of a commit
 //!   it received, an idle keepalive, the slot's own position), and every commit ending at
@@ -46,7 +46,7 @@
 //!   exported the snapshot copied, and only once every row of that snapshot is durable in
 //!   Feldera from a record of this copy (with checkpoints: held by the last successful
 //!   checkpoint) and Feldera holds nothing else (leftovers retracted); a status update or
-//!   `status()` flush passes the consistent point of the current slot's copy only after
+//!   `health()` flush passes the consistent point of the current slot's copy only after
 //!   that; Feldera's rows are checked against the slot (above) only while the current
 //!   slot's copy is recorded complete (without fault tolerance, for Feldera's current
 //!   incarnation: another one came back empty and is copied again); state-file reads and
@@ -244,7 +244,7 @@ struct Harness {
     crash_configured: bool,
     stop_requested: bool,
     exited: Option<i32>,
-    /// The flush `status()` last showed, with its session and whether it streamed: it never
+    /// The flush `health()` last showed, with its session and whether it streamed: it never
     /// goes backwards while a session streams; a session that starts streaming starts from
     /// the slot, which may be behind it (a status update lost with its connection, a slot
     /// created again).
@@ -261,7 +261,7 @@ struct Harness {
     tables_checked: Option<Lsn>,
     /// The slot's life (`FakePg::life`) the positions above belong to.
     life: u32,
-    /// The last life of the slot in which `status()` showed the pipeline streaming.
+    /// The last life of the slot in which `health()` showed the pipeline streaming.
     streamed_life: Option<u32>,
     no_progress_secs: u64,
     /// `SNAPSHOT_MODE=initial` (see `snapshot`).
@@ -874,8 +874,8 @@ impl Harness {
             "{source} has flush {flush}: a keepalive's position, but every keepalive there came while a transaction was open"
         );
         // A restart that emptied Feldera (no fault tolerance) voids what every earlier
-        // acknowledgement stood for, and the pipeline answers it with a new copy from a new
-        // slot, not from this one (docs/contract.md, "Feldera restarts"): until it notices, a TRUNCATE
+        // acknowledgement stood for, and the pipeline answers it with a new copy from a new slot,
+        // not from this one (docs/contract.md, "Feldera restarts"): until it notices, a TRUNCATE
         // rightly finds nothing to delete, and what this slot's flush passes is outside the
         // promise. The copy is then compared in full (`check_complete`).
         let void = self.snapshot && !self.promised_incarnation();
@@ -928,7 +928,7 @@ impl Harness {
         } else {
             assert!(
                 !same_stream || status.flush >= flush,
-                "status() flush went backwards within session {session}: {flush} -> {}",
+                "health() flush went backwards within session {session}: {flush} -> {}",
                 status.flush
             );
         }
@@ -946,14 +946,14 @@ impl Harness {
             self.streamed_life == Some(self.pg.life)
         };
         if current {
-            self.check_flush(status.flush, "status()");
+            self.check_flush(status.flush, "health()");
             if status.streaming {
-                self.check_life_flush(status.flush, "status()");
+                self.check_life_flush(status.flush, "health()");
             }
         } else {
             assert!(
                 self.pg.told.contains(&status.flush),
-                "status() has flush {}: a position no slot ever told the pipeline",
+                "health() has flush {}: a position no slot ever told the pipeline",
                 status.flush
             );
         }

@@ -189,7 +189,7 @@ fn seeds() -> Vec<Seed> {
             events: [
                 stream(),
                 tx(&[0]).into(),
-                // The 503 leaves users lingering: the probe (at once), the backoff and the
+                // The 503 leaves users quarantined: the probe (at once), the backoff and the
                 // settling each need their tick before the replay goes out.
                 vec![
                     ingress_503(),

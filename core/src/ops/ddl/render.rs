@@ -114,7 +114,7 @@ fn table_sql(table: &TableDdl, out: &mut Vec<String>) {
 fn sql_lines(tables: &[TableDdl]) -> (Vec<String>, Vec<usize>) {
     let mut out = vec![
         comment("Feldera tables for slotline, one per routed PostgreSQL table (slotline ddl)."),
-        comment("Column types as slotline maps them: README.md, \"From PostgreSQL types to Feldera columns\"."),
+        comment("Column types as slotline maps them: docs/guide/types.md, \"From PostgreSQL types to Feldera columns\"."),
     ];
     let mut with_lines = Vec::with_capacity(tables.len());
     for table in tables {

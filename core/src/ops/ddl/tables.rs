@@ -1,5 +1,5 @@
 //! `slotline ddl`: the Feldera tables for the routed PostgreSQL tables, as slotline would
-//! map them. Each column gets the type `value::suggest` proposes from the README's type
+//! map them. Each column gets the type `value::suggest` proposes from the type
 //! table; the table is then run through the column mapping a start and `check` run
 //! (`contract::plan_mapping`), so a pair the mapping refuses becomes VARCHAR with a comment
 //! saying why, and every caution it raises (a narrower DECIMAL, a JSON null) becomes a
@@ -7,7 +7,7 @@
 //!
 //! Pure: the catalog question beyond the startup's (`KEY_COLUMNS` per table), its parser,
 //! the plan of each table and its two renderings (`ddl_render`). The machine that asks
-//! lives with the others (`pipeline::ddl`).
+//! lives with the others (`ops::ddl::command`).
 
 use crate::catalog::questions::{quote_ident, quote_literal, CatalogError, PublishedTable, Row};
 use crate::contract::mapping::{plan_mapping, FieldCaution, MappingOptions, MappingProblem};

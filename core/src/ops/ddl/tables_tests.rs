@@ -87,7 +87,7 @@ fn array(element: u32) -> u32 {
     oid::array_of(element).unwrap_or(0)
 }
 
-/// A table with a column of every type the README's table maps.
+/// A table with a column of every type the type table of docs/guide/types.md maps.
 fn every_type() -> Described {
     described(
         "public",

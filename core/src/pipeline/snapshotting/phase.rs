@@ -1,4 +1,5 @@
-//! The Snapshotting phase itself: its state, the workers' schedule, the copy's batches and\nits end (see the module docs of `snapshotting`).
+//! The Snapshotting phase itself: its state, the workers' schedule, the copy's batches and its end
+//! (see the module docs of `snapshotting`).
 
 use crate::ack::BatchSeq;
 use crate::catalog::questions::{self, QualifiedName};

@@ -13,7 +13,7 @@
 //! A survey (`slotline check`) runs the same conversation up to the slot, but a refusal
 //! does not end it: each verdict becomes a report line (`Line`) and the next question is
 //! asked, so every problem is found in one run and nothing is ever created
-//! (`startup_survey.rs`).
+//! (`survey.rs`).
 
 use crate::catalog::checks::{self, Refusal};
 use crate::catalog::questions::{self, CatalogError, PublishedTable, SlotInfo};

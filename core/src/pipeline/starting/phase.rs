@@ -1,4 +1,5 @@
-//! The Starting phase itself: the session's connections and questions, and the decision\nabout the slot once the slot and the state file are known (see the module docs of\n`starting`).
+//! The Starting phase itself: the session's connections and questions, and the decision about the
+//! slot once the slot and the state file are known (see the module docs of `starting`).
 
 use super::conversation::{Answer, Conversation, ConversationError};
 use crate::conn::Event;

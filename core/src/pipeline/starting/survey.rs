@@ -1,6 +1,6 @@
-//! The survey's side of the startup conversation (`slotline check`): a refusal becomes a
-//! finding and the conversation goes on, and each table is mapped on its own so that each
-//! problem is its own finding. Split from `startup.rs`, whose private state it shares.
+//! The survey's side of the startup conversation (`slotline check`): a refusal becomes a finding
+//! and the conversation goes on, and each table is mapped on its own so that each problem is its
+//! own finding. It extends `Conversation` (`conversation.rs`), whose state it shares.
 
 use super::conversation::{nul, Answer, Conversation, ConversationError, Step};
 use crate::catalog::checks::{self};

@@ -1,4 +1,5 @@
-//! Batches out and acknowledgements back: cutting the outbox, sending through the sink (inside\nFeldera transactions when they are on), and moving the flush once batches are durable.
+//! Batches out and acknowledgements back: cutting the outbox, sending through the sink (inside
+//! Feldera transactions when they are on), and moving the flush once batches are durable.
 
 use crate::pipeline::cx::Cx;
 use crate::pipeline::feldera_txn::TxnStep;
@@ -103,7 +104,7 @@ impl Streaming {
     }
 
     /// A batch waits for a Feldera transaction: start one once nothing else is in flight
-    /// and no transaction request of an ended session is still out (`writes`).
+    /// and no transaction request of an ended session is still out (`feldera_link`).
     pub(super) fn start_waiting(&mut self, cx: &mut Cx<'_>) {
         let Some(txn) = self.txn.as_mut() else {
             return;

@@ -1,5 +1,5 @@
 //! The operator's commands (`check`, `status`, `drop-slot`), the slot monitor, failover
-//! slots and the counters `status()` publishes.
+//! slots and the counters `health()` publishes.
 use super::*;
 use crate::config::Config;
 use crate::io::Driver;
