@@ -71,7 +71,7 @@
 //!   `ack::tests::flush_is_monotonic_and_never_ahead_of_durable_commits`, by the random
 //!   scenarios of `pipeline/tests/properties.rs`, and after every step by the `pipeline`
 //!   fuzz target (`fuzzing::pipeline`).
-//! -  **The flush position never decreases, and is a commit's `end_lsn`, an idle keepalive's end of
+//! - **The flush position never decreases, and is a commit's `end_lsn`, an idle keepalive's end of
 //!   WAL or the slot's own position.** [`ack::AckTracker`] only moves it forward; the streaming
 //!   phase hands it `end_lsn` (`pipeline/streaming/sending.rs`, `on_commit`). Asserted by the
 //!   `pipeline` fuzz target.
@@ -100,7 +100,7 @@
 //!   the `pipeline` fuzz target.
 //! - **Every failure is decided by one table, and every decision is traced:**
 //!   `pipeline/policy.rs` (`decide`, `RULES`, `OVERRIDES`).
-//! -  **Every startup check runs before anything is created:** the order of
+//! - **Every startup check runs before anything is created:** the order of
 //!   `pipeline/starting/conversation.rs` and `answers.rs`, the verdicts in [`catalog::checks`];
 //!   shown by the decision traces `refused_start_creates_no_slot_*`.
 //! - **A state file that exists and cannot be read is never taken as absent:**

@@ -390,3 +390,175 @@ fn note_quarantined(queue: &mut Queue, segment: &str, how: &str) {
         ),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::Command;
+    use crate::schema::Name;
+    use crate::time::{Mono, Now, PgTime};
+
+    fn link() -> (FelderaLink, Queue) {
+        let endpoint = FelderaEndpoint::new("http://feldera:8080", "p", None).expect("valid");
+        let queue = Queue::new(Now {
+            mono: Mono(0),
+            wall: PgTime(0),
+        });
+        (FelderaLink::new(endpoint), queue)
+    }
+
+    /// The requests the queue holds, by id, and its log lines.
+    fn drain(queue: &mut Queue) -> (Vec<HttpId>, Vec<String>) {
+        let (mut sent, mut lines) = (Vec::new(), Vec::new());
+        while let Some(command) = queue.pop() {
+            match command {
+                Command::Http { id, .. } => sent.push(id),
+                Command::Log { message, .. } => lines.push(message),
+                _ => {}
+            }
+        }
+        (sent, lines)
+    }
+
+    fn answered(link: &mut FelderaLink, queue: &mut Queue, id: HttpId, status: u16) -> Delivery {
+        let reply = Reply::Answered {
+            status,
+            body: b"{}",
+        };
+        let how = format!("answered {status}");
+        link.deliver(queue, id, status < 500, &how, reply)
+    }
+
+    fn ingress(link: &mut FelderaLink, queue: &mut Queue, table: &str) -> HttpId {
+        let name = Name::unquoted(table);
+        link.post_ingress(queue, &name.url_segment(), |endpoint| {
+            endpoint.ingress(
+                &name,
+                bytes::Bytes::from_static(b"{}\n"),
+                FORWARDED_TIMEOUT_MS,
+            )
+        })
+    }
+
+    #[test]
+    fn one_lookup_says_whom_an_answer_is_for() {
+        let (mut link, mut queue) = link();
+        link.start_session(1, false);
+        let keeper = link.ask_for_keeper(&mut queue, link.endpoint().stats(1));
+        let own = queue.http(link.endpoint().stats(1));
+        let write = ingress(&mut link, &mut queue, "users");
+        drain(&mut queue);
+        assert_eq!(
+            answered(&mut link, &mut queue, keeper, 200),
+            Delivery::Keeper
+        );
+        assert_eq!(answered(&mut link, &mut queue, own, 200), Delivery::Phase);
+        assert_eq!(answered(&mut link, &mut queue, write, 200), Delivery::Phase);
+        assert_eq!(
+            answered(&mut link, &mut queue, keeper, 200),
+            Delivery::Phase,
+            "an answer is delivered once; a second finds only the phase, which owns nothing"
+        );
+    }
+
+    #[test]
+    fn an_ended_session_s_write_holds_its_table_and_its_end_releases_the_parked_query() {
+        let (mut link, mut queue) = link();
+        link.start_session(1, false);
+        let first = ingress(&mut link, &mut queue, "users");
+        let second = ingress(&mut link, &mut queue, "users");
+        link.start_session(2, false);
+        drain(&mut queue);
+        assert!(!link.may_write(&mut queue, "users"));
+        assert!(
+            !link.may_write(&mut queue, "users"),
+            "said once per session"
+        );
+        let query = link.query_table(&mut queue, "users", link.endpoint().query("SELECT 1", 1));
+        let (sent, lines) = drain(&mut queue);
+        assert!(sent.is_empty(), "the query waits: {lines:?}");
+        assert_eq!(lines.len(), 1, "one line per table and session: {lines:?}");
+        assert_eq!(
+            answered(&mut link, &mut queue, first, 200),
+            Delivery::Handled
+        );
+        assert!(
+            drain(&mut queue).0.is_empty(),
+            "one request of session 1 is still out"
+        );
+        assert_eq!(
+            answered(&mut link, &mut queue, second, 200),
+            Delivery::Freed
+        );
+        assert_eq!(drain(&mut queue).0, [query], "the parked query goes out");
+        assert!(link.may_write(&mut queue, "users"));
+    }
+
+    #[test]
+    fn a_write_without_the_pipeline_s_answer_quarantines_its_table_until_running_is_seen() {
+        let (mut link, mut queue) = link();
+        link.start_session(1, false);
+        let write = ingress(&mut link, &mut queue, "users");
+        drain(&mut queue);
+        assert_eq!(answered(&mut link, &mut queue, write, 503), Delivery::Phase);
+        let (_, lines) = drain(&mut queue);
+        assert!(lines[0].contains("users: an ingress request ended without Feldera's answer"));
+        assert!(
+            !link.may_write(&mut queue, "users"),
+            "its own session waits too"
+        );
+        assert_eq!(link.quarantine_deadline(), Some(Mono(0)));
+        assert!(!link.on_quarantine_timer(&mut queue));
+        let (probe, _) = drain(&mut queue);
+        let running = br#"{"global_metrics":{"state":"Running"}}"#;
+        let reply = Reply::Answered {
+            status: 200,
+            body: running,
+        };
+        assert_eq!(
+            link.deliver(&mut queue, probe[0], true, "answered 200", reply),
+            Delivery::Handled
+        );
+        let settled = link.quarantine_deadline().expect("the settling runs");
+        queue.now.mono = settled;
+        assert!(link.on_quarantine_timer(&mut queue), "the table is free");
+        assert!(link.may_write(&mut queue, "users"));
+    }
+
+    #[test]
+    fn a_transaction_request_of_an_ended_session_holds_the_gate_until_it_ends() {
+        let (mut link, mut queue) = link();
+        link.start_session(1, true);
+        let commit = link.send_txn_control(&mut queue, |e| e.commit_transaction(1));
+        link.start_session(2, true);
+        drain(&mut queue);
+        // A table request waits behind the gate, which may not settle while `commit` is out.
+        let write = ingress(&mut link, &mut queue, "users");
+        let (sent, lines) = drain(&mut queue);
+        assert!(sent.is_empty(), "{lines:?}");
+        assert!(!link.may_start_transaction(&mut queue));
+        assert_eq!(
+            answered(&mut link, &mut queue, commit, 200),
+            Delivery::Freed
+        );
+        let (sent, _) = drain(&mut queue);
+        assert_eq!(sent.len(), 1, "the gate asks start_transaction now");
+        let started = br#"{"transaction_id":7}"#;
+        let reply = Reply::Answered {
+            status: 200,
+            body: started,
+        };
+        assert_eq!(
+            link.deliver(&mut queue, sent[0], true, "answered 200", reply),
+            Delivery::Handled
+        );
+        let (commit, _) = drain(&mut queue);
+        let body = br#""Transaction commit initiated""#;
+        let reply = Reply::Answered { status: 200, body };
+        assert_eq!(
+            link.deliver(&mut queue, commit[0], true, "answered 200", reply),
+            Delivery::Handled
+        );
+        assert_eq!(drain(&mut queue).0, [write], "settled: the write goes out");
+    }
+}
