@@ -166,7 +166,7 @@ impl Script {
         }
     }
 
-    pub(super) fn on_frontend_message(&mut self, conn: ConnId, message: FrontendMessage<'_>) {
+    fn on_frontend_message(&mut self, conn: ConnId, message: FrontendMessage<'_>) {
         let at = self.at();
         match message {
             FrontendMessage::Startup(params) => {
@@ -217,7 +217,7 @@ impl Script {
         }
     }
 
-    pub(super) fn answer_query(&mut self, conn: ConnId, sql: &str) -> Vec<BackendMessage> {
+    fn answer_query(&mut self, conn: ConnId, sql: &str) -> Vec<BackendMessage> {
         if sql == crate::wire::frontend::DISABLE_TRANSACTION_TIMEOUT {
             return vec![
                 BackendMessage::CommandComplete { tag: "SET".into() },
@@ -365,7 +365,7 @@ impl Script {
 
     /// Statements a snapshot sends that do not answer with a plain result set: transaction
     /// control, dropping a slot, the table sizes and COPY.
-    pub(super) fn answer_snapshot_query(&mut self, sql: &str) -> Option<Vec<BackendMessage>> {
+    fn answer_snapshot_query(&mut self, sql: &str) -> Option<Vec<BackendMessage>> {
         let done = |tags: &[&str], status: TransactionStatus| {
             let mut answer: Vec<BackendMessage> = tags
                 .iter()
@@ -532,7 +532,7 @@ impl Script {
     }
 
     /// The slot-health row (`catalog::slot::slot_health_query`'s twelve columns).
-    pub(super) fn health_row(&self) -> Vec<Option<String>> {
+    fn health_row(&self) -> Vec<Option<String>> {
         let h = &self.slot_health;
         let mut row = vec![Some(h.current_wal.to_string()), Some(h.keep_mb.to_string())];
         match self.pg.slot_confirmed {
@@ -569,7 +569,7 @@ impl Script {
 
     /// `catalog::questions::relation_query`'s answer: the table's columns, then each
     /// partition's.
-    pub(super) fn relation_rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+    fn relation_rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
         let named = |t: &FakeTable| sql.contains(&format!("\"{}\"'::regclass", t.relation.name));
         let mut answer = Vec::new();
         if let Some(table) = self.pg.tables.iter().find(|t| named(t)) {
@@ -593,7 +593,7 @@ impl Script {
 
     /// `pg_publication_tables` with ancestors: a partitioned table's leaves under
     /// `publish_via_partition_root = false`, else the table.
-    pub(super) fn published_rows(&self) -> Vec<Vec<Option<String>>> {
+    fn published_rows(&self) -> Vec<Vec<Option<String>>> {
         let mut rows = Vec::new();
         for table in &self.pg.tables {
             if table.partitions.is_empty() || self.pg.via_root {

@@ -177,7 +177,7 @@ impl Script {
         });
     }
 
-    pub(super) fn track_durability(&mut self, request: &HttpRequest, status: u16, body: &str) {
+    fn track_durability(&mut self, request: &HttpRequest, status: u16, body: &str) {
         if status != 200 {
             return;
         }
@@ -259,12 +259,12 @@ impl Script {
     }
 
     /// The name traces show for `token`.
-    pub(super) fn token_name<'a>(&'a self, token: &'a str) -> &'a str {
+    fn token_name<'a>(&'a self, token: &'a str) -> &'a str {
         self.token_names.get(token).map_or(token, String::as_str)
     }
 
     /// Whether `token` was issued by an earlier incarnation of Feldera.
-    pub(super) fn token_is_stale(&self, token: &str) -> bool {
+    fn token_is_stale(&self, token: &str) -> bool {
         crate::feldera::token::token_origin(token)
             .is_some_and(|o| o.incarnation != format!("incarnation-{}", self.incarnation))
     }
@@ -276,7 +276,7 @@ impl Script {
         self.new_incarnation("empty");
     }
 
-    pub(super) fn new_incarnation(&mut self, how: &str) {
+    fn new_incarnation(&mut self, how: &str) {
         self.incarnation += 1;
         self.note(format!(
             "{} -- Feldera restarts {how} (incarnation {})",

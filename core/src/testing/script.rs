@@ -197,7 +197,7 @@ impl Script {
         script
     }
 
-    pub(super) fn assemble(
+    fn assemble(
         config: &[(&str, &str)],
         pg: FakePg,
         schema: &str,
@@ -384,7 +384,7 @@ impl Script {
     }
 
     /// Hands one input to the pipeline, keeping the drive contract.
-    pub(super) fn handle(&mut self, input: Input) {
+    fn handle(&mut self, input: Input) {
         if let Machine::Pipeline(pipeline) = &self.pipeline {
             assert!(
                 pipeline.drained(),
@@ -400,7 +400,7 @@ impl Script {
 
     /// Executes every command; the fake servers' answers are fed after the commands are
     /// drained, until neither commands nor answers are left.
-    pub(super) fn drain(&mut self) {
+    fn drain(&mut self) {
         loop {
             while let Some(command) = self.pipeline.driver().poll_command() {
                 self.execute(command);
@@ -422,7 +422,7 @@ impl Script {
     }
 
     /// The earliest deadline the trace shows: the keeper's watch only when it is traced.
-    pub(super) fn shown_deadline(&self) -> Option<Deadline> {
+    fn shown_deadline(&self) -> Option<Deadline> {
         let Machine::Pipeline(pipeline) = &self.pipeline else {
             return self.pipeline.poll_timeout();
         };
@@ -436,7 +436,7 @@ impl Script {
             .min_by_key(|d| d.at)
     }
 
-    pub(super) fn execute(&mut self, command: Command) {
+    fn execute(&mut self, command: Command) {
         let at = self.at();
         match command {
             Command::PgConnect { conn, target, .. } => {
@@ -565,7 +565,7 @@ impl Script {
         self.set_time(target);
     }
 
-    pub(super) fn set_time(&mut self, mono: Mono) {
+    fn set_time(&mut self, mono: Mono) {
         let delta = mono.since(self.now.mono) as i64;
         self.now = Now {
             mono,
@@ -601,7 +601,7 @@ impl Script {
         self.feed_replication(conn, bytes);
     }
 
-    pub(super) fn feed_replication(&mut self, conn: ConnId, bytes: Vec<u8>) {
+    fn feed_replication(&mut self, conn: ConnId, bytes: Vec<u8>) {
         if self.chunk == 0 {
             return self.feed(Input::PgBytes {
                 conn,

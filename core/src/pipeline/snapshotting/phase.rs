@@ -83,7 +83,7 @@ pub(super) fn fail(kind: FailureKind, message: impl Into<String>) -> Step {
     Err(Next::Fail(Failure::new(kind, message)))
 }
 
-pub(super) fn next_of(step: Step) -> Next {
+fn next_of(step: Step) -> Next {
     step.err().unwrap_or(Next::Stay)
 }
 
@@ -219,7 +219,7 @@ impl Snapshotting {
         self.repl.id
     }
 
-    pub(super) fn worker_of(&self, conn: ConnId) -> Option<usize> {
+    fn worker_of(&self, conn: ConnId) -> Option<usize> {
         self.workers.iter().position(|w| w.link.id == conn)
     }
 
@@ -441,7 +441,7 @@ impl Snapshotting {
     }
 
     /// `START_REPLICATION` on the connection that held the snapshot.
-    pub(super) fn start_stream(&mut self, cx: &mut Cx<'_>) -> Step {
+    fn start_stream(&mut self, cx: &mut Cx<'_>) -> Step {
         let Some(command) =
             questions::start_replication_command(&cx.env.config.slot, &cx.env.config.publication)
         else {
@@ -461,7 +461,7 @@ impl Snapshotting {
 
     // ---- the replication connection: idle until the end ----
 
-    pub(super) fn on_repl_bytes(&mut self, cx: &mut Cx<'_>, bytes: &[u8]) -> Step {
+    fn on_repl_bytes(&mut self, cx: &mut Cx<'_>, bytes: &[u8]) -> Step {
         let mut events = self.repl.on_bytes(cx.queue, bytes).into_iter();
         while let Some(event) = events.next() {
             match event {
@@ -584,7 +584,7 @@ impl Snapshotting {
         Ok(())
     }
 
-    pub(super) fn on_sink_outcome(
+    fn on_sink_outcome(
         &mut self,
         cx: &mut Cx<'_>,
         seq: BatchSeq,
@@ -606,7 +606,7 @@ impl Snapshotting {
         }
     }
 
-    pub(super) fn batch_durable(&mut self, cx: &mut Cx<'_>, seq: BatchSeq) -> Step {
+    fn batch_durable(&mut self, cx: &mut Cx<'_>, seq: BatchSeq) -> Step {
         let Some(batch) = self.sink.take(seq) else {
             return Ok(());
         };
@@ -628,7 +628,7 @@ impl Snapshotting {
 
     // ---- the end of the copy ----
 
-    pub(super) fn copy_finished(&self) -> bool {
+    fn copy_finished(&self) -> bool {
         self.stage == Stage::Copying
             && self.retraction_decided
             && self.retraction.as_ref().is_none_or(Retraction::is_done)
@@ -684,7 +684,7 @@ impl Snapshotting {
 
     /// Once the counts agree: the crash point, a checkpoint when acknowledgements wait for
     /// one, then `complete`.
-    pub(super) fn finish(&mut self, cx: &mut Cx<'_>) -> Step {
+    fn finish(&mut self, cx: &mut Cx<'_>) -> Step {
         if cx.crash_at(CrashPoint::SnapshotBeforeComplete) {
             return Err(Next::Crash(CrashPoint::SnapshotBeforeComplete));
         }
@@ -716,7 +716,7 @@ impl Snapshotting {
         Next::Stay
     }
 
-    pub(super) fn after_checkpoint(&mut self, cx: &mut Cx<'_>) -> Step {
+    fn after_checkpoint(&mut self, cx: &mut Cx<'_>) -> Step {
         if self.start.snapshot.is_none() {
             let Some(command) = questions::create_slot_command(&cx.env.config.slot, false) else {
                 return fail(
@@ -736,7 +736,7 @@ impl Snapshotting {
         Ok(())
     }
 
-    pub(super) fn write_complete(&mut self, cx: &mut Cx<'_>) {
+    fn write_complete(&mut self, cx: &mut Cx<'_>) {
         self.stage = Stage::WritingState;
         let point = self.start.ready.slot_confirmed;
         let state = &mut self.start.state;

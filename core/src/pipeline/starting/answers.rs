@@ -235,7 +235,7 @@ impl Conversation {
     }
 
     /// The routed columns' types that are not builtin, each once, in OID order.
-    pub(super) fn unknown_types(&self) -> Vec<u32> {
+    fn unknown_types(&self) -> Vec<u32> {
         let oids: std::collections::BTreeSet<u32> = self
             .relations
             .iter()
@@ -268,7 +268,7 @@ impl Conversation {
     }
 
     /// Route `index`'s PostgreSQL table.
-    pub(super) fn route_table(&self, index: usize) -> Option<QualifiedName> {
+    fn route_table(&self, index: usize) -> Option<QualifiedName> {
         self.routes.get(index).map(|route| QualifiedName {
             schema: route.source.schema.clone(),
             table: route.source.name.clone(),
@@ -277,7 +277,7 @@ impl Conversation {
 
     /// What the publication's `publish_via_partition_root` means for the routed tables: a
     /// line of `check`, and of a start's log when a routed table is partitioned.
-    pub(super) fn note_partition_publishing(&mut self, queue: &mut Queue) {
+    fn note_partition_publishing(&mut self, queue: &mut Queue) {
         if self.survey.is_some() && !self.publication_found {
             return;
         }

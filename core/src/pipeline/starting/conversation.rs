@@ -186,7 +186,7 @@ pub(crate) struct Conversation {
 }
 
 /// Values come to the startup as text; invalid UTF-8 in a catalog answer is refused.
-pub(super) fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, ConversationError> {
+fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, ConversationError> {
     row.columns
         .iter()
         .map(|column| {

@@ -205,7 +205,7 @@ impl Starting {
     }
 
     /// One startup event; `Some` once the stream is open.
-    pub(super) fn on_event(
+    fn on_event(
         &mut self,
         cx: &mut Cx<'_>,
         event: Event,
@@ -234,7 +234,7 @@ impl Starting {
     }
 
     /// A startup question finished: some answers move the slot decision on.
-    pub(super) fn on_answer(
+    fn on_answer(
         &mut self,
         cx: &mut Cx<'_>,
         answer: Answer,
@@ -422,7 +422,7 @@ impl Starting {
     }
 
     /// Under `inconsistent` nothing is created before the copy.
-    pub(super) fn create_for_snapshot(
+    fn create_for_snapshot(
         &mut self,
         cx: &mut Cx<'_>,
         leftovers: Leftovers,
@@ -439,7 +439,7 @@ impl Starting {
 
     /// The slot and its snapshot exist (or, `inconsistent`, will after the copy), and the
     /// state file says `pending`: hand over.
-    pub(super) fn snapshot_if_ready(&mut self, cx: &mut Cx<'_>) -> Next {
+    fn snapshot_if_ready(&mut self, cx: &mut Cx<'_>) -> Next {
         if self.awaiting_write {
             // The `pending` state file is not written yet (`on_state_written`).
             return Next::Stay;
@@ -612,7 +612,7 @@ impl Starting {
     }
 
     /// `check_retractable` for the routes an added-route copy writes to only.
-    pub(super) fn check_retractable_routes(
+    fn check_retractable_routes(
         &self,
         cx: &Cx<'_>,
         leftovers: Leftovers,
@@ -646,7 +646,7 @@ impl Starting {
     /// A snapshot that may need to retract leftovers (or to check that Feldera's tables are
     /// empty) refuses before it creates anything when a table's keys cannot be read and
     /// compared exactly.
-    pub(super) fn check_retractable(
+    fn check_retractable(
         &self,
         cx: &Cx<'_>,
         leftovers: Leftovers,
@@ -676,7 +676,7 @@ impl Starting {
 /// slotline ran (PostgreSQL ends the walsender of a slot it invalidates, so this is how a
 /// loss while streaming is usually seen). Never recreated silently: the run exits with the
 /// action to take; a fresh start's plan decides about a slot that was lost before it.
-pub(super) fn lost_while_running(
+fn lost_while_running(
     cx: &Cx<'_>,
     slot: Option<&crate::catalog::questions::SlotInfo>,
 ) -> Option<Failure> {

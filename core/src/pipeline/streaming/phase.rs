@@ -94,7 +94,7 @@ pub(super) fn fail(kind: FailureKind, message: impl Into<String>) -> Step {
     Err(Next::Fail(Failure::new(kind, message)))
 }
 
-pub(super) fn next_of(step: Step) -> Next {
+fn next_of(step: Step) -> Next {
     step.err().unwrap_or(Next::Stay)
 }
 
@@ -236,7 +236,7 @@ impl Streaming {
     }
 
     /// Nothing in flight: no batch in the sink, waiting, or in a Feldera transaction.
-    pub(super) fn quiet(&self) -> bool {
+    fn quiet(&self) -> bool {
         self.sink.is_idle()
             && self.waiting.is_none()
             && self.txn.as_ref().is_none_or(FelderaTxn::is_idle)
@@ -244,7 +244,7 @@ impl Streaming {
 
     /// Whether a batch may be cut and sent now: the window has room, no batch waits for a
     /// Feldera transaction, and none is being started or committed.
-    pub(super) fn can_send(&self) -> bool {
+    fn can_send(&self) -> bool {
         self.sink.has_room()
             && self.waiting.is_none()
             && self.txn.as_ref().is_none_or(FelderaTxn::accepts_batches)
@@ -286,7 +286,7 @@ impl Streaming {
     }
 
     /// Outcomes one answer decided beyond the first.
-    pub(super) fn drain_ready(&mut self, cx: &mut Cx<'_>) -> Step {
+    fn drain_ready(&mut self, cx: &mut Cx<'_>) -> Step {
         while let Some((seq, outcome)) = self.sink.take_ready() {
             self.on_sink_outcome(cx, seq, outcome)?;
         }
@@ -332,7 +332,7 @@ impl Streaming {
 
     /// Whether stream events must wait: no batch can be sent and the outbox is already due
     /// by size or by a commit boundary, or a graceful stop stopped reading.
-    pub(super) fn blocked(&self, cx: &Cx<'_>) -> bool {
+    fn blocked(&self, cx: &Cx<'_>) -> bool {
         if self.draining || self.held {
             return true;
         }
@@ -371,7 +371,7 @@ impl Streaming {
         }
     }
 
-    pub(super) fn on_stream_event(&mut self, cx: &mut Cx<'_>, event: Event) -> Step {
+    fn on_stream_event(&mut self, cx: &mut Cx<'_>, event: Event) -> Step {
         match event {
             Event::XLogData(xlog) => self.on_xlog(cx, xlog),
             Event::Keepalive(keepalive) => self.on_keepalive(cx, keepalive),
@@ -388,7 +388,7 @@ impl Streaming {
         }
     }
 
-    pub(super) fn on_keepalive(&mut self, cx: &mut Cx<'_>, keepalive: PrimaryKeepalive) -> Step {
+    fn on_keepalive(&mut self, cx: &mut Cx<'_>, keepalive: PrimaryKeepalive) -> Step {
         cx.run.report.on_server_wal(keepalive.wal_end);
         let idle = self.outbox.is_empty() && self.quiet();
         let ack = &mut cx.run.ack;
@@ -407,7 +407,7 @@ impl Streaming {
         }
     }
 
-    pub(super) fn on_xlog(&mut self, cx: &mut Cx<'_>, xlog: XLogData) -> Step {
+    fn on_xlog(&mut self, cx: &mut Cx<'_>, xlog: XLogData) -> Step {
         cx.run.ack.on_wal_data(xlog.wal_start);
         cx.run.report.on_server_wal(xlog.wal_end);
         let message = match pgoutput::parse(&xlog.data) {
@@ -477,7 +477,7 @@ impl Streaming {
         &self.tables[route]
     }
 
-    pub(super) fn on_commit(&mut self, cx: &mut Cx<'_>, end_lsn: Lsn) -> Step {
+    fn on_commit(&mut self, cx: &mut Cx<'_>, end_lsn: Lsn) -> Step {
         self.in_source_tx = false;
         let before = cx.run.ack.complete();
         if let Some(advance) = cx.run.ack.on_commit(end_lsn, self.outbox.seq_for_commit()) {
@@ -500,7 +500,7 @@ impl Streaming {
 
     /// A commit read with nothing buffered: the last batch cut (waiting for its transaction
     /// or already in it) ends at a source commit after all.
-    pub(super) fn close_at_commit(&mut self, cx: &mut Cx<'_>) {
+    fn close_at_commit(&mut self, cx: &mut Cx<'_>) {
         if let Some((batch, ends_inside)) = self.waiting.as_mut() {
             if *ends_inside {
                 *ends_inside = false;
@@ -523,7 +523,7 @@ impl Streaming {
         }
     }
 
-    pub(super) fn on_row(&mut self, cx: &mut Cx<'_>, message: &Message<'_>, at: Lsn) -> Step {
+    fn on_row(&mut self, cx: &mut Cx<'_>, message: &Message<'_>, at: Lsn) -> Step {
         if let Err(e) = self.relations.check(message) {
             return fail(FailureKind::PgProtocol, format!("protocol error: {e}"));
         }
@@ -610,7 +610,7 @@ impl Streaming {
     /// A stop with Feldera transactions, nothing in flight, and the rest ending inside a
     /// source transaction: an open transaction stays open (views never see part of the
     /// source transaction), and unsent rows stay unsent; the next start replays them.
-    pub(super) fn stop_leaves_rest(&self) -> bool {
+    fn stop_leaves_rest(&self) -> bool {
         let Some(txn) = self.txn.as_ref().filter(|_| self.draining) else {
             return false;
         };
@@ -619,7 +619,7 @@ impl Streaming {
             && (txn.is_open() || (txn.is_idle() && self.in_source_tx))
     }
 
-    pub(super) fn note_left_open(&mut self, queue: &mut Queue) {
+    fn note_left_open(&mut self, queue: &mut Queue) {
         if self.left_open_noted || !self.stop_leaves_rest() {
             return;
         }

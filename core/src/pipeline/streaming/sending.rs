@@ -42,7 +42,7 @@ impl Streaming {
 
     /// Sends a cut batch: plainly, into the open Feldera transaction, or, when it needs one,
     /// after a transaction starts.
-    pub(super) fn dispatch(&mut self, cx: &mut Cx<'_>, batch: Batch) {
+    fn dispatch(&mut self, cx: &mut Cx<'_>, batch: Batch) {
         let ends_inside = self.in_source_tx;
         let first = std::mem::replace(&mut self.first_batch, false);
         let Some(txn) = self.txn.as_ref() else {
@@ -71,14 +71,14 @@ impl Streaming {
         self.start_waiting(cx);
     }
 
-    pub(super) fn send(&mut self, cx: &mut Cx<'_>, batch: Batch) {
+    fn send(&mut self, cx: &mut Cx<'_>, batch: Batch) {
         let tables: Vec<Name> = self.tables.iter().map(|t| t.name.clone()).collect();
         self.sink.send(cx.queue, cx.link, &tables, batch);
     }
 
     /// Sends a batch into the open Feldera transaction; one that ends at a source commit
     /// (or any, while a TRUNCATE holds the stream) closes it.
-    pub(super) fn send_in_txn(&mut self, cx: &mut Cx<'_>, batch: Batch, ends_inside: bool) {
+    fn send_in_txn(&mut self, cx: &mut Cx<'_>, batch: Batch, ends_inside: bool) {
         let (seq, rows) = (batch.seq, batch.rows());
         let Some(txn) = self.txn.as_mut() else {
             return self.send(cx, batch);
@@ -176,7 +176,7 @@ impl Streaming {
 
     /// Batch `seq` is durable: the ack tracker may move the flush position, which is
     /// reported at once.
-    pub(super) fn batch_durable(&mut self, cx: &mut Cx<'_>, seq: BatchSeq) -> Step {
+    fn batch_durable(&mut self, cx: &mut Cx<'_>, seq: BatchSeq) -> Step {
         let Some(batch) = self.sink.take(seq) else {
             return Ok(());
         };
@@ -194,7 +194,7 @@ impl Streaming {
 
     /// The Feldera transaction of batches `first..=last` is committed: all of them are
     /// durable at once.
-    pub(super) fn txn_durable(
+    fn txn_durable(
         &mut self,
         cx: &mut Cx<'_>,
         first: BatchSeq,
@@ -219,7 +219,7 @@ impl Streaming {
         self.acknowledge(cx, first..=last)
     }
 
-    pub(super) fn acknowledge(
+    fn acknowledge(
         &mut self,
         cx: &mut Cx<'_>,
         batches: std::ops::RangeInclusive<BatchSeq>,
@@ -240,7 +240,7 @@ impl Streaming {
     }
 
     /// Room appeared: send what is due and read on (not while draining or held).
-    pub(super) fn flush_more(&mut self, cx: &mut Cx<'_>) -> Step {
+    fn flush_more(&mut self, cx: &mut Cx<'_>) -> Step {
         if self.draining || self.held {
             self.start_waiting(cx);
             return Ok(());
