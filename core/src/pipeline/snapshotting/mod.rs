@@ -17,6 +17,10 @@
 //! Owns the replication connection (idle), the workers, the outbox and sink of the copy,
 //! and the progress report. The crash points `snapshot_after_slot`, `snapshot_mid_copy`
 //! and `snapshot_before_complete` sit here.
+//!
+//! - `phase`: the phase's state, the copy's batches and its end;
+//! - `workers`: the worker connections, their snapshot import and the ranges they copy;
+//! - `leftovers`: removing what Feldera holds that the copy does not carry.
 
 mod leftovers;
 mod phase;

@@ -18,8 +18,12 @@
 //! the open one first: the retraction reads Feldera's keys, which only committed data shows.
 //! See `docs/pipelining.md`.
 //!
-//! Which route each Relation, row and TRUNCATE belongs to (partitions included, and what
-//! happens to a change the session's catalog cannot place) is in `streaming/placing.rs`.
+//! - `phase`: the phase's state, the stream's messages into the outbox, timers and draining;
+//! - `sending`: cutting batches, sending them (inside Feldera transactions when on), and
+//!   acknowledging once durable;
+//! - `placing`: which route each Relation, row and TRUNCATE belongs to (partitions included,
+//!   and what happens to a change the session's catalog cannot place);
+//! - `skipping`: what the stream skips (routes copied apart, removed routes).
 //!
 //! Owns the replication connection, the relation cache, the outbox and the sink for one
 //! session. The positions live in the run's ack tracker, which alone decides how far the
