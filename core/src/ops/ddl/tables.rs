@@ -5,9 +5,9 @@
 //! saying why, and every caution it raises (a narrower DECIMAL, a JSON null) becomes a
 //! comment too. The key is the primary key, else the replica identity index.
 //!
-//! Pure: the catalog question beyond the startup's (`KEY_COLUMNS` per table), its parser,
-//! the plan of each table and its two renderings (`ddl_render`). The machine that asks
-//! lives with the others (`ops::ddl::command`).
+//! Pure: the catalog question beyond the startup's (`KEY_COLUMNS` per table), its parser and
+//! the plan of each table; its two renderings are `render`, and the machine that asks is
+//! `command`.
 
 use crate::catalog::questions::{quote_ident, quote_literal, CatalogError, PublishedTable, Row};
 use crate::contract::mapping::{plan_mapping, FieldCaution, MappingOptions, MappingProblem};

@@ -584,12 +584,7 @@ impl Snapshotting {
         Ok(())
     }
 
-    fn on_sink_outcome(
-        &mut self,
-        cx: &mut Cx<'_>,
-        seq: BatchSeq,
-        outcome: SinkOutcome,
-    ) -> Step {
+    fn on_sink_outcome(&mut self, cx: &mut Cx<'_>, seq: BatchSeq, outcome: SinkOutcome) -> Step {
         match outcome {
             SinkOutcome::Pending => Ok(()),
             SinkOutcome::Accepted if cx.env.config.ack_mode == AckMode::Accepted => {

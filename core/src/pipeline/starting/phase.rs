@@ -205,11 +205,7 @@ impl Starting {
     }
 
     /// One startup event; `Some` once the stream is open.
-    fn on_event(
-        &mut self,
-        cx: &mut Cx<'_>,
-        event: Event,
-    ) -> Result<Option<Ready>, Failure> {
+    fn on_event(&mut self, cx: &mut Cx<'_>, event: Event) -> Result<Option<Ready>, Failure> {
         let conversation = &mut self.conversation;
         match event {
             Event::Ready => conversation.on_ready(cx.queue, &mut self.repl)?,
@@ -234,11 +230,7 @@ impl Starting {
     }
 
     /// A startup question finished: some answers move the slot decision on.
-    fn on_answer(
-        &mut self,
-        cx: &mut Cx<'_>,
-        answer: Answer,
-    ) -> Result<Option<Ready>, Failure> {
+    fn on_answer(&mut self, cx: &mut Cx<'_>, answer: Answer) -> Result<Option<Ready>, Failure> {
         match answer {
             Answer::Asked => Ok(None),
             Answer::SlotRead => {
@@ -646,11 +638,7 @@ impl Starting {
     /// A snapshot that may need to retract leftovers (or to check that Feldera's tables are
     /// empty) refuses before it creates anything when a table's keys cannot be read and
     /// compared exactly.
-    fn check_retractable(
-        &self,
-        cx: &Cx<'_>,
-        leftovers: Leftovers,
-    ) -> Result<(), Failure> {
+    fn check_retractable(&self, cx: &Cx<'_>, leftovers: Leftovers) -> Result<(), Failure> {
         let problems = super::conversation::retraction_problems(
             self.conversation.relations(),
             self.conversation.tables(),

@@ -194,13 +194,7 @@ impl Streaming {
 
     /// The Feldera transaction of batches `first..=last` is committed: all of them are
     /// durable at once.
-    fn txn_durable(
-        &mut self,
-        cx: &mut Cx<'_>,
-        first: BatchSeq,
-        last: BatchSeq,
-        rows: u64,
-    ) -> Step {
+    fn txn_durable(&mut self, cx: &mut Cx<'_>, first: BatchSeq, last: BatchSeq, rows: u64) -> Step {
         if cx.crash_at(CrashPoint::AfterComplete) {
             return Err(Next::Crash(CrashPoint::AfterComplete));
         }
