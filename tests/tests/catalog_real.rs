@@ -29,6 +29,79 @@ fn existing_publication(pg: &PgCluster, db: &str, name: &str) -> Publication {
     }
 }
 
+fn server_version_num(pg: &PgCluster, db: &str) -> u32 {
+    let rows = pg.query_rows(db, "SHOW server_version_num");
+    rows[0][0].as_deref().unwrap().parse().unwrap()
+}
+
+/// What a publication publishes of each table, as the startup reads it: the column list
+/// (by name, in attribute order), the row filter as PostgreSQL prints it, and generated
+/// columns only where the server publishes them (18, `publish_generated_columns = stored`
+/// or named in the list); `attnames` lists them on 15-17 although pgoutput never sends them.
+#[test]
+fn published_columns_and_row_filters_are_read_as_pgoutput_publishes_them() {
+    let pg = PgCluster::start();
+    let db = pg.create_database("catalog_fidelity");
+    let v18 = server_version_num(&pg, &db) >= 180_000;
+    pg.psql(
+        &db,
+        "CREATE TABLE users (id int PRIMARY KEY, name text, region text);
+         CREATE TABLE items (sku int PRIMARY KEY, qty int, blob text, price numeric);
+         CREATE TABLE g (id int PRIMARY KEY, a int, b int GENERATED ALWAYS AS (a * 2) STORED);
+         ALTER TABLE items DROP COLUMN qty; ALTER TABLE items ADD COLUMN qty int;
+         CREATE PUBLICATION p FOR TABLE users WHERE (id % 3 <> 0 AND region = 'eu'), items (sku, price, qty), g;",
+    );
+    if v18 {
+        pg.psql(
+            &db,
+            "CREATE PUBLICATION gen FOR TABLE g WITH (publish_generated_columns = stored);
+             CREATE PUBLICATION listed FOR TABLE g (id, b);",
+        );
+    }
+    let published = |name: &str| {
+        ask(
+            &pg,
+            &db,
+            &published_tables_query(name).unwrap(),
+            parse_published_tables,
+        )
+    };
+    let p = published("p");
+    let names = |t: &PublishedTable| t.columns.clone().unwrap_or_default().join(",");
+    let shown: Vec<(String, String, Option<String>)> = p
+        .iter()
+        .map(|t| (t.to_string(), names(t), t.row_filter.clone()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("public.g".to_owned(), "id,a".to_owned(), None),
+            ("public.items".to_owned(), "sku,price,qty".to_owned(), None),
+            (
+                "public.users".to_owned(),
+                "id,name,region".to_owned(),
+                Some("(((id % 3) <> 0) AND (region = 'eu'::text))".to_owned())
+            ),
+        ]
+    );
+    if v18 {
+        assert_eq!(names(&published("gen")[0]), "id,a,b");
+        assert_eq!(names(&published("listed")[0]), "id,b");
+    }
+    // The filter is valid SQL over the table, as the copy and the leftover check use it.
+    pg.psql(
+        &db,
+        "INSERT INTO users SELECT n, 'u' || n, CASE WHEN n % 2 = 0 THEN 'eu' ELSE 'us' END \
+         FROM generate_series(1, 12) n;",
+    );
+    let filter = p[2].row_filter.clone().unwrap();
+    let kept = pg.query_rows(
+        &db,
+        &format!("SELECT count(*) FROM public.users AS t WHERE ({filter})"),
+    );
+    assert_eq!(kept[0][0].as_deref(), Some("4"), "2, 4, 8 and 10");
+}
+
 #[test]
 fn catalog_questions_read_publications_tables_identities_and_slots() {
     let pg = PgCluster::start();
@@ -82,11 +155,26 @@ fn catalog_questions_read_publications_tables_identities_and_slots() {
         .map(|c| (c.name.as_str(), c.type_oid, c.in_replica_identity))
         .collect();
     assert_eq!(users.replica_identity, ReplicaIdentity::Default);
-    assert_eq!(
-        cols,
-        [("id", 20, true), ("email", 25, false)],
-        "no dropped or generated columns"
-    );
+    if server_version_num(&pg, &db) >= 180_000 {
+        // 18 can publish a stored generated column: the relation lists it, and the
+        // publication's columns decide (this one publishes none: no
+        // publish_generated_columns).
+        assert_eq!(
+            cols,
+            [("id", 20, true), ("g", 23, false), ("email", 25, false)],
+            "no dropped columns"
+        );
+        assert_eq!(
+            tables[2].columns.as_deref(),
+            Some(&["id".to_owned(), "email".to_owned()][..])
+        );
+    } else {
+        assert_eq!(
+            cols,
+            [("id", 20, true), ("email", 25, false)],
+            "no dropped or generated columns"
+        );
+    }
 
     let items = ask(
         &pg,

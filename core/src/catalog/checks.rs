@@ -1,6 +1,7 @@
 //! The verdicts of startup: pure functions over what the catalog and Feldera said, each
 //! refusal naming what was found and what would be accepted.
 
+use super::published::Published;
 use super::questions::{Publication, PublicationLookup, PublishedTable, QualifiedName, SlotInfo};
 use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, MappingOptions};
 use crate::contract::partitions::Partition;
@@ -101,18 +102,28 @@ pub fn publication(
         }
     };
     let mut warnings = Vec::new();
-    let missing: Vec<&str> = [
-        (publication.inserts, "insert"),
-        (publication.updates, "update"),
-        (publication.deletes, "delete"),
+    let missing: Vec<String> = [
+        (
+            publication.inserts,
+            "insert (rows inserted later never reach Feldera; the copy's rows do)",
+        ),
+        (
+            publication.updates,
+            "update (Feldera keeps a row's values from before each update)",
+        ),
+        (
+            publication.deletes,
+            "delete (Feldera keeps every row deleted in PostgreSQL)",
+        ),
     ]
     .iter()
     .filter(|(published, _)| !published)
-    .map(|(_, what)| *what)
+    .map(|(_, what)| (*what).to_owned())
     .collect();
     if !missing.is_empty() {
         warnings.push(format!(
-            "publication {name} does not publish {}: those changes never reach Feldera",
+            "publication {name} does not publish {}: Feldera then differs from PostgreSQL \
+             (ALTER PUBLICATION {name} SET (publish = 'insert, update, delete, truncate'))",
             missing.join(", ")
         ));
     }
@@ -275,6 +286,36 @@ pub fn partition_publishing(publication: &str, via_root: bool, partitioned: &[St
              partitions stops the stream (exit 1)"
         )
     }
+}
+
+/// What routed table `table`'s row filter and column list mean for Feldera, a line each
+/// (none when the publication publishes all of it): Feldera holds only the matching rows,
+/// an UPDATE that moves a row out of the filter arrives as a delete, and a left-out column
+/// is NULL (or its DEFAULT) in Feldera whether the row was copied or streamed.
+pub fn publication_fidelity(
+    publication: &str,
+    table: &str,
+    published: &Published,
+    left_out: &[String],
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !published.rows.is_empty() {
+        lines.push(format!(
+            "publication {publication} publishes only the rows of {table} where {}: the copy reads \
+             those rows and Feldera holds only them; an UPDATE that moves a row out of the filter \
+             arrives as a delete and one that moves a row in as an insert",
+            published.rows.describe()
+        ));
+    }
+    if !left_out.is_empty() {
+        lines.push(format!(
+            "publication {publication}'s column list leaves out column(s) {} of {table}: neither the \
+             copy nor the stream sends their values, so a Feldera column of that name is NULL (or its \
+             DEFAULT)",
+            left_out.join(", ")
+        ));
+    }
+    lines
 }
 
 /// Mappings for every route, in route order, with the warnings to log.

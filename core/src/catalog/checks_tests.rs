@@ -17,6 +17,7 @@ fn t(table: &str) -> PublishedTable {
     PublishedTable {
         name: q(table),
         ancestors: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -25,6 +26,7 @@ fn part(table: &str, ancestors: &[&str]) -> PublishedTable {
     PublishedTable {
         name: q(table),
         ancestors: ancestors.iter().map(|a| q(a)).collect(),
+        ..Default::default()
     }
 }
 

@@ -8,12 +8,15 @@
 //! - `server`: the server's version and the settings, privileges and room `check` asks
 //!   about, with the fix for each problem;
 //! - `slot`: the slot's health (invalidated, retained WAL against the limits);
+//! - `published`: what the publication publishes of each routed table (its column list, its
+//!   row filter), which the copy reads exactly;
 //! - `checks`: the verdicts that refuse a start before anything is created.
 //!
 //! Never here: a connection, a phase, a log line. The starting phase and `slotline check`
 //! ask these questions over the wire and act on the verdicts.
 
 pub mod checks;
+pub mod published;
 pub mod questions;
 pub mod server;
 pub mod slot;

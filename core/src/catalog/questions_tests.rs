@@ -204,14 +204,25 @@ fn published_tables_carry_their_ancestors_nearest_first() {
             Some("metrics_2024_01"),
             Some("public"),
             Some("metrics_2024"),
+            None,
+            None,
         ],
         vec![
             Some("public"),
             Some("metrics_2024_01"),
             Some("public"),
             Some("metrics"),
+            None,
+            None,
         ],
-        vec![Some("public"), Some("users"), None, None],
+        vec![
+            Some("public"),
+            Some("users"),
+            None,
+            None,
+            Some(r#"["id", "Mixed \"Case\""]"#),
+            Some("((id % 3) <> 0)"),
+        ],
     ];
     let tables = parse_published_tables(&rows(&data)).unwrap();
     let shown: Vec<(String, Vec<String>)> = tables
@@ -234,6 +245,24 @@ fn published_tables_carry_their_ancestors_nearest_first() {
             ("public.users".to_owned(), vec![])
         ]
     );
+    assert_eq!(tables[0].columns, None, "no answer: every column");
+    assert_eq!(
+        tables[1].columns.as_deref(),
+        Some(&["id".to_owned(), "Mixed \"Case\"".to_owned()][..])
+    );
+    assert_eq!(tables[1].row_filter.as_deref(), Some("((id % 3) <> 0)"));
+    let mut not_names = data[2].clone();
+    not_names[4] = Some("{id,name}");
+    assert!(parse_published_tables(&rows(&[not_names]))
+        .unwrap_err()
+        .to_string()
+        .contains("not a list of names"));
+    let mut short = data[2].clone();
+    short.pop();
+    assert!(parse_published_tables(&rows(&[short]))
+        .unwrap_err()
+        .to_string()
+        .contains("expected 6"));
     let twice = [data[2].clone(), data[2].clone()];
     assert!(parse_published_tables(&rows(&twice))
         .unwrap_err()

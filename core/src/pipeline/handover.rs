@@ -6,6 +6,7 @@
 
 use super::policy::Failure;
 use super::streaming::Skips;
+use crate::catalog::published::RowFilter;
 use crate::config::CrashPoint;
 use crate::conn::Event;
 use crate::contract::partitions::Placement;
@@ -67,8 +68,12 @@ pub(crate) struct SnapshotStart {
     /// What streaming needs afterwards; `slot_confirmed` is the consistent point (zero until
     /// the slot exists, under `SNAPSHOT_MODE=inconsistent`).
     pub(crate) ready: Ready,
-    /// Each route's table as the catalog describes it, in route order.
+    /// Each route's table as the catalog describes it (its published columns), in route
+    /// order.
     pub(crate) relations: Vec<Relation>,
+    /// The rows the publication publishes of each route's table, in route order: what the
+    /// copy reads, and what counts as existing when leftovers are retracted.
+    pub(crate) row_filters: Vec<RowFilter>,
     /// The exported snapshot; `None` under `inconsistent`, which copies first and creates
     /// the slot afterwards.
     pub(crate) snapshot: Option<String>,

@@ -92,6 +92,11 @@ pub struct LeftoverPlan {
     pub source_sql: String,
     /// In primary key order, parallel to `keys.columns`.
     pub columns: Vec<PgKeyColumn>,
+    /// The condition the publication's row filter puts on the table's rows
+    /// (`catalog::published::RowFilter::predicate`): a row outside it is not published, so a
+    /// Feldera row whose key PostgreSQL has only outside it is a leftover too. `None`: every
+    /// row is published.
+    pub published_rows: Option<String>,
 }
 
 /// What retraction is needed for; named in refusals so the remedy is clear.
@@ -245,6 +250,7 @@ pub fn plan_leftovers(
         source,
         source_sql,
         columns,
+        published_rows: None,
     })
 }
 

@@ -62,7 +62,9 @@ pub fn count_query(plan: &KeyPlan) -> String {
 
 /// The PostgreSQL query returning, as text, the key columns of every row whose key equals
 /// (by PostgreSQL's equality) one of `keys`:
-/// `SELECT t.a, t.b FROM s.t AS t WHERE (t.a, t.b) IN (VALUES (x1, y1), ...)`. Keys no
+/// `SELECT t.a, t.b FROM s.t AS t WHERE (t.a, t.b) IN (VALUES (x1, y1), ...)`, and only among
+/// the rows the publication publishes (`AND <row filter>`: a row it leaves out is not in
+/// Feldera's copy either). Keys no
 /// PostgreSQL value can equal are left out; `None` when that leaves none, so there is
 /// nothing to ask. PostgreSQL's equality may be coarser than Feldera's (`1.10 = 1.1`):
 /// the caller compares the answer under Feldera's (see `page::leftovers`).
@@ -90,8 +92,13 @@ pub fn existence_query(plan: &LeftoverPlan, keys: &[Key]) -> Option<String> {
         .map(|c| format!("t.{}", c.sql_name))
         .collect();
     let columns = columns.join(", ");
+    let published = plan
+        .published_rows
+        .as_ref()
+        .map(|filter| format!(" AND {filter}"))
+        .unwrap_or_default();
     Some(format!(
-        "SELECT {columns} FROM {} AS t WHERE ({columns}) IN (VALUES {})",
+        "SELECT {columns} FROM {} AS t WHERE ({columns}) IN (VALUES {}){published}",
         plan.source_sql,
         rows.join(", ")
     ))

@@ -131,3 +131,17 @@ fn keys_postgres_cannot_hold_are_not_asked_about() {
     let sql = existence_query(&plan, &[nul, hostile_key()]).unwrap();
     assert_eq!(sql.matches("::pg_catalog.text").count(), 1, "{sql}");
 }
+
+#[test]
+fn the_existence_query_asks_only_among_the_published_rows() {
+    let mut plan = ledger_leftovers();
+    plan.published_rows = Some("((amount > (0)::numeric))".into());
+    let sql = existence_query(&plan, &[hostile_key()]).unwrap();
+    assert!(
+        sql.ends_with(")) AND ((amount > (0)::numeric))"),
+        "the filter narrows the rows that count as existing: {sql}"
+    );
+    plan.published_rows = None;
+    let sql = existence_query(&plan, &[hostile_key()]).unwrap();
+    assert!(sql.ends_with("::pg_catalog.timestamptz))"), "{sql}");
+}

@@ -112,7 +112,17 @@ pub fn parse_sizes(rows: &[Row<'_>], routes: usize) -> Result<Vec<Heap>, String>
 /// them (same output functions, same pinned session settings). `heap` is the relation
 /// itself or one of its leaf partitions, whose columns have the same names whatever their
 /// order: selected by name, they come in the relation's order.
-pub fn copy_range(relation: &Relation, heap: &QualifiedName, range: BlockRange) -> Option<String> {
+///
+/// `filter` is the publication's row filter for the heap's rows (`None`: every row): the copy
+/// reads what the stream would publish, as PostgreSQL's own table synchronisation does, and
+/// `relation` holds only the published columns (docs/snapshot.md, "What the publication
+/// publishes").
+pub fn copy_range(
+    relation: &Relation,
+    heap: &QualifiedName,
+    range: BlockRange,
+    filter: Option<&str>,
+) -> Option<String> {
     let mut columns = Vec::with_capacity(relation.columns.len());
     for column in &relation.columns {
         columns.push(quote_ident(&column.name)?);
@@ -127,12 +137,20 @@ pub fn copy_range(relation: &Relation, heap: &QualifiedName, range: BlockRange) 
         quote_ident(&heap.schema)?,
         quote_ident(&heap.table)?
     );
-    let mut sql = format!("COPY ({select} FROM {from}");
+    let mut conditions = Vec::new();
+    if let Some(filter) = filter {
+        conditions.push(format!("({filter})"));
+    }
     if !range.is_whole() {
-        sql.push_str(&format!(" WHERE ctid >= '({},0)'::tid", range.start));
+        conditions.push(format!("ctid >= '({},0)'::tid", range.start));
         if let Some(end) = range.end {
-            sql.push_str(&format!(" AND ctid < '({end},0)'::tid"));
+            conditions.push(format!("ctid < '({end},0)'::tid"));
         }
+    }
+    let mut sql = format!("COPY ({select} FROM {from}");
+    if !conditions.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conditions.join(" AND "));
     }
     sql.push_str(") TO STDOUT");
     Some(sql)
@@ -186,7 +204,7 @@ mod tests {
         let r = relation("public", "Odd \"name\"", &["id", "Mixed Case"]);
         let own = heap("public", "Odd \"name\"");
         assert_eq!(
-            copy_range(&r, &own, BlockRange::WHOLE).as_deref(),
+            copy_range(&r, &own, BlockRange::WHOLE, None).as_deref(),
             Some(r#"COPY (SELECT "id", "Mixed Case" FROM "public"."Odd ""name""") TO STDOUT"#)
         );
         assert_eq!(
@@ -196,7 +214,8 @@ mod tests {
                 BlockRange {
                     start: 1024,
                     end: Some(2048)
-                }
+                },
+                None
             )
             .as_deref(),
             Some(
@@ -210,7 +229,8 @@ mod tests {
                 BlockRange {
                     start: 2048,
                     end: None
-                }
+                },
+                None
             )
             .as_deref(),
             Some(
@@ -221,7 +241,8 @@ mod tests {
             copy_range(
                 &relation("s", "t\0", &[]),
                 &heap("s", "t\0"),
-                BlockRange::WHOLE
+                BlockRange::WHOLE,
+                None
             ),
             None
         );
@@ -231,8 +252,42 @@ mod tests {
     fn a_partition_is_copied_with_the_partitioned_tables_columns_in_its_order() {
         let metrics = relation("public", "metrics", &["id", "ts", "v"]);
         assert_eq!(
-            copy_range(&metrics, &heap("public", "metrics_2025"), BlockRange::WHOLE).as_deref(),
+            copy_range(
+                &metrics,
+                &heap("public", "metrics_2025"),
+                BlockRange::WHOLE,
+                None
+            )
+            .as_deref(),
             Some(r#"COPY (SELECT "id", "ts", "v" FROM "public"."metrics_2025") TO STDOUT"#)
+        );
+    }
+
+    #[test]
+    fn the_row_filter_bounds_every_range_of_the_copy() {
+        let users = relation("public", "users", &["id", "name"]);
+        let own = heap("public", "users");
+        let filter = Some("((id % 3) <> 0)");
+        assert_eq!(
+            copy_range(&users, &own, BlockRange::WHOLE, filter).as_deref(),
+            Some(
+                r#"COPY (SELECT "id", "name" FROM "public"."users" WHERE (((id % 3) <> 0))) TO STDOUT"#
+            )
+        );
+        assert_eq!(
+            copy_range(
+                &users,
+                &own,
+                BlockRange {
+                    start: 8,
+                    end: Some(16)
+                },
+                filter
+            )
+            .as_deref(),
+            Some(
+                r#"COPY (SELECT "id", "name" FROM "public"."users" WHERE (((id % 3) <> 0)) AND ctid >= '(8,0)'::tid AND ctid < '(16,0)'::tid) TO STDOUT"#
+            )
         );
     }
 

@@ -602,6 +602,8 @@ impl Script {
                     Some(table.relation.name.clone()),
                     None,
                     None,
+                    None,
+                    None,
                 ]);
                 continue;
             }
@@ -611,12 +613,15 @@ impl Script {
                     .chain(table.partitions.iter().map(|p| &p.table))
                     .find(|t| t.relation.oid == parent)
                 {
-                    rows.push(row(&[
+                    let mut published = row(&[
                         "public",
                         &leaf.table.relation.name,
                         "public",
                         &ancestor.relation.name,
-                    ]));
+                    ]);
+                    // Every column, every row.
+                    published.extend([None, None]);
+                    rows.push(published);
                     parent = table
                         .partitions
                         .iter()

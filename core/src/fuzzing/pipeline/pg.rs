@@ -523,8 +523,16 @@ impl FakePg {
         } else if sql.contains("pg_catalog.pg_publication ORDER BY") {
             vec![text_row(&["pub", "f", "t", "t", "t", "t", "f"])]
         } else if sql.contains("pg_publication_tables") {
-            let table =
-                |name: &str| vec![Some("public".to_owned()), Some(name.to_owned()), None, None];
+            let table = |name: &str| {
+                vec![
+                    Some("public".to_owned()),
+                    Some(name.to_owned()),
+                    None,
+                    None,
+                    None,
+                    None,
+                ]
+            };
             vec![table("items"), table("users")]
         } else if sql.contains("::regclass") {
             column_rows(sql)

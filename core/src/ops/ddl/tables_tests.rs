@@ -290,14 +290,17 @@ fn a_publication_routes_each_partition_to_its_root_once() {
         PublishedTable {
             name: name("public", "m_2024"),
             ancestors: vec![name("public", "m"), name("public", "root")],
+            ..Default::default()
         },
         PublishedTable {
             name: name("public", "m_2025"),
             ancestors: vec![name("public", "root")],
+            ..Default::default()
         },
         PublishedTable {
             name: name("public", "Users"),
             ancestors: vec![],
+            ..Default::default()
         },
     ];
     let routes = publication_routes(&published);

@@ -44,13 +44,21 @@ impl Snapshotting {
         let mut jobs = Vec::with_capacity(routes.len());
         for &route in &routes {
             let table = &self.start.ready.tables[route];
-            let plan = plan_leftovers(table, &self.mappings[route], &self.start.relations[route])
-                .map_err(|e| {
-                Next::Fail(Failure::new(
-                    FailureKind::SetupRefused,
-                    format!("refusing to start: {e}"),
-                ))
-            })?;
+            let mut plan =
+                plan_leftovers(table, &self.mappings[route], &self.start.relations[route])
+                    .map_err(|e| {
+                        Next::Fail(Failure::new(
+                            FailureKind::SetupRefused,
+                            format!("refusing to start: {e}"),
+                        ))
+                    })?;
+            // A row the publication does not publish is not in the copy: a Feldera row
+            // whose key PostgreSQL holds only outside the filter is a leftover too.
+            plan.published_rows = self
+                .start
+                .row_filters
+                .get(route)
+                .and_then(|rows| rows.predicate());
             jobs.push(TableJob {
                 route,
                 keys: plan.keys.clone(),

@@ -308,7 +308,12 @@ impl Snapshotting {
                 let Some(heap) = self.heaps.get(item.heap) else {
                     return fail(FailureKind::PgProtocol, "a range of a heap never measured");
                 };
-                let Some(sql) = sql::copy_range(relation, heap, item.range) else {
+                let filter = self
+                    .start
+                    .row_filters
+                    .get(item.route)
+                    .and_then(|rows| rows.for_heap(heap));
+                let Some(sql) = sql::copy_range(relation, heap, item.range, filter) else {
                     return fail(FailureKind::PgProtocol, "a column name contains a NUL byte");
                 };
                 self.send(cx, w, WorkerStage::Copying(item), &sql)

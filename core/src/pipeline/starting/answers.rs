@@ -3,6 +3,7 @@
 
 use super::conversation::{nul, Answer, Conversation, ConversationError, Step};
 use crate::catalog::checks::{self};
+use crate::catalog::published;
 use crate::catalog::questions::{self, QualifiedName, Row};
 use crate::catalog::types::{parse_types, types_query};
 use crate::pipeline::pg_link::PgLink;
@@ -111,8 +112,11 @@ impl Conversation {
                 Ok(Answer::Asked)
             }
             Step::Relation(index) => {
-                let relation = questions::parse_relation(&rows)?;
-                let partitions = questions::parse_partitions(&rows)?;
+                let mut relation = questions::parse_relation(&rows)?;
+                let mut partitions = questions::parse_partitions(&rows)?;
+                if self.published_routes.len() <= index {
+                    self.published_routes.resize(index + 1, Default::default());
+                }
                 if self.survey.is_none() || self.publication_found {
                     checks::partitions_fit(
                         &self.publication,
@@ -122,6 +126,14 @@ impl Conversation {
                         &partitions,
                         &self.published,
                     )?;
+                    let table = self.route_table(index).ok_or_else(nul)?;
+                    let what = published::published(&table, &self.published, &partitions)
+                        .map_err(ConversationError::Refused)?;
+                    let left_out = published::narrow(&mut relation, &what);
+                    for partition in &mut partitions {
+                        published::narrow(&mut partition.relation, &what);
+                    }
+                    self.published_routes[index] = (what, left_out);
                 }
                 self.relations.push(relation);
                 if self.partitions.len() <= index {
@@ -225,7 +237,10 @@ impl Conversation {
             );
         }
         self.partitions.resize(self.routes.len(), Vec::new());
+        self.published_routes
+            .resize(self.routes.len(), Default::default());
         self.note_partition_publishing(queue);
+        self.note_publication_fidelity(queue);
         let unknown = self.unknown_types();
         if unknown.is_empty() {
             return self.after_columns(queue, link);
@@ -296,6 +311,60 @@ impl Conversation {
         }
     }
 
+    /// What the publication's row filters and column lists mean for Feldera: a line of
+    /// `check` for each routed table that has one, and of a start's log.
+    fn note_publication_fidelity(&mut self, queue: &mut Queue) {
+        if self.survey.is_some() && !self.publication_found {
+            return;
+        }
+        let lines: Vec<String> = self
+            .routes
+            .iter()
+            .zip(&self.published_routes)
+            .flat_map(|(route, (what, left_out))| {
+                checks::publication_fidelity(
+                    &self.publication,
+                    &route.source.to_string(),
+                    what,
+                    left_out,
+                )
+            })
+            .collect();
+        for line in lines {
+            match self.survey.as_mut() {
+                Some(findings) => findings.push(Line::ok("publication", line)),
+                None => queue.log(crate::io::Level::Info, line),
+            }
+        }
+    }
+
+    /// A refusal of the mappings, with what the publication's column lists have to do with
+    /// it: a Feldera column that needs a value while its PostgreSQL column is left out.
+    /// `only`: the route the refusal is about (`None`: any of them).
+    pub(super) fn with_column_list_hint(&self, refusal: String, only: Option<usize>) -> String {
+        if !refusal.contains("has no PostgreSQL column") {
+            return refusal;
+        }
+        let mut hinted = refusal;
+        for (index, (route, (_, left_out))) in
+            self.routes.iter().zip(&self.published_routes).enumerate()
+        {
+            if left_out.is_empty() || only.is_some_and(|only| only != index) {
+                continue;
+            }
+            hinted.push_str(&format!(
+                "\n  publication {} leaves column(s) {} of {} out of its column list, so their values \
+                 never reach Feldera; accepted: add them to the column list (ALTER PUBLICATION {} SET TABLE ...), \
+                 or make the Feldera column nullable or give it a DEFAULT",
+                self.publication,
+                left_out.join(", "),
+                route.source,
+                self.publication
+            ));
+        }
+        hinted
+    }
+
     pub(super) fn plan_mappings(&mut self, queue: &mut Queue) -> Result<(), ConversationError> {
         if self.survey.is_some() {
             self.survey_mappings();
@@ -311,7 +380,10 @@ impl Conversation {
             &self.types,
             schema,
             self.require_primary_key,
-        )?;
+        )
+        .map_err(|refusal| {
+            ConversationError::Refused(self.with_column_list_hint(refusal.0, None))
+        })?;
         for warning in &planned.warnings {
             queue.log(crate::io::Level::Warn, warning.clone());
         }

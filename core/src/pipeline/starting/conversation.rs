@@ -16,6 +16,7 @@
 //! (`survey.rs`).
 
 use crate::catalog::checks::{self, Refusal};
+use crate::catalog::published::{Published, RowFilter};
 use crate::catalog::questions::{self, CatalogError, PublishedTable, SlotInfo};
 use crate::contract::partitions::Partition;
 use crate::contract::partitions::Placement;
@@ -164,6 +165,9 @@ pub(crate) struct Conversation {
     pub(super) partitions: Vec<Vec<Partition>>,
     /// What the publication publishes, partitions with their ancestors.
     pub(super) published: Vec<PublishedTable>,
+    /// What it publishes of each route's table, in route order (`relations` and
+    /// `partitions` are narrowed to those columns), and the columns it leaves out.
+    pub(super) published_routes: Vec<(Published, Vec<String>)>,
     /// The publication's `publish_via_partition_root`.
     pub(super) via_root: bool,
     pub(super) types: PgTypes,
@@ -246,6 +250,7 @@ impl Conversation {
             relations: Vec::new(),
             partitions: Vec::new(),
             published: Vec::new(),
+            published_routes: Vec::new(),
             via_root: false,
             types: PgTypes::new(),
             schema: None,
@@ -322,6 +327,14 @@ impl Conversation {
     /// Each route's Feldera table, in route order (once the mappings are planned).
     pub(crate) fn tables(&self) -> &[Table] {
         &self.tables
+    }
+
+    /// The rows the publication publishes of each route's table, in route order.
+    pub(crate) fn row_filters(&self) -> Vec<RowFilter> {
+        self.published_routes
+            .iter()
+            .map(|(published, _)| published.rows.clone())
+            .collect()
     }
 
     /// The route of every partition of a routed table.

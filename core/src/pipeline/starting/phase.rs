@@ -453,6 +453,7 @@ impl Starting {
                 skips: Skips::default(),
             },
             relations: self.conversation.relations().to_vec(),
+            row_filters: self.conversation.row_filters(),
             snapshot,
             leftovers,
             state,

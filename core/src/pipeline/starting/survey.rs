@@ -115,7 +115,10 @@ impl Conversation {
                 Err(refusal) => {
                     findings.push(Line::fail(
                         item.clone(),
-                        refusal.0,
+                        self.with_column_list_hint(
+                            refusal.0,
+                            self.routes.iter().position(|r| r.source == route.source),
+                        ),
                         "make the PostgreSQL table, its REPLICA IDENTITY and the Feldera table agree as the message says",
                     ));
                     continue;
