@@ -1,7 +1,7 @@
 //! `slotline ddl`: one plain control connection reads the routed tables from the catalog
 //! (the tables of `TABLES`, else those the publication publishes, partitions folded into
-//! their root), each with the startup's own relation question and `ops::ddl`'s key
-//! question, then the types that are not builtin with the startup's types question; the
+//! their root), each with the startup's own relation question narrowed to what the
+//! publication publishes of it, and `ops::ddl`'s key question, then the types that are not builtin with the startup's types question; the
 //! Feldera SQL (or schema JSON) goes out as one `Print`. Nothing is created or written.
 //!
 //! A table that is not found, a publication without tables and a PostgreSQL that cannot be
@@ -11,7 +11,8 @@ use super::render::{render_json, render_sql};
 use super::tables::{
     key_columns_query, parse_key_columns, plan_table, publication_routes, Described,
 };
-use crate::catalog::questions::{self, QualifiedName};
+use crate::catalog::published;
+use crate::catalog::questions::{self, PublishedTable, QualifiedName};
 use crate::catalog::types::{parse_types, types_query};
 use crate::config::{Config, ConfigError};
 use crate::contract::routes::{PgTable, Route};
@@ -47,6 +48,8 @@ pub struct Ddl {
     control: Option<Control>,
     asked: Asked,
     routes: Vec<Route>,
+    /// What the publication publishes (asked first, whether or not TABLES names the tables).
+    published: Vec<PublishedTable>,
     described: Vec<Described>,
 }
 
@@ -60,6 +63,7 @@ impl Ddl {
             control: None,
             asked: Asked::Connecting,
             routes: env.routes.clone(),
+            published: Vec::new(),
             described: Vec::new(),
             env,
         };
@@ -133,9 +137,11 @@ impl Ddl {
         match self.asked {
             Asked::Connecting => Ok(()),
             Asked::Publication => {
-                let published = with_rows(rows, questions::parse_published_tables)
+                self.published = with_rows(rows, questions::parse_published_tables)
                     .map_err(|e| e.to_string())?;
-                self.routes = publication_routes(&published);
+                if self.routes.is_empty() {
+                    self.routes = publication_routes(&self.published);
+                }
                 if self.routes.is_empty() {
                     return Err(format!(
                         "publication {} publishes no tables, or does not exist in database {} \
@@ -147,11 +153,17 @@ impl Ddl {
                 Ok(())
             }
             Asked::Relation(index) => {
-                let relation =
+                let mut relation =
                     with_rows(rows, questions::parse_relation).map_err(|e| e.to_string())?;
                 let partitions =
                     with_rows(rows, questions::parse_partitions).map_err(|e| e.to_string())?;
                 let route = self.routes.get(index).cloned().ok_or("no such route")?;
+                let name = QualifiedName {
+                    schema: route.source.schema.clone(),
+                    table: route.source.name.clone(),
+                };
+                let published = published::published(&name, &self.published, &partitions)?;
+                let left_out = published::narrow(&mut relation, &published);
                 let sql = key_columns_query(&route.source.schema, &route.source.name);
                 self.described.push(Described {
                     route,
@@ -166,6 +178,8 @@ impl Ddl {
                             name: p.relation.name.clone(),
                         })
                         .collect(),
+                    published,
+                    left_out,
                 });
                 self.ask(Asked::Keys(index), sql);
                 Ok(())
@@ -194,13 +208,10 @@ impl Ddl {
         };
         match control.on_input(&mut self.queue, input) {
             Heard::Nothing => {}
-            Heard::Ready => match self.routes.is_empty() {
-                true => {
-                    let sql = questions::published_tables_query(&self.env.config.publication);
-                    self.ask(Asked::Publication, sql);
-                }
-                false => self.ask_relation(0),
-            },
+            Heard::Ready => {
+                let sql = questions::published_tables_query(&self.env.config.publication);
+                self.ask(Asked::Publication, sql);
+            }
             Heard::Answer(Ok(rows)) => {
                 if let Err(why) = self.on_answer(&rows) {
                     self.fail(why);

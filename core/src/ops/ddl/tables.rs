@@ -9,6 +9,7 @@
 //! the plan of each table; its two renderings are `render`, and the machine that asks is
 //! `command`.
 
+use crate::catalog::published::Published;
 use crate::catalog::questions::{quote_ident, quote_literal, CatalogError, PublishedTable, Row};
 use crate::contract::mapping::{plan_mapping, FieldCaution, MappingOptions, MappingProblem};
 use crate::contract::routes::{PgTable, Route};
@@ -29,6 +30,8 @@ pub struct KeyColumn {
     pub dimensions: usize,
     /// 1-based position in the primary key (else the replica identity index).
     pub key_position: Option<usize>,
+    /// A generated column (stored or, on 18, virtual).
+    pub generated: bool,
 }
 
 /// Where the key came from.
@@ -39,21 +42,22 @@ pub enum KeySource {
     None,
 }
 
-/// The columns of `table` (live ones, in `attnum` order, as a Relation message lists them)
-/// with NOT NULL, dimensions and key positions; the last column says whether the key index
-/// is the primary key (`t`), the replica identity index (`f`) or absent (NULL).
+/// The columns of `table` (live ones, generated ones included, in `attnum` order) with NOT
+/// NULL, dimensions and key positions; the fifth column says whether the key index is the
+/// primary key (`t`), the replica identity index (`f`) or absent (NULL); the sixth whether
+/// the column is generated.
 pub fn key_columns_query(schema: &str, table: &str) -> Option<String> {
     let name = format!("{}.{}", quote_ident(schema)?, quote_ident(table)?);
     Some(format!(
         "SELECT a.attname, a.attnotnull, a.attndims, \
-           pg_catalog.array_position(k.key, a.attnum), k.is_primary \
+           pg_catalog.array_position(k.key, a.attnum), k.is_primary, a.attgenerated <> '' \
          FROM pg_catalog.pg_attribute a \
          LEFT JOIN LATERAL (SELECT i.indkey::int2[] AS key, i.indisprimary AS is_primary \
            FROM pg_catalog.pg_index i WHERE i.indrelid = a.attrelid \
            AND (i.indisprimary OR i.indisreplident) \
            ORDER BY i.indisprimary DESC LIMIT 1) k ON true \
          WHERE a.attrelid = {}::regclass \
-           AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' \
+           AND a.attnum > 0 AND NOT a.attisdropped \
          ORDER BY a.attnum",
         quote_literal(&name)?
     ))
@@ -71,8 +75,8 @@ pub fn parse_key_columns(rows: &[Row<'_>]) -> Result<(Vec<KeyColumn>, KeySource)
     let mut columns = Vec::with_capacity(rows.len());
     let mut source = KeySource::None;
     for row in rows {
-        let [name, not_null, dims, position, primary] = row else {
-            return Err(bad(format!("row has {} columns, expected 5", row.len())));
+        let [name, not_null, dims, position, primary, generated] = row else {
+            return Err(bad(format!("row has {} columns, expected 6", row.len())));
         };
         let number = |text: Option<&str>| -> Result<Option<usize>, CatalogError> {
             text.map(|t| {
@@ -93,6 +97,7 @@ pub fn parse_key_columns(rows: &[Row<'_>]) -> Result<(Vec<KeyColumn>, KeySource)
             not_null: *not_null == Some("t"),
             dimensions: number(*dims)?.unwrap_or(0),
             key_position: number(*position)?,
+            generated: *generated == Some("t"),
         });
     }
     Ok((columns, source))
@@ -128,6 +133,10 @@ pub struct Described {
     pub key_source: KeySource,
     /// Its partitions (empty: not partitioned), as `schema.table`.
     pub partitions: Vec<PgTable>,
+    /// What the publication publishes of it (`relation` holds only those columns), and
+    /// the columns its column list leaves out.
+    pub published: Published,
+    pub left_out: Vec<String>,
 }
 
 /// One column of a planned table.
@@ -178,9 +187,17 @@ pub fn plan_table(described: &Described, types: &PgTypes) -> TableDdl {
                 dimensions,
                 nullable,
             );
+            let mut notes = s.notes;
+            if facts.is_some_and(|c| c.generated) {
+                notes.push(
+                    "a stored generated column the publication publishes: copied and streamed \
+                     with its values"
+                        .to_owned(),
+                );
+            }
             DdlField {
                 field: Field::new(feldera_ident(&column.name), s.target),
-                notes: s.notes,
+                notes,
             }
         })
         .collect();
@@ -198,11 +215,59 @@ pub fn plan_table(described: &Described, types: &PgTypes) -> TableDdl {
         primary_key,
         key_source: described.key_source,
         partitions: described.partitions.clone(),
-        notes: Vec::new(),
+        notes: publication_notes(described),
     };
     check_with_mapping(relation, &mut table, &mut fields, types);
     table.fields = fields;
     table
+}
+
+/// What the publication leaves out of the table: the row filter, the columns its column
+/// list leaves out, and the generated columns it does not publish (left to Feldera).
+fn publication_notes(described: &Described) -> Vec<String> {
+    let mut notes = Vec::new();
+    let source = &described.route.source;
+    if !described.published.rows.is_empty() {
+        notes.push(format!(
+            "row filter: the publication publishes only the rows of {source} where {}, so this \
+             table holds only those",
+            described.published.rows.describe()
+        ));
+    }
+    let generated = |name: &String| {
+        described
+            .columns
+            .iter()
+            .any(|c| &c.name == name && c.generated)
+    };
+    let left_out: Vec<&str> = described
+        .left_out
+        .iter()
+        .filter(|c| !generated(c))
+        .map(String::as_str)
+        .collect();
+    if !left_out.is_empty() {
+        notes.push(format!(
+            "the publication's column list leaves out {} of {source}: no column here, since no \
+             value of it ever leaves PostgreSQL",
+            left_out.join(", ")
+        ));
+    }
+    let unpublished: Vec<&str> = described
+        .columns
+        .iter()
+        .filter(|c| c.generated && !described.relation.columns.iter().any(|r| r.name == c.name))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !unpublished.is_empty() {
+        notes.push(format!(
+            "generated column(s) {} of {source} are not published (PostgreSQL 18 publishes stored \
+             ones with publish_generated_columns = stored): compute them in Feldera, in a view or a \
+             column of your own",
+            unpublished.join(", ")
+        ));
+    }
+    notes
 }
 
 /// Runs the table through the column mapping: a refused pair becomes VARCHAR with the

@@ -1,5 +1,6 @@
 use super::super::render::{render_json, render_sql};
 use super::*;
+use crate::catalog::published::Published;
 use crate::catalog::questions::QualifiedName;
 use crate::pgoutput::{RelationColumn, ReplicaIdentity};
 use crate::schema::program::parse_program_schema;
@@ -76,10 +77,13 @@ fn described(schema: &str, table: &str, destination: Name, cols: &[Col]) -> Desc
                 not_null: c.3,
                 dimensions: c.4,
                 key_position: c.5,
+                generated: false,
             })
             .collect(),
         key_source,
         partitions: Vec::new(),
+        published: Published::default(),
+        left_out: Vec::new(),
     }
 }
 
@@ -268,12 +272,27 @@ fn the_json_is_a_schema_slotline_maps_the_same_tables_onto() {
 #[test]
 fn key_columns_parse_with_their_key_source() {
     let rows: Vec<Vec<Option<&str>>> = vec![
-        vec![Some("id"), Some("t"), Some("0"), Some("1"), Some("f")],
-        vec![Some("tags"), Some("f"), Some("2"), None, Some("f")],
+        vec![
+            Some("id"),
+            Some("t"),
+            Some("0"),
+            Some("1"),
+            Some("f"),
+            Some("f"),
+        ],
+        vec![
+            Some("tags"),
+            Some("f"),
+            Some("2"),
+            None,
+            Some("f"),
+            Some("t"),
+        ],
     ];
     let rows: Vec<Row<'_>> = rows.iter().map(Vec::as_slice).collect();
     let (columns, source) = parse_key_columns(&rows).unwrap();
     assert_eq!(source, KeySource::ReplicaIdentityIndex);
+    assert!(!columns[0].generated && columns[1].generated);
     assert_eq!(columns[0].key_position, Some(1));
     assert_eq!(columns[1].dimensions, 2);
     assert!(parse_key_columns(&[&[Some("x")][..]]).is_err());
@@ -312,4 +331,66 @@ fn a_publication_routes_each_partition_to_its_root_once() {
         spelled,
         ["public.root -> root", "public.\"Users\" -> \"Users\""]
     );
+}
+
+/// What the publication leaves out is said, not declared: the row filter as a comment, no
+/// column for one its column list leaves out, and a generated column it does not publish
+/// left to Feldera; a published generated column is declared and says so.
+#[test]
+fn the_publication_decides_the_columns_and_its_filter_is_a_comment() {
+    use crate::catalog::published::RowFilter;
+    let mut items = described(
+        "public",
+        "items",
+        Name::unquoted("items"),
+        &[
+            ("sku", oid::INT4, -1, true, 0, Some(1)),
+            ("price", oid::NUMERIC, -1, false, 0, None),
+            ("total", oid::NUMERIC, -1, false, 0, None),
+        ],
+    );
+    // `blob` left out by the column list, `half` generated and not published, `total`
+    // generated and published.
+    items.left_out = vec!["blob".into(), "half".into()];
+    items.published = Published {
+        columns: None,
+        rows: RowFilter {
+            table: Some("((sku % 3) <> 0)".into()),
+            leaves: Vec::new(),
+        },
+    };
+    let generated = |name: &str| KeyColumn {
+        name: name.into(),
+        not_null: false,
+        dimensions: 0,
+        key_position: None,
+        generated: true,
+    };
+    items.columns.retain(|c| c.name != "total");
+    items.columns.push(generated("total"));
+    items.columns.push(KeyColumn {
+        generated: false,
+        ..generated("blob")
+    });
+    items.columns.push(generated("half"));
+    let text = render_sql(&[plan_table(&items, &PgTypes::new())]);
+    assert!(text.contains("-- row filter: the publication publishes only the rows of public.items where ((sku % 3) <> 0)"), "{text}");
+    assert!(text.contains("leaves out blob of public.items"), "{text}");
+    assert!(
+        !text.contains("leaves out blob, half"),
+        "a generated column is said apart: {text}"
+    );
+    assert!(
+        text.contains("generated column(s) half of public.items are not published"),
+        "{text}"
+    );
+    assert!(
+        text.contains("a stored generated column the publication publishes"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("    blob ") && !text.contains("    half "),
+        "{text}"
+    );
+    insta::assert_snapshot!(text);
 }
