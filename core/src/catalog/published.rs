@@ -159,6 +159,24 @@ fn different_lists(table: &QualifiedName, a: &PublishedTable, b: &PublishedTable
     )
 }
 
+/// What a state file records of what the publication publishes of a routed table, to see
+/// at a later start whether it changed: its row filter and the columns of the table it
+/// leaves out (`left_out`, as [`narrow`] found them), as one line. A column added to or
+/// dropped from the table changes it only when the publication has a column list.
+pub fn fingerprint(published: &Published, left_out: &[String]) -> String {
+    let rows = match published.rows.is_empty() {
+        true => "every row".to_owned(),
+        false => format!("rows where {}", published.rows.describe()),
+    };
+    let mut left_out = left_out.to_vec();
+    left_out.sort();
+    let columns = match left_out.is_empty() {
+        true => "every column".to_owned(),
+        false => format!("columns but {}", left_out.join(", ")),
+    };
+    format!("{rows}; {columns}")
+}
+
 /// `relation` with only the columns `published` names (all of them for `None`), in its
 /// order, and the names of the ones left out.
 pub fn narrow(relation: &mut Relation, published: &Published) -> Vec<String> {

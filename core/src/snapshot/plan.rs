@@ -542,7 +542,7 @@ impl Planner<'_> {
         }
         self.warn_if_unreserved(slot);
         if let Some(action) = reroute {
-            self.note_reroute(&action);
+            self.note_reroute(&action, file);
             return action;
         }
         self.trace.push(
@@ -562,9 +562,20 @@ impl Planner<'_> {
         let mut retract = false;
         for route in wanted {
             match file.routes.iter().find(|r| r.same_route(route)) {
-                Some(recorded) if recorded.is_routed() && recorded.is_copied(file.phase) => {
-                    routes.push(recorded.clone());
+                Some(recorded)
+                    if recorded.is_routed()
+                        && recorded.is_copied(file.phase)
+                        && !recorded.publication_changed(route) =>
+                {
+                    let mut kept = recorded.clone();
+                    if kept.published.is_none() {
+                        kept.published = route.published.clone();
+                    }
+                    routes.push(kept);
                 }
+                // A changed row filter or column list: Feldera holds what the publication
+                // published before, so the table is copied again and its leftovers
+                // retracted (below).
                 recorded => {
                     // Pending: part of a copy may be there. Removed: its stale rows are.
                     retract |= recorded.is_some();
@@ -599,16 +610,47 @@ impl Planner<'_> {
     }
 
     /// Traces and warns about a route change the start carries out.
-    fn note_reroute(&mut self, action: &Action) {
+    fn note_reroute(&mut self, action: &Action, file: &StateFile) {
         let Action::Reroute { copy, removed, .. } = action else {
             return;
         };
+        let republished: Vec<(&StateRoute, &StateRoute)> = copy
+            .iter()
+            .filter_map(|now| {
+                let then = file.routes.iter().find(|r| r.same_route(now))?;
+                (then.is_routed() && then.is_copied(file.phase) && then.publication_changed(now))
+                    .then_some((then, now))
+            })
+            .collect();
+        for (then, now) in &republished {
+            let said = |r: &StateRoute| r.published.clone().unwrap_or_default();
+            self.trace.push(format!(
+                "state complete + slot present + what the publication publishes of {} changed since its copy \
+                 ({} -> {}): copy it again under a temporary slot's exported snapshot and retract its leftovers",
+                now.source,
+                said(then),
+                said(now)
+            ));
+            self.warnings.push(format!(
+                "publication {} publishes other rows or columns of {} than when it was copied ({} -> {}): \
+                 copying it again so Feldera holds what the publication publishes now",
+                self.configured.publication,
+                now.source,
+                said(then),
+                said(now)
+            ));
+        }
+        let copy: Vec<StateRoute> = copy
+            .iter()
+            .filter(|c| !republished.iter().any(|(_, now)| now.same_route(c)))
+            .cloned()
+            .collect();
         if !copy.is_empty() {
             self.trace.push(format!(
                 "state complete + slot present + route(s) {} not copied yet (added, added again, or their own copy \
                  interrupted): copy only them under a temporary slot's exported snapshot; the stream skips their \
                  transactions committed before it, and nothing of the other routes is sent again",
-                route_list(copy)
+                route_list(&copy)
             ));
         }
         if !removed.is_empty() {
@@ -704,9 +746,15 @@ impl Planner<'_> {
             .routes
             .iter()
             .filter(|route| route.is_routed())
-            .map(|route| route.with_phase(None, None))
+            .map(StateRoute::bare)
             .collect();
-        let wanted: BTreeSet<&StateRoute> = self.configured.routes.iter().collect();
+        let wanted: BTreeSet<StateRoute> = self
+            .configured
+            .routes
+            .iter()
+            .map(StateRoute::bare)
+            .collect();
+        let wanted: BTreeSet<&StateRoute> = wanted.iter().collect();
         let recorded: BTreeSet<&StateRoute> = recorded.iter().collect();
         if recorded != wanted {
             let list = |routes: Vec<&&StateRoute>| {

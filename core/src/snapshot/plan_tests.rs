@@ -24,12 +24,14 @@ fn routes() -> Vec<StateRoute> {
             target: "users".into(),
             phase: None,
             consistent_point: None,
+            published: None,
         },
         StateRoute {
             source: "public.items".into(),
             target: "lineitems".into(),
             phase: None,
             consistent_point: None,
+            published: None,
         },
     ]
 }
@@ -259,6 +261,7 @@ fn complete_state_for_other_routes_copies_only_the_added_ones() {
                 target: "orders".into(),
                 phase: None,
                 consistent_point: None,
+                published: None,
             });
         }),
         Some(&reserved()),
@@ -1024,4 +1027,78 @@ fn mode_never_only_warns_about_an_emptied_pipeline_unless_told_to_exit() {
         FelderaRestart::Exit,
     );
     assert!(matches!(refused.action, Action::Refuse(_)), "{refused}");
+}
+
+/// The configured routes with what the publication publishes of each now.
+fn published_now(users: &str, items: &str) -> Vec<StateRoute> {
+    let mut now = routes();
+    now[0].published = Some(users.into());
+    now[1].published = Some(items.into());
+    now
+}
+
+#[test]
+fn a_changed_row_filter_or_column_list_copies_that_table_again_retracting_its_leftovers() {
+    let before = complete_with(|file| {
+        file.routes[0].published = Some("every row; every column".into());
+        file.routes[1].published = Some("every row; columns but blob".into());
+    });
+    let now = published_now(
+        "rows where ((id % 3) <> 0); every column",
+        "every row; columns but blob",
+    );
+    let plan = plan_startup(
+        &before,
+        Some(&reserved()),
+        &configured(SnapshotMode::Initial, &now),
+        SYSTEM,
+    );
+    assert!(
+        matches!(
+            &plan.action,
+            Action::Reroute { copy, removed, leftovers: Leftovers::Retract, .. }
+                if copy.len() == 1 && copy[0].source == "public.users" && removed.is_empty()
+        ),
+        "{plan}"
+    );
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.contains("public.users") && w.contains("((id % 3) <> 0)")),
+        "{plan}"
+    );
+    rule!("state complete + what the publication publishes of a table changed: copy it again, retracting leftovers; the rest streams on", plan);
+    insta::assert_snapshot!(rerouted(&plan), @r#"
+    {"source":"public.users","target":"users","phase":"pending","published":"rows where ((id % 3) <> 0); every column"}
+    {"source":"public.items","target":"lineitems","published":"every row; columns but blob"}
+    "#);
+
+    // The same publication: nothing to do.
+    let same = published_now("every row; every column", "every row; columns but blob");
+    let plan = plan_startup(
+        &before,
+        Some(&reserved()),
+        &configured(SnapshotMode::Initial, &same),
+        SYSTEM,
+    );
+    assert_eq!(plan.action, Action::Stream, "{plan}");
+}
+
+#[test]
+fn a_state_file_that_does_not_say_what_was_published_streams_on() {
+    let now = published_now(
+        "rows where ((id % 3) <> 0); every column",
+        "every row; every column",
+    );
+    let plan = plan_startup(
+        &complete(),
+        Some(&reserved()),
+        &configured(SnapshotMode::Initial, &now),
+        SYSTEM,
+    );
+    assert_eq!(
+        plan.action,
+        Action::Stream,
+        "no change can be read from a file without it: {plan}"
+    );
 }

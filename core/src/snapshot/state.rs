@@ -18,7 +18,7 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// What a state file holds, for error messages.
 const FIELDS: &str = "version, system_id, database, slot, publication, pipeline, \
-routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
+routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
 updated_at (text, or null), and optionally feldera_incarnation (text)";
 
 /// Whether the copy recorded by a state file finished.
@@ -85,6 +85,12 @@ pub struct StateRoute {
     /// the route's own copy read.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "lsn_text")]
     pub consistent_point: Option<Lsn>,
+    /// What the publication published of the table when it was copied (its row filter and
+    /// the columns its column list left out, `catalog::published::fingerprint`): a start
+    /// that finds it changed copies the table again. Absent in files written before it was
+    /// recorded, which no change is read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<String>,
 }
 
 impl StateRoute {
@@ -95,7 +101,30 @@ impl StateRoute {
             target: route.destination.to_string(),
             phase: None,
             consistent_point: None,
+            published: None,
         }
+    }
+
+    /// Only the route: its source and target.
+    pub fn bare(&self) -> StateRoute {
+        StateRoute {
+            phase: None,
+            consistent_point: None,
+            published: None,
+            ..self.clone()
+        }
+    }
+
+    /// This route, recording what the publication publishes of it now.
+    pub fn with_published(mut self, published: Option<String>) -> StateRoute {
+        self.published = published;
+        self
+    }
+
+    /// Whether the publication publishes another set of rows or columns of the table than
+    /// it did when `self` (the record) was copied; never for a record that does not say.
+    pub fn publication_changed(&self, now: &StateRoute) -> bool {
+        matches!((&self.published, &now.published), (Some(then), Some(now)) if then != now)
     }
 
     /// The same source and target, whatever either record says of its copy.

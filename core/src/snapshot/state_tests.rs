@@ -15,12 +15,14 @@ fn complete() -> StateFile {
                 target: "users".into(),
                 phase: None,
                 consistent_point: None,
+                published: None,
             },
             StateRoute {
                 source: "\"Sales\".\"Items\"".into(),
                 target: "\"LineItems\"".into(),
                 phase: None,
                 consistent_point: None,
+                published: None,
             },
         ],
         phase: SnapshotPhase::Complete,
@@ -179,13 +181,13 @@ fn every_missing_field_is_named() {
             "without {key}"
         );
     }
-    insta::assert_snapshot!(error(&edited("  \"slot\": \"slotline_shop\",\n", "")), @"missing field `slot`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
+    insta::assert_snapshot!(error(&edited("  \"slot\": \"slotline_shop\",\n", "")), @"missing field `slot`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
 }
 
 #[test]
 fn unknown_fields_are_refused_with_the_known_ones() {
-    insta::assert_snapshot!(error(&edited("\"version\": 1,", "\"version\": 1,\n  \"tables\": [],")), @"unknown field `tables`, expected one of `version`, `system_id`, `database`, `slot`, `publication`, `pipeline`, `routes`, `phase`, `consistent_point`, `updated_at`, `feldera_incarnation`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
-    insta::assert_snapshot!(error(&edited("\"target\": \"users\"", "\"target\": \"users\", \"key\": \"id\"")), @"at routes[0]: unknown field `key`, expected one of `source`, `target`, `phase`, `consistent_point`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
+    insta::assert_snapshot!(error(&edited("\"version\": 1,", "\"version\": 1,\n  \"tables\": [],")), @"unknown field `tables`, expected one of `version`, `system_id`, `database`, `slot`, `publication`, `pipeline`, `routes`, `phase`, `consistent_point`, `updated_at`, `feldera_incarnation`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
+    insta::assert_snapshot!(error(&edited("\"target\": \"users\"", "\"target\": \"users\", \"key\": \"id\"")), @"at routes[0]: unknown field `key`, expected one of `source`, `target`, `phase`, `consistent_point`, `published`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
 }
 
 #[test]
@@ -209,7 +211,7 @@ fn a_duplicated_key_is_refused() {
         "\"phase\": \"complete\",",
         "\"phase\": \"pending\",\n  \"phase\": \"complete\",",
     );
-    insta::assert_snapshot!(StateFile::parse(twice.as_bytes()).unwrap_err(), @"duplicate field `phase`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed) and consistent_point}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
+    insta::assert_snapshot!(StateFile::parse(twice.as_bytes()).unwrap_err(), @"duplicate field `phase`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text)");
 }
 
 #[test]
@@ -317,6 +319,7 @@ fn arb_state() -> impl Strategy<Value = StateFile> {
                             target,
                             phase: None,
                             consistent_point: None,
+                            published: None,
                         })
                         .collect(),
                     phase: if done {

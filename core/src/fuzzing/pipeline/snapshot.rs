@@ -38,6 +38,7 @@ pub(super) fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
         target: table.to_owned(),
         phase: None,
         consistent_point: None,
+        published: None,
     };
     StateFile {
         version: FORMAT_VERSION,

@@ -743,9 +743,10 @@ impl Snapshotting {
             Some(added) => {
                 // Only the copied routes: the file's own copy and the other routes stay.
                 for &route in &added.routes {
+                    // The record keeps what the publication published when the copy began.
                     let copied = StateRoute::of(&cx.env.routes[route]);
                     for recorded in state.routes.iter_mut().filter(|r| r.same_route(&copied)) {
-                        *recorded = copied.with_phase(Some(RoutePhase::Complete), Some(point));
+                        *recorded = recorded.with_phase(Some(RoutePhase::Complete), Some(point));
                     }
                 }
             }

@@ -216,7 +216,7 @@ impl Conversation {
         feldera: Option<FelderaNow<'_>>,
     ) -> Plan {
         let config = &env.config;
-        let routes: Vec<StateRoute> = env.routes.iter().map(StateRoute::of).collect();
+        let routes = self.state_routes(env);
         let configured = Configured {
             mode: config.snapshot_mode,
             state_path: &env.state_path,
@@ -327,6 +327,24 @@ impl Conversation {
     /// Each route's Feldera table, in route order (once the mappings are planned).
     pub(crate) fn tables(&self) -> &[Table] {
         &self.tables
+    }
+
+    /// The configured routes as a state file records them, with what the publication
+    /// publishes of each (once the catalog was read; a survey that found no publication
+    /// records nothing of it).
+    pub(crate) fn state_routes(&self, env: &crate::pipeline::env::Env) -> Vec<StateRoute> {
+        env.routes
+            .iter()
+            .enumerate()
+            .map(|(index, route)| {
+                let published = self
+                    .published_routes
+                    .get(index)
+                    .filter(|_| self.survey.is_none() || self.publication_found)
+                    .map(|(what, left_out)| crate::catalog::published::fingerprint(what, left_out));
+                StateRoute::of(route).with_published(published)
+            })
+            .collect()
     }
 
     /// The rows the publication publishes of each route's table, in route order.

@@ -541,7 +541,7 @@ impl Starting {
                     slot: config.slot.clone(),
                     publication: config.publication.clone(),
                     pipeline: config.feldera_pipeline.clone(),
-                    routes: cx.env.routes.iter().map(StateRoute::of).collect(),
+                    routes: self.conversation.state_routes(cx.env),
                     phase: SnapshotPhase::Pending,
                     consistent_point: None,
                     updated_at: Some(rfc3339_utc(cx.queue.now.wall)),

@@ -105,6 +105,7 @@ mod tests {
             target: source.trim_start_matches("public.").into(),
             phase,
             consistent_point: point.map(Lsn),
+            published: None,
         }
     }
 

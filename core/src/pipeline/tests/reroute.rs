@@ -13,6 +13,7 @@ fn route(source: &str, target: &str, phase: Option<RoutePhase>) -> StateRoute {
         target: target.into(),
         phase,
         consistent_point: None,
+        published: None,
     }
 }
 
