@@ -44,12 +44,13 @@
 //! `query_parse`/`query` (the ad-hoc SQL subset), `table` (keyed upsert and multiset
 //! semantics), `state` (incarnation, completion queue, transactions, restart),
 //! `checkpoint` (fault tolerance, checkpoint numbering, status and saved tables), `stats`
-//! (the `/stats` body), `token`, `faults`, `log`, `api` (`/v0`), `control` (`/control`),
-//! `shared`, `server` (with its optional HTTPS listener). This file is the public handle
-//! only.
+//! (the `/stats` body), `token`, `faults`, `log`, `capture` (opt-in copies of request
+//! bodies), `api` (`/v0`), `control` (`/control`), `shared`, `server` (with its optional
+//! HTTPS listener). This file is the public handle only.
 
 mod answer;
 mod api;
+mod capture;
 mod checkpoint;
 mod control;
 mod convert;
@@ -82,6 +83,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 pub use answer::{QueryStats, TableQueries, CHANNEL_PIECES, PIECE_BYTES, PIECE_ROWS};
+pub use capture::CapturedBody;
 pub use checkpoint::{
     CheckpointCounts, Edition, COMMUNITY_ERROR, COMMUNITY_FAULT_TOLERANCE_ERROR,
     DEFAULT_CHECKPOINT_DELAY,
@@ -126,6 +128,8 @@ pub struct DoubleConfig {
     /// The Feldera build played: the enterprise edition (the default) or the community
     /// edition, which refuses fault tolerance and every checkpoint.
     pub edition: Edition,
+    /// Keep a copy of every request body the double reads (see `with_body_capture`).
+    pub capture_bodies: bool,
 }
 
 /// The server's identity for HTTPS: PEM text, as files hold it.
@@ -159,6 +163,7 @@ impl DoubleConfig {
             tls: None,
             discard: false,
             edition: Edition::Enterprise,
+            capture_bodies: false,
         }
     }
 
@@ -206,6 +211,18 @@ impl DoubleConfig {
     /// A benchmark sink (see `discard`).
     pub fn with_discard(mut self, yes: bool) -> DoubleConfig {
         self.discard = yes;
+        self
+    }
+
+    /// Keeps a copy of every byte each `/v0` handler reads from its request's body, with
+    /// the request's number and path (`FelderaDouble::captured_bodies`), so that a test can
+    /// assert on what was sent and not only on the tables it produced: a value the
+    /// connector must never send (a column its publication leaves out) may not appear in
+    /// any body, even one a later change overwrote. Reading is unchanged (the copy is taken
+    /// frame by frame as the handler reads). Off by default: every body stays in memory
+    /// until the double is dropped or `clear_captured_bodies`.
+    pub fn with_body_capture(mut self, yes: bool) -> DoubleConfig {
+        self.capture_bodies = yes;
         self
     }
 }
@@ -281,6 +298,7 @@ impl FelderaDouble {
             config.inprogress_202,
         );
         shared.discard = config.discard;
+        shared.capture = config.capture_bodies.then(capture::Captured::default);
         shared.state().edition = config.edition;
         let shared = Arc::new(shared);
         let server = Server::spawn(shared.clone(), config.port, tls)?;
@@ -544,6 +562,31 @@ impl FelderaDouble {
 
     pub fn clear_requests(&self) {
         self.shared.log().clear();
+    }
+
+    /// Every non-empty request body read so far, in the order their handlers finished, when
+    /// the double was started `with_body_capture(true)`; empty otherwise. An ingress body is
+    /// captured whole whatever the answer (a refused or failed request's too), or as far as
+    /// it arrived when the client went away.
+    pub fn captured_bodies(&self) -> Vec<CapturedBody> {
+        self.shared
+            .capture
+            .as_ref()
+            .map_or_else(Vec::new, capture::Captured::bodies)
+    }
+
+    /// The captured bodies (see `captured_bodies`) that hold `needle` anywhere.
+    pub fn bodies_containing(&self, needle: &str) -> Vec<CapturedBody> {
+        let mut bodies = self.captured_bodies();
+        bodies.retain(|b| b.contains(needle.as_bytes()));
+        bodies
+    }
+
+    /// Forgets the bodies captured so far (capturing goes on).
+    pub fn clear_captured_bodies(&self) {
+        if let Some(capture) = &self.shared.capture {
+            capture.clear();
+        }
     }
 }
 

@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::capture;
 use super::error::api_error;
 use super::log::{LogDeferred, LogNote, LogTicket};
 use super::shared::Shared;
@@ -62,7 +63,8 @@ async fn not_found(req: Request) -> Response {
     )
 }
 
-/// Records every non-control request with its timing and the handler's note.
+/// Records every non-control request with its timing and the handler's note, and with
+/// body capture on, a copy of what the handler read of its body.
 async fn log_requests(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     let path = req
         .uri()
@@ -86,7 +88,18 @@ async fn log_requests(State(shared): State<Arc<Shared>>, req: Request, next: Nex
     };
     let mut req = req;
     req.extensions_mut().insert(ticket.clone());
+    let (req, sink) = match shared.capture {
+        Some(_) => {
+            let (parts, body) = req.into_parts();
+            let (body, sink) = capture::tee(body);
+            (Request::from_parts(parts, body), Some(sink))
+        }
+        None => (req, None),
+    };
     let resp = next.run(req).await;
+    if let (Some(captured), Some(sink)) = (&shared.capture, &sink) {
+        captured.keep(ticket.seq, ticket.path.clone(), sink);
+    }
     if resp.extensions().get::<LogDeferred>().is_some() {
         return resp;
     }

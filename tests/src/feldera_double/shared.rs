@@ -13,6 +13,7 @@ use serde_json::Value as Json;
 use tokio::sync::watch;
 
 use super::answer::QueryStats;
+use super::capture::Captured;
 use super::checkpoint::{CheckpointCounts, Edition, FtModel, COMMUNITY_FAULT_TOLERANCE_ERROR};
 use super::faults::FailMode;
 use super::log::{RequestLog, RequestRecord};
@@ -30,6 +31,8 @@ pub struct Shared {
     pub inprogress_202: bool,
     /// Ingress bodies are counted, never parsed or applied (`DoubleConfig::with_discard`).
     pub discard: bool,
+    /// Request bodies are copied as they are read (`DoubleConfig::with_body_capture`).
+    pub capture: Option<Captured>,
     state: Mutex<Pipeline>,
     log: Mutex<RequestLog>,
     queries: Mutex<QueryStats>,
@@ -55,6 +58,7 @@ impl Shared {
             schema,
             inprogress_202,
             discard: false,
+            capture: None,
             log: Mutex::new(RequestLog::new(Instant::now())),
             queries: Mutex::new(QueryStats::default()),
             scan_row_cost: Mutex::new(Duration::ZERO),
