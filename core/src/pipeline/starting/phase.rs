@@ -311,7 +311,7 @@ impl Starting {
                     Level::Info,
                     format!(
                         "created temporary replication slot {temporary_slot} at {consistent_point} (SNAPSHOT 'export') \
-                         to copy the added route(s); slot {} stays where it is",
+                         to copy the route(s) added or copied again; slot {} stays where it is",
                         cx.env.config.slot
                     ),
                 );
