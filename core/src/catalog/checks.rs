@@ -309,9 +309,9 @@ pub fn publication_fidelity(
     }
     if !left_out.is_empty() {
         lines.push(format!(
-            "publication {publication}'s column list leaves out column(s) {} of {table}: neither the \
-             copy nor the stream sends their values, so a Feldera column of that name is NULL (or its \
-             DEFAULT)",
+            "publication {publication} does not publish column(s) {} of {table} (its column list leaves \
+             them out, or they are generated columns it does not publish): neither the copy nor the \
+             stream sends their values, so a Feldera column of that name is NULL (or its DEFAULT)",
             left_out.join(", ")
         ));
     }

@@ -353,9 +353,11 @@ impl Conversation {
                 continue;
             }
             hinted.push_str(&format!(
-                "\n  publication {} leaves column(s) {} of {} out of its column list, so their values \
-                 never reach Feldera; accepted: add them to the column list (ALTER PUBLICATION {} SET TABLE ...), \
-                 or make the Feldera column nullable or give it a DEFAULT",
+                "\n  publication {} does not publish column(s) {} of {} (its column list leaves them out, or \
+                 they are generated columns it does not publish), so their values never reach Feldera; accepted: \
+                 publish them (ALTER PUBLICATION {} SET TABLE ... with them in the column list, or on \
+                 PostgreSQL 18 publish_generated_columns = stored), or make the Feldera column nullable or \
+                 give it a DEFAULT",
                 self.publication,
                 left_out.join(", "),
                 route.source,
