@@ -501,10 +501,21 @@ fn a_paused_pipeline_answers_503_after_the_proxy_timeout_which_is_transient() {
         }
         other => panic!("expected Transient, got {other:?}"),
     }
-    double.resume();
     assert!(
         ids(&double).is_empty(),
-        "the timed-out request was not ingested"
+        "the timed-out request is not ingested while the pipeline stays paused"
+    );
+    // Like the real pipeline, the double keeps the request the manager gave up on and
+    // applies it once it resumes: a 503 here never means "not applied" (docs/feldera.md).
+    double.resume();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ids(&double).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        ids(&double),
+        [1],
+        "the request answered 503 is applied after the resume"
     );
 }
 
