@@ -88,6 +88,24 @@ pub(crate) struct SnapshotStart {
     pub(crate) added: Option<AddedCopy>,
 }
 
+impl SnapshotStart {
+    /// Keeps only `routes` (indexes of the configured routes) in every per-route list, in
+    /// that order, so a copy of some routes numbers them by their place in `routes`; returns
+    /// every route's table, for the stream afterwards. Every list indexed by route is cut
+    /// here, together, so none can be read with another's numbering.
+    pub(crate) fn keep_only(&mut self, routes: &[usize]) -> Vec<Table> {
+        let tables = std::mem::take(&mut self.ready.tables);
+        let relations = std::mem::take(&mut self.relations);
+        let row_filters = std::mem::take(&mut self.row_filters);
+        for &route in routes {
+            self.ready.tables.push(tables[route].clone());
+            self.relations.push(relations[route].clone());
+            self.row_filters.push(row_filters[route].clone());
+        }
+        tables
+    }
+}
+
 /// A copy of only the routes added to a running deployment (docs/snapshot.md, "Adding
 /// and removing tables").
 #[derive(Debug)]

@@ -134,15 +134,11 @@ impl Snapshotting {
     ) -> (Snapshotting, Next) {
         // An added-route copy sees only the routes it copies: route indexes of its batches,
         // progress and retraction are positions in that list.
-        let stream_tables = start.added.as_ref().map(|added| {
-            let tables = std::mem::take(&mut start.ready.tables);
-            let relations = std::mem::take(&mut start.relations);
-            for &route in &added.routes {
-                start.ready.tables.push(tables[route].clone());
-                start.relations.push(relations[route].clone());
-            }
-            tables
-        });
+        let stream_tables = start
+            .added
+            .as_ref()
+            .map(|added| added.routes.clone())
+            .map(|routes| start.keep_only(&routes));
         let options = MappingOptions {
             require_primary_key: cx.env.config.require_primary_key,
         };
