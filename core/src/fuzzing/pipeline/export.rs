@@ -8,7 +8,8 @@
 //! imported it keeps it until its transaction ends. Under it a worker measures the tables
 //! (heap blocks and row estimates), copies ranges of `ctid` (rows lie `blocks_per_row`
 //! blocks apart, users by id and items by sku number, so the ranges the pipeline plans cut
-//! the tables for real) and asks which keys of a retraction page exist.
+//! the tables for real) and asks which keys of a retraction page exist; both read what the
+//! publication publishes, and must say so in their SQL (`publication`).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::catalog::{result_set_with, text_row};
+use super::publication::{evaluate, Publication};
 use super::workload::Key;
 use crate::io::ConnId;
 use crate::wire::backend::{BackendMessage, CopyResponse, TransactionStatus};
@@ -81,20 +83,6 @@ fn ordinal(key: &Key) -> u64 {
         .unwrap_or(0)
 }
 
-/// A row as COPY's text format writes it (no value the workload writes needs escaping).
-fn copy_line(table: &str, row: &Value) -> String {
-    let text = |v: Option<&Value>| match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "\\N".to_owned(),
-        Some(other) => other.to_string(),
-    };
-    let (key, value) = match table {
-        "users" => ("id", "name"),
-        _ => ("sku", "qty"),
-    };
-    format!("{}\t{}\n", text(row.get(key)), text(row.get(value)))
-}
-
 /// The Feldera segment of the qualified table `sql` names after `FROM `.
 fn table_after_from(sql: &str) -> Option<&'static str> {
     let rest = sql.split(" FROM ").nth(1)?;
@@ -111,7 +99,8 @@ fn block_after(sql: &str, marker: &str) -> Option<u64> {
 }
 
 /// Answers one statement on a plain connection in transaction `tx` (`None`: none open).
-/// `exports` are every snapshot ever exported; `sizes` gives each table's heap blocks now.
+/// `exports` are every snapshot ever exported; `sizes` gives each table's heap blocks now;
+/// the copy and the leftover question read what `publication` publishes, and must say so.
 /// Statements the pipeline has no reason to send there are a harness gap: they panic.
 pub(super) fn answer(
     sql: &str,
@@ -119,6 +108,7 @@ pub(super) fn answer(
     exports: &[Export],
     blocks_per_row: u64,
     next_ordinal: impl Fn(&str) -> u64,
+    publication: &Publication,
 ) -> Reply {
     let reply = |messages, tx| Reply {
         messages,
@@ -177,13 +167,13 @@ pub(super) fn answer(
     }
     if let Some(inner) = sql.strip_prefix("COPY (") {
         return Reply {
-            messages: copy(inner, export, blocks_per_row),
+            messages: copy(inner, export, blocks_per_row, publication),
             copy: true,
             tx,
         };
     }
     if sql.contains(" AS t WHERE (") {
-        return reply(existing(sql, export), tx);
+        return reply(existing(sql, export, publication), tx);
     }
     panic!("a copying connection sent SQL the fake server does not know: {sql}");
 }
@@ -228,12 +218,21 @@ fn sizes(
     result_set_with(rows, TransactionStatus::InTransaction)
 }
 
-/// `COPY (SELECT ... FROM t [WHERE ctid >= '(a,0)'::tid [AND ctid < '(b,0)'::tid]]) TO
-/// STDOUT`: the snapshot's rows of `t` whose block lies in the range, one CopyData each.
-fn copy(inner: &str, export: &Export, blocks_per_row: u64) -> Vec<BackendMessage> {
+/// `COPY (SELECT <published columns> FROM t [WHERE (<filter>)] [AND ctid >= '(a,0)'::tid
+/// [AND ctid < '(b,0)'::tid]]) TO STDOUT`: the snapshot's rows of `t` whose block lies in
+/// the range and that the filter lets through, only the published columns, one CopyData
+/// each. A COPY that reads other columns or rows than the publication publishes panics
+/// (`Publication::check_copy`).
+fn copy(
+    inner: &str,
+    export: &Export,
+    blocks_per_row: u64,
+    publication: &Publication,
+) -> Vec<BackendMessage> {
     let Some(table) = table_after_from(inner) else {
         panic!("a COPY of a table the fake does not have: {inner}");
     };
+    let filter = publication.check_copy(table, inner);
     let from = block_after(inner, "ctid >= ").unwrap_or(0);
     let to = block_after(inner, "ctid < ");
     let lines: Vec<String> = export
@@ -244,11 +243,12 @@ fn copy(inner: &str, export: &Export, blocks_per_row: u64) -> Vec<BackendMessage
             let block = ordinal(key) * blocks_per_row;
             block >= from && to.is_none_or(|to| block < to)
         })
-        .map(|(_, row)| copy_line(table, row))
+        .filter(|(_, row)| filter.as_deref().is_none_or(|f| evaluate(f, row)))
+        .map(|(_, row)| publication.copy_line(table, row))
         .collect();
     let mut messages = vec![BackendMessage::CopyOutResponse(CopyResponse {
         format: 0,
-        column_formats: vec![0, 0],
+        column_formats: vec![0; publication.columns(table).len()],
     })];
     let n = lines.len();
     messages.extend(
@@ -264,12 +264,15 @@ fn copy(inner: &str, export: &Export, blocks_per_row: u64) -> Vec<BackendMessage
     messages
 }
 
-/// `SELECT t.k FROM s.t AS t WHERE (t.k) IN (VALUES ('x'::pg_catalog.type), ...)`: the
-/// keys asked about that exist under the snapshot, as text.
-fn existing(sql: &str, export: &Export) -> Vec<BackendMessage> {
+/// `SELECT t.k FROM s.t AS t WHERE (t.k) IN (VALUES ('x'::pg_catalog.type), ...) [AND
+/// (<filter>)]`: the keys asked about that exist under the snapshot inside the
+/// publication's filter, as text. A question without the filter panics
+/// (`Publication::check_existence`).
+fn existing(sql: &str, export: &Export, publication: &Publication) -> Vec<BackendMessage> {
     let Some(table) = table_after_from(sql) else {
         panic!("a key question about a table the fake does not have: {sql}");
     };
+    let sql = publication.check_existence(table, sql);
     let values = sql
         .split(" IN (VALUES ")
         .nth(1)
@@ -284,7 +287,11 @@ fn existing(sql: &str, export: &Export) -> Vec<BackendMessage> {
             "users" => (table_static(table), text.clone()),
             _ => (table_static(table), Value::from(text.clone()).to_string()),
         };
-        if export.rows.contains_key(&key) {
+        let published = export
+            .rows
+            .get(&key)
+            .is_some_and(|row| publication.publishes(table, row));
+        if published {
             rows.push(text_row(&[&text]));
         }
     }

@@ -1079,7 +1079,13 @@ fn apply(tables: &mut BTreeMap<Key, Value>, table: &'static str, record: &str) -
     };
     let key = (table, key.to_string());
     if insert {
-        tables.insert(key.clone(), row.clone());
+        // A NULL field and an absent one are the same row (a nullable column a record
+        // leaves out is NULL): kept absent, as the publication's view leaves it.
+        let mut row = row.clone();
+        if let Some(fields) = row.as_object_mut() {
+            fields.retain(|_, value| !value.is_null());
+        }
+        tables.insert(key.clone(), row);
     } else {
         tables.remove(&key);
     }

@@ -1,8 +1,12 @@
 //! The fuzz input of the pipeline target: a four-byte setup (five when bit 2 of the fourth
 //! byte asks for the snapshot phase), then events, each an opcode byte followed by its
-//! argument bytes. Every byte string decodes (missing bytes read as zero), and `encode`
-//! writes the same layout, so the hand-written seeds are built from events rather than
-//! typed as hex.
+//! argument bytes. Without a crash point, bits 3-4 of the third byte (otherwise
+//! `CRASH_AFTER_BATCHES`) choose the publication's row filters and column lists
+//! (`Setup::publication`). Every byte string decodes (missing bytes read as zero), and
+//! `encode` writes the same layout, so the hand-written seeds are built from events rather
+//! than typed as hex.
+
+use super::publication::Publication;
 
 /// Reads bytes, zero past the end.
 #[derive(Debug)]
@@ -51,6 +55,8 @@ pub struct Setup {
     pub linger: u8,
     pub no_progress: u8,
     pub crash: u8,
+    /// `CRASH_AFTER_BATCHES` with a crash point; without one (`crash` 0), which publication
+    /// the fake PostgreSQL has (`publication`).
     pub crash_after: u8,
     pub completion_timeout: u8,
     /// `BATCH_MAX_BYTES` at its floor (1024), so batches are also cut by size.
@@ -247,6 +253,20 @@ impl Setup {
 
     pub(super) fn crash_configured(&self) -> bool {
         pick(&CRASH_AT, self.crash).is_some()
+    }
+
+    /// What the publication publishes (`Publication::choice`: 0 everything, 1 users
+    /// filtered and items' key alone, 2 users' key alone and items filtered, 3 both to both).
+    /// Read from the bits of `CRASH_AFTER_BATCHES` (bits 3-4 of the third byte) when no crash
+    /// point is configured: unused then, so an older input decodes to "every row, every
+    /// column" unless it set them without a crash point (no committed seed does since
+    /// `regression-healthy-world-answers-before-the-next-deadline` had them cleared, which
+    /// changes nothing of its run). A run with a crash point publishes everything.
+    pub(super) fn publication(&self) -> Publication {
+        match self.crash_configured() {
+            true => Publication::default(),
+            false => Publication::choice(self.crash_after),
+        }
     }
 
     /// The configuration variables this setup stands for (on top of the fixed ones).

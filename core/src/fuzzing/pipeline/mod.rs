@@ -50,15 +50,22 @@
 //!   that; Feldera's rows are checked against the slot (above) only while the current
 //!   slot's copy is recorded complete (without fault tolerance, for Feldera's current
 //!   incarnation: another one came back empty and is copied again); state-file reads and
-//!   writes may fail, and a failed write leaves the old file.
+//!   writes may fail, and a failed write leaves the old file;
+//! - with a publication that filters rows or lists columns (`publication`, chosen by the
+//!   setup): every oracle above compares Feldera with what the publication publishes (the
+//!   rows inside the filter, without the column the list leaves out), no request to
+//!   Feldera carries a value of a left-out column (in its URL or body), and a COPY or a
+//!   leftover question that does not apply exactly the publication's filter and columns is
+//!   a failure, never answered.
 //!
 //! When the input is used up and the pipeline is still running, the world turns healthy
 //! (`catch_up`): every byte is delivered, every request answered well, time moves from
 //! deadline to deadline. The pipeline must then acknowledge every commit (with the
 //! snapshot phase: stream after a copy recorded complete), and Feldera's tables must equal
-//! PostgreSQL's, row for row. Only with `SNAPSHOT_MODE=never` are some rows outside the
-//! promise: a slot created again starts at the server's WAL end, and the contract
-//! (docs/contract.md, docs/snapshot.md) leaves what it never streamed (commits the dropped
+//! PostgreSQL's as the publication publishes them, row for row. Only with
+//! `SNAPSHOT_MODE=never` are some rows outside the promise: a slot created again starts at
+//! the server's WAL end, and the contract (docs/contract.md, docs/snapshot.md) leaves what
+//! it never streamed (commits the dropped
 //! slot had not confirmed, commits while no slot existed, changes a restore took back) to
 //! the operator, so a key they touched is compared again only once a later change of it is
 //! covered (`Workload::lose`). With the snapshot phase the copy repairs all of that, and
@@ -69,6 +76,7 @@ mod export;
 mod feldera;
 mod input;
 mod pg;
+mod publication;
 mod workload;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -304,6 +312,7 @@ impl Harness {
             setup.slow_pg,
             setup.wal_sender_timeout(),
         );
+        pg.publish(setup.publication());
         let mut feldera = FakeFeldera::new(
             setup.accepted,
             setup.transaction_open(),
@@ -514,12 +523,18 @@ impl Harness {
             && (!self.snapshot || (status.streaming && self.promised()))
     }
 
-    /// The oracle of a finished run: Feldera's tables equal PostgreSQL's, but for the rows
-    /// outside the promise (changes that never reached a slot, see `Workload::lose`).
-    /// With the snapshot phase nothing is outside the promise: the last copy covered every
-    /// change before its consistent point, and the slot every one after it.
+    /// The oracle of a finished run: Feldera's tables equal PostgreSQL's as the publication
+    /// publishes them (the rows inside its filter, without the columns its list leaves out),
+    /// but for the rows outside the promise (changes that never reached a slot, see
+    /// `Workload::lose`). With the snapshot phase nothing is outside the promise: the last
+    /// copy covered every change before its consistent point, and the slot every one after
+    /// it.
     fn compare_tables(&mut self) {
-        let source = self.pg.workload.tables();
+        let source = self
+            .pg
+            .workload
+            .publication
+            .view_rows(&self.pg.workload.tables());
         let target = &self.feldera.tables;
         let wrong: Vec<String> = source
             .keys()
@@ -540,7 +555,7 @@ impl Harness {
             .collect();
         assert!(
             wrong.is_empty(),
-            "caught up, but Feldera's tables differ from PostgreSQL's: {wrong:#?}"
+            "caught up, but Feldera's tables differ from PostgreSQL's as the publication publishes them: {wrong:#?}"
         );
         self.run.converged = true;
     }
@@ -588,6 +603,14 @@ impl Harness {
                 return;
             }
         }
+        // What the publication published of each version: nothing of a row outside the
+        // filter, none of the columns its list leaves out.
+        let publication = &self.pg.workload.publication;
+        let published: Vec<(Lsn, Option<Value>)> = versions
+            .iter()
+            .map(|(end, row)| (*end, row.as_ref().and_then(|r| publication.view(key.0, r))))
+            .collect();
+        let versions = &published;
         let allowed = &versions[covered.unwrap_or(0)..];
         let ok = allowed.iter().any(|(_, row)| row.as_ref() == now)
             || (covered.is_none() && now.is_none());
@@ -741,6 +764,10 @@ impl Harness {
             }
             Command::Http { id, request } => {
                 assert!(self.requests.insert(id), "request id {id} reused");
+                let publication = &self.pg.workload.publication;
+                publication.assert_nothing_left_out(&format!("{id}'s URL"), &request.url);
+                let body = String::from_utf8_lossy(&request.body);
+                publication.assert_nothing_left_out(&format!("{id}'s body"), &body);
                 if request.streamed {
                     self.streamed.insert(id);
                 }

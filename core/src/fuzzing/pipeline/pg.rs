@@ -9,7 +9,9 @@
 //! again. Server bytes wait in a per-connection queue until the harness delivers them, so
 //! they reach the pipeline in whatever chunks the fuzz input chooses, and never while the
 //! pipeline has paused reading.
-//! What each transaction changes, and every key's history, is the `workload`'s.
+//! What each transaction changes, and every key's history, is the `workload`'s; what of it
+//! the publication publishes (`pg_publication_tables`, Relation messages and tuples, which
+//! changes reach the stream, what the copy reads) is the `publication`'s.
 //!
 //! With the snapshot phase (`SNAPSHOT_MODE=initial`) the tables hold rows before the run,
 //! the slot is dropped and created with an exported snapshot as PostgreSQL does, and the
@@ -21,8 +23,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 
-use super::catalog::{column_rows, relation, result_set, text_row};
+use super::catalog::{column_rows, result_set, text_row};
 use super::export::{self, Export, WorkerTx};
+use super::publication::Publication;
 use super::workload::Workload;
 use crate::io::ConnId;
 use crate::pgoutput::encode;
@@ -227,6 +230,11 @@ impl FakePg {
         self.snapshot_mode = true;
         self.blocks_per_row = blocks_per_row;
         self.workload.seed(users, skus, START);
+    }
+
+    /// What the publication publishes (see `publication`); set before any row exists.
+    pub(super) fn publish(&mut self, publication: Publication) {
+        self.workload.publication = publication;
     }
 
     /// A connection attempt: false when it will be refused (the harness then closes it).
@@ -485,7 +493,14 @@ impl FakePg {
         let users = self.workload.next_ordinal("users");
         let items = self.workload.next_ordinal("items");
         let next_ordinal = |table: &str| if table == "users" { users } else { items };
-        let reply = export::answer(sql, tx, &self.exports, self.blocks_per_row, next_ordinal);
+        let reply = export::answer(
+            sql,
+            tx,
+            &self.exports,
+            self.blocks_per_row,
+            next_ordinal,
+            &self.workload.publication,
+        );
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
@@ -523,17 +538,7 @@ impl FakePg {
         } else if sql.contains("pg_catalog.pg_publication ORDER BY") {
             vec![text_row(&["pub", "f", "t", "t", "t", "t", "f"])]
         } else if sql.contains("pg_publication_tables") {
-            let table = |name: &str| {
-                vec![
-                    Some("public".to_owned()),
-                    Some(name.to_owned()),
-                    None,
-                    None,
-                    None,
-                    None,
-                ]
-            };
-            vec![table("items"), table("users")]
+            self.workload.publication.catalog_rows()
         } else if sql.contains("::regclass") {
             column_rows(sql)
         } else if sql.contains("pg_replication_slots") {
@@ -748,7 +753,7 @@ impl FakePg {
         conn.life = life;
         conn.push(&keepalive(confirmed, false), Mark::Idle(confirmed));
         for tx in self.wal.iter().filter(|tx| tx.end > confirmed) {
-            send(conn, tx, head);
+            send(conn, tx, head, &self.workload.publication);
         }
     }
 
@@ -859,12 +864,16 @@ impl FakePg {
         for (i, byte) in changes.iter().enumerate() {
             let at = Lsn(start.0 + RECORD * (i as u64 + 1));
             let written = self.workload.change(*byte, end);
-            pieces.push(Piece::Message {
-                at,
-                relations: written.relations,
-                payload: written.payload,
-                mark: Mark::Plain,
-            });
+            // A change the publication does not publish sends nothing, not even its
+            // Relation message; its WAL record still takes its place.
+            if !written.payload.is_empty() {
+                pieces.push(Piece::Message {
+                    at,
+                    relations: written.relations,
+                    payload: written.payload,
+                    mark: Mark::Plain,
+                });
+            }
             // The rows this transaction wrote to a table before truncating it may never
             // leave slotline; the TRUNCATE's own markers stand for what must be gone.
             markers.retain(|(table, _)| !written.truncated.contains(table));
@@ -887,8 +896,9 @@ impl FakePg {
             markers,
             pieces,
         };
+        let publication = self.workload.publication;
         if let Some(conn) = self.streaming_session() {
-            send(conn, &tx, end);
+            send(conn, &tx, end, &publication);
         }
         self.wal.push(tx);
     }
@@ -956,8 +966,9 @@ impl FakePg {
     }
 }
 
-/// Queues a transaction's frames on a streaming connection.
-fn send(conn: &mut Conn, tx: &Tx, head: Lsn) {
+/// Queues a transaction's frames on a streaming connection; a relation's message lists the
+/// columns `publication` publishes.
+fn send(conn: &mut Conn, tx: &Tx, head: Lsn, publication: &Publication) {
     for piece in &tx.pieces {
         match piece {
             Piece::Message {
@@ -973,7 +984,11 @@ fn send(conn: &mut Conn, tx: &Tx, head: Lsn) {
                     conn.relations_sent.push(oid);
                     // Relation messages arrive with a zero position.
                     conn.push(
-                        &xlog(Lsn::ZERO, head, &encode::relation(&relation(oid))),
+                        &xlog(
+                            Lsn::ZERO,
+                            head,
+                            &encode::relation(&publication.relation(oid)),
+                        ),
                         Mark::Plain,
                     );
                 }

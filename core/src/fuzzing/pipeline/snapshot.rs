@@ -3,10 +3,10 @@
 //! as the shell keeps it, and the checks that belong to the copy.
 //!
 //! - A state file written `complete` names the consistent point of the slot that exists
-//!   and exported the snapshot the copy read, and every row of that snapshot is then
-//!   durable in Feldera from a record of this copy (with checkpoints: the last successful
-//!   checkpoint holds it), while Feldera holds no other row: leftovers were retracted
-//!   (`check_complete`). Without fault tolerance this is checked only while Feldera is
+//!   and exported the snapshot the copy read, and every row of that snapshot (as the
+//!   publication publishes it) is then durable in Feldera from a record of this copy (with
+//!   checkpoints: the last successful checkpoint holds it), while Feldera holds no other
+//!   row: leftovers were retracted (`check_complete`). Without fault tolerance this is checked only while Feldera is
 //!   still the incarnation the file records; another one came back empty, and the next
 //!   start copies again.
 //! - Until such a file exists for the current slot (and, without fault tolerance, for
@@ -71,6 +71,9 @@ pub(super) fn before_the_run(
     let (users, skus) = setup.pre_existing();
     pg.with_snapshot(users, skus, setup.blocks_per_row());
     let rows = pg.workload.tables();
+    // An earlier complete copy read what the publication publishes; an interrupted one
+    // left any rows (columns and rows outside the publication too), leftovers to retract.
+    let published = pg.workload.publication.view_rows(&rows);
     let slot_exists = !setup.create_slot;
     let (file, held, streams) = match setup.state_file() {
         input::StateFile::Absent => (None, Vec::new(), false),
@@ -83,12 +86,12 @@ pub(super) fn before_the_run(
             )
         }
         input::StateFile::Complete => {
-            let all = rows.values().cloned().collect();
+            let all = published.values().cloned().collect();
             let file = state_file(SnapshotPhase::Complete, "incarnation-0");
             (Some(file), all, slot_exists)
         }
         input::StateFile::CompleteWithoutItems => {
-            let users = rows
+            let users = published
                 .iter()
                 .filter(|(key, _)| key.0 == "users")
                 .map(|(_, row)| row.clone())
@@ -102,7 +105,7 @@ pub(super) fn before_the_run(
             // Without fault tolerance the restart emptied the tables; with it they
             // resumed from the checkpoint that held the copy.
             let all = match setup.fault_tolerance {
-                true => rows.values().cloned().collect(),
+                true => published.values().cloned().collect(),
                 false => Vec::new(),
             };
             (Some(file), all, slot_exists && setup.fault_tolerance)
@@ -263,13 +266,14 @@ impl Harness {
         let durable = self.feldera.durable_tables();
         let inserted = self.feldera.durable_inserts_since(self.copy_floor);
         let copied = |key: &&Key| tables.iter().any(|t| *t == key.0);
-        let wrong = differences(&export.rows, &durable, copied);
+        let rows = self.pg.workload.publication.view_rows(&export.rows);
+        let wrong = differences(&rows, &durable, copied);
         assert!(
             wrong.is_empty(),
             "route(s) {tables:?} recorded copied at {}, but Feldera does not hold exactly their snapshot: {wrong:#?}",
             export.point
         );
-        for (key, row) in export.rows.iter().filter(|(key, _)| copied(key)) {
+        for (key, row) in rows.iter().filter(|(key, _)| copied(key)) {
             assert!(
                 inserted.iter().any(|(k, r)| k == key && r == row),
                 "route {} recorded copied, but its row [{}] = {row} is in no durable record of its copy",
@@ -302,7 +306,8 @@ impl Harness {
             return;
         }
         let durable = self.feldera.durable_tables();
-        let wrong = differences(&export.rows, &durable, |_| true);
+        let rows = self.pg.workload.publication.view_rows(&export.rows);
+        let wrong = differences(&rows, &durable, |_| true);
         assert!(
             wrong.is_empty(),
             "the state file says complete (consistent point {}), but Feldera's tables{} are not the snapshot: {wrong:#?}",
@@ -310,7 +315,7 @@ impl Harness {
             if checkpointing { " as the last checkpoint holds them" } else { "" }
         );
         let inserted = self.feldera.durable_inserts_since(self.copy_floor);
-        for (key, row) in &export.rows {
+        for (key, row) in &rows {
             assert!(
                 inserted.iter().any(|(k, r)| k == key && r == row),
                 "the state file says complete, but the copy's row {}[{}] = {row} is in no record of the copy that is durable{}",

@@ -453,3 +453,327 @@ fn a_slot_created_without_a_snapshot_in_initial_mode_is_caught() {
     query.push(0);
     pg.write(conn, &query);
 }
+
+/// A stream-only run whose publication is choice `choice` (`Setup::publication`), after
+/// `events`.
+fn published_after(choice: u8, events: &[Event]) -> Harness {
+    let setup = Setup {
+        crash_after: choice,
+        ..Setup::default()
+    };
+    let mut harness = Harness::start(&setup);
+    harness.settle();
+    for event in events {
+        harness.apply(event);
+        harness.settle();
+    }
+    harness
+}
+
+/// Users filtered by id, items published by key alone: users 1, 2 and 3 (3 outside the
+/// filter) and skus s0 and s1 inserted in one commit, acknowledged.
+fn filtered_and_listed() -> Harness {
+    let mut harness = published_after(1, &[GOOD, Deliver(0), Tx(vec![0, 0, 0, 1, 0x11])]);
+    acknowledge(&mut harness);
+    harness
+}
+
+/// Delivers what waits and answers Feldera well until the requests are done.
+fn acknowledge(harness: &mut Harness) {
+    for _ in 0..4 {
+        for event in [Deliver(0), TickAtDeadline(0), GOOD, GOOD, GOOD, GOOD] {
+            harness.apply(&event);
+            harness.settle();
+        }
+    }
+}
+
+fn users(harness: &Harness) -> Vec<(String, serde_json::Value)> {
+    harness
+        .feldera
+        .tables
+        .iter()
+        .filter(|((table, _), _)| *table == "users")
+        .map(|((_, key), row)| (key.clone(), row.clone()))
+        .collect()
+}
+
+#[test]
+fn the_setup_chooses_the_publication_only_without_a_crash_point() {
+    use super::publication::Publication;
+    assert_eq!(Setup::default().publication(), Publication::default());
+    let chosen = Setup {
+        crash_after: 3,
+        ..Setup::default()
+    };
+    assert!(chosen.publication().users.filter && chosen.publication().items.list);
+    let crashing = Setup {
+        crash: 1,
+        crash_after: 3,
+        ..Setup::default()
+    };
+    assert_eq!(crashing.publication(), Publication::default());
+}
+
+#[test]
+fn the_catalog_and_the_relation_messages_say_what_the_publication_publishes() {
+    use super::pg::{ITEMS, USERS};
+    use super::publication::{Publication, USERS_FILTER};
+    let publication = Publication::choice(1);
+    let text = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        publication.catalog_rows(),
+        [
+            vec![
+                text("public"),
+                text("items"),
+                None,
+                None,
+                text("[\"sku\"]"),
+                None
+            ],
+            vec![
+                text("public"),
+                text("users"),
+                None,
+                None,
+                None,
+                text(USERS_FILTER)
+            ],
+        ]
+    );
+    let names = |oid: u32| -> Vec<String> {
+        publication
+            .relation(oid)
+            .columns
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+    };
+    assert_eq!(names(USERS), ["id", "name"]);
+    assert_eq!(names(ITEMS), ["sku"]);
+}
+
+#[test]
+fn the_stream_publishes_only_the_rows_inside_the_filter_and_the_listed_columns() {
+    let harness = filtered_and_listed();
+    assert_eq!(
+        harness.pg.wal[0].markers,
+        [
+            ("users", "\"r1\"".to_owned()),
+            ("users", "\"r2\"".to_owned()),
+            ("items", r#"{"insert":{"sku":"s0"}}"#.to_owned()),
+            ("items", r#"{"insert":{"sku":"s1"}}"#.to_owned()),
+        ],
+        "user 3 is outside the filter"
+    );
+    assert_eq!(harness.pg.confirmed(), Some(harness.pg.wal[0].end));
+    assert_eq!(
+        users(&harness),
+        [
+            ("1".to_owned(), serde_json::json!({"id": 1, "name": "r1"})),
+            ("2".to_owned(), serde_json::json!({"id": 2, "name": "r2"})),
+        ]
+    );
+    let items: Vec<&serde_json::Value> = harness
+        .feldera
+        .tables
+        .iter()
+        .filter(|((table, _), _)| *table == "items")
+        .map(|(_, row)| row)
+        .collect();
+    assert_eq!(
+        items,
+        [
+            &serde_json::json!({"sku": "s0"}),
+            &serde_json::json!({"sku": "s1"})
+        ],
+        "no quantity reaches Feldera"
+    );
+}
+
+#[test]
+fn an_update_across_the_filter_is_published_as_an_insert_or_a_delete() {
+    let mut harness = filtered_and_listed();
+    // User 3 (outside) gets id 4 (inside), user 1 id 5 (both inside), user 2 id 6
+    // (outside); then user 6 is renamed (outside: nothing).
+    harness.apply(&Tx(vec![0x23, 0x03, 0x13, 0x12]));
+    acknowledge(&mut harness);
+    assert_eq!(
+        harness.pg.wal[1].markers,
+        [
+            ("users", "\"r6\"".to_owned()),
+            ("users", "\"r7\"".to_owned()),
+            ("users", r#"{"delete":{"id":2}}"#.to_owned()),
+        ]
+    );
+    assert_eq!(harness.pg.confirmed(), Some(harness.pg.wal[1].end));
+    assert_eq!(
+        users(&harness),
+        [
+            ("4".to_owned(), serde_json::json!({"id": 4, "name": "r6"})),
+            ("5".to_owned(), serde_json::json!({"id": 5, "name": "r7"})),
+        ]
+    );
+}
+
+#[test]
+#[should_panic(expected = "so only")]
+fn feldera_holding_a_row_outside_the_filter_is_caught() {
+    let mut harness = filtered_and_listed();
+    harness
+        .feldera
+        .land(99, "users", r#"{"insert":{"id":3,"name":"r3"}}"#.to_owned());
+    harness.check_tables();
+}
+
+#[test]
+#[should_panic(expected = "as the publication publishes them")]
+fn a_left_out_column_in_feldera_at_the_end_is_caught() {
+    let mut harness = filtered_and_listed();
+    harness
+        .feldera
+        .land(99, "items", r#"{"insert":{"sku":"s0","qty":4}}"#.to_owned());
+    harness.compare_tables();
+}
+
+#[test]
+#[should_panic(expected = "which the publication's column list leaves out")]
+fn a_left_out_value_sent_to_feldera_is_caught() {
+    let mut harness = filtered_and_listed();
+    let qty = super::publication::LEFT_OUT_QTY + 4;
+    let request = crate::feldera::HttpRequest {
+        method: crate::feldera::Method::Post,
+        url: format!("{}/v0/pipelines/p/ingress/items", super::feldera::BASE_URL),
+        headers: Vec::new(),
+        body: Bytes::from(format!("{{\"insert\":{{\"sku\":\"s0\",\"qty\":{qty}}}}}\n")),
+        timeout_ms: 1000,
+        streamed: false,
+    };
+    harness.execute(Command::Http {
+        id: crate::io::HttpId(900),
+        request,
+    });
+}
+
+#[test]
+#[should_panic(expected = "which the publication's column list leaves out")]
+fn a_left_out_name_in_a_query_is_caught() {
+    let publication = super::publication::Publication::choice(2);
+    publication.assert_nothing_left_out(
+        "a query's URL",
+        "http://feldera:8080/v0/pipelines/p/query?sql=SELECT%20%27left-out-3%27",
+    );
+}
+
+/// A snapshot of users 1 to 4 (name `left-out-<n>`) and skus s0 to s2, as exported.
+fn exported(publication: &super::publication::Publication) -> super::export::Export {
+    let mut workload = super::workload::Workload::default();
+    workload.publication = *publication;
+    workload.seed(4, 3, START);
+    super::export::Export {
+        name: "00000003-00000001-1".to_owned(),
+        holder: ConnId(1),
+        valid: true,
+        point: START,
+        rows: workload.tables(),
+        temporary: false,
+    }
+}
+
+/// What the fake answers `sql` inside the snapshot, CopyData and DataRow texts.
+fn answered(publication: &super::publication::Publication, sql: &str) -> Vec<String> {
+    use crate::wire::backend::BackendMessage;
+    let exports = [exported(publication)];
+    let reply = super::export::answer(
+        sql,
+        Some(super::export::WorkerTx::Snapshot(0)),
+        &exports,
+        0,
+        |_| 5,
+        publication,
+    );
+    reply
+        .messages
+        .into_iter()
+        .filter_map(|message| match message {
+            BackendMessage::CopyData(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+            BackendMessage::DataRow(row) => Some(
+                row.columns
+                    .iter()
+                    .map(|c| {
+                        c.as_ref()
+                            .map_or("NULL".into(), |b| String::from_utf8_lossy(b))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+const USERS_COPY: &str =
+    r#"COPY (SELECT "id" FROM "public"."users" WHERE (((id % 3) <> 0))) TO STDOUT"#;
+
+#[test]
+fn the_copy_reads_only_the_rows_inside_the_filter_and_the_listed_columns() {
+    let publication = super::publication::Publication::choice(3);
+    assert_eq!(answered(&publication, USERS_COPY), ["1\n", "2\n", "4\n"]);
+    let items = r#"COPY (SELECT "sku" FROM "public"."items" WHERE ((sku <> 's1'::text)) AND ctid >= '(0,0)'::tid) TO STDOUT"#;
+    assert_eq!(answered(&publication, items), ["s0\n", "s2\n"]);
+    let everything = super::publication::Publication::default();
+    let all = r#"COPY (SELECT "sku", "qty" FROM "public"."items") TO STDOUT"#;
+    assert_eq!(
+        answered(&everything, all),
+        ["s0\t5\n", "s1\t6\n", "s2\t7\n"]
+    );
+}
+
+#[test]
+#[should_panic(expected = "does not apply exactly the publication's row filter")]
+fn a_copy_without_the_row_filter_is_caught() {
+    let publication = super::publication::Publication::choice(3);
+    answered(
+        &publication,
+        r#"COPY (SELECT "id" FROM "public"."users" WHERE ctid >= '(0,0)'::tid) TO STDOUT"#,
+    );
+}
+
+#[test]
+#[should_panic(expected = "does not apply exactly the publication's row filter")]
+fn a_copy_with_a_filter_the_publication_does_not_have_is_caught() {
+    let publication = super::publication::Publication::choice(2);
+    answered(&publication, USERS_COPY);
+}
+
+#[test]
+#[should_panic(expected = "does not select exactly the published columns")]
+fn a_copy_of_a_left_out_column_is_caught() {
+    let publication = super::publication::Publication::choice(3);
+    answered(
+        &publication,
+        r#"COPY (SELECT "id", "name" FROM "public"."users" WHERE (((id % 3) <> 0))) TO STDOUT"#,
+    );
+}
+
+#[test]
+fn a_leftover_question_is_answered_from_the_rows_inside_the_filter() {
+    let publication = super::publication::Publication::choice(1);
+    let sql = r#"SELECT t."id" FROM "public"."users" AS t WHERE (t."id") IN (VALUES ('1'::pg_catalog.int8), ('3'::pg_catalog.int8), ('9'::pg_catalog.int8)) AND (((id % 3) <> 0))"#;
+    assert_eq!(
+        answered(&publication, sql),
+        ["1"],
+        "3 exists outside the filter"
+    );
+}
+
+#[test]
+#[should_panic(expected = "does not apply the publication's row filter")]
+fn a_leftover_question_without_the_row_filter_is_caught() {
+    let publication = super::publication::Publication::choice(1);
+    answered(
+        &publication,
+        r#"SELECT t."id" FROM "public"."users" AS t WHERE (t."id") IN (VALUES ('3'::pg_catalog.int8))"#,
+    );
+}

@@ -5,14 +5,17 @@
 //! shows as a wrong value rather than as an extra row. A TRUNCATE empties one table or
 //! both. Keys whose changes never reached a slot (committed while none existed, or not yet
 //! confirmed when it was dropped or the server was restored) are `lost`: what Feldera holds
-//! for them is outside the promise until a later change of the key is.
+//! for them is outside the promise until a later change of the key is. The history is
+//! PostgreSQL's; what of each change the stream carries is the publication's
+//! (`publication`), and so is what the oracles compare Feldera with.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
 use super::pg::{ITEMS, USERS};
-use crate::pgoutput::{encode, OldKind};
+use super::publication::Publication;
+use crate::pgoutput::encode;
 use crate::Lsn;
 
 /// How many skus the items table ever holds: small, so keys are written again and again.
@@ -94,6 +97,8 @@ pub(super) struct Workload {
     changed: BTreeMap<Lsn, Vec<Key>>,
     next_user: u64,
     next_change: u64,
+    /// What the publication publishes: which changes reach the stream, and how.
+    pub(super) publication: Publication,
 }
 
 impl Default for Workload {
@@ -107,6 +112,7 @@ impl Default for Workload {
             changed: BTreeMap::new(),
             next_user: 1,
             next_change: 1,
+            publication: Publication::default(),
         }
     }
 }
@@ -121,15 +127,21 @@ impl Workload {
             let id = self.next_user;
             self.next_user += 1;
             self.live_users.push(id);
-            let row = json!({"id": id, "name": format!("r{n}")});
+            let row = json!({"id": id, "name": self.publication.name(n)});
             self.record("users", json!(id), at, Some(row));
         }
         for slot in 0..skus.min(SKUS) {
             let n = self.next_change;
             self.next_change += 1;
-            self.items.insert(slot, n);
+            let qty = self.publication.quantity(n);
+            self.items.insert(slot, qty);
             let sku = format!("s{slot}");
-            self.record("items", json!(sku), at, Some(json!({"sku": sku, "qty": n})));
+            self.record(
+                "items",
+                json!(sku),
+                at,
+                Some(json!({"sku": sku, "qty": qty})),
+            );
         }
     }
 
@@ -151,11 +163,11 @@ impl Workload {
     }
 
     /// One change (see `Written`). Its effect is added to `history` at the transaction's
-    /// `end`.
+    /// `end`; what of it is published is the publication's (`Publication::message`).
     pub(super) fn change(&mut self, byte: u8, end: Lsn) -> Written {
         let n = self.next_change;
         self.next_change += 1;
-        let name = format!("r{n}");
+        let name = self.publication.name(n);
         let chosen = usize::from(byte >> 4);
         let kind = match Change::of(byte) {
             Change::UpdateUser | Change::UpdateUserKey | Change::DeleteUser
@@ -167,47 +179,31 @@ impl Workload {
             kind => kind,
         };
         let index = chosen % self.live_users.len().max(1);
+        // The old row of a change is given by its key alone: the default replica identity
+        // logs no more of it, and that is what PostgreSQL evaluates the filter on (the
+        // filters name only the key).
         match kind {
             Change::UpsertItem => {
                 let slot = chosen % SKUS;
-                let (sku, qty) = (format!("s{slot}"), n.to_string());
-                let row = encode::row(&[Some(&sku), Some(&qty)]);
-                let payload = if self.items.insert(slot, n).is_some() {
-                    encode::update(ITEMS, None, row)
-                } else {
-                    encode::insert(ITEMS, row)
-                };
-                self.record(
-                    "items",
-                    json!(sku),
-                    end,
-                    Some(json!({"sku": sku, "qty": n})),
-                );
-                let marker = format!("{{\"sku\":\"{sku}\",\"qty\":{n}}}");
-                Written::one(ITEMS, payload, "items", marker)
+                let sku = format!("s{slot}");
+                let qty = self.publication.quantity(n);
+                let new = json!({"sku": sku, "qty": qty});
+                let old = self.items.insert(slot, qty).map(|_| json!({ "sku": sku }));
+                self.record("items", json!(sku), end, Some(new.clone()));
+                self.publish("items", old.as_ref(), Some(&new))
             }
             Change::DeleteItem => {
                 let slot = chosen % SKUS;
                 self.items.remove(&slot);
                 let sku = format!("s{slot}");
-                let key = encode::row(&[Some(&sku), None]);
                 self.record("items", json!(sku), end, None);
-                let payload = encode::delete(ITEMS, OldKind::Key, key);
-                let marker = format!("{{\"delete\":{{\"sku\":\"{sku}\"");
-                Written::one(ITEMS, payload, "items", marker)
+                self.publish("items", Some(&json!({ "sku": sku })), None)
             }
             Change::UpdateUser => {
                 let id = self.live_users[index];
-                self.record(
-                    "users",
-                    json!(id),
-                    end,
-                    Some(json!({"id": id, "name": name})),
-                );
-                let id = id.to_string();
-                let row = encode::row(&[Some(&id), Some(&name)]);
-                let payload = encode::update(USERS, None, row);
-                Written::one(USERS, payload, "users", format!("\"{name}\""))
+                let new = json!({"id": id, "name": name});
+                self.record("users", json!(id), end, Some(new.clone()));
+                self.publish("users", Some(&json!({ "id": id })), Some(&new))
             }
             Change::UpdateUserKey => {
                 let old = self.live_users[index];
@@ -215,49 +211,47 @@ impl Workload {
                 self.next_user += 1;
                 self.live_users[index] = new;
                 self.record("users", json!(old), end, None);
-                self.record(
-                    "users",
-                    json!(new),
-                    end,
-                    Some(json!({"id": new, "name": name})),
-                );
-                let (old, new) = (old.to_string(), new.to_string());
-                let old_key = encode::row(&[Some(&old), None]);
-                let row = encode::row(&[Some(&new), Some(&name)]);
-                let payload = encode::update(USERS, Some((OldKind::Key, old_key)), row);
-                Written::one(USERS, payload, "users", format!("\"{name}\""))
+                let row = json!({"id": new, "name": name});
+                self.record("users", json!(new), end, Some(row.clone()));
+                self.publish("users", Some(&json!({ "id": old })), Some(&row))
             }
             Change::DeleteUser => {
                 let id = self.live_users.remove(index);
                 self.record("users", json!(id), end, None);
-                let key = id.to_string();
-                let payload = encode::delete(USERS, OldKind::Key, encode::row(&[Some(&key), None]));
-                let marker = format!("{{\"delete\":{{\"id\":{id}}}}}");
-                Written::one(USERS, payload, "users", marker)
+                self.publish("users", Some(&json!({ "id": id })), None)
             }
             Change::InsertUser => {
                 let id = self.next_user;
                 self.next_user += 1;
                 self.live_users.push(id);
-                self.record(
-                    "users",
-                    json!(id),
-                    end,
-                    Some(json!({"id": id, "name": name})),
-                );
-                let id = id.to_string();
-                let row = encode::row(&[Some(&id), Some(&name)]);
-                let payload = encode::insert(USERS, row);
-                Written::one(USERS, payload, "users", format!("\"{name}\""))
+                let row = json!({"id": id, "name": name});
+                self.record("users", json!(id), end, Some(row.clone()));
+                self.publish("users", None, Some(&row))
             }
             Change::Truncate => self.truncate(chosen, end),
         }
     }
 
+    /// What one row change of `table` writes to the stream: the publication's message and
+    /// marker, or nothing (no message, no Relation, no marker) when it publishes none.
+    fn publish(&self, table: &'static str, old: Option<&Value>, new: Option<&Value>) -> Written {
+        let oid = if table == "users" { USERS } else { ITEMS };
+        match self.publication.message(table, old, new) {
+            Some((payload, marker)) => Written::one(oid, payload, table, marker),
+            None => Written {
+                relations: Vec::new(),
+                payload: Vec::new(),
+                markers: Vec::new(),
+                truncated: Vec::new(),
+            },
+        }
+    }
+
     /// A TRUNCATE (`chosen` picks the tables): every row goes. Feldera must then hold a
     /// durable delete of every key that existed when the transaction began and whose row
-    /// it was promised (not `lost`); rows the transaction wrote before the TRUNCATE may
-    /// never have left slotline.
+    /// it was promised (not `lost`, and inside the publication's filter: Feldera never held
+    /// another); rows the transaction wrote before the TRUNCATE may never have left
+    /// slotline. A TRUNCATE is published whatever the filter.
     fn truncate(&mut self, chosen: usize, end: Lsn) -> Written {
         let (users, items) = match chosen & 3 {
             0 => (true, false),
@@ -275,7 +269,8 @@ impl Workload {
                 self.record("users", json!(id), end, None);
             }
             for id in self.at_begin.0.clone() {
-                if !self.is_lost(&("users", json!(id).to_string()), Some(end)) {
+                let key = ("users", json!(id).to_string());
+                if !self.is_lost(&key, Some(end)) && self.publication.publishes_key(&key) {
                     let marker = format!("{{\"delete\":{{\"id\":{id}}}}}");
                     written.markers.push(("users", marker));
                 }
@@ -289,7 +284,8 @@ impl Workload {
             }
             for slot in self.at_begin.1.clone() {
                 let sku = format!("s{slot}");
-                if !self.is_lost(&("items", json!(sku).to_string()), Some(end)) {
+                let key = ("items", json!(sku).to_string());
+                if !self.is_lost(&key, Some(end)) && self.publication.publishes_key(&key) {
                     let marker = format!("{{\"delete\":{{\"sku\":\"{sku}\"");
                     written.markers.push(("items", marker));
                 }
