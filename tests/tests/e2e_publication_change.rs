@@ -18,6 +18,12 @@
 //! - The re-copy of a table whose filter changed crashes half way (`snapshot_mid_copy`,
 //!   exit 70): the route is `pending`, the slot did not move; the next start copies it
 //!   again and Feldera ends equal to what the publication publishes now.
+//! - The filter of the second route changes while both routes have one (users keeps
+//!   `WHERE (id % 3 <> 0)`, items goes from `WHERE (sku % 2 = 0)` to `WHERE (sku % 5 = 0)`):
+//!   the next start copies items, not first in TABLES, alone under items' own filter (a
+//!   copy under users' filter would name `id`, which items has not, and PostgreSQL would
+//!   refuse it) and retracts what the old filter left, so that Feldera's items is exactly
+//!   `WHERE sku % 5 = 0`; nothing of users is sent again.
 
 use serde_json::{json, Value};
 use slotline_tests::e2e::{Connector, Env, Shell};
@@ -38,12 +44,19 @@ const FIRST_FILTER: &str = "rows where ((id % 3) <> 0); every column";
 const SECOND_FILTER: &str = "rows where ((id % 2) = 0); every column";
 /// ... of items under `items (sku, qty)`.
 const WITHOUT_BLOB: &str = "every row; columns but blob";
+/// ... of items under its first filter, and under its second.
+const ITEMS_FIRST_FILTER: &str = "rows where ((sku % 2) = 0); every column";
+const ITEMS_SECOND_FILTER: &str = "rows where ((sku % 5) = 0); every column";
 
 /// The published sets under the second filter.
 const USERS_SECOND: &str = "SELECT id, name FROM users WHERE id % 2 = 0";
 const ITEMS_WHOLE: &str = "SELECT sku, qty, blob FROM items";
 const ITEMS_WITHOUT_BLOB: &str = "SELECT sku, qty, NULL::text AS blob FROM items";
 const USERS_WHOLE: &str = "SELECT id, name FROM users";
+/// The published sets under users' first filter, and under items' two filters.
+const USERS_FIRST: &str = "SELECT id, name FROM users WHERE id % 3 <> 0";
+const ITEMS_EVEN: &str = "SELECT sku, qty, blob FROM items WHERE sku % 2 = 0";
+const ITEMS_FIFTHS: &str = "SELECT sku, qty, blob FROM items WHERE sku % 5 = 0";
 
 fn column(name: &str, ty: Value) -> Value {
     json!({"name": name, "case_sensitive": false, "columntype": ty})
@@ -695,8 +708,145 @@ fn a_crash_in_the_recopy_after_a_filter_change_is_copied_again(shell: Shell) {
     findings.finish(&connector);
 }
 
+/// Both routes have a row filter, each on a column only its table has, and the second
+/// route's changes while running: the next start copies items, the second route in TABLES,
+/// again alone and under items' own filter, in its copy and in its question of what Feldera
+/// holds that the copy left (both read users' filter before e265c78).
+fn a_changed_filter_of_the_second_route_copies_it_under_its_own_filter(shell: Shell) {
+    let env = env_with_capture(
+        "pubchg_second",
+        &setup(
+            300,
+            400,
+            "users WHERE (id % 3 <> 0), items WHERE (sku % 2 = 0)",
+        ),
+    );
+    let mut findings = Findings::default();
+    let mut connector = copied(&env, shell);
+    findings.check(feldera_equals(
+        &env,
+        "users",
+        "id",
+        USERS_FIRST,
+        "after the first copy",
+    ));
+    findings.check(feldera_equals(
+        &env,
+        "items",
+        "sku",
+        ITEMS_EVEN,
+        "after the first copy",
+    ));
+    let users = route_record(&env, "public.users").unwrap_or_default();
+    findings.expect(users["published"] == FIRST_FILTER, || {
+        format!("the first copy's users route should record {FIRST_FILTER:?}: {users}")
+    });
+    let items = route_record(&env, "public.items").unwrap_or_default();
+    findings.expect(items["published"] == ITEMS_FIRST_FILTER, || {
+        format!("the first copy's items route should record {ITEMS_FIRST_FILTER:?}: {items}")
+    });
+
+    // Only items' filter changes; users' is given again as it was.
+    env.sql("ALTER PUBLICATION pub SET TABLE users WHERE (id % 3 <> 0), items WHERE (sku % 5 = 0)");
+    // 405 is in the new filter and not in the old one, 406 in the old one and not in the new
+    // one; users streams on through its own filter: 999 is refused, 1000 published.
+    env.sql(
+        "INSERT INTO items VALUES (405, 1, 'new, fifth'), (406, 2, 'new, even');
+         INSERT INTO users VALUES (999, 'new, third'), (1000, 'new, published')",
+    );
+    caught_up(&env, &connector);
+    let item = |sku: i64| feldera_row(&env, "items", "sku", sku);
+    let user = |id: i64| feldera_row(&env, "users", "id", id);
+    findings.expect(item(405).is_some_and(|r| r["blob"] == "new, fifth"), || {
+        "the stream after the ALTER: 405 (sku % 5 = 0, odd) should arrive".to_owned()
+    });
+    findings.expect(item(406).is_none(), || {
+        "the stream after the ALTER: 406 (even, sku % 5 <> 0) should not arrive".to_owned()
+    });
+    findings.expect(user(999).is_none(), || {
+        "the stream after the ALTER: users 999 (id % 3 = 0) should not arrive".to_owned()
+    });
+    findings.expect(user(1000).is_some(), || {
+        "the stream after the ALTER: users 1000 should arrive".to_owned()
+    });
+    stopped(&mut connector);
+
+    env.feldera.clear_captured_bodies();
+    let mut connector = start(&env, shell, &[]);
+    let items = recopied(&env, &connector, "public.items", ITEMS_SECOND_FILTER);
+    caught_up(&env, &connector);
+    findings.expect(items["consistent_point"].is_string(), || {
+        format!("the re-copied items route has no consistent point: {items}")
+    });
+    findings.check(feldera_equals(
+        &env,
+        "items",
+        "sku",
+        ITEMS_FIFTHS,
+        "after the re-copy",
+    ));
+    findings.check(feldera_equals(
+        &env,
+        "users",
+        "id",
+        USERS_FIRST,
+        "after the re-copy",
+    ));
+    let users_bodies = bodies_for(&env, "users");
+    findings.expect(users_bodies == 0, || {
+        format!("the restart sent {users_bodies} request bodies to users, whose publication did not change")
+    });
+    findings.expect(bodies_for(&env, "items") > 0, || {
+        "the restart sent no request body to items".to_owned()
+    });
+    let log = connector.log_text();
+    findings.expect(warned_republished(&log, "public.items"), || {
+        "the restart does not warn that items' publication changed".to_owned()
+    });
+    findings.expect(!warned_republished(&log, "public.users"), || {
+        "the restart warns that users' publication changed, which it did not".to_owned()
+    });
+    findings.expect(log.contains("created temporary replication slot"), || {
+        "the restart did not copy under a temporary slot".to_owned()
+    });
+    let left = slots(&env);
+    findings.expect(left == env.slot_name(), || {
+        format!("slots after the re-copy: {left} (the temporary one should be gone)")
+    });
+    let users = route_record(&env, "public.users").unwrap_or_default();
+    findings.expect(
+        users["published"] == FIRST_FILTER && users.get("phase").is_none(),
+        || format!("the users route should be untouched, recording {FIRST_FILTER:?}: {users}"),
+    );
+
+    // Both stream on, items through its new filter.
+    env.sql(
+        "INSERT INTO items VALUES (500, 3, 'after'), (502, 4, 'after, even');
+         UPDATE items SET qty = 0 WHERE sku IN (10, 12);
+         UPDATE users SET name = 'after' WHERE id IN (1, 3)",
+    );
+    caught_up(&env, &connector);
+    findings.check(feldera_equals(
+        &env,
+        "items",
+        "sku",
+        ITEMS_FIFTHS,
+        "streaming on",
+    ));
+    findings.check(feldera_equals(
+        &env,
+        "users",
+        "id",
+        USERS_FIRST,
+        "streaming on",
+    ));
+    stopped(&mut connector);
+    findings.finish(&connector);
+}
+
 slotline_tests::both_shells!(
     a_changed_row_filter_streams_at_once_and_the_next_start_copies_the_table_again,
     a_changed_column_list_copies_the_table_again_with_its_columns,
     a_crash_in_the_recopy_after_a_filter_change_is_copied_again,
+    a_changed_filter_of_the_second_route_copies_it_under_its_own_filter,
 );
