@@ -24,40 +24,24 @@
 //! that one run tells every way the copy, the stream and the re-copy differ from the
 //! published set.
 
+mod publication_support;
+
+use publication_support::{
+    caught_up, column, copied, env_with_capture, feldera_equals, int, published_sets, start,
+    stopped, table, varchar, Findings, SECRET,
+};
 use serde_json::{json, Value};
-use slotline_tests::e2e::{shared_cluster, Connector, Env, Shell};
-use slotline_tests::feldera_double::DoubleConfig;
+use slotline_tests::e2e::{shared_cluster, Env, Shell};
 use slotline_tests::pg::wait_for;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(90);
-
-/// Every value of `items.blob` starts with this; no request body may hold it.
-const SECRET: &str = "SECRET-";
 
 /// What Feldera's users must hold: the rows the filter publishes.
 const USERS_PUBLISHED: &str = "SELECT id, name, region FROM users WHERE id % 3 <> 0";
 /// What Feldera's items must hold: the published columns, `blob` NULL.
 const ITEMS_PUBLISHED: &str =
     "SELECT sku, qty, price::text AS price, NULL::text AS blob FROM items";
-
-fn column(name: &str, ty: Value) -> Value {
-    json!({"name": name, "case_sensitive": false, "columntype": ty})
-}
-
-fn int(nullable: bool) -> Value {
-    json!({"type": "INTEGER", "nullable": nullable})
-}
-
-fn varchar(nullable: bool) -> Value {
-    json!({"type": "VARCHAR", "nullable": nullable, "precision": -1})
-}
-
-fn table(name: &str, key: &str, fields: Vec<Value>) -> Value {
-    json!({"name": name, "case_sensitive": false, "primary_key": [key], "materialized": true,
-           "properties": {}, "fields": fields})
-}
 
 /// users(id, name, region) and items(sku, qty, price, blob), `blob` nullable or not.
 fn schema(blob_nullable: bool) -> Value {
@@ -100,126 +84,9 @@ fn setup(users: u32, items: u32) -> String {
     )
 }
 
-/// An environment whose double keeps every request body.
-fn env_with_capture(prefix: &str, setup: &str, schema: Value) -> Env {
-    Env::with_double(
-        prefix,
-        setup,
-        DoubleConfig::new("p", schema).with_body_capture(true),
-    )
-}
-
-fn start(env: &Env, shell: Shell, tables: &str) -> Connector {
-    env.start(shell, &[("TABLES", tables), ("SNAPSHOT_MODE", "initial")])
-}
-
-/// Started, with the copy complete and every commit so far acknowledged.
-fn copied(env: &Env, shell: Shell, tables: &str) -> Connector {
-    let connector = start(env, shell, tables);
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(LONG),
-        "the copy did not finish:\n{}",
-        connector.log_text()
-    );
-    connector
-}
-
-fn caught_up(env: &Env, connector: &Connector) {
-    assert!(
-        env.wait_caught_up(LONG),
-        "the connector did not catch up:\n{}",
-        connector.log_text()
-    );
-}
-
-fn stopped(connector: &mut Connector) {
-    assert_eq!(
-        connector.stop(LONG),
-        Some(0),
-        "a graceful stop:\n{}",
-        connector.log_text()
-    );
-}
-
-/// Failed checks of one scenario, reported together at its end.
-#[derive(Default)]
-struct Findings(Vec<String>);
-
-impl Findings {
-    fn check(&mut self, result: Result<(), String>) {
-        if let Err(finding) = result {
-            eprintln!("finding: {finding}");
-            self.0.push(finding);
-        }
-    }
-
-    fn finish(self, connector: Option<&Connector>) {
-        if self.0.is_empty() {
-            return;
-        }
-        let log = connector.map(Connector::log_text).unwrap_or_default();
-        panic!(
-            "{} check(s) failed:\n- {}\n--- connector log\n{log}",
-            self.0.len(),
-            self.0.join("\n- ")
-        );
-    }
-}
-
-/// Feldera's `table` against PostgreSQL's rows of `query`, matched by `key`: the rows
-/// missing from Feldera, the rows Feldera holds that it should not, and the rows that
-/// differ (a few of each, and how many).
-fn feldera_equals(
-    env: &Env,
-    table: &str,
-    key: &str,
-    query: &str,
-    what: &str,
-) -> Result<(), String> {
-    let by_key = |rows: Vec<Value>| -> BTreeMap<String, Value> {
-        rows.into_iter().map(|r| (r[key].to_string(), r)).collect()
-    };
-    let expected = by_key(env.pg_rows(&format!("({query})"), key));
-    let held = by_key(env.feldera_rows(table, key));
-    let missing: Vec<&Value> = expected
-        .iter()
-        .filter(|(k, _)| !held.contains_key(*k))
-        .map(|(_, row)| row)
-        .collect();
-    let extra: Vec<&Value> = held
-        .iter()
-        .filter(|(k, _)| !expected.contains_key(*k))
-        .map(|(_, row)| row)
-        .collect();
-    let differ: Vec<String> = expected
-        .iter()
-        .filter_map(|(k, row)| {
-            let feldera = held.get(k)?;
-            (feldera != row).then(|| format!("Feldera {feldera} / published {row}"))
-        })
-        .collect();
-    if missing.is_empty() && extra.is_empty() && differ.is_empty() {
-        return Ok(());
-    }
-    let few = |rows: Vec<String>| rows.into_iter().take(3).collect::<Vec<_>>().join("; ");
-    Err(format!(
-        "{what}: Feldera's {table} ({} rows) is not the published set ({} rows): \
-         {} missing [{}], {} not published [{}], {} differ [{}]",
-        held.len(),
-        expected.len(),
-        missing.len(),
-        few(missing.iter().map(ToString::to_string).collect()),
-        extra.len(),
-        few(extra.iter().map(ToString::to_string).collect()),
-        differ.len(),
-        few(differ.clone()),
-    ))
-}
-
 /// Both tables equal their published sets.
 fn published_set(env: &Env, findings: &mut Findings, what: &str) {
-    findings.check(feldera_equals(env, "users", "id", USERS_PUBLISHED, what));
-    findings.check(feldera_equals(env, "items", "sku", ITEMS_PUBLISHED, what));
+    published_sets(env, findings, USERS_PUBLISHED, ITEMS_PUBLISHED, what);
 }
 
 /// No request body the double read so far holds a value of `items.blob`; and the check is
@@ -284,7 +151,7 @@ fn feldera_holds(env: &Env, table: &str, row: &Value) -> bool {
 fn copy_stream_and_recopy_send_only_what_is_published(shell: Shell) {
     let env = env_with_capture("pub_filter", &setup(3_000, 600), schema(true));
     let mut findings = Findings::default();
-    let mut connector = copied(&env, shell, "users,items");
+    let mut connector = copied(&env, shell, "users,items", &[], LONG);
     published_set(&env, &mut findings, "after the initial copy");
     findings.check(nothing_secret_sent(&env, "the initial copy"));
 
@@ -318,10 +185,10 @@ fn copy_stream_and_recopy_send_only_what_is_published(shell: Shell) {
          UPDATE items SET sku = 5599, blob = '{SECRET}moved' WHERE sku = 599;
          DELETE FROM items WHERE sku = 600"
     ));
-    caught_up(&env, &connector);
+    caught_up(&env, &connector, LONG);
     published_set(&env, &mut findings, "after streaming");
     findings.check(nothing_secret_sent(&env, "the copy and the stream"));
-    stopped(&mut connector);
+    stopped(&mut connector, LONG);
 
     // A re-copy, with Feldera holding rows outside the filter (ids that are multiples of
     // 3: two PostgreSQL has outside the filter, one it lacks) and an item with a stale blob.
@@ -342,28 +209,26 @@ fn copy_stream_and_recopy_send_only_what_is_published(shell: Shell) {
         "the double did not process the rows pushed into it"
     );
     std::fs::remove_file(env.state_path()).expect("remove the state file");
-    let mut connector = copied(&env, shell, "users,items");
+    let mut connector = copied(&env, shell, "users,items", &[], LONG);
     let outside: Vec<Value> = env
         .feldera_rows("users", "id")
         .into_iter()
         .filter(|r| r["id"].as_i64().is_some_and(|id| id % 3 == 0))
         .collect();
-    findings.check(if outside.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
+    findings.expect(outside.is_empty(), || {
+        format!(
             "after the re-copy: Feldera's users still holds {} row(s) outside the filter, e.g. {}",
             outside.len(),
             outside[0]
-        ))
+        )
     });
     published_set(&env, &mut findings, "after the re-copy");
     findings.check(nothing_secret_sent(
         &env,
         "the copy, the stream and the re-copy",
     ));
-    stopped(&mut connector);
-    findings.finish(Some(&connector));
+    stopped(&mut connector, LONG);
+    findings.finish(&connector);
 }
 
 /// `slotline check` names the column list and the row filter, and passes.
@@ -395,7 +260,7 @@ fn check_names_the_column_list_and_the_row_filter(shell: Shell) {
 /// start, before anything is copied.
 fn a_not_null_column_the_publication_leaves_out_is_refused(shell: Shell) {
     let env = env_with_capture("pub_notnull", &setup(300, 60), schema(false));
-    let mut connector = start(&env, shell, "users,items");
+    let mut connector = start(&env, shell, "users,items", &[]);
     // Exited, or (not refused) got as far as a complete copy.
     let exited = wait_for(LONG, || {
         if !connector.is_running() {
@@ -521,11 +386,11 @@ fn a_published_generated_column_is_copied_and_streamed(shell: Shell) {
         generated_schema(),
     );
     let mut findings = Findings::default();
-    let mut connector = copied(&env, shell, "g");
+    let mut connector = copied(&env, shell, "g", &[], LONG);
     let published = "SELECT id, a, b FROM g";
     generated_holds(&env, &mut findings, published, twice, "after the copy");
     env.sql(GENERATED_CHANGES);
-    caught_up(&env, &connector);
+    caught_up(&env, &connector, LONG);
     let streamed: Vec<Value> = wrong_b(&env, twice)
         .into_iter()
         .filter(|r| r["id"].as_i64().is_some_and(written_by_the_stream))
@@ -538,8 +403,8 @@ fn a_published_generated_column_is_copied_and_streamed(shell: Shell) {
         )),
     });
     generated_holds(&env, &mut findings, published, twice, "after streaming");
-    stopped(&mut connector);
-    findings.finish(Some(&connector));
+    stopped(&mut connector, LONG);
+    findings.finish(&connector);
 }
 
 /// No `publish_generated_columns` (before 18 there is none; from 18 the default is
@@ -547,14 +412,14 @@ fn a_published_generated_column_is_copied_and_streamed(shell: Shell) {
 fn an_unpublished_generated_column_is_null_in_copy_and_stream(shell: Shell) {
     let env = Env::new("pub_gen_none", &generated_setup(""), generated_schema());
     let mut findings = Findings::default();
-    let mut connector = copied(&env, shell, "g");
+    let mut connector = copied(&env, shell, "g", &[], LONG);
     let published = "SELECT id, a, NULL::int AS b FROM g";
     generated_holds(&env, &mut findings, published, null, "after the copy");
     env.sql(GENERATED_CHANGES);
-    caught_up(&env, &connector);
+    caught_up(&env, &connector, LONG);
     generated_holds(&env, &mut findings, published, null, "after streaming");
-    stopped(&mut connector);
-    findings.finish(Some(&connector));
+    stopped(&mut connector, LONG);
+    findings.finish(&connector);
 }
 
 slotline_tests::both_shells!(

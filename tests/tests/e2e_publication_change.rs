@@ -25,17 +25,22 @@
 //!   refuse it) and retracts what the old filter left, so that Feldera's items is exactly
 //!   `WHERE sku % 5 = 0`; nothing of users is sent again.
 
+mod publication_support;
+
+use publication_support::{
+    caught_up, column, copied, env_with_capture, feldera_equals, int, published_sets, start,
+    stopped, table, varchar, Findings, SECRET,
+};
 use serde_json::{json, Value};
 use slotline_tests::e2e::{Connector, Env, Shell};
-use slotline_tests::feldera_double::DoubleConfig;
 use slotline_tests::pg::wait_for;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// Every value of `items.blob` starts with this.
-const SECRET: &str = "SECRET-";
+/// Every start copies both tables first, and sends each batch as soon as it is cut.
+const TABLES: &str = "users,items";
+const NO_LINGER: (&str, &str) = ("BATCH_LINGER_MS", "0");
 
 /// What the state file records of a route whose publication has no filter and no list.
 const EVERYTHING: &str = "every row; every column";
@@ -58,29 +63,12 @@ const USERS_FIRST: &str = "SELECT id, name FROM users WHERE id % 3 <> 0";
 const ITEMS_EVEN: &str = "SELECT sku, qty, blob FROM items WHERE sku % 2 = 0";
 const ITEMS_FIFTHS: &str = "SELECT sku, qty, blob FROM items WHERE sku % 5 = 0";
 
-fn column(name: &str, ty: Value) -> Value {
-    json!({"name": name, "case_sensitive": false, "columntype": ty})
-}
-
-fn int(nullable: bool) -> Value {
-    json!({"type": "INTEGER", "nullable": nullable})
-}
-
-fn varchar() -> Value {
-    json!({"type": "VARCHAR", "nullable": true, "precision": -1})
-}
-
-fn table(name: &str, key: &str, fields: Vec<Value>) -> Value {
-    json!({"name": name, "case_sensitive": false, "primary_key": [key], "materialized": true,
-           "properties": {}, "fields": fields})
-}
-
 /// users(id, name) and items(sku, qty, blob), every non-key column nullable.
 fn schema() -> Value {
     let users = table(
         "users",
         "id",
-        vec![column("id", int(false)), column("name", varchar())],
+        vec![column("id", int(false)), column("name", varchar(true))],
     );
     let items = table(
         "items",
@@ -88,7 +76,7 @@ fn schema() -> Value {
         vec![
             column("sku", int(false)),
             column("qty", int(true)),
-            column("blob", varchar()),
+            column("blob", varchar(true)),
         ],
     );
     json!({"inputs": [users, items], "outputs": []})
@@ -104,53 +92,6 @@ fn setup(users: u32, items: u32, tables: &str) -> String {
          INSERT INTO items SELECT g, g % 17, '{SECRET}' || g FROM generate_series(1, {items}) g;
          CREATE PUBLICATION pub FOR TABLE {tables};"
     )
-}
-
-/// An environment whose double keeps every request body.
-fn env_with_capture(prefix: &str, setup: &str) -> Env {
-    Env::with_double(
-        prefix,
-        setup,
-        DoubleConfig::new("p", schema()).with_body_capture(true),
-    )
-}
-
-fn start(env: &Env, shell: Shell, extra: &[(&str, &str)]) -> Connector {
-    let mut pairs = vec![
-        ("TABLES", "users,items"),
-        ("SNAPSHOT_MODE", "initial"),
-        ("BATCH_LINGER_MS", "0"),
-    ];
-    pairs.extend_from_slice(extra);
-    env.start(shell, &pairs)
-}
-
-/// Started on the first copy, which is complete and caught up.
-fn copied(env: &Env, shell: Shell) -> Connector {
-    let connector = start(env, shell, &[]);
-    assert!(
-        env.wait_snapshot_complete_and_caught_up(LONG),
-        "the copy did not finish:\n{}",
-        connector.log_text()
-    );
-    connector
-}
-
-fn caught_up(env: &Env, connector: &Connector) {
-    assert!(
-        env.wait_caught_up(LONG),
-        "the connector did not catch up:\n{}",
-        connector.log_text()
-    );
-}
-
-fn stopped(connector: &mut Connector) {
-    assert_eq!(
-        connector.stop(LONG),
-        Some(0),
-        "a graceful stop:\n{}",
-        connector.log_text()
-    );
 }
 
 /// The state file's record of `source` (`public.users`), if the file has one.
@@ -179,85 +120,6 @@ fn recopied(env: &Env, connector: &Connector, source: &str, published: &str) -> 
             connector.log_text()
         )
     })
-}
-
-/// Failed checks of one scenario, reported together at its end.
-#[derive(Default)]
-struct Findings(Vec<String>);
-
-impl Findings {
-    fn check(&mut self, result: Result<(), String>) {
-        if let Err(finding) = result {
-            eprintln!("finding: {finding}");
-            self.0.push(finding);
-        }
-    }
-
-    fn expect(&mut self, holds: bool, what: impl FnOnce() -> String) {
-        self.check(if holds { Ok(()) } else { Err(what()) });
-    }
-
-    fn finish(self, connector: &Connector) {
-        if self.0.is_empty() {
-            return;
-        }
-        panic!(
-            "{} check(s) failed:\n- {}\n--- connector log\n{}",
-            self.0.len(),
-            self.0.join("\n- "),
-            connector.log_text()
-        );
-    }
-}
-
-/// Feldera's `table` against PostgreSQL's rows of `query`, matched by `key`: the rows
-/// missing from Feldera, the rows Feldera holds that it should not, and the rows that
-/// differ (a few of each, and how many).
-fn feldera_equals(
-    env: &Env,
-    table: &str,
-    key: &str,
-    query: &str,
-    what: &str,
-) -> Result<(), String> {
-    let by_key = |rows: Vec<Value>| -> BTreeMap<String, Value> {
-        rows.into_iter().map(|r| (r[key].to_string(), r)).collect()
-    };
-    let expected = by_key(env.pg_rows(&format!("({query})"), key));
-    let held = by_key(env.feldera_rows(table, key));
-    let missing: Vec<String> = expected
-        .iter()
-        .filter(|(k, _)| !held.contains_key(*k))
-        .map(|(_, row)| row.to_string())
-        .collect();
-    let extra: Vec<String> = held
-        .iter()
-        .filter(|(k, _)| !expected.contains_key(*k))
-        .map(|(_, row)| row.to_string())
-        .collect();
-    let differ: Vec<String> = expected
-        .iter()
-        .filter_map(|(k, row)| {
-            let feldera = held.get(k)?;
-            (feldera != row).then(|| format!("Feldera {feldera} / published {row}"))
-        })
-        .collect();
-    if missing.is_empty() && extra.is_empty() && differ.is_empty() {
-        return Ok(());
-    }
-    let few = |rows: &[String]| rows.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
-    Err(format!(
-        "{what}: Feldera's {table} ({} rows) is not the published set ({} rows): \
-         {} missing [{}], {} not published [{}], {} differ [{}]",
-        held.len(),
-        expected.len(),
-        missing.len(),
-        few(&missing),
-        extra.len(),
-        few(&extra),
-        differ.len(),
-        few(&differ),
-    ))
 }
 
 /// Feldera's row of `table` whose `key` is `id`, if it holds one.
@@ -309,17 +171,60 @@ fn warned_republished(log: &str, source: &str) -> bool {
     })
 }
 
-/// The checks of a restart that copied users again alone: the warning names users (when
-/// `warned`: a start finishing an interrupted re-copy names it as one) and not items, a
-/// temporary slot was created and is gone, items' record is untouched.
-fn users_recopied_alone(env: &Env, findings: &mut Findings, connector: &Connector, warned: bool) {
+/// The first copy recorded `table`'s route as made of what the publication publishes as
+/// `published`.
+fn first_copy_recorded(env: &Env, findings: &mut Findings, table: &str, published: &str) {
+    let route = route_record(env, &format!("public.{table}")).unwrap_or_default();
+    findings.expect(route["published"] == published, || {
+        format!("the first copy's {table} route should record {published:?}: {route}")
+    });
+}
+
+/// Started again, waited for until `table` is recorded copied again as `published` and
+/// every commit is acknowledged; the connector and `table`'s route record.
+fn copied_again(env: &Env, shell: Shell, table: &str, published: &str) -> (Connector, Value) {
+    let connector = start(env, shell, TABLES, &[NO_LINGER]);
+    let route = recopied(env, &connector, &format!("public.{table}"), published);
+    caught_up(env, &connector, LONG);
+    (connector, route)
+}
+
+/// Since the captured bodies were cleared, request bodies went to `copied` and none to
+/// `untouched`.
+fn sent_only_to(env: &Env, findings: &mut Findings, copied: &str, untouched: &str) {
+    let untouched_bodies = bodies_for(env, untouched);
+    findings.expect(untouched_bodies == 0, || {
+        format!(
+            "the restart sent {untouched_bodies} request bodies to {untouched}, whose publication did not change"
+        )
+    });
+    findings.expect(bodies_for(env, copied) > 0, || {
+        format!("the restart sent no request body to {copied}")
+    });
+}
+
+/// The checks of a restart that copied `copied` again alone: the warning names `copied`
+/// (when `warned`: a start finishing an interrupted re-copy names it as one) and not
+/// `untouched`, a temporary slot was created and is gone, and `untouched`'s record is as it
+/// was, still recording `published` and no copy of its own.
+fn recopied_alone(
+    env: &Env,
+    findings: &mut Findings,
+    connector: &Connector,
+    copied: &str,
+    untouched: &str,
+    published: &str,
+    warned: bool,
+) {
     let log = connector.log_text();
-    findings.expect(!warned || warned_republished(&log, "public.users"), || {
-        "the restart does not warn that users' publication changed".to_owned()
-    });
-    findings.expect(!warned_republished(&log, "public.items"), || {
-        "the restart warns that items' publication changed, which it did not".to_owned()
-    });
+    findings.expect(
+        !warned || warned_republished(&log, &format!("public.{copied}")),
+        || format!("the restart does not warn that {copied}' publication changed"),
+    );
+    findings.expect(
+        !warned_republished(&log, &format!("public.{untouched}")),
+        || format!("the restart warns that {untouched}' publication changed, which it did not"),
+    );
     findings.expect(log.contains("created temporary replication slot"), || {
         "the restart did not copy under a temporary slot".to_owned()
     });
@@ -327,12 +232,12 @@ fn users_recopied_alone(env: &Env, findings: &mut Findings, connector: &Connecto
     findings.expect(left == env.slot_name(), || {
         format!("slots after the re-copy: {left} (the temporary one should be gone)")
     });
-    let items = route_record(env, "public.items").unwrap_or_default();
-    findings.expect(items["published"] == EVERYTHING, || {
-        format!("the items route should still record {EVERYTHING:?}: {items}")
+    let route = route_record(env, &format!("public.{untouched}")).unwrap_or_default();
+    findings.expect(route["published"] == published, || {
+        format!("the {untouched} route should still record {published:?}: {route}")
     });
-    findings.expect(items.get("phase").is_none(), || {
-        format!("the items route was copied again: {items}")
+    findings.expect(route.get("phase").is_none(), || {
+        format!("the {untouched} route was copied again: {route}")
     });
 }
 
@@ -342,27 +247,18 @@ fn a_changed_row_filter_streams_at_once_and_the_next_start_copies_the_table_agai
     let env = env_with_capture(
         "pubchg_filter",
         &setup(2_000, 300, "users WHERE (id % 3 <> 0), items"),
+        schema(),
     );
     let mut findings = Findings::default();
-    let mut connector = copied(&env, shell);
-    findings.check(feldera_equals(
+    let mut connector = copied(&env, shell, TABLES, &[NO_LINGER], LONG);
+    published_sets(
         &env,
-        "users",
-        "id",
-        "SELECT id, name FROM users WHERE id % 3 <> 0",
-        "after the first copy",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "items",
-        "sku",
+        &mut findings,
+        USERS_FIRST,
         ITEMS_WHOLE,
         "after the first copy",
-    ));
-    let users = route_record(&env, "public.users").unwrap_or_default();
-    findings.expect(users["published"] == FIRST_FILTER, || {
-        format!("the first copy's users route should record {FIRST_FILTER:?}: {users}")
-    });
+    );
+    first_copy_recorded(&env, &mut findings, "users", FIRST_FILTER);
 
     env.sql("ALTER PUBLICATION pub SET TABLE users WHERE (id % 2 = 0), items");
     // Inserts: 3000 and 3002 are in the new filter (3000 was not in the old one), 3001 and
@@ -380,7 +276,7 @@ fn a_changed_row_filter_streams_at_once_and_the_next_start_copies_the_table_agai
     env.sql("UPDATE users SET id = 5001 WHERE id = 4; UPDATE users SET id = 5002 WHERE id = 25");
     // items streams on.
     env.sql("UPDATE items SET qty = qty + 100 WHERE sku <= 10; DELETE FROM items WHERE sku = 300");
-    caught_up(&env, &connector);
+    caught_up(&env, &connector, LONG);
 
     let held = |id: i64| feldera_row(&env, "users", "id", id);
     let name = |id: i64| held(id).map(|r| r["name"].clone());
@@ -423,60 +319,46 @@ fn a_changed_row_filter_streams_at_once_and_the_next_start_copies_the_table_agai
         ITEMS_WHOLE,
         "after streaming",
     ));
-    stopped(&mut connector);
+    stopped(&mut connector, LONG);
 
     env.feldera.clear_captured_bodies();
     env.feldera.clear_requests();
-    let mut connector = start(&env, shell, &[]);
-    let users = recopied(&env, &connector, "public.users", SECOND_FILTER);
-    caught_up(&env, &connector);
+    let (mut connector, users) = copied_again(&env, shell, "users", SECOND_FILTER);
     findings.expect(users["consistent_point"].is_string(), || {
         format!("the re-copied users route has no consistent point: {users}")
     });
-    findings.check(feldera_equals(
+    published_sets(
         &env,
-        "users",
-        "id",
+        &mut findings,
         USERS_SECOND,
-        "after the re-copy",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "items",
-        "sku",
         ITEMS_WHOLE,
         "after the re-copy",
-    ));
-    let items_bodies = bodies_for(&env, "items");
-    findings.expect(items_bodies == 0, || {
-        format!("the restart sent {items_bodies} request bodies to items, whose publication did not change")
-    });
-    findings.expect(bodies_for(&env, "users") > 0, || {
-        "the restart sent no request body to users".to_owned()
-    });
-    users_recopied_alone(&env, &mut findings, &connector, true);
+    );
+    sent_only_to(&env, &mut findings, "users", "items");
+    recopied_alone(
+        &env,
+        &mut findings,
+        &connector,
+        "users",
+        "items",
+        EVERYTHING,
+        true,
+    );
 
     // Both stream on, users through the new filter.
     env.sql(
         "INSERT INTO users VALUES (6000, 'after'), (6001, 'after, odd');
          UPDATE items SET qty = 0 WHERE sku = 1",
     );
-    caught_up(&env, &connector);
-    findings.check(feldera_equals(
+    caught_up(&env, &connector, LONG);
+    published_sets(
         &env,
-        "users",
-        "id",
+        &mut findings,
         USERS_SECOND,
-        "streaming on",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "items",
-        "sku",
         ITEMS_WHOLE,
         "streaming on",
-    ));
-    stopped(&mut connector);
+    );
+    stopped(&mut connector, LONG);
     findings.finish(&connector);
 }
 
@@ -486,27 +368,18 @@ fn a_changed_column_list_copies_the_table_again_with_its_columns(shell: Shell) {
     let env = env_with_capture(
         "pubchg_columns",
         &setup(200, 500, "items (sku, qty), users"),
+        schema(),
     );
     let mut findings = Findings::default();
-    let mut connector = copied(&env, shell);
-    findings.check(feldera_equals(
+    let mut connector = copied(&env, shell, TABLES, &[NO_LINGER], LONG);
+    published_sets(
         &env,
-        "items",
-        "sku",
+        &mut findings,
+        USERS_WHOLE,
         ITEMS_WITHOUT_BLOB,
         "after the first copy",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "users",
-        "id",
-        USERS_WHOLE,
-        "after the first copy",
-    ));
-    let items = route_record(&env, "public.items").unwrap_or_default();
-    findings.expect(items["published"] == WITHOUT_BLOB, || {
-        format!("the first copy's items route should record {WITHOUT_BLOB:?}: {items}")
-    });
+    );
+    first_copy_recorded(&env, &mut findings, "items", WITHOUT_BLOB);
     findings.expect(env.feldera.bodies_containing(SECRET).is_empty(), || {
         "the first copy sent a value of blob, which the column list leaves out".to_owned()
     });
@@ -514,7 +387,7 @@ fn a_changed_column_list_copies_the_table_again_with_its_columns(shell: Shell) {
     // Widened while running: changes after it carry blob, rows Feldera holds keep NULL.
     env.sql("ALTER PUBLICATION pub SET TABLE items (sku, qty, blob), users");
     env.sql("UPDATE items SET qty = qty + 1000 WHERE sku <= 5");
-    caught_up(&env, &connector);
+    caught_up(&env, &connector, LONG);
     let streamed: Vec<Value> = (1..=5)
         .filter_map(|sku| feldera_row(&env, "items", "sku", sku))
         .filter(|r| r["blob"].as_str() != Some(&format!("{SECRET}{}", r["sku"])))
@@ -528,26 +401,17 @@ fn a_changed_column_list_copies_the_table_again_with_its_columns(shell: Shell) {
     findings.expect(untouched["blob"].is_null(), || {
         format!("a row no change touched is not revisited, its blob stays NULL: {untouched}")
     });
-    stopped(&mut connector);
+    stopped(&mut connector, LONG);
 
     env.feldera.clear_captured_bodies();
-    let mut connector = start(&env, shell, &[]);
-    recopied(&env, &connector, "public.items", EVERYTHING);
-    caught_up(&env, &connector);
-    findings.check(feldera_equals(
+    let (mut connector, _) = copied_again(&env, shell, "items", EVERYTHING);
+    published_sets(
         &env,
-        "items",
-        "sku",
+        &mut findings,
+        USERS_WHOLE,
         ITEMS_WHOLE,
         "after the widening re-copy",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "users",
-        "id",
-        USERS_WHOLE,
-        "after the widening re-copy",
-    ));
+    );
     let log = connector.log_text();
     findings.expect(warned_republished(&log, "public.items"), || {
         "the restart after widening does not warn that items' publication changed".to_owned()
@@ -559,7 +423,7 @@ fn a_changed_column_list_copies_the_table_again_with_its_columns(shell: Shell) {
     // Narrowed back while running: changes after it carry no blob.
     env.sql("ALTER PUBLICATION pub SET TABLE items (sku, qty), users");
     env.sql("UPDATE items SET qty = qty + 2000 WHERE sku BETWEEN 6 AND 10");
-    caught_up(&env, &connector);
+    caught_up(&env, &connector, LONG);
     let streamed: Vec<Value> = (6..=10)
         .filter_map(|sku| feldera_row(&env, "items", "sku", sku))
         .filter(|r| !r["blob"].is_null() || r["qty"].as_i64() < Some(2000))
@@ -570,26 +434,17 @@ fn a_changed_column_list_copies_the_table_again_with_its_columns(shell: Shell) {
              Feldera holds {streamed:?}"
         )
     });
-    stopped(&mut connector);
+    stopped(&mut connector, LONG);
 
     env.feldera.clear_captured_bodies();
-    let mut connector = start(&env, shell, &[]);
-    recopied(&env, &connector, "public.items", WITHOUT_BLOB);
-    caught_up(&env, &connector);
-    findings.check(feldera_equals(
+    let (mut connector, _) = copied_again(&env, shell, "items", WITHOUT_BLOB);
+    published_sets(
         &env,
-        "items",
-        "sku",
+        &mut findings,
+        USERS_WHOLE,
         ITEMS_WITHOUT_BLOB,
         "after the narrowing re-copy",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "users",
-        "id",
-        USERS_WHOLE,
-        "after the narrowing re-copy",
-    ));
+    );
     let log = connector.log_text();
     findings.expect(warned_republished(&log, "public.items"), || {
         "the restart after narrowing does not warn that items' publication changed".to_owned()
@@ -604,7 +459,7 @@ fn a_changed_column_list_copies_the_table_again_with_its_columns(shell: Shell) {
     findings.expect(leaked == 0, || {
         format!("{leaked} request bodies of the narrowing restart hold a value of blob")
     });
-    stopped(&mut connector);
+    stopped(&mut connector, LONG);
     findings.finish(&connector);
 }
 
@@ -613,9 +468,10 @@ fn a_crash_in_the_recopy_after_a_filter_change_is_copied_again(shell: Shell) {
     let env = env_with_capture(
         "pubchg_crash",
         &setup(20_000, 300, "users WHERE (id % 3 <> 0), items"),
+        schema(),
     );
-    let mut connector = copied(&env, shell);
-    stopped(&mut connector);
+    let mut connector = copied(&env, shell, TABLES, &[NO_LINGER], LONG);
+    stopped(&mut connector, LONG);
     env.sql("ALTER PUBLICATION pub SET TABLE users WHERE (id % 2 = 0), items");
     // While down: users changes the re-copy holds (the stream must skip them), and items
     // changes only the stream carries.
@@ -629,7 +485,9 @@ fn a_crash_in_the_recopy_after_a_filter_change_is_copied_again(shell: Shell) {
     let mut crashing = start(
         &env,
         shell,
+        TABLES,
         &[
+            NO_LINGER,
             ("BATCH_MAX_ROWS", "1000"),
             ("CRASH_AT", "snapshot_mid_copy"),
             ("CRASH_AFTER_BATCHES", "3"),
@@ -682,29 +540,28 @@ fn a_crash_in_the_recopy_after_a_filter_change_is_copied_again(shell: Shell) {
     );
 
     env.feldera.clear_requests();
-    let mut connector = start(&env, shell, &[]);
-    recopied(&env, &connector, "public.users", SECOND_FILTER);
-    caught_up(&env, &connector);
-    findings.check(feldera_equals(
+    let (mut connector, _) = copied_again(&env, shell, "users", SECOND_FILTER);
+    published_sets(
         &env,
-        "users",
-        "id",
+        &mut findings,
         USERS_SECOND,
-        "after the crash and the restart",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "items",
-        "sku",
         ITEMS_WHOLE,
         "after the crash and the restart",
-    ));
+    );
     let items = ingress_rows(&env, "items");
     findings.expect(items == 3, || {
         format!("items should get only the 3 changes made while down, got {items} rows")
     });
-    users_recopied_alone(&env, &mut findings, &connector, false);
-    stopped(&mut connector);
+    recopied_alone(
+        &env,
+        &mut findings,
+        &connector,
+        "users",
+        "items",
+        EVERYTHING,
+        false,
+    );
+    stopped(&mut connector, LONG);
     findings.finish(&connector);
 }
 
@@ -720,31 +577,19 @@ fn a_changed_filter_of_the_second_route_copies_it_under_its_own_filter(shell: Sh
             400,
             "users WHERE (id % 3 <> 0), items WHERE (sku % 2 = 0)",
         ),
+        schema(),
     );
     let mut findings = Findings::default();
-    let mut connector = copied(&env, shell);
-    findings.check(feldera_equals(
+    let mut connector = copied(&env, shell, TABLES, &[NO_LINGER], LONG);
+    published_sets(
         &env,
-        "users",
-        "id",
+        &mut findings,
         USERS_FIRST,
-        "after the first copy",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "items",
-        "sku",
         ITEMS_EVEN,
         "after the first copy",
-    ));
-    let users = route_record(&env, "public.users").unwrap_or_default();
-    findings.expect(users["published"] == FIRST_FILTER, || {
-        format!("the first copy's users route should record {FIRST_FILTER:?}: {users}")
-    });
-    let items = route_record(&env, "public.items").unwrap_or_default();
-    findings.expect(items["published"] == ITEMS_FIRST_FILTER, || {
-        format!("the first copy's items route should record {ITEMS_FIRST_FILTER:?}: {items}")
-    });
+    );
+    first_copy_recorded(&env, &mut findings, "users", FIRST_FILTER);
+    first_copy_recorded(&env, &mut findings, "items", ITEMS_FIRST_FILTER);
 
     // Only items' filter changes; users' is given again as it was.
     env.sql("ALTER PUBLICATION pub SET TABLE users WHERE (id % 3 <> 0), items WHERE (sku % 5 = 0)");
@@ -754,7 +599,7 @@ fn a_changed_filter_of_the_second_route_copies_it_under_its_own_filter(shell: Sh
         "INSERT INTO items VALUES (405, 1, 'new, fifth'), (406, 2, 'new, even');
          INSERT INTO users VALUES (999, 'new, third'), (1000, 'new, published')",
     );
-    caught_up(&env, &connector);
+    caught_up(&env, &connector, LONG);
     let item = |sku: i64| feldera_row(&env, "items", "sku", sku);
     let user = |id: i64| feldera_row(&env, "users", "id", id);
     findings.expect(item(405).is_some_and(|r| r["blob"] == "new, fifth"), || {
@@ -769,54 +614,29 @@ fn a_changed_filter_of_the_second_route_copies_it_under_its_own_filter(shell: Sh
     findings.expect(user(1000).is_some(), || {
         "the stream after the ALTER: users 1000 should arrive".to_owned()
     });
-    stopped(&mut connector);
+    stopped(&mut connector, LONG);
 
     env.feldera.clear_captured_bodies();
-    let mut connector = start(&env, shell, &[]);
-    let items = recopied(&env, &connector, "public.items", ITEMS_SECOND_FILTER);
-    caught_up(&env, &connector);
+    let (mut connector, items) = copied_again(&env, shell, "items", ITEMS_SECOND_FILTER);
     findings.expect(items["consistent_point"].is_string(), || {
         format!("the re-copied items route has no consistent point: {items}")
     });
-    findings.check(feldera_equals(
+    published_sets(
         &env,
-        "items",
-        "sku",
+        &mut findings,
+        USERS_FIRST,
         ITEMS_FIFTHS,
         "after the re-copy",
-    ));
-    findings.check(feldera_equals(
+    );
+    sent_only_to(&env, &mut findings, "items", "users");
+    recopied_alone(
         &env,
+        &mut findings,
+        &connector,
+        "items",
         "users",
-        "id",
-        USERS_FIRST,
-        "after the re-copy",
-    ));
-    let users_bodies = bodies_for(&env, "users");
-    findings.expect(users_bodies == 0, || {
-        format!("the restart sent {users_bodies} request bodies to users, whose publication did not change")
-    });
-    findings.expect(bodies_for(&env, "items") > 0, || {
-        "the restart sent no request body to items".to_owned()
-    });
-    let log = connector.log_text();
-    findings.expect(warned_republished(&log, "public.items"), || {
-        "the restart does not warn that items' publication changed".to_owned()
-    });
-    findings.expect(!warned_republished(&log, "public.users"), || {
-        "the restart warns that users' publication changed, which it did not".to_owned()
-    });
-    findings.expect(log.contains("created temporary replication slot"), || {
-        "the restart did not copy under a temporary slot".to_owned()
-    });
-    let left = slots(&env);
-    findings.expect(left == env.slot_name(), || {
-        format!("slots after the re-copy: {left} (the temporary one should be gone)")
-    });
-    let users = route_record(&env, "public.users").unwrap_or_default();
-    findings.expect(
-        users["published"] == FIRST_FILTER && users.get("phase").is_none(),
-        || format!("the users route should be untouched, recording {FIRST_FILTER:?}: {users}"),
+        FIRST_FILTER,
+        true,
     );
 
     // Both stream on, items through its new filter.
@@ -825,22 +645,15 @@ fn a_changed_filter_of_the_second_route_copies_it_under_its_own_filter(shell: Sh
          UPDATE items SET qty = 0 WHERE sku IN (10, 12);
          UPDATE users SET name = 'after' WHERE id IN (1, 3)",
     );
-    caught_up(&env, &connector);
-    findings.check(feldera_equals(
+    caught_up(&env, &connector, LONG);
+    published_sets(
         &env,
-        "items",
-        "sku",
+        &mut findings,
+        USERS_FIRST,
         ITEMS_FIFTHS,
         "streaming on",
-    ));
-    findings.check(feldera_equals(
-        &env,
-        "users",
-        "id",
-        USERS_FIRST,
-        "streaming on",
-    ));
-    stopped(&mut connector);
+    );
+    stopped(&mut connector, LONG);
     findings.finish(&connector);
 }
 
