@@ -532,6 +532,44 @@ impl Env {
             .sum()
     }
 
+    /// Rows of `table` the double accepted (200) since its log was last cleared.
+    pub fn ingress_rows_of(&self, table: &str) -> u64 {
+        self.feldera
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.endpoint == "ingress" && r.status == 200 && r.table.as_deref() == Some(table)
+            })
+            .map(|r| r.rows.unwrap_or(0))
+            .sum()
+    }
+
+    /// Replication slots of this environment's database, by name, comma-separated.
+    pub fn slots(&self) -> String {
+        self.sql(&format!(
+            "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE database = '{}'",
+            self.db
+        ))
+    }
+
+    /// Sends `rows` to the double's `table` as inserts, as another writer of the pipeline
+    /// would (ghosts and stale rows a copy must repair).
+    pub fn ingest(&self, table: &str, rows: &[Value]) {
+        let body: String = rows
+            .iter()
+            .map(|row| format!("{}\n", serde_json::json!({ "insert": row })))
+            .collect();
+        let url = format!(
+            "{}/v0/pipelines/{}/ingress/{table}?format=json&update_format=insert_delete",
+            self.feldera.base_url(),
+            self.feldera.pipeline_name()
+        );
+        let response = ureq::post(&url)
+            .send(body.as_bytes())
+            .expect("ingest into the double");
+        assert_eq!(response.status().as_u16(), 200);
+    }
+
     /// `a >= b` for two LSNs in PostgreSQL's text form, compared by PostgreSQL.
     pub fn lsn_at_least(&self, a: &str, b: &str) -> bool {
         self.sql(&format!("SELECT '{a}'::pg_lsn >= '{b}'::pg_lsn")) == "t"

@@ -88,24 +88,6 @@ fn both_equal(env: &Env, connector: &Connector) {
     env.assert_rows_equal("items", "items", "id");
 }
 
-/// Rows of `table` the double accepted since its log was last cleared.
-fn ingress_rows(env: &Env, table: &str) -> u64 {
-    env.feldera
-        .requests()
-        .iter()
-        .filter(|r| r.endpoint == "ingress" && r.status == 200 && r.table.as_deref() == Some(table))
-        .map(|r| r.rows.unwrap_or(0))
-        .sum()
-}
-
-/// Replication slots of this environment's database, by name.
-fn slots(env: &Env) -> String {
-    env.sql(&format!(
-        "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE database = '{}'",
-        env.db
-    ))
-}
-
 fn stopped(connector: &mut Connector) {
     assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
 }
@@ -131,19 +113,19 @@ fn an_added_table_is_copied_alone(shell: Shell) {
     assert!(route["consistent_point"].is_string(), "{route}");
     both_equal(&env, &connector);
     assert_eq!(
-        ingress_rows(&env, "users"),
+        env.ingress_rows_of("users"),
         5,
         "only the changes made while down"
     );
     assert_eq!(
-        ingress_rows(&env, "items"),
+        env.ingress_rows_of("items"),
         3_000,
         "the copy alone: 2,999 + id 5000"
     );
     let log = connector.log_text();
     assert!(log.contains("created temporary replication slot"), "{log}");
     assert!(!log.contains("ERROR"), "{log}");
-    assert_eq!(slots(&env), env.slot_name(), "the temporary slot is gone");
+    assert_eq!(env.slots(), env.slot_name(), "the temporary slot is gone");
     // The users route is still covered by the first copy, items by its own; `status`
     // says so.
     let state = env.state().unwrap();
@@ -195,7 +177,7 @@ fn an_added_table_is_copied_while_a_writer_writes_both(shell: Shell) {
     let written = writer.stop();
     both_equal(&env, &connector);
     assert!(written >= 190, "{written} transactions");
-    assert_eq!(slots(&env), env.slot_name(), "the temporary slot is gone");
+    assert_eq!(env.slots(), env.slot_name(), "the temporary slot is gone");
     stopped(&mut connector);
 }
 
@@ -226,7 +208,7 @@ fn a_removed_table_goes_stale_and_added_again_is_copied_again(shell: Shell) {
     assert!(connector.is_running(), "{}", connector.log_text());
     env.assert_rows_equal("users", "users", "id");
     assert_eq!(
-        ingress_rows(&env, "items"),
+        env.ingress_rows_of("items"),
         0,
         "nothing of a removed route is sent"
     );
@@ -286,11 +268,11 @@ fn an_interrupted_added_copy_is_done_again(shell: Shell) {
     items_copied(&env, &connector);
     both_equal(&env, &connector);
     assert_eq!(
-        ingress_rows(&env, "users"),
+        env.ingress_rows_of("users"),
         1,
         "only the change made while down"
     );
-    assert_eq!(slots(&env), env.slot_name(), "no temporary slot is left");
+    assert_eq!(env.slots(), env.slot_name(), "no temporary slot is left");
     stopped(&mut connector);
 }
 

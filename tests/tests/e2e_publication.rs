@@ -124,22 +124,6 @@ fn nothing_secret_sent(env: &Env, what: &str) -> Result<(), String> {
     ))
 }
 
-/// Sends `rows` to the double's `table` as another writer of the pipeline would.
-fn ingest(env: &Env, table: &str, rows: &[Value]) {
-    let body: String = rows
-        .iter()
-        .map(|row| format!("{}\n", json!({ "insert": row })))
-        .collect();
-    let url = format!(
-        "{}/v0/pipelines/p/ingress/{table}?format=json&update_format=insert_delete",
-        env.feldera.base_url()
-    );
-    let response = ureq::post(&url)
-        .send(body.as_bytes())
-        .expect("ingest into the double");
-    assert_eq!(response.status().as_u16(), 200);
-}
-
 /// Whether Feldera's `table` holds `row` exactly.
 fn feldera_holds(env: &Env, table: &str, row: &Value) -> bool {
     env.feldera
@@ -197,9 +181,9 @@ fn copy_stream_and_recopy_send_only_what_is_published(shell: Shell) {
         json!({"id": 99, "name": "ghost", "region": "x"}),
         json!({"id": 999_999, "name": "ghost", "region": "x"}),
     ];
-    ingest(&env, "users", &ghosts);
+    env.ingest("users", &ghosts);
     let stale = json!({"sku": 1, "qty": 1, "price": "1.25", "blob": "stale"});
-    ingest(&env, "items", std::slice::from_ref(&stale));
+    env.ingest("items", std::slice::from_ref(&stale));
     let pushed = || {
         ghosts.iter().all(|g| feldera_holds(&env, "users", g))
             && feldera_holds(&env, "items", &stale)

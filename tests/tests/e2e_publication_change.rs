@@ -144,24 +144,6 @@ fn bodies_for(env: &Env, table: &str) -> usize {
         .count()
 }
 
-/// Rows of `table` the double accepted since its log was last cleared.
-fn ingress_rows(env: &Env, table: &str) -> u64 {
-    env.feldera
-        .requests()
-        .iter()
-        .filter(|r| r.endpoint == "ingress" && r.status == 200 && r.table.as_deref() == Some(table))
-        .map(|r| r.rows.unwrap_or(0))
-        .sum()
-}
-
-/// Replication slots of this environment's database, by name.
-fn slots(env: &Env) -> String {
-    env.sql(&format!(
-        "SELECT string_agg(slot_name, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE database = '{}'",
-        env.db
-    ))
-}
-
 /// The start's log warns that `source`'s publication changed since its copy.
 fn warned_republished(log: &str, source: &str) -> bool {
     log.lines().any(|line| {
@@ -228,7 +210,7 @@ fn recopied_alone(
     findings.expect(log.contains("created temporary replication slot"), || {
         "the restart did not copy under a temporary slot".to_owned()
     });
-    let left = slots(env);
+    let left = env.slots();
     findings.expect(left == env.slot_name(), || {
         format!("slots after the re-copy: {left} (the temporary one should be gone)")
     });
@@ -548,7 +530,7 @@ fn a_crash_in_the_recopy_after_a_filter_change_is_copied_again(shell: Shell) {
         ITEMS_WHOLE,
         "after the crash and the restart",
     );
-    let items = ingress_rows(&env, "items");
+    let items = env.ingress_rows_of("items");
     findings.expect(items == 3, || {
         format!("items should get only the 3 changes made while down, got {items} rows")
     });

@@ -686,22 +686,6 @@ mod inconsistent_mode_loses_exactly_what_commits_between_copy_and_slot {
 
 // ---- a fresh start against a Feldera table that already holds rows ----
 
-/// Sends rows to the double as an ingress request, as another writer of the pipeline would.
-fn ingest(env: &Env, table: &str, lines: &[Value]) {
-    let body: String = lines
-        .iter()
-        .map(|row| format!("{}\n", json!({ "insert": row })))
-        .collect();
-    let url = format!(
-        "{}/v0/pipelines/p/ingress/{table}?format=json&update_format=insert_delete",
-        env.feldera.base_url()
-    );
-    let response = ureq::post(&url)
-        .send(body.as_bytes())
-        .expect("ingest into the double");
-    assert_eq!(response.status().as_u16(), 200);
-}
-
 fn fresh_start_against_a_non_empty_feldera(shell: Shell) {
     let env = Env::new("snap_nonempty", SETUP, schema());
     fill(&env, 500, 50);
@@ -710,8 +694,8 @@ fn fresh_start_against_a_non_empty_feldera(shell: Shell) {
         .map(|id| json!({"id": id, "name": "ghost"}))
         .chain([json!({"id": 7, "name": "stale"})])
         .collect();
-    ingest(&env, "users", &ghosts);
-    ingest(&env, "items", &[json!({"sku": "ghost", "qty": 1})]);
+    env.ingest("users", &ghosts);
+    env.ingest("items", &[json!({"sku": "ghost", "qty": 1})]);
     assert!(
         wait_for(LONG, || (env.feldera_count("users") == 31).then_some(())).is_some(),
         "the double did not process the seeded rows"
