@@ -5,13 +5,15 @@
 //! the last [`SAMPLES`] batches, from the 200 of their ingress to the middle between the
 //! last answer that said `inprogress` and the one that said `complete` ([`estimate_us`]:
 //! taking the later answer alone would feed back, each late sighting moving the next
-//! questions later). Nothing learned yet, the first question goes out at once and the next
-//! ones 2 ms apart, doubling up to 200 ms. Once latencies are known, the first question
-//! waits half the median (a fast Feldera is asked within its own latency, a slow one is not
-//! asked while it cannot be done), the next three a quarter of the median apart, and then
-//! the gaps double up to a cap that grows with the median (200 ms to 1 s): a Feldera that
-//! suddenly slows down is asked less and less often, never hot. Every bound is fixed, so no
-//! history can make the pipeline wait past a completion by more than one gap.
+//! questions later). The first question always goes out as soon as the ingress answered:
+//! a Feldera that completes within the request's round trip is seen at once, whatever it
+//! did before. Nothing learned yet, the next questions go 2 ms apart, doubling up to
+//! 200 ms. Once latencies are known, the second question waits half the median (a slow
+//! Feldera is not asked while it cannot be done), the next three a quarter of the median
+//! apart, and then the gaps double up to a cap that grows with the median (200 ms to 1 s):
+//! a Feldera that suddenly slows down is asked less and less often, never hot. Every bound
+//! is fixed, so no history can make the pipeline wait past a completion by more than one
+//! gap.
 //!
 //! A wait longer than `SLOW_AFTER_US` is logged once; one longer than the configured
 //! timeout ends the session without acknowledging (the batch will be replayed).
@@ -102,16 +104,11 @@ impl PollPacer {
         Some(known[self.len / 2])
     }
 
-    /// How long after acceptance the first question goes out.
-    pub fn first_poll_us(&self) -> u64 {
-        self.median_us()
-            .map_or(0, |median| (median / 2).min(SLOW_MAX_POLL_US))
-    }
-
-    /// The gaps of a new round of questions.
+    /// The gaps of a new round of questions, whose first question goes out at once.
     pub fn round(&self) -> PollRound {
         match self.median_us() {
             None => PollRound {
+                lead_us: None,
                 gap_us: FIRST_POLL_US,
                 cap_us: MAX_POLL_US,
                 steady: 0,
@@ -119,6 +116,7 @@ impl PollPacer {
             Some(median) => {
                 let quarter = median / 4;
                 PollRound {
+                    lead_us: Some((median / 2).clamp(MIN_POLL_US, SLOW_MAX_POLL_US)),
                     gap_us: quarter.clamp(MIN_POLL_US, SLOW_MAX_POLL_US),
                     cap_us: quarter.clamp(MAX_POLL_US, SLOW_MAX_POLL_US),
                     steady: STEADY_GAPS,
@@ -142,6 +140,9 @@ pub fn estimate_us(accepted: Mono, in_progress: Option<Mono>, complete: Mono) ->
 /// steady ones, each answer "in progress" doubles the next gap, up to the cap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PollRound {
+    /// The gap after the immediate first question, once a latency is learned (half the
+    /// median); the steady gaps follow it.
+    lead_us: Option<u64>,
     gap_us: u64,
     cap_us: u64,
     /// Gaps left before they start doubling.
@@ -157,6 +158,9 @@ impl Default for PollRound {
 impl PollRound {
     /// The gap before the next question; the one after it is twice as long (up to the cap).
     pub fn next_gap_us(&mut self) -> u64 {
+        if let Some(lead) = self.lead_us.take() {
+            return lead;
+        }
         let gap = self.gap_us;
         if self.steady > 1 {
             self.steady -= 1;
@@ -172,9 +176,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn without_history_the_first_poll_is_at_once_and_gaps_grow_from_2_ms_to_200_ms() {
+    fn without_history_the_gaps_after_the_first_question_grow_from_2_ms_to_200_ms() {
         let pacer = PollPacer::default();
-        assert_eq!(pacer.first_poll_us(), 0);
         let mut round = pacer.round();
         let gaps: Vec<u64> = (0..10).map(|_| round.next_gap_us() / 1000).collect();
         assert_eq!(gaps, [2, 4, 8, 16, 32, 64, 128, 200, 200, 200]);
@@ -195,39 +198,39 @@ mod tests {
     }
 
     #[test]
-    fn a_learned_latency_sets_the_first_wait_and_the_gaps() {
+    fn a_learned_latency_sets_the_second_question_and_the_gaps() {
         let mut pacer = PollPacer::default();
         for _ in 0..4 {
             pacer.observe(40_000);
         }
-        assert_eq!(pacer.first_poll_us(), 20_000);
         let mut round = pacer.round();
-        let gaps: Vec<u64> = (0..8).map(|_| round.next_gap_us() / 1000).collect();
-        assert_eq!(gaps, [10, 10, 10, 20, 40, 80, 160, 200]);
+        let gaps: Vec<u64> = (0..9).map(|_| round.next_gap_us() / 1000).collect();
+        assert_eq!(gaps, [20, 10, 10, 10, 20, 40, 80, 160, 200]);
     }
 
     #[test]
     fn every_wait_and_gap_stays_within_its_bounds() {
         let mut fast = PollPacer::default();
         fast.observe(100);
-        assert_eq!(fast.first_poll_us(), 50);
-        assert_eq!(fast.round().next_gap_us(), MIN_POLL_US);
+        let mut round = fast.round();
+        assert_eq!(round.next_gap_us(), MIN_POLL_US);
+        assert_eq!(round.next_gap_us(), MIN_POLL_US);
         let mut slow = PollPacer::default();
         slow.observe(3_600_000_000);
-        assert_eq!(slow.first_poll_us(), SLOW_MAX_POLL_US);
         let mut round = slow.round();
-        assert_eq!(round.next_gap_us(), SLOW_MAX_POLL_US);
-        assert_eq!(round.next_gap_us(), SLOW_MAX_POLL_US);
+        for _ in 0..3 {
+            assert_eq!(round.next_gap_us(), SLOW_MAX_POLL_US);
+        }
     }
 
     /// Feldera completes every batch `latency_us` after acceptance; the pacer polls each
-    /// batch as the sink does (first wait, then the round's gaps) and learns from what it
+    /// batch as the sink does (at once, then the round's gaps) and learns from what it
     /// sees. Returns the most polls and the latest sighting of the last ten batches.
     fn steady(latency_us: u64, batches: usize) -> (u32, u64) {
         let mut pacer = PollPacer::default();
         let mut worst = (0, 0);
         for batch in 0..batches {
-            let mut at = pacer.first_poll_us();
+            let mut at = 0;
             let mut round = pacer.round();
             let (mut polls, mut in_progress) = (1, None);
             while at < latency_us {
@@ -258,7 +261,7 @@ mod tests {
     fn a_fast_feldera_is_asked_a_few_times_and_seen_within_a_quarter_of_its_latency() {
         for latency_us in [4_000, 20_000] {
             let (polls, late_us) = steady(latency_us, 60);
-            assert!(polls <= 4, "{latency_us}: {polls} polls");
+            assert!(polls <= 5, "{latency_us}: {polls} polls");
             assert!(
                 late_us <= latency_us / 4,
                 "{latency_us}: seen {late_us} us late"
@@ -277,8 +280,22 @@ mod tests {
         let (first_polls, _) = steady(2_000_000, 1);
         assert!(first_polls >= 15, "{first_polls}");
         let (polls, late_us) = steady(2_000_000, 60);
-        assert!(polls <= 4, "{polls} polls once the latency is known");
+        assert!(polls <= 5, "{polls} polls once the latency is known");
         assert!(late_us <= 500_000, "seen {late_us} us late");
+    }
+
+    #[test]
+    fn a_feldera_done_within_the_round_trip_is_seen_by_the_first_question_whatever_it_did_before() {
+        // A Feldera that completes every batch by the time its ingress answers.
+        let (polls, late_us) = steady(0, 60);
+        assert_eq!((polls, late_us), (1, 0));
+        // After a slow spell, a fast batch is still seen by the first question.
+        let mut pacer = PollPacer::default();
+        for _ in 0..SAMPLES {
+            pacer.observe(2_000_000);
+        }
+        let mut round = pacer.round();
+        assert_eq!(round.next_gap_us(), 1_000_000, "the second question waits");
     }
 
     #[test]

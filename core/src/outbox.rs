@@ -29,6 +29,9 @@ pub enum CutReason {
     Linger,
     /// Linger 0: every commit is its own batch.
     Commit,
+    /// Nothing was in flight when a source commit ended what arrived: the batch goes at once
+    /// (the linger only coalesces what arrives while earlier batches are in flight).
+    Idle,
     /// A graceful stop (or another caller need) flushes whatever is there.
     Drain,
 }
@@ -40,6 +43,7 @@ impl CutReason {
             CutReason::Bytes => "bytes",
             CutReason::Linger => "linger",
             CutReason::Commit => "commit",
+            CutReason::Idle => "idle",
             CutReason::Drain => "drain",
         }
     }

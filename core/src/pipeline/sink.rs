@@ -354,9 +354,7 @@ impl Sink {
                     // Newer tokens arrived after the round began: a new round for them.
                     _ => {
                         self.lanes[lane].round = self.pacer.round();
-                        let at = self.accepted_at(lane, oldest).unwrap_or(now);
-                        let due = at.plus_us(self.pacer.first_poll_us()).max(now);
-                        self.schedule(queue, link, now, lane, due);
+                        self.schedule(queue, link, now, lane, now);
                     }
                 }
             }
@@ -547,8 +545,8 @@ impl Sink {
         self.take_ready()
     }
 
-    /// Batch `seq` was accepted: wait for its completion. Its lanes ask as the pacer says
-    /// (at once while nothing is learned).
+    /// Batch `seq` was accepted: wait for its completion. Its lanes ask at once, then as
+    /// the pacer says.
     pub(crate) fn await_completion(
         &mut self,
         queue: &mut Queue,
@@ -563,11 +561,10 @@ impl Sink {
         batch.wait = Some(CompletionWait::new(now, timeout_ms));
         let mut lanes: Vec<usize> = batch.parts.iter().map(|p| p.lane).collect();
         lanes.dedup();
-        let due = now.plus_us(self.pacer.first_poll_us());
         for lane in lanes {
             if self.lanes[lane].poll == Poll::Idle {
                 self.lanes[lane].round = self.pacer.round();
-                self.schedule(queue, link, now, lane, due);
+                self.schedule(queue, link, now, lane, now);
             }
         }
     }

@@ -345,9 +345,25 @@ impl Streaming {
 
     /// Whether (and why) the outbox should be cut now.
     pub(super) fn due(&self, cx: &Cx<'_>) -> Option<CutReason> {
-        self.outbox.due(cx.now(), self.cut_at_commit).or_else(|| {
-            (self.cut_at_commit && !self.outbox.is_empty()).then_some(CutReason::Commit)
-        })
+        self.outbox
+            .due(cx.now(), self.cut_at_commit)
+            .or_else(|| {
+                (self.cut_at_commit && !self.outbox.is_empty()).then_some(CutReason::Commit)
+            })
+            .or_else(|| self.idle_pipe().then_some(CutReason::Idle))
+    }
+
+    /// The send rule for a quiet pipe (docs/pipelining.md, "When a batch is sent"): nothing
+    /// is in flight, what is buffered ends at a source commit and no further event of the
+    /// stream is already here, so waiting for the linger could only add latency. While
+    /// batches are in flight the linger coalesces as before; while the backlog holds more
+    /// events (catching up) the batch grows until what arrived is read.
+    fn idle_pipe(&self) -> bool {
+        !self.outbox.is_empty()
+            && !self.in_source_tx
+            && self.backlog.is_empty()
+            && !self.held
+            && self.quiet()
     }
 
     /// Handles backlogged stream events until the backlog is empty or must wait.
@@ -365,7 +381,7 @@ impl Streaming {
                     self.paused = false;
                     self.repl.resume_read(cx.queue);
                 }
-                return Ok(());
+                return self.maybe_flush(cx);
             };
             self.on_stream_event(cx, event)?;
         }

@@ -39,12 +39,20 @@ fn received_position_is_wal_start_never_wal_end() {
 #[test]
 fn commit_with_rows_still_buffered_is_not_acknowledged() {
     let mut s = streaming(&[("BATCH_LINGER_MS", "5000")]);
+    // tx 699 goes out at once (nothing in flight) and stays unanswered, so tx 700's row
+    // lingers behind it.
+    insert_tx(&mut s, 699, 0x2000, &["0"]);
     insert_tx(&mut s, 700, 0x2100, &["1"]);
     s.keepalive(Lsn(0x2100), true);
     assert_eq!(s.confirmed, START);
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("#1 cut (idle)") && !trace.contains("#2 cut"),
+        "{trace}"
+    );
     rule!(
-        "A commit whose rows are still buffered is not acknowledged, even when a keepalive asks for a reply: the reply carries the old flush position.",
-        s.take_trace()
+        "A commit whose rows are still buffered (lingering behind a batch in flight) is not acknowledged, even when a keepalive asks for a reply: the reply carries the old flush position.",
+        trace
     );
 }
 
@@ -52,17 +60,19 @@ fn commit_with_rows_still_buffered_is_not_acknowledged() {
 fn transaction_split_over_three_batches_is_acknowledged_only_after_the_last() {
     let mut s = streaming(&[("BATCH_MAX_ROWS", "2"), ("BATCH_LINGER_MS", "50")]);
     insert_tx(&mut s, 700, 0x2100, &["1", "2", "3", "4", "5"]);
-    s.settle();
-    assert_eq!(
-        s.confirmed, START,
-        "two batches durable; the commit's last row still lingers"
-    );
-    s.advance(50);
+    assert_eq!(s.confirmed, START);
     s.settle();
     assert_eq!(s.confirmed, Lsn(0x2100));
+    let trace = s.take_trace();
+    // The last row lingers behind the two batches in flight and goes once they are
+    // durable; the commit waits for it.
+    let third = trace.find("#3 durable").expect("a third batch");
+    let acked = trace.find("flush=0/2100").expect("the commit acknowledged");
+    assert!(third < acked, "{trace}");
+    assert!(trace.contains("#3 cut (idle)"), "{trace}");
     rule!(
-        "A transaction larger than BATCH_MAX_ROWS goes out in three batches; its commit is acknowledged only when the last of them is durable.",
-        s.take_trace()
+        "A transaction larger than BATCH_MAX_ROWS goes out in three batches (the last once the first two are durable and nothing else is in flight); its commit is acknowledged only when the last of them is durable.",
+        trace
     );
 }
 

@@ -12,11 +12,15 @@ fn linger_deadline_counts_from_the_oldest_event_under_a_trickle() {
         insert_tx(&mut s, 700 + i as u32, *end, &[&(i + 1).to_string()]);
         s.advance(15);
     }
-    // The first event arrived at +0.000s: the batch goes at +0.050s although events kept
-    // arriving every 15 ms.
+    // The first commit finds nothing in flight and goes at once; its request stays
+    // unanswered, so the next ones linger. The oldest of them arrived at +0.015s: the
+    // batch goes at +0.065s although events kept arriving every 15 ms.
+    let trace = s.take_trace();
+    assert!(trace.contains("#1 cut (idle)"), "{trace}");
+    assert!(trace.contains("#2 cut (linger): 4 rows"), "{trace}");
     rule!(
-        "The linger deadline counts from the oldest buffered event: under a trickle every 15 ms the batch still goes at +0.050s.",
-        s.take_trace()
+        "With a batch in flight, the linger deadline counts from the oldest buffered event: under a trickle every 15 ms the batch behind the first (sent at once) still goes 50 ms after its oldest event.",
+        trace
     );
 }
 
@@ -61,7 +65,7 @@ fn row_and_byte_thresholds_split_batches() {
     s.settle();
     assert_eq!(s.confirmed, Lsn(0x2100));
     rule!(
-        "BATCH_MAX_ROWS and BATCH_MAX_BYTES each cut a batch as soon as they are reached; the rest goes at the linger deadline.",
+        "BATCH_MAX_ROWS and BATCH_MAX_BYTES each cut a batch as soon as they are reached; the rest lingers behind it and goes once it is durable and nothing else is in flight.",
         format!(
         "BATCH_MAX_ROWS=3:\n{rows}\nBATCH_MAX_BYTES=1024:\n{}",
         s.take_trace()

@@ -5,14 +5,18 @@ use crate::Lsn;
 #[test]
 fn graceful_stop_drains_reports_and_confirms_the_final_position() {
     let mut s = streaming(&[("BATCH_LINGER_MS", "5000")]);
+    // tx 699 goes out at once and stays unanswered; tx 700 lingers behind it.
+    insert_tx(&mut s, 699, 0x2000, &["0"]);
     insert_tx(&mut s, 700, 0x2100, &["1", "2"]);
     s.shutdown();
     s.settle();
     assert_eq!(s.exit().map(|e| e.0), Some(0));
     assert_eq!(s.confirmed, Lsn(0x2100));
+    let trace = s.take_trace();
+    assert!(trace.contains("#2 cut (drain): 2 rows"), "{trace}");
     rule!(
-        "A graceful stop stops reading, sends what is buffered, reports the final position and reads the slot on a second connection until it shows it; exit 0.",
-        s.take_trace()
+        "A graceful stop stops reading, awaits the batch in flight, sends what is buffered, reports the final position and reads the slot on a second connection until it shows it; exit 0.",
+        trace
     );
 }
 

@@ -96,17 +96,14 @@ fn inserts_after_a_truncate_in_the_same_transaction_survive_and_rows_before_it_a
 fn rows_of_an_earlier_commit_still_buffered_are_sent_before_a_truncate_and_both_commits_are_acknowledged(
 ) {
     let mut s = streaming(&[("BATCH_LINGER_MS", "5000")]);
+    // Both transactions arrive in one read: tx 700's row is still in the outbox (more of
+    // the stream is already there) when tx 701's TRUNCATE is read.
     s.wal(
-        "tx 700: INSERT 5 (committed, still lingering in the outbox)",
+        "tx 700: INSERT 5; tx 701: INSERT 6; TRUNCATE users",
         &[
             begin(0x2100, 700),
             insert(0x2008, 16384, &[Some("5"), Some("n"), None]),
             commit(0x20F8, 0x2100),
-        ],
-    );
-    s.wal(
-        "tx 701: INSERT 6; TRUNCATE users",
-        &[
             begin(0x2200, 701),
             insert(0x2108, 16384, &[Some("6"), Some("n"), None]),
             truncate(0x2110, &[16384]),
