@@ -94,6 +94,9 @@ pub struct Health {
     /// The source commit time of the oldest change read and not acknowledged (`None`:
     /// caught up): `slotline_replication_lag_seconds` (`lag::lag_seconds`).
     pub oldest_unacknowledged: Option<PgTime>,
+    /// From the source commit of a streamed batch's newest change to the batch durable:
+    /// `slotline_commit_to_durable_seconds` (clocks of two hosts: a skew shows here).
+    pub commit_to_durable: WaitHistogram,
 }
 
 impl Health {
@@ -119,8 +122,10 @@ impl Health {
     }
 }
 
-/// Upper bounds of the completion-wait buckets, in microseconds (5 ms to 2 min).
-pub const WAIT_BUCKETS_US: [u64; 14] = [
+/// Upper bounds of the wait buckets, in microseconds (1 ms to 2 min).
+pub const WAIT_BUCKETS_US: [u64; 16] = [
+    1_000,
+    2_500,
     5_000,
     10_000,
     25_000,

@@ -92,6 +92,52 @@ impl CommitAges {
     }
 }
 
+/// How fresh what Feldera receives is: the source commit time of each cut batch's newest
+/// change, kept until the batch is durable (`slotline_commit_to_durable_seconds`,
+/// docs/pipelining.md). One per session (a new session's batches are new); bounded like
+/// [`CommitAges`]: past `MAX_ENTRIES` batches the oldest is forgotten (not measured).
+#[derive(Debug, Default)]
+pub struct BatchCommitTimes {
+    /// The commit time of the transaction being read.
+    open: Option<PgTime>,
+    /// The commit time of the newest change buffered and not cut yet.
+    buffered: Option<PgTime>,
+    /// Batches cut and not durable: their newest change's commit time.
+    cut: VecDeque<(u64, PgTime)>,
+}
+
+impl BatchCommitTimes {
+    pub fn on_begin(&mut self, commit_time: PgTime) {
+        self.open = Some(commit_time);
+    }
+
+    /// A change of the open transaction was buffered.
+    pub fn on_buffered(&mut self) {
+        if self.open.is_some() {
+            self.buffered = self.open.max(self.buffered);
+        }
+    }
+
+    /// What was buffered is cut as batch `seq`.
+    pub fn on_cut(&mut self, seq: u64) {
+        let Some(time) = self.buffered.take() else {
+            return;
+        };
+        if self.cut.len() >= MAX_ENTRIES {
+            self.cut.pop_front();
+        }
+        self.cut.push_back((seq, time));
+    }
+
+    /// Batch `seq` is durable at `now`: microseconds since its newest change committed (0
+    /// when the clocks disagree), once per batch.
+    pub fn on_durable(&mut self, seq: u64, now: PgTime) -> Option<u64> {
+        let index = self.cut.iter().position(|(s, _)| *s == seq)?;
+        let (_, time) = self.cut.remove(index)?;
+        Some(now.0.saturating_sub(time.0).max(0) as u64)
+    }
+}
+
 /// Seconds from `commit_time` to `now` (0 when none, or when the clocks disagree).
 pub fn lag_seconds(oldest: Option<PgTime>, now: PgTime) -> f64 {
     oldest.map_or(0.0, |t| (now.0.saturating_sub(t.0)).max(0) as f64 / 1e6)
@@ -147,6 +193,34 @@ mod tests {
         assert_eq!(ages.commits.len(), 1);
         ages.clear();
         assert_eq!(ages.oldest(Lsn(0)), None);
+    }
+
+    #[test]
+    fn a_batch_is_as_old_as_its_newest_change_and_is_measured_once() {
+        let mut times = BatchCommitTimes::default();
+        times.on_begin(PgTime(1_000));
+        times.on_buffered();
+        times.on_begin(PgTime(3_000));
+        times.on_buffered();
+        times.on_cut(1);
+        // A transaction without buffered changes leaves batch 2 empty of times.
+        times.on_begin(PgTime(4_000));
+        times.on_cut(2);
+        times.on_buffered();
+        times.on_cut(3);
+        assert_eq!(times.on_durable(1, PgTime(10_000)), Some(7_000));
+        assert_eq!(times.on_durable(1, PgTime(11_000)), None, "once");
+        assert_eq!(times.on_durable(2, PgTime(10_000)), None);
+        assert_eq!(
+            times.on_durable(3, PgTime(2_000)),
+            Some(0),
+            "a clock behind the source's"
+        );
+        for seq in 0..(2 * MAX_ENTRIES as u64) {
+            times.on_buffered();
+            times.on_cut(seq);
+        }
+        assert_eq!(times.cut.len(), MAX_ENTRIES);
     }
 
     #[test]

@@ -137,7 +137,8 @@ pub struct Cli {
     /// Flush a batch at this many encoded bytes
     #[arg(long, global = true, env = "BATCH_MAX_BYTES", default_value = default_of("BATCH_MAX_BYTES"))]
     pub batch_max_bytes: Option<String>,
-    /// Longest wait from the oldest buffered event; 0 = one request per transaction
+    /// While batches are in flight, longest wait from the oldest buffered event (with
+    /// nothing in flight a commit goes at once); 0 = one request per transaction
     #[arg(long, global = true, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
     pub batch_linger_ms: Option<String>,
     /// Batches sent to Feldera and not yet durable at once (1 to 64)

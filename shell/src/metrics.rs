@@ -378,6 +378,16 @@ impl Collector for HealthMetrics {
                 MetricType::Histogram,
             )?
             .encode_histogram::<NoLabelSet>(wait.sum_us as f64 / 1e6, wait.count, &buckets, None)?;
+        let fresh = &health.commit_to_durable;
+        let buckets = fresh.cumulative();
+        encoder
+            .encode_descriptor(
+                "slotline_commit_to_durable_seconds",
+                "From the source commit of a streamed batch's newest change to the batch durable in Feldera (clocks of the PostgreSQL host and this one)",
+                None,
+                MetricType::Histogram,
+            )?
+            .encode_histogram::<NoLabelSet>(fresh.sum_us as f64 / 1e6, fresh.count, &buckets, None)?;
         let mut phases = encoder.encode_descriptor(
             "slotline_phase",
             "1 for the pipeline's current phase",
@@ -444,6 +454,7 @@ mod tests {
             pending_work: true,
             checkpoints: Default::default(),
             oldest_unacknowledged: None,
+            commit_to_durable: Default::default(),
         }
     }
 
@@ -519,6 +530,12 @@ mod tests {
                 last_saved: Some(slotline_core::time::Mono(0)),
             },
             oldest_unacknowledged: None,
+            commit_to_durable: {
+                let mut fresh = slotline_core::health::WaitHistogram::default();
+                fresh.observe(3_000);
+                fresh.observe(40_000);
+                fresh
+            },
         };
         let clock = Clock::start();
         // Committed at the source 2.5 s before now.
@@ -579,6 +596,22 @@ mod tests {
         assert!(
             text.contains("# TYPE slotline_completion_wait_seconds histogram"),
             "{text}"
+        );
+        assert_eq!(
+            sample("slotline_commit_to_durable_seconds_count", &text),
+            Some(2.0)
+        );
+        assert_eq!(
+            sample(
+                "slotline_commit_to_durable_seconds_bucket{le=\"0.005\"}",
+                &text
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample("slotline_commit_to_durable_seconds_sum", &text),
+            Some(0.043)
         );
         assert_eq!(sample("slotline_lag_bytes", &text), None, "not sampled yet");
     }

@@ -447,6 +447,10 @@ fn metrics_move_as_rows_flow(shell: Shell) {
         metric(&after, "slotline_completion_wait_seconds_count").unwrap() >= 1.0,
         "{after}"
     );
+    assert!(
+        metric(&after, "slotline_commit_to_durable_seconds_count").unwrap() >= 1.0,
+        "{after}"
+    );
     assert_eq!(
         metric(&after, "slotline_batches_in_flight"),
         Some(0.0),

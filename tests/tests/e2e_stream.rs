@@ -129,3 +129,55 @@ fn a_long_run_creates_one_ingress_endpoint_per_table_tokio() {
 fn a_long_run_creates_one_ingress_endpoint_per_table_blocking() {
     a_long_run_creates_one_ingress_endpoint_per_table(Shell::Blocking);
 }
+
+/// The linger only coalesces behind batches in flight (docs/pipelining.md, "When a batch is
+/// sent"): with an hour's linger, a lone commit and a run of commits still reach Feldera,
+/// each batch going as soon as nothing is in flight.
+fn a_commit_never_waits_for_the_linger_when_nothing_is_in_flight(shell: Shell) {
+    let env = Env::new("idle_send", SETUP, schema());
+    let mut connector = env.start(
+        shell,
+        &[
+            ("TABLES", "users,public.items:lineitems"),
+            ("BATCH_LINGER_MS", "3600000"),
+        ],
+    );
+    assert!(
+        wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
+        "connector did not start:\n{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users VALUES (1, 'a')");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(30)),
+        "a lone commit waited for the linger:\n{}",
+        connector.log_text()
+    );
+    assert_eq!(env.feldera_rows("users", "id"), env.pg_rows("users", "id"));
+    for id in 2..=40 {
+        env.sql(&format!("INSERT INTO users VALUES ({id}, 'u{id}')"));
+    }
+    env.sql("UPDATE users SET name = 'last' WHERE id = 40");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(30)),
+        "commits behind a batch in flight waited for the linger:\n{}",
+        connector.log_text()
+    );
+    env.assert_rows_equal("users", "users", "id");
+    assert_eq!(
+        connector.stop(Duration::from_secs(10)),
+        Some(0),
+        "{}",
+        connector.log_text()
+    );
+}
+
+#[test]
+fn a_commit_never_waits_for_the_linger_when_nothing_is_in_flight_tokio() {
+    a_commit_never_waits_for_the_linger_when_nothing_is_in_flight(Shell::Tokio);
+}
+
+#[test]
+fn a_commit_never_waits_for_the_linger_when_nothing_is_in_flight_blocking() {
+    a_commit_never_waits_for_the_linger_when_nothing_is_in_flight(Shell::Blocking);
+}

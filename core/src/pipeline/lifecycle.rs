@@ -92,6 +92,7 @@ impl Pipeline {
             slot_seen_valid: false,
             replans: replans::Replans::default(),
             feldera: FelderaFacts::default(),
+            commit_to_durable: Default::default(),
         };
         let mut pipeline = Pipeline {
             queue: Queue::new(now),
@@ -159,6 +160,7 @@ impl Pipeline {
             pending_work: self.has_pending_work(),
             checkpoints: self.run.feldera.counts.clone(),
             oldest_unacknowledged: self.run.ages.oldest(self.run.ack.flush()),
+            commit_to_durable: self.run.commit_to_durable.clone(),
         }
     }
 

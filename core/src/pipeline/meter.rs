@@ -182,9 +182,9 @@ mod tests {
         assert_eq!(counts.completion_wait.count, 1);
         assert_eq!(counts.completion_wait.sum_us, 300_000);
         let cumulative = counts.completion_wait.cumulative();
-        assert_eq!(cumulative[4], (0.1, 0));
-        assert_eq!(cumulative[5], (0.25, 0));
-        assert_eq!(cumulative[6], (0.5, 1));
+        assert_eq!(cumulative[6], (0.1, 0));
+        assert_eq!(cumulative[7], (0.25, 0));
+        assert_eq!(cumulative[8], (0.5, 1));
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub(crate) struct Run {
     /// The Feldera pipeline's fault tolerance and incarnation, and how this run
     /// acknowledges (`durability`).
     pub(crate) feldera: FelderaFacts,
+    /// From a streamed batch's newest source commit to the batch durable
+    /// (`slotline_commit_to_durable_seconds`).
+    pub(crate) commit_to_durable: crate::health::WaitHistogram,
 }
 
 impl Run {

@@ -355,6 +355,11 @@ impl Script {
         self.exit.as_ref()
     }
 
+    /// The script's clock (what the next input will carry).
+    pub fn now(&self) -> Now {
+        self.now
+    }
+
     pub fn pipeline(&self) -> &Pipeline {
         match &self.pipeline {
             Machine::Pipeline(pipeline) => pipeline,

@@ -13,6 +13,14 @@ pub fn begin(final_lsn: u64, xid: u32) -> (Lsn, Vec<u8>) {
     )
 }
 
+/// A Begin (as [`begin`]) of a transaction that committed at `commit_time`.
+pub fn begin_at(final_lsn: u64, xid: u32, commit_time: PgTime) -> (Lsn, Vec<u8>) {
+    (
+        Lsn(final_lsn - 0x100),
+        encode::begin(Lsn(final_lsn), commit_time, xid),
+    )
+}
+
 pub fn commit(commit_lsn: u64, end_lsn: u64) -> (Lsn, Vec<u8>) {
     (
         Lsn(commit_lsn),

@@ -86,6 +86,8 @@ pub(crate) struct Streaming {
     pub(super) in_source_tx: bool,
     /// The stop's note that it leaves a Feldera transaction open was written.
     pub(super) left_open_noted: bool,
+    /// Each batch's newest source commit time, until it is durable (the freshness metric).
+    pub(super) commit_times: crate::lag::BatchCommitTimes,
 }
 
 pub(super) type Step = Result<(), Next>;
@@ -155,6 +157,7 @@ impl Streaming {
             waiting: None,
             first_batch: true,
             in_source_tx: false,
+            commit_times: Default::default(),
             left_open_noted: false,
         };
         let next = next_of(streaming.pump(cx));
@@ -455,6 +458,7 @@ impl Streaming {
                 }
                 cx.run.ack.on_begin();
                 cx.run.ages.on_begin(begin.commit_time);
+                self.commit_times.on_begin(begin.commit_time);
                 self.outbox.mark_transaction_start();
                 self.in_source_tx = true;
                 Ok(())
@@ -578,6 +582,7 @@ impl Streaming {
         match written {
             Ok(lines) => {
                 self.outbox.finish_lines(mark, lines, cx.now());
+                self.commit_times.on_buffered();
                 cx.run.report.on_row();
                 self.maybe_flush(cx)
             }

@@ -22,6 +22,7 @@ impl Streaming {
             return Ok(());
         };
         self.cut_at_commit = false;
+        self.commit_times.on_cut(batch.seq);
         cx.queue.note(
             Level::Debug,
             Topic::Batch,
@@ -220,7 +221,11 @@ impl Streaming {
     ) -> Step {
         let before = cx.run.ack.complete();
         let mut advanced = None;
+        let now = cx.queue.now.wall;
         for seq in batches {
+            if let Some(age_us) = self.commit_times.on_durable(seq, now) {
+                cx.run.commit_to_durable.observe(age_us);
+            }
             advanced = cx.run.ack.on_batch_durable(seq).or(advanced);
         }
         if let Some(advance) = advanced {

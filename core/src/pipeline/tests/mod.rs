@@ -18,6 +18,7 @@ mod batching;
 mod changes;
 mod durability;
 mod feldera_answers;
+mod freshness;
 mod idle_properties;
 mod ops;
 mod partitions;
