@@ -118,6 +118,11 @@ impl BatchCommitTimes {
         }
     }
 
+    /// The commit time of the newest change buffered and not cut yet.
+    pub fn newest_buffered(&self) -> Option<PgTime> {
+        self.buffered
+    }
+
     /// What was buffered is cut as batch `seq`.
     pub fn on_cut(&mut self, seq: u64) {
         let Some(time) = self.buffered.take() else {

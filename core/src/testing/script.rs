@@ -598,12 +598,23 @@ impl Script {
                 wal_start: *wal_start,
                 wal_end: self.wal_end,
                 server_time: self.now.wall,
-                data: Bytes::from(payload.clone()),
+                data: Bytes::from(self.stamped(payload)),
             });
             bytes.extend(replication_frame(&message));
         }
         self.note(format!("{} <- {conn} {what}", self.at()));
         self.feed_replication(conn, bytes);
+    }
+
+    /// A Begin built without a commit time (`wal::begin`) committed just now, as on a live
+    /// server; one with a time (`wal::begin_at`) keeps it.
+    fn stamped(&self, payload: &[u8]) -> Vec<u8> {
+        let mut payload = payload.to_vec();
+        // 'B', final_lsn (8 bytes), commit_time (8 bytes), xid (4 bytes).
+        if payload.len() == 21 && payload[0] == b'B' && payload[9..17] == [0; 8] {
+            payload[9..17].copy_from_slice(&self.now.wall.0.to_be_bytes());
+        }
+        payload
     }
 
     fn feed_replication(&mut self, conn: ConnId, bytes: Vec<u8>) {

@@ -362,7 +362,7 @@ impl Harness {
 
     fn apply(&mut self, event: &Event) {
         match event {
-            Event::Tx(changes) => self.pg.commit(changes),
+            Event::Tx(changes) => self.pg.commit(changes, self.now.wall),
             Event::Deliver(max) => {
                 if let Some((conn, bytes, eof)) = self.pg.deliver(usize::from(*max)) {
                     self.judge_keepalives();

@@ -843,11 +843,12 @@ impl FakePg {
         self.confirmed
     }
 
-    /// PostgreSQL commits a transaction (see `Event::Tx`); a streaming session gets it at
+    /// PostgreSQL commits a transaction at `commit_time` (see `Event::Tx`; the time decides
+    /// whether the pipeline sees it as fresh or as catching up); a streaming session gets it at
     /// the end of its queue. While no slot exists it is committed all the same: the slot
     /// created next starts after it, and its rows are outside the promise
     /// (`Workload::lose`).
-    pub(super) fn commit(&mut self, changes: &[u8]) {
+    pub(super) fn commit(&mut self, changes: &[u8], commit_time: PgTime) {
         let xid = self.next_xid;
         self.next_xid += 1;
         let start = Lsn(self.head.0 + RECORD);
@@ -856,7 +857,7 @@ impl FakePg {
         let mut pieces = vec![Piece::Message {
             at: start,
             relations: Vec::new(),
-            payload: encode::begin(commit, PgTime(0), xid),
+            payload: encode::begin(commit, commit_time, xid),
             mark: Mark::Begin,
         }];
         let mut markers: Vec<(&'static str, String)> = Vec::new();
@@ -886,7 +887,7 @@ impl FakePg {
             // A walsender sends a commit at the position after it (its end).
             at: end,
             relations: Vec::new(),
-            payload: encode::commit(commit, end, PgTime(0)),
+            payload: encode::commit(commit, end, commit_time),
             mark: Mark::Commit(end),
         });
         self.head = end;

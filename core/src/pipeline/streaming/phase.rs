@@ -353,20 +353,33 @@ impl Streaming {
             .or_else(|| {
                 (self.cut_at_commit && !self.outbox.is_empty()).then_some(CutReason::Commit)
             })
-            .or_else(|| self.idle_pipe().then_some(CutReason::Idle))
+            .or_else(|| self.idle_pipe(cx).then_some(CutReason::Idle))
     }
 
     /// The send rule for a quiet pipe (docs/pipelining.md, "When a batch is sent"): nothing
-    /// is in flight, what is buffered ends at a source commit and no further event of the
-    /// stream is already here, so waiting for the linger could only add latency. While
-    /// batches are in flight the linger coalesces as before; while the backlog holds more
-    /// events (catching up) the batch grows until what arrived is read.
-    fn idle_pipe(&self) -> bool {
+    /// is in flight, what is buffered ends at a source commit, no further event of the
+    /// stream is already here and the newest change is fresh, so waiting for the linger
+    /// could only add latency. While batches are in flight the linger coalesces as before;
+    /// while the backlog holds more events the batch grows until what arrived is read.
+    fn idle_pipe(&self, cx: &Cx<'_>) -> bool {
         !self.outbox.is_empty()
             && !self.in_source_tx
             && self.backlog.is_empty()
             && !self.held
             && self.quiet()
+            && !self.catching_up(cx)
+    }
+
+    /// The newest buffered change committed longer than `BATCH_LINGER_MS` ago: the stream
+    /// is behind, reading WAL written earlier. Sending it alone would not make it fresh and
+    /// would cost a request per read; the linger coalesces instead, as throughput wants.
+    /// The source's clock against ours: a source clock behind by more than the linger
+    /// makes every commit look old, which only brings back the plain linger.
+    fn catching_up(&self, cx: &Cx<'_>) -> bool {
+        let linger_us = cx.env.config.batch_linger_ms.saturating_mul(1000);
+        self.commit_times
+            .newest_buffered()
+            .is_some_and(|t| cx.queue.now.wall.0.saturating_sub(t.0) > linger_us as i64)
     }
 
     /// Handles backlogged stream events until the backlog is empty or must wait.

@@ -150,3 +150,37 @@ fn under_saturation_batches_grow_with_the_time_feldera_takes() {
         cuts.join("\n")
     );
 }
+
+#[test]
+fn catching_up_on_old_commits_coalesces_by_the_linger_not_read_by_read() {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "50")]);
+    // The stream is behind: these transactions committed 10 s before they are read, and
+    // they arrive a few at a time with nothing in flight.
+    let old = PgTime(wall(&s).0 - 10_000_000);
+    for read in 0..5u64 {
+        let batch: Vec<_> = (1..=4).flat_map(|i| tx(read * 4 + i, old)).collect();
+        s.wal(
+            &format!("tx {}..{} (committed 10 s ago)", read * 4 + 1, read * 4 + 4),
+            &batch,
+        );
+        s.advance(5);
+    }
+    let reads = s.take_trace();
+    assert!(
+        cuts(&reads).is_empty(),
+        "nothing sent read by read: {reads}"
+    );
+    s.advance(30);
+    s.settle();
+    let lingered = s.take_trace();
+    assert_eq!(cuts(&lingered), ["#1 cut (linger): 20 rows"], "{lingered}");
+    // Caught up again: a fresh commit with nothing in flight goes at once.
+    let at = wall(&s);
+    s.wal("tx 21 (fresh)", &tx(21, at));
+    let fresh = s.take_trace();
+    assert_eq!(cuts(&fresh), ["#2 cut (idle): 1 rows"], "{fresh}");
+    rule!(
+        "Catching up (the buffered changes committed longer than BATCH_LINGER_MS ago): nothing is sent for being idle, the reads coalesce into one batch at the linger deadline, as throughput wants; once a fresh commit arrives with nothing in flight, it goes at once again.",
+        format!("== old commits, five reads\n{reads}== the linger\n{lingered}== a fresh commit\n{fresh}")
+    );
+}
