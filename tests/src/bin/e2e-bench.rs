@@ -8,6 +8,7 @@
 //! cargo run --release -p slotline-tests --bin e2e-bench -- snapshot [options]
 //! cargo run --release -p slotline-tests --bin e2e-bench -- idle     [options]
 //! cargo run --release -p slotline-tests --bin e2e-bench -- retract  [options]
+//! cargo run --release -p slotline-tests --bin e2e-bench -- latency  [options]
 //! ```
 //! - `stream`: catching up on WAL already written, divided by `pg_recvlogical`'s time on
 //!   the same WAL (`support/bench/stream.rs`); with `--durability completion,checkpoint
@@ -18,7 +19,13 @@
 //! - `idle`: CPU of caught-up connectors over a while, and the binaries' sizes;
 //! - `retract`: a TRUNCATE of a table Feldera holds N rows of, and a re-snapshot finding N
 //!   leftovers, divided by the time the same N deletes take streamed from a `DELETE`
-//!   (`support/bench/retract.rs`), with the queries the double answered.
+//!   (`support/bench/retract.rs`), with the queries the double answered;
+//! - `latency`: a single-row commit's way to the double at a steady commit rate, from just
+//!   before its INSERT is sent to when the double showed the row (`support/bench/latency.rs`).
+//!
+//! Every suite takes `--binaries DIR` (the connectors in DIR instead of this build's) and
+//! `--baseline DIR` (also the connectors in DIR, labelled `@base`, alternating run by run
+//! with the others): a before/after comparison in one invocation.
 //!
 //! Owns: the command line and the report's header and footer. Never asserts a figure.
 
@@ -27,10 +34,11 @@ mod support;
 #[path = "support/bench/mod.rs"]
 mod bench;
 
+use bench::latency::{LatencyArgs, Rate};
 use bench::retract::{RetractArgs, Scenario};
 use bench::snapshot::{Sink, SnapshotArgs};
 use bench::stream::{StreamArgs, Workload};
-use bench::Common;
+use bench::{Binary, Common};
 use clap::{Parser, Subcommand};
 use slotline_tests::e2e::Shell;
 use slotline_tests::feldera_double::DEFAULT_CHECKPOINT_DELAY;
@@ -62,6 +70,14 @@ struct Shared {
     /// --tool=callgrind --callgrind-out-file=/tmp/cg.%p`): the times then mean nothing.
     #[arg(long)]
     wrapper: Option<String>,
+    /// Run the connector binaries DIR/slotline and DIR/slotline-blocking instead of this
+    /// build's (nothing is built).
+    #[arg(long, value_name = "DIR")]
+    binaries: Option<PathBuf>,
+    /// Also run the binaries in DIR, labelled `<binary>@base`, each right after the same
+    /// shell's other binary: a before/after comparison in one invocation.
+    #[arg(long, value_name = "DIR")]
+    baseline: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -141,6 +157,26 @@ enum Suite {
         #[arg(long, default_value_t = 0)]
         scan_ns_per_row: u64,
     },
+    /// Commit -> row applied in the double, at steady single-row commit rates.
+    Latency {
+        #[command(flatten)]
+        shared: Shared,
+        /// The double's completion delays, in milliseconds.
+        #[arg(long, value_delimiter = ',', default_value = "0,20")]
+        delays_ms: Vec<u64>,
+        /// Commits per second of the writer; `max`: as fast as one connection commits.
+        #[arg(long, value_delimiter = ',', default_value = "20,500,max", value_parser = Rate::parse)]
+        rates: Vec<Rate>,
+        /// Measured seconds of writing per run.
+        #[arg(long, default_value_t = 10)]
+        secs: u64,
+        /// Seconds of writing before the measured ones (written and checked, not measured).
+        #[arg(long, default_value_t = 2)]
+        warmup_secs: u64,
+        /// Runs of each binary, delay and rate; the summary shows the medians.
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+    },
     /// CPU of caught-up, idle connectors, and the binaries' sizes.
     Idle {
         #[command(flatten)]
@@ -206,6 +242,14 @@ impl Shared {
         self.shell.map_or(Shell::BOTH.to_vec(), |s| vec![s])
     }
 
+    fn binaries(&self) -> Result<Vec<Binary>, String> {
+        bench::binaries(
+            &self.shells(),
+            self.binaries.as_deref(),
+            self.baseline.as_deref(),
+        )
+    }
+
     fn common(&self) -> Common {
         Common {
             extra: self.extra.clone(),
@@ -257,7 +301,7 @@ fn run(args: Args) -> Result<(), String> {
                     )),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let binaries = bench::binaries(&shared.shells())?;
+            let binaries = shared.binaries()?;
             let windows = match max_in_flight_batches.is_empty() {
                 true => vec![None],
                 false => max_in_flight_batches.into_iter().map(Some).collect(),
@@ -296,7 +340,7 @@ fn run(args: Args) -> Result<(), String> {
                 .map(|s| Sink::parse(s))
                 .collect::<Result<Vec<_>, _>>()?;
             let args = SnapshotArgs {
-                binaries: bench::binaries(&shared.shells())?,
+                binaries: shared.binaries()?,
                 narrow_rows,
                 wide_rows,
                 workers,
@@ -318,7 +362,7 @@ fn run(args: Args) -> Result<(), String> {
                 .map(|s| Scenario::parse(s))
                 .collect::<Result<Vec<_>, _>>()?;
             let args = RetractArgs {
-                binaries: bench::binaries(&shared.shells())?,
+                binaries: shared.binaries()?,
                 rows,
                 scenarios,
                 scan_ns_per_row,
@@ -334,8 +378,30 @@ fn run(args: Args) -> Result<(), String> {
             );
             bench::retract::print_summary(&runs);
         }
+        Suite::Latency {
+            shared,
+            delays_ms,
+            rates,
+            secs,
+            warmup_secs,
+            repeat,
+        } => {
+            let args = LatencyArgs {
+                binaries: shared.binaries()?,
+                delays_ms,
+                rates,
+                measured: Duration::from_secs(secs),
+                warmup: Duration::from_secs(warmup_secs),
+                repeat: repeat.max(1),
+                common: shared.common(),
+            };
+            let runs = bench::latency::run(&pg, &args)?;
+            print_header(&pg, &args.binaries, &args.common);
+            bench::latency::print_settings(&args);
+            bench::latency::print_summary(&runs, args.repeat);
+        }
         Suite::Idle { shared, idle_secs } => {
-            let binaries = bench::binaries(&shared.shells())?;
+            let binaries = shared.binaries()?;
             let common = shared.common();
             let idle = bench::idle::run(&pg, &binaries, &common, Duration::from_secs(idle_secs))?;
             print_header(&pg, &binaries, &common);
@@ -346,7 +412,7 @@ fn run(args: Args) -> Result<(), String> {
 }
 
 /// The machine, PostgreSQL and the connector settings in effect.
-fn print_header(pg: &PgCluster, binaries: &[(Shell, PathBuf)], common: &Common) {
+fn print_header(pg: &PgCluster, binaries: &[Binary], common: &Common) {
     println!("\n## summary\n");
     for line in bench::machine() {
         println!("- {line}");
@@ -362,12 +428,17 @@ fn print_header(pg: &PgCluster, binaries: &[(Shell, PathBuf)], common: &Common) 
     .map(|name| format!("{name}={}", bench::setting(common, name)))
     .collect();
     println!("- connector settings: {}", settings.join(", "));
-    for (shell, binary) in binaries {
-        let window = match bench::knows_variable(binary, "MAX_IN_FLIGHT_BATCHES") {
+    for binary in binaries {
+        let window = match bench::knows_variable(&binary.path, "MAX_IN_FLIGHT_BATCHES") {
             true => "honours MAX_IN_FLIGHT_BATCHES",
             false => "does not know MAX_IN_FLIGHT_BATCHES: one batch in flight",
         };
-        println!("- {}: {window}", shell.binary_name());
+        println!(
+            "- {}: {} ({:?} shell; {window})",
+            binary.label,
+            binary.path.display(),
+            binary.shell
+        );
     }
     if !common.extra.is_empty() {
         println!("- extra variables: {:?}", common.extra);

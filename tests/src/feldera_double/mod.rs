@@ -45,11 +45,13 @@
 //! semantics), `state` (incarnation, completion queue, transactions, restart),
 //! `checkpoint` (fault tolerance, checkpoint numbering, status and saved tables), `stats`
 //! (the `/stats` body), `token`, `faults`, `log`, `capture` (opt-in copies of request
-//! bodies), `api` (`/v0`), `control` (`/control`), `shared`, `server` (with its optional
-//! HTTPS listener). This file is the public handle only.
+//! bodies), `apply_times` (opt-in stamps of when each change became visible), `api`
+//! (`/v0`), `control` (`/control`), `shared`, `server` (with its optional HTTPS listener).
+//! This file is the public handle only.
 
 mod answer;
 mod api;
+mod apply_times;
 mod capture;
 mod checkpoint;
 mod control;
@@ -78,7 +80,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
@@ -130,6 +132,8 @@ pub struct DoubleConfig {
     pub edition: Edition,
     /// Keep a copy of every request body the double reads (see `with_body_capture`).
     pub capture_bodies: bool,
+    /// Stamp every applied change with when it became visible (see `with_apply_times`).
+    pub apply_times: bool,
 }
 
 /// The server's identity for HTTPS: PEM text, as files hold it.
@@ -164,6 +168,7 @@ impl DoubleConfig {
             discard: false,
             edition: Edition::Enterprise,
             capture_bodies: false,
+            apply_times: false,
         }
     }
 
@@ -223,6 +228,16 @@ impl DoubleConfig {
     /// until the double is dropped or `clear_captured_bodies`.
     pub fn with_body_capture(mut self, yes: bool) -> DoubleConfig {
         self.capture_bodies = yes;
+        self
+    }
+
+    /// Stamps every change applied to an input table with the instant it became visible
+    /// (`FelderaDouble::apply_times`), on this process's monotonic clock, so a benchmark
+    /// running the double in-process can time a row from its source to the table. Off by
+    /// default: the stamps (a key and an `Instant` per change) stay in memory until the
+    /// double is dropped. Nothing applied or answered changes.
+    pub fn with_apply_times(mut self, yes: bool) -> DoubleConfig {
+        self.apply_times = yes;
         self
     }
 }
@@ -300,6 +315,9 @@ impl FelderaDouble {
         shared.discard = config.discard;
         shared.capture = config.capture_bodies.then(capture::Captured::default);
         shared.state().edition = config.edition;
+        shared.state().apply_times = config
+            .apply_times
+            .then(|| apply_times::ApplyTimes::new(shared.schema.inputs.len()));
         let shared = Arc::new(shared);
         let server = Server::spawn(shared.clone(), config.port, tls)?;
         Ok(FelderaDouble {
@@ -548,6 +566,19 @@ impl FelderaDouble {
     /// body of `GET /control/status`).
     pub fn status(&self) -> Json {
         self.shared.status_json()
+    }
+
+    /// When each change to input table `name` (named as for `table`) became visible, in
+    /// the order applied, over all incarnations: its key as a JSON array (the key columns'
+    /// values in key order; a keyless table's whole row) and the instant. A change is
+    /// stamped with its group's due time (arrival plus the completion delay, or the release
+    /// that made it due), never before the group ahead of it nor before the end of a pause:
+    /// when a reader could first have seen it. Inserts, updates and deletes alike; a key
+    /// applied twice appears twice. Empty unless started `with_apply_times(true)` (or in a
+    /// discarding double); `None` for an unknown table.
+    pub fn apply_times(&self, name: &str) -> Option<Vec<(Json, Instant)>> {
+        let index = self.shared.input_index(name)?;
+        Some(self.shared.apply_times(index))
     }
 
     /// Every logged `/v0` request, in finishing order.

@@ -251,7 +251,13 @@ impl Shared {
     }
 
     pub fn resume(&self) {
-        self.state().paused = false;
+        {
+            let mut st = self.state();
+            let was_paused = std::mem::replace(&mut st.paused, false);
+            if let Some(times) = st.apply_times.as_mut().filter(|_| was_paused) {
+                times.resumed(Instant::now());
+            }
+        }
         self.paused.send_replace(false);
     }
 
@@ -295,6 +301,17 @@ impl Shared {
         let mut st = self.state();
         st.advance(Instant::now());
         st.tables.get(index).map_or(0, TableState::visible_len)
+    }
+
+    /// Input table `index`'s apply stamps (see `FelderaDouble::apply_times`); empty when
+    /// not recorded.
+    pub fn apply_times(&self, index: usize) -> Vec<(Json, Instant)> {
+        let mut st = self.state();
+        st.advance(Instant::now());
+        let rel = &self.schema.inputs[index];
+        st.apply_times
+            .as_ref()
+            .map_or_else(Vec::new, |times| times.of_table(index, rel))
     }
 
     pub fn requests(&self) -> Vec<RequestRecord> {

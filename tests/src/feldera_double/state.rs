@@ -37,6 +37,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value as Json};
 
+use super::apply_times::ApplyTimes;
 use super::checkpoint::{Checkpoints, Edition, FtModel, Snapshot};
 use super::faults::Faults;
 use super::phase::Phase;
@@ -160,6 +161,9 @@ pub struct Pipeline {
     pub total_input_records: u64,
     /// Records processed, restored with the state (`total_processed_records`).
     pub total_processed_records: u64,
+    /// When each change became visible, if asked for (`DoubleConfig::with_apply_times`);
+    /// kept over restarts.
+    pub apply_times: Option<ApplyTimes>,
     endpoints: BTreeMap<String, u64>,
     /// Endpoint ids removed since they were created (their tokens answer 410).
     removed: BTreeSet<u64>,
@@ -202,6 +206,7 @@ impl Pipeline {
             initial_start: SystemTime::now(),
             total_input_records: 0,
             total_processed_records: 0,
+            apply_times: None,
             endpoints: BTreeMap::new(),
             removed: BTreeSet::new(),
             counters: Vec::new(),
@@ -321,7 +326,7 @@ impl Pipeline {
             else {
                 break;
             };
-            self.process_front();
+            self.process_front(at);
             // A checkpoint delayed by this commit starts right after it.
             self.start_checkpoint(at);
             self.checkpoints.finish_due(now);
@@ -330,13 +335,17 @@ impl Pipeline {
         self.checkpoints.finish_due(now);
     }
 
-    /// Applies the first queued group as one step.
-    fn process_front(&mut self) {
+    /// Applies the first queued group, due at `due`, as one step.
+    fn process_front(&mut self, due: Instant) {
         if let Some(group) = self.pending.pop_front() {
             self.step += 1;
+            let stamp = self.apply_times.as_mut().map(|times| times.stamp(due));
             for batch in group.batches {
                 let rel = &self.schema.inputs[batch.table];
                 for change in batch.changes {
+                    if let (Some(times), Some(at)) = (self.apply_times.as_mut(), stamp) {
+                        times.record(batch.table, rel, &change, at);
+                    }
                     self.tables[batch.table].apply(rel, change);
                 }
                 self.total_processed_records += batch.records;

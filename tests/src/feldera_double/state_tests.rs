@@ -242,3 +242,29 @@ fn more_than_the_endpoint_limit_is_refused() {
     );
     assert_eq!(p.endpoint_for("t?n=new"), None);
 }
+
+#[test]
+fn an_applied_change_is_stamped_with_its_due_time_never_before_the_group_ahead() {
+    let mut p = pipeline(CompletionDelay::Fixed(Duration::from_millis(20)));
+    p.apply_times = Some(ApplyTimes::new(1));
+    let t0 = Instant::now();
+    let e = p.endpoint_for("t").unwrap();
+    accept(&mut p, e, insert(1), t0);
+    p.completion_delay = CompletionDelay::Fixed(Duration::ZERO);
+    accept(&mut p, e, insert(2), t0 + Duration::from_millis(5));
+    assert_eq!(rows(&p), 0, "the second group waits behind the first");
+    // Processed late (nobody looked until +50 ms), stamped when it was due.
+    p.advance(t0 + Duration::from_millis(50));
+    let rel = &p.schema.inputs[0];
+    let stamps = p.apply_times.as_ref().unwrap().of_table(0, rel);
+    let due = t0 + Duration::from_millis(20);
+    assert_eq!(stamps, vec![(json!([1]), due), (json!([2]), due)]);
+}
+
+#[test]
+fn without_apply_times_nothing_is_stamped() {
+    let mut p = pipeline(CompletionDelay::Fixed(Duration::ZERO));
+    let e = p.endpoint_for("t").unwrap();
+    accept(&mut p, e, insert(1), Instant::now());
+    assert_eq!((rows(&p), p.apply_times.is_none()), (1, true));
+}

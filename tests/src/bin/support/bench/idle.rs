@@ -3,22 +3,21 @@
 //!
 //! Owns: the idle runs and the size report. Never asserts a figure.
 
-use super::{mib, Common, Launched};
+use super::{mib, Binary, Common, Launched};
 use crate::support::{self, Psql};
 use serde_json::json;
-use slotline_tests::e2e::Shell;
 use slotline_tests::feldera_double::{DoubleConfig, FelderaDouble};
 use slotline_tests::pg::PgCluster;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-/// CPU over `duration` and RSS at its end, per shell.
+/// CPU over `duration` and RSS at its end, per binary (by label).
 pub fn run(
     pg: &PgCluster,
-    binaries: &[(Shell, PathBuf)],
+    binaries: &[Binary],
     common: &Common,
     duration: Duration,
-) -> Result<Vec<(Shell, f64, u64)>, String> {
+) -> Result<Vec<(String, f64, u64)>, String> {
     let db = pg.create_database("idle");
     pg.psql(
         &db,
@@ -31,7 +30,7 @@ pub fn run(
         "outputs": []});
     let mut psql = Psql::connect(pg.port(), &db)?;
     let mut running = Vec::new();
-    for (shell, binary) in binaries {
+    for binary in binaries {
         let feldera = FelderaDouble::start(DoubleConfig::new("demo", schema.clone()))
             .map_err(|e| format!("start the double: {e}"))?;
         let slot = format!("idle_{}", running.len());
@@ -39,7 +38,7 @@ pub fn run(
         let mut vars =
             support::connector_vars(&pg.url(&db), &feldera.base_url(), "p", "t", &state_dir);
         vars.push(("PG_SLOT".to_owned(), slot.clone()));
-        let mut connector = Launched::start(common, binary, &slot, vars, state_dir)?;
+        let mut connector = Launched::start(common, &binary.path, &slot, vars, state_dir)?;
         super::poll_until(
             Duration::from_secs(60),
             Duration::from_millis(10),
@@ -50,7 +49,7 @@ pub fn run(
             },
         )
         .map_err(|e| connector.failure(&e))?;
-        running.push((*shell, connector, feldera));
+        running.push((binary.label.clone(), connector, feldera));
     }
     println!(
         "idle: measuring {} s of CPU of caught-up connectors",
@@ -62,11 +61,11 @@ pub fn run(
         .collect();
     std::thread::sleep(duration);
     let mut out = Vec::new();
-    for ((shell, connector, _), before) in running.iter_mut().zip(before) {
+    for ((label, connector, _), before) in running.iter_mut().zip(before) {
         connector.check_running()?;
         let pid = connector.pid();
         out.push((
-            *shell,
+            label.clone(),
             super::cpu_seconds(pid) - before,
             super::current_rss_kib(pid)?,
         ));
@@ -96,14 +95,14 @@ fn sizes(binary: &Path) -> (u64, Option<u64>) {
     (built, stripped)
 }
 
-pub fn print_summary(binaries: &[(Shell, PathBuf)], idle: &[(Shell, f64, u64)], secs: u64) {
+pub fn print_summary(binaries: &[Binary], idle: &[(String, f64, u64)], secs: u64) {
     println!("\n| binary | size as built | stripped |");
     println!("|---|---:|---:|");
-    for (_, binary) in binaries {
-        let (built, stripped) = sizes(binary);
+    for binary in binaries {
+        let (built, stripped) = sizes(&binary.path);
         println!(
             "| {} | {} | {} |",
-            binary.file_name().and_then(|n| n.to_str()).unwrap_or("?"),
+            binary.label,
             mib(built / 1024),
             stripped.map_or("strip failed".to_owned(), |s| mib(s / 1024))
         );
@@ -116,10 +115,10 @@ pub fn print_summary(binaries: &[(Shell, PathBuf)], idle: &[(Shell, f64, u64)], 
         1000.0 / super::clock_ticks()
     );
     println!("|---|---:|---:|---:|");
-    for (shell, cpu, rss) in idle {
+    for (label, cpu, rss) in idle {
         println!(
             "| {} | {:.2} s | {:.3} % | {} |",
-            shell.binary_name(),
+            label,
             cpu,
             cpu / secs as f64 * 100.0,
             mib(*rss)

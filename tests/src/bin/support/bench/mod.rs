@@ -6,6 +6,7 @@
 //! programs print what they measured and a person compares.
 
 pub mod idle;
+pub mod latency;
 pub mod retract;
 pub mod snapshot;
 pub mod stream;
@@ -27,11 +28,45 @@ pub struct Common {
     pub wrapper: Vec<String>,
 }
 
-/// The connector binaries of the shells asked for, built in this program's profile.
-pub fn binaries(shells: &[Shell]) -> Result<Vec<(Shell, PathBuf)>, String> {
+/// One connector binary a suite runs.
+#[derive(Clone, Debug)]
+pub struct Binary {
+    pub shell: Shell,
+    pub path: PathBuf,
+    /// What every table calls it: the binary's name, with `@base` for a `--baseline` one.
+    /// Runs are paired by label (a shell may run from two builds).
+    pub label: String,
+}
+
+/// Suffix of the labels of the binaries given with `--baseline`.
+const BASELINE_SUFFIX: &str = "@base";
+
+/// The connector binaries of the shells asked for: from `dir` when given (no build), else
+/// built in this program's profile; with `baseline`, each shell's binary there too, right
+/// after the other, so the suites alternate the two builds run by run.
+pub fn binaries(
+    shells: &[Shell],
+    dir: Option<&Path>,
+    baseline: Option<&Path>,
+) -> Result<Vec<Binary>, String> {
     let mut out = Vec::new();
     for shell in shells {
-        out.push((*shell, support::connector_binary(*shell)?));
+        let path = match dir {
+            Some(dir) => binary_in(dir, *shell)?,
+            None => support::connector_binary(*shell)?,
+        };
+        out.push(Binary {
+            shell: *shell,
+            path,
+            label: shell.binary_name().to_owned(),
+        });
+        if let Some(baseline) = baseline {
+            out.push(Binary {
+                shell: *shell,
+                path: binary_in(baseline, *shell)?,
+                label: format!("{}{BASELINE_SUFFIX}", shell.binary_name()),
+            });
+        }
     }
     if cfg!(debug_assertions) {
         println!("WARNING: debug build; run with --release for figures");
@@ -39,6 +74,15 @@ pub fn binaries(shells: &[Shell]) -> Result<Vec<(Shell, PathBuf)>, String> {
         println!("release build: figures are meaningful");
     }
     Ok(out)
+}
+
+/// `dir/<binary name of shell>`, which must exist.
+fn binary_in(dir: &Path, shell: Shell) -> Result<PathBuf, String> {
+    let path = dir.join(shell.binary_name());
+    match path.is_file() {
+        true => Ok(path),
+        false => Err(format!("{} is not a file", path.display())),
+    }
 }
 
 /// One connector process started for one measured run, with its log and state directory

@@ -1,7 +1,7 @@
 //! The retract suite: what it costs to empty a Feldera table the connector cannot truncate,
 //! against sending the same deletes without reading any key.
 //!
-//! For every shell, three runs on a table `r (id bigint PRIMARY KEY, name text)` whose `N`
+//! For every binary, three runs on a table `r (id bigint PRIMARY KEY, name text)` whose `N`
 //! rows the double holds from the start (loaded straight into it over HTTP before the
 //! connector starts, as an earlier stream or copy would have left them):
 //!
@@ -20,15 +20,13 @@
 //!
 //! Owns: the table, the runs and their report. Never asserts a figure.
 
-use super::{cpu_per_100k, mib, Common, Launched};
+use super::{cpu_per_100k, mib, Binary, Common, Launched};
 use crate::support::{self, Psql};
 use serde_json::json;
-use slotline_tests::e2e::Shell;
 use slotline_tests::feldera_double::{DoubleConfig, FelderaDouble};
 use slotline_tests::pg::PgCluster;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -74,7 +72,7 @@ impl Scenario {
 
 #[derive(Debug)]
 pub struct RetractArgs {
-    pub binaries: Vec<(Shell, PathBuf)>,
+    pub binaries: Vec<Binary>,
     pub rows: u64,
     pub scenarios: Vec<Scenario>,
     /// The double's cost per row its scans visit (`FelderaDouble::set_scan_row_cost`).
@@ -85,7 +83,8 @@ pub struct RetractArgs {
 #[derive(Debug)]
 pub struct RetractRun {
     pub scenario: Scenario,
-    pub shell: Shell,
+    /// The binary's label (`Binary::label`).
+    pub binary: String,
     pub rows: u64,
     pub wall: Duration,
     pub queries: u64,
@@ -104,7 +103,7 @@ fn schema() -> serde_json::Value {
         "outputs": []})
 }
 
-/// Runs every scenario for every shell (in that order); returns the runs as measured.
+/// Runs every scenario for every binary (in that order); returns the runs as measured.
 pub fn run(pg: &PgCluster, args: &RetractArgs) -> Result<Vec<RetractRun>, String> {
     pg.create_database(DATABASE);
     pg.psql(
@@ -116,10 +115,10 @@ pub fn run(pg: &PgCluster, args: &RetractArgs) -> Result<Vec<RetractRun>, String
     );
     let mut runs = Vec::new();
     let mut counter = 0;
-    for (shell, binary) in &args.binaries {
+    for binary in &args.binaries {
         for scenario in &args.scenarios {
             counter += 1;
-            let run = measure(pg, args, *scenario, *shell, binary, counter)?;
+            let run = measure(pg, args, *scenario, binary, counter)?;
             print_run(&run);
             runs.push(run);
         }
@@ -131,8 +130,7 @@ fn measure(
     pg: &PgCluster,
     args: &RetractArgs,
     scenario: Scenario,
-    shell: Shell,
-    binary: &Path,
+    binary: &Binary,
     counter: u32,
 ) -> Result<RetractRun, String> {
     let rows = args.rows;
@@ -166,7 +164,7 @@ fn measure(
     }
     let mut psql = Psql::connect(pg.port(), DATABASE)?;
     let double_cpu_before = super::cpu_seconds(std::process::id());
-    let mut connector = Launched::start(&args.common, binary, &slot, vars, state_dir)?;
+    let mut connector = Launched::start(&args.common, &binary.path, &slot, vars, state_dir)?;
     let wall = match scenario {
         Scenario::Resnapshot => {
             let done = super::poll_until(RUN_TIMEOUT, Duration::from_millis(5), "the copy", || {
@@ -204,7 +202,7 @@ fn measure(
     let stats = feldera.query_stats();
     let run = RetractRun {
         scenario,
-        shell,
+        binary: binary.label.clone(),
         rows,
         wall,
         queries: stats.queries_of(TABLE),
@@ -277,9 +275,9 @@ fn post(feldera: &FelderaDouble, path: &str, body: &str) -> Result<(), String> {
 
 fn print_run(r: &RetractRun) {
     println!(
-        "{:<17} {:<27} {} rows: {:>7.2} s; {} queries of {TABLE}, {} rows scanned; {} ingress; \
+        "{:<22} {:<27} {} rows: {:>7.2} s; {} queries of {TABLE}, {} rows scanned; {} ingress; \
          peak RSS {}; CPU s connector {:.2} ({:.2} per 100k rows), double {:.2}; load {}",
-        r.shell.binary_name(),
+        r.binary,
         r.scenario.label(),
         r.rows,
         r.wall.as_secs_f64(),
@@ -294,20 +292,20 @@ fn print_run(r: &RetractRun) {
     );
 }
 
-/// The runs, each with its ratio to the same shell's baseline (`delete`) of this run.
+/// The runs, each with its ratio to the same binary's baseline (`delete`) of this run.
 pub fn print_summary(runs: &[RetractRun]) {
-    println!("\n| shell | scenario | rows | wall (s) | ratio to DELETE | queries of r | rows scanned | ingress requests | peak RSS | connector CPU s | double CPU s |");
+    println!("\n| binary | scenario | rows | wall (s) | ratio to DELETE | queries of r | rows scanned | ingress requests | peak RSS | connector CPU s | double CPU s |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in runs {
         let baseline = runs
             .iter()
-            .find(|b| b.shell == r.shell && b.scenario == Scenario::Delete);
+            .find(|b| b.binary == r.binary && b.scenario == Scenario::Delete);
         let ratio = baseline.map_or("-".to_owned(), |b| {
             format!("**{:.2}**", r.wall.as_secs_f64() / b.wall.as_secs_f64())
         });
         println!(
             "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {:.2} | {:.2} |",
-            r.shell.binary_name(),
+            r.binary,
             r.scenario.label(),
             r.rows,
             r.wall.as_secs_f64(),

@@ -17,13 +17,11 @@
 //!
 //! Owns: the tables, their contents and the snapshot runs. Never asserts a figure.
 
-use super::{cpu_per_100k, mib, Common, Launched};
+use super::{cpu_per_100k, mib, Binary, Common, Launched};
 use crate::support;
 use serde_json::{json, Value};
-use slotline_tests::e2e::Shell;
 use slotline_tests::feldera_double::{DoubleConfig, FelderaDouble};
 use slotline_tests::pg::{find_pg_bin, PgCluster};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -88,7 +86,7 @@ impl Sink {
 
 #[derive(Debug)]
 pub struct SnapshotArgs {
-    pub binaries: Vec<(Shell, PathBuf)>,
+    pub binaries: Vec<Binary>,
     pub narrow_rows: u64,
     pub wide_rows: u64,
     pub workers: Vec<u32>,
@@ -100,7 +98,8 @@ pub struct SnapshotArgs {
 pub struct SnapshotRun {
     pub shape: Shape,
     pub rows: u64,
-    pub shell: Shell,
+    /// The binary's label (`Binary::label`).
+    pub binary: String,
     pub workers: u32,
     pub sink: Sink,
     /// `psql -c "COPY t TO STDOUT" > /dev/null`, just before.
@@ -283,11 +282,11 @@ pub fn run(pg: &PgCluster, args: &SnapshotArgs) -> Result<Vec<SnapshotRun>, Stri
         println!("{}: {rows} rows, {size} on disk", shape.label());
         for sink in &args.sinks {
             for workers in &args.workers {
-                for (shell, binary) in &args.binaries {
+                for binary in &args.binaries {
                     counter += 1;
                     let baseline = plain_copy(pg, shape)?;
                     let run = measure(
-                        pg, args, shape, rows, *shell, binary, *workers, *sink, counter, baseline,
+                        pg, args, shape, rows, binary, *workers, *sink, counter, baseline,
                     )?;
                     print_run(&run);
                     runs.push(run);
@@ -315,8 +314,7 @@ fn measure(
     args: &SnapshotArgs,
     shape: Shape,
     rows: u64,
-    shell: Shell,
-    binary: &std::path::Path,
+    binary: &Binary,
     workers: u32,
     sink: Sink,
     counter: u32,
@@ -342,7 +340,7 @@ fn measure(
         ("SNAPSHOT_WORKERS".to_owned(), workers.to_string()),
     ]);
     let double_cpu_before = super::cpu_seconds(std::process::id());
-    let mut connector = Launched::start(&args.common, binary, &slot, vars, state_dir)?;
+    let mut connector = Launched::start(&args.common, &binary.path, &slot, vars, state_dir)?;
     let done = super::poll_until(RUN_TIMEOUT, Duration::from_millis(5), "the copy", || {
         connector.check_running()?;
         Ok(connector.logged(COMPLETE))
@@ -353,7 +351,7 @@ fn measure(
     let run = SnapshotRun {
         shape,
         rows,
-        shell,
+        binary: binary.label.clone(),
         workers,
         sink,
         baseline,
@@ -404,9 +402,9 @@ fn check_rows(feldera: &FelderaDouble, table: &str, sink: Sink, rows: u64) -> Re
 
 fn print_run(r: &SnapshotRun) {
     println!(
-        "{:<17} {:<18} workers {} sink {:<22}: COPY {:>6.2} s, connector {:>6.2} s, ratio {:.2}; \
+        "{:<22} {:<18} workers {} sink {:<22}: COPY {:>6.2} s, connector {:>6.2} s, ratio {:.2}; \
          peak RSS {}; {} ingress; CPU s connector {:.2} ({:.2} per 100k rows), double {:.2}; load {}",
-        r.shell.binary_name(),
+        r.binary,
         r.shape.label(),
         r.workers,
         r.sink.label(),
@@ -423,7 +421,7 @@ fn print_run(r: &SnapshotRun) {
 }
 
 pub fn print_summary(runs: &[SnapshotRun]) {
-    println!("\n| table | rows | sink | workers | shell | psql COPY (s) | connector copy (s) | ratio | rows/s | peak RSS | ingress requests | connector CPU s (per 100k rows) | double CPU s |");
+    println!("\n| table | rows | sink | workers | binary | psql COPY (s) | connector copy (s) | ratio | rows/s | peak RSS | ingress requests | connector CPU s (per 100k rows) | double CPU s |");
     println!("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|");
     for r in runs {
         println!(
@@ -432,7 +430,7 @@ pub fn print_summary(runs: &[SnapshotRun]) {
             r.rows,
             r.sink.label(),
             r.workers,
-            r.shell.binary_name(),
+            r.binary,
             r.baseline.as_secs_f64(),
             r.copy.as_secs_f64(),
             r.ratio(),

@@ -10,22 +10,20 @@
 //! WAL position read right after the writes). Each ratio divides two times measured one
 //! after the other, so the machine's load drifts little between them.
 //!
-//! With durabilities (`--durability completion,checkpoint`), every shell runs once per
+//! With durabilities (`--durability completion,checkpoint`), every binary runs once per
 //! `FELDERA_DURABILITY`, one right after the other, against a double with the fault
 //! tolerance asked for; such a run also records when the double had processed every row
 //! and the checkpoints it was asked for, so the slot's lag behind Feldera shows.
 //!
 //! Owns: the workloads and the streaming runs. Never asserts a figure.
 
-use super::{cpu_per_100k, mib, Common, Launched};
+use super::{cpu_per_100k, mib, Binary, Common, Launched};
 use crate::support::{self, Psql};
 use serde_json::json;
-use slotline_tests::e2e::Shell;
 use slotline_tests::feldera_double::{
     CheckpointCounts, CompletionDelay, DoubleConfig, FelderaDouble,
 };
 use slotline_tests::pg::{find_pg_bin, PgCluster};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -71,12 +69,12 @@ impl Workload {
 /// What the suite runs.
 #[derive(Debug)]
 pub struct StreamArgs {
-    pub binaries: Vec<(Shell, PathBuf)>,
+    pub binaries: Vec<Binary>,
     pub workloads: Vec<Workload>,
     pub delays_ms: Vec<u64>,
     /// `MAX_IN_FLIGHT_BATCHES` values; `None` leaves the product default.
     pub windows: Vec<Option<u32>>,
-    /// `FELDERA_DURABILITY` values, run one after the other for each shell; `None` leaves
+    /// `FELDERA_DURABILITY` values, run one after the other for each binary; `None` leaves
     /// the variable unset and the double unwatched (the suite as it was).
     pub durabilities: Vec<Option<String>>,
     /// The double's fault-tolerance model (`None`: none, the double's default).
@@ -107,7 +105,8 @@ pub struct FelderaSide {
 #[derive(Debug)]
 pub struct StreamRun {
     pub workload: Workload,
-    pub shell: Shell,
+    /// The binary's label (`Binary::label`).
+    pub binary: String,
     pub delay_ms: u64,
     pub window: Option<u32>,
     /// `pg_recvlogical` on the same WAL, just before.
@@ -159,8 +158,7 @@ fn schema() -> serde_json::Value {
 /// One planned connector run.
 #[derive(Debug)]
 struct Plan {
-    shell: Shell,
-    binary: PathBuf,
+    binary: Binary,
     delay_ms: u64,
     window: Option<u32>,
     durability: Option<String>,
@@ -188,11 +186,10 @@ fn run_workload(
     let mut plans = Vec::new();
     for delay_ms in &args.delays_ms {
         for window in &args.windows {
-            for (shell, binary) in &args.binaries {
+            for binary in &args.binaries {
                 for durability in &args.durabilities {
                     let n = plans.len();
                     plans.push(Plan {
-                        shell: *shell,
                         binary: binary.clone(),
                         delay_ms: *delay_ms,
                         window: *window,
@@ -296,7 +293,8 @@ fn measure(
     let rows = workload.rows();
     let mut complete = None;
     let double_cpu_before = super::cpu_seconds(std::process::id());
-    let mut connector = Launched::start(&args.common, &plan.binary, &plan.slot, vars, state_dir)?;
+    let mut connector =
+        Launched::start(&args.common, &plan.binary.path, &plan.slot, vars, state_dir)?;
     let confirmed = super::poll_until(
         RUN_TIMEOUT,
         Duration::from_millis(5),
@@ -331,7 +329,7 @@ fn measure(
     });
     let run = StreamRun {
         workload,
-        shell: plan.shell,
+        binary: plan.binary.label.clone(),
         delay_ms: plan.delay_ms,
         window: plan.window,
         baseline,
@@ -384,10 +382,10 @@ fn print_run(r: &StreamRun) {
         _ => String::new(),
     };
     println!(
-        "{:<17} {:<24} delay {:>3} ms window {:<7}: pg_recvlogical {:>6.2} s, connector {:>6.2} s, \
+        "{:<22} {:<24} delay {:>3} ms window {:<7}: pg_recvlogical {:>6.2} s, connector {:>6.2} s, \
          ratio {:.2}; peak RSS {}; {} ingress, {} polls; CPU s connector {:.2} ({:.2} per 100k rows), \
          walsender {:.2}, double {:.2}{feldera}; load {}",
-        r.shell.binary_name(),
+        r.binary,
         r.workload.label(),
         r.delay_ms,
         window_label(r.window),
@@ -407,7 +405,7 @@ fn print_run(r: &StreamRun) {
 
 /// The summary table (Markdown).
 pub fn print_summary(runs: &[StreamRun]) {
-    println!("\n| workload | delay | window | shell | pg_recvlogical (s) | connector (s) | ratio | rows/s | peak RSS | ingress requests | connector CPU s (per 100k rows) | walsender CPU s | double CPU s |");
+    println!("\n| workload | delay | window | binary | pg_recvlogical (s) | connector (s) | ratio | rows/s | peak RSS | ingress requests | connector CPU s (per 100k rows) | walsender CPU s | double CPU s |");
     println!("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|");
     for r in runs {
         println!(
@@ -415,7 +413,7 @@ pub fn print_summary(runs: &[StreamRun]) {
             r.workload.label(),
             r.delay_ms,
             window_label(r.window),
-            r.shell.binary_name(),
+            r.binary,
             r.baseline.as_secs_f64(),
             r.total.as_secs_f64(),
             r.ratio(),
@@ -434,9 +432,9 @@ pub fn print_summary(runs: &[StreamRun]) {
 }
 
 /// With durabilities: when Feldera held every row, when the slot said so, and each
-/// checkpoint run against the completion run of the same shell and settings.
+/// checkpoint run against the completion run of the same binary and settings.
 fn print_durability(runs: &[StreamRun]) {
-    println!("\n| workload | delay | window | shell | durability | complete in the double (s) | slot confirmed (s) | lag (s) | checkpoints requested / succeeded | ratio to pg_recvlogical | connector CPU s | peak RSS |");
+    println!("\n| workload | delay | window | binary | durability | complete in the double (s) | slot confirmed (s) | lag (s) | checkpoints requested / succeeded | ratio to pg_recvlogical | connector CPU s | peak RSS |");
     println!("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in runs {
         let (Some(f), Some(lag)) = (&r.feldera, r.lag()) else {
@@ -447,7 +445,7 @@ fn print_durability(runs: &[StreamRun]) {
             r.workload.label(),
             r.delay_ms,
             window_label(r.window),
-            r.shell.binary_name(),
+            r.binary,
             f.durability,
             f.complete.as_secs_f64(),
             r.total.as_secs_f64(),
@@ -459,7 +457,7 @@ fn print_durability(runs: &[StreamRun]) {
             mib(r.peak_rss_kib),
         );
     }
-    println!("\n| workload | delay | window | shell | durability | complete: ratio to completion | confirmed: ratio to completion | CPU: ratio to completion |");
+    println!("\n| workload | delay | window | binary | durability | complete: ratio to completion | confirmed: ratio to completion | CPU: ratio to completion |");
     println!("|---|---:|---:|---|---|---:|---:|---:|");
     for r in runs {
         let Some(f) = r.feldera.as_ref().filter(|f| f.durability != "completion") else {
@@ -473,7 +471,7 @@ fn print_durability(runs: &[StreamRun]) {
             let same = b.workload == r.workload
                 && b.delay_ms == r.delay_ms
                 && b.window == r.window
-                && b.shell == r.shell;
+                && b.binary == r.binary;
             same.then_some((b, bf))
         }) else {
             continue;
@@ -483,7 +481,7 @@ fn print_durability(runs: &[StreamRun]) {
             r.workload.label(),
             r.delay_ms,
             window_label(r.window),
-            r.shell.binary_name(),
+            r.binary,
             f.durability,
             f.complete.as_secs_f64() / bf.complete.as_secs_f64(),
             r.total.as_secs_f64() / base.total.as_secs_f64(),
