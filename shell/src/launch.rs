@@ -66,7 +66,11 @@ where
         Some(Operation::Ddl { .. }) => Purpose::Ddl,
         None | Some(Operation::Check { .. }) => Purpose::Run,
     };
-    let defaults = Defaults { os_user: os_user() };
+    let defaults = Defaults {
+        os_user: os_user(),
+        state_dir: crate::state_dir::default_state_dir(),
+        working_dir: crate::state_dir::working_dir(),
+    };
     let mut config =
         Config::from_pairs_for(args.pairs, purpose, &defaults).map_err(|e| usage(e.to_string()))?;
     let tls = crate::tls::prepare(&config).map_err(|e| usage(e.to_string()))?;
@@ -85,6 +89,7 @@ where
     let now = clock.now();
     let format = |json: bool| if json { Format::Json } else { Format::Text };
     let metrics_addr = config.metrics_addr.clone();
+    let (state_dir, state_dir_given) = (config.state_dir.clone(), config.state_dir_given);
     let machine = match args.operation {
         None => Machine::Pipeline(Box::new(
             Pipeline::new(config, seed, now).map_err(|e| usage(e.to_string()))?,
@@ -110,6 +115,12 @@ where
             cli::VERSION,
             std::process::id()
         );
+        let chosen = if state_dir_given {
+            "STATE_DIR"
+        } else {
+            "the default; set STATE_DIR to choose another"
+        };
+        tracing::info!("state directory {state_dir} ({chosen})");
     }
     let metrics = match (&machine, metrics_addr) {
         (Machine::Pipeline(_), Some(addr)) => {

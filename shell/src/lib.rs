@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod passfile;
 pub mod run;
 pub mod signals;
+pub mod state_dir;
 pub mod state_file;
 pub mod tls;
 

@@ -151,8 +151,9 @@ fn exit_reasons_reach_stderr_whatever_rust_log_says(shell: Shell) {
         let run = run_to_exit(shell, &config, "refused", Duration::from_secs(60));
         assert_reason_on_stderr(shell, &run, rust_log, 1, &["no_such_pub", "does not exist"]);
 
-        // 69: Feldera never answers; the reason names the deadline, the last failure and
-        // where Feldera was looked for.
+        // 69: Feldera never answers, so the run gives up at once (`never-reached`); the
+        // reason names the deadline it does not wait for, the last failure, where Feldera
+        // was looked for and `slotline check`.
         let port = closed_port();
         let feldera = format!("http://127.0.0.1:{port}");
         let config = env.config(&[
@@ -168,7 +169,13 @@ fn exit_reasons_reach_stderr_whatever_rust_log_says(shell: Shell) {
             &run,
             rust_log,
             69,
-            &["NO_PROGRESS_TIMEOUT_SECS", "the last failure", &at],
+            &[
+                "NO_PROGRESS_TIMEOUT_SECS",
+                "the last failure",
+                &at,
+                "never reached Feldera",
+                "slotline check",
+            ],
         );
     }
 }

@@ -164,7 +164,7 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("FELDERA_REQUIRE_PRIMARY_KEY", Some("true")),
     ("FELDERA_COMPLETION_TIMEOUT_MS", Some("60000")),
     ("SNAPSHOT_MODE", Some("initial")),
-    ("STATE_DIR", Some("./slotline-state")),
+    ("STATE_DIR", None),
     ("BATCH_MAX_ROWS", Some("10000")),
     ("BATCH_MAX_BYTES", Some("4194304")),
     ("BATCH_LINGER_MS", Some("50")),

@@ -164,7 +164,13 @@ pub struct Config {
     pub require_primary_key: bool,
     pub completion_timeout_ms: u64,
     pub snapshot_mode: SnapshotMode,
+    /// Where `<slot>.state.json` lives: `STATE_DIR` (made absolute against the working
+    /// directory), else the shell's default (`Defaults::state_dir`).
     pub state_dir: String,
+    /// `STATE_DIR` was set: the directory is the operator's choice, not a default. A slot
+    /// without a state file in a default directory is refused rather than copied again
+    /// (docs/snapshot.md, "The state file").
+    pub state_dir_given: bool,
     pub batch_max_rows: u64,
     pub batch_max_bytes: u64,
     pub batch_linger_ms: u64,
@@ -221,6 +227,52 @@ pub struct Defaults {
     /// The OS user the process runs as: the PostgreSQL user when no setting names one, as
     /// libpq does.
     pub os_user: Option<String>,
+    /// The state directory when `STATE_DIR` is not set: an absolute path that a service
+    /// and a person running slotline by hand share (docs/guide/configuration.md, "Options");
+    /// `None`: the process has none, and a run or a slot operation needs `STATE_DIR`.
+    pub state_dir: Option<String>,
+    /// The working directory, to make a relative `STATE_DIR` absolute (`None`: kept as
+    /// given).
+    pub working_dir: Option<String>,
+}
+
+/// The default state directory of `Config::from_pairs` (tests, examples, the fuzzer).
+pub const DETACHED_STATE_DIR: &str = "./slotline-state";
+
+impl Defaults {
+    /// For a caller with no process to ask (tests, examples, the fuzzer): no OS user, no
+    /// working directory, and `DETACHED_STATE_DIR` as the default state directory.
+    pub fn detached() -> Defaults {
+        Defaults {
+            os_user: None,
+            state_dir: Some(DETACHED_STATE_DIR.to_owned()),
+            working_dir: None,
+        }
+    }
+}
+
+const STATE_DIR_ACCEPTED: &str = "a directory this process may write, kept across restarts \
+     (this process has no default: XDG_STATE_HOME and HOME are unset and /var/lib/slotline is \
+     not writable)";
+
+/// `STATE_DIR` as given (absolute against `working_dir` when relative), else the default.
+fn state_dir(pairs: &Pairs, defaults: &Defaults) -> Option<String> {
+    match pairs.get("STATE_DIR") {
+        Some(dir) if dir.starts_with('/') => Some(dir.to_owned()),
+        Some(dir) => Some(match &defaults.working_dir {
+            Some(cwd) => {
+                let relative = dir.trim_start_matches("./");
+                let relative = if relative == "." { "" } else { relative };
+                match (cwd.trim_end_matches('/'), relative) {
+                    ("", r) => format!("/{r}"),
+                    (c, "") => c.to_owned(),
+                    (c, r) => format!("{c}/{r}"),
+                }
+            }
+            None => dir.to_owned(),
+        }),
+        None => defaults.state_dir.clone(),
+    }
 }
 
 const PIPELINE_ACCEPTED: &str = "the name of the Feldera pipeline to feed";
@@ -228,14 +280,15 @@ const PUBLICATION_ACCEPTED: &str = "the name of an existing publication";
 const TABLES_ACCEPTED: &str = "a list like `users,items` or `users:people,public.items:lineitems` (or PG_TABLE with an optional FELDERA_TABLE)";
 
 impl Config {
-    /// Parses and validates the configuration of a run (or `check`). Unknown keys are
-    /// refused (a typo must not silently fall back to a default).
+    /// Parses and validates the configuration of a run (or `check`) with
+    /// `Defaults::detached()`. Unknown keys are refused (a typo must not silently fall back
+    /// to a default).
     pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<Config, ConfigError>
     where
         K: Into<String>,
         V: Into<String>,
     {
-        Config::from_pairs_for(pairs, Purpose::Run, &Defaults::default())
+        Config::from_pairs_for(pairs, Purpose::Run, &Defaults::detached())
     }
 
     /// Parses and validates the configuration for `purpose`. Every required setting that
@@ -295,6 +348,10 @@ impl Config {
         }
         if let Some(user) = conninfo::missing_user(&pairs) {
             missing.push(user);
+        }
+        let state_dir = state_dir(&pairs, defaults);
+        if state_dir.is_none() && !ddl {
+            missing.push(("STATE_DIR".to_owned(), STATE_DIR_ACCEPTED.to_owned()));
         }
         if !missing.is_empty() {
             return Err(ConfigError::missing(missing));
@@ -367,7 +424,8 @@ impl Config {
                     ("inconsistent", SnapshotMode::Inconsistent),
                 ],
             )?,
-            state_dir: pairs.get_or_default("STATE_DIR").to_owned(),
+            state_dir: state_dir.unwrap_or_default(),
+            state_dir_given: pairs.get("STATE_DIR").is_some(),
             batch_max_rows: parse_u64_capped(
                 &pairs,
                 "BATCH_MAX_ROWS",

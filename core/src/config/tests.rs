@@ -677,6 +677,7 @@ fn the_os_user_is_the_postgresql_user_no_setting_names() {
     let pairs = || base().into_iter().filter(|(k, _)| *k != "PG_URL");
     let os = Defaults {
         os_user: Some("alice".to_owned()),
+        ..Defaults::detached()
     };
     let config = Config::from_pairs_for(pairs(), Purpose::Run, &os).unwrap();
     assert_eq!(config.pg.user, "alice");
@@ -713,7 +714,7 @@ fn slot_operations_need_only_the_connection_and_the_slot() {
         Config::from_pairs_for(
             pairs.iter().copied(),
             Purpose::SlotOperation,
-            &Defaults::default(),
+            &Defaults::detached(),
         )
     };
     let by_slot = slot_op(&[("PG_URL", "postgres://u@db/app"), ("PG_SLOT", "s1")]).unwrap();
@@ -833,4 +834,56 @@ fn operations_settings_default_off_and_are_validated() {
     );
     assert!(error(&[("SLOT_WAL_WARN_BYTES", "0")]).contains("SLOT_WAL_WARN_BYTES=\"0\""));
     assert!(error(&[("PG_SLOT_FAILOVER", "maybe")]).contains("PG_SLOT_FAILOVER"));
+}
+
+#[test]
+fn the_state_directory_is_absolute_and_says_whether_the_operator_chose_it() {
+    let with = |state_dir: Option<&str>, defaults: &Defaults| {
+        let pairs = base()
+            .into_iter()
+            .filter(|(k, _)| *k != "STATE_DIR")
+            .chain(state_dir.map(|dir| ("STATE_DIR", dir)));
+        Config::from_pairs_for(pairs, Purpose::Run, defaults)
+    };
+    let process = Defaults {
+        state_dir: Some("/home/ada/.local/state/slotline".to_owned()),
+        working_dir: Some("/srv/app".to_owned()),
+        ..Defaults::default()
+    };
+    let unset = with(None, &process).unwrap();
+    assert_eq!(
+        (unset.state_dir.as_str(), unset.state_dir_given),
+        ("/home/ada/.local/state/slotline", false)
+    );
+    for (given, absolute) in [
+        ("state", "/srv/app/state"),
+        ("./state", "/srv/app/state"),
+        (".", "/srv/app"),
+        ("/var/lib/x", "/var/lib/x"),
+    ] {
+        let config = with(Some(given), &process).unwrap();
+        assert_eq!(
+            (config.state_dir.as_str(), config.state_dir_given),
+            (absolute, true),
+            "STATE_DIR={given}"
+        );
+    }
+    let empty = with(Some(""), &process).unwrap();
+    assert!(!empty.state_dir_given, "an empty STATE_DIR is unset");
+    let homeless = Defaults::default();
+    let message = with(None, &homeless).unwrap_err().to_string();
+    assert!(
+        message.starts_with("STATE_DIR is required: a directory this process may write"),
+        "{message}"
+    );
+    assert!(
+        message.contains("XDG_STATE_HOME and HOME are unset"),
+        "{message}"
+    );
+    assert!(with(Some("/x"), &homeless).is_ok());
+    let ddl = base().into_iter().filter(|(k, _)| *k != "STATE_DIR");
+    assert!(
+        Config::from_pairs_for(ddl, Purpose::Ddl, &homeless).is_ok(),
+        "ddl writes no state file"
+    );
 }

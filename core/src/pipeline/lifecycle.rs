@@ -15,7 +15,7 @@ use super::policy::{self, Failure, FailureKind, Reaction, Situation};
 use super::queue::Queue;
 use super::replans;
 use super::retracting::Retracting;
-use super::run::{no_progress_reason, Run};
+use super::run::{never_reached_reason, no_progress_reason, Run};
 use super::snapshotting::Snapshotting;
 use super::starting::Starting;
 use super::stopping::Stopping;
@@ -90,6 +90,8 @@ impl Pipeline {
             last_cut: 0,
             batches_durable: 0,
             slot_seen_valid: false,
+            reached: Default::default(),
+            check_named: false,
             replans: replans::Replans::default(),
             feldera: FelderaFacts::default(),
             commit_to_durable: Default::default(),
@@ -343,6 +345,7 @@ impl Pipeline {
         let situation = Situation {
             stopping: matches!(self.phase, Phase::Stopping(_)),
             progress_expired: self.run.progress.expired(now),
+            never_reached: self.run.reached.never(failure.kind),
         };
         let decision = policy::decide(failure.kind, situation);
         self.queue.note(
@@ -358,6 +361,10 @@ impl Pipeline {
             Reaction::Exit(exit::OK) => self.exit(
                 exit::OK,
                 format!("stopped; the last session ended early: {}", failure.message),
+            ),
+            Reaction::Exit(exit::NO_PROGRESS) if situation.never_reached => self.exit(
+                exit::NO_PROGRESS,
+                never_reached_reason(failure.kind, &failure.message),
             ),
             Reaction::Exit(exit::NO_PROGRESS) => {
                 self.exit(exit::NO_PROGRESS, no_progress_reason(&self.env, &self.run))
@@ -420,10 +427,18 @@ impl Pipeline {
         self.phase = Phase::BackingOff {
             until: now.plus_ms(delay_ms),
         };
+        // The first warning of a run none of whose sessions got as far as the slot says
+        // where to look.
+        let hint = if !self.run.slot_seen_valid && !self.run.check_named {
+            self.run.check_named = true;
+            "; `slotline check` shows every problem of the setup at once"
+        } else {
+            ""
+        };
         self.queue.log(
             Level::Warn,
             format!(
-                "session {} ended: {reason}; reconnecting in {delay_ms} ms (attempt {}, delay drawn from 0..={ceiling_ms} ms)",
+                "session {} ended: {reason}; reconnecting in {delay_ms} ms (attempt {}, delay drawn from 0..={ceiling_ms} ms){hint}",
                 self.run.sessions,
                 self.run.backoff.attempt()
             ),
@@ -452,6 +467,7 @@ impl Driver for Pipeline {
             wall: now.wall,
         };
         self.meter.on_input(&input, self.queue.now.mono);
+        self.run.reached.on_input(&input);
         let next = self.dispatch(input);
         self.apply(next);
         if !self.queue.exited() {

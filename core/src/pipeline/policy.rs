@@ -150,6 +150,10 @@ pub(crate) struct Situation {
     pub(crate) stopping: bool,
     /// `NO_PROGRESS_TIMEOUT_SECS` has passed without durable progress.
     pub(crate) progress_expired: bool,
+    /// The failure is a server that did not answer, and this run never heard from it:
+    /// PostgreSQL unreachable before any PostgreSQL connection of the run received a byte,
+    /// or Feldera unavailable before any Feldera request of the run got an answer.
+    pub(crate) never_reached: bool,
 }
 
 /// A rule that replaces `EndSession` in some situations, checked in order.
@@ -161,13 +165,20 @@ pub(crate) struct Override {
 }
 
 /// A session that would end is not restarted when the operator asked to stop (the stop
-/// finishes with what is durable), nor when there has been no durable progress for too long
+/// finishes with what is durable), nor when a server this run never reached does not answer
+/// (a first start with a wrong host or port fails at once, as `pg_recvlogical` does; a run
+/// retries only what has worked), nor when there has been no durable progress for too long
 /// (giving up is what draws attention to the WAL the slot pins).
-pub(crate) const OVERRIDES: [Override; 2] = [
+pub(crate) const OVERRIDES: [Override; 3] = [
     Override {
         name: "stop-requested",
         applies: |s| s.stopping,
         reaction: Exit(exit::OK),
+    },
+    Override {
+        name: "never-reached",
+        applies: |s| s.never_reached,
+        reaction: Exit(exit::NO_PROGRESS),
     },
     Override {
         name: "no-progress-at-session-end",
@@ -288,6 +299,7 @@ mod tests {
         let stopping = Situation {
             stopping: true,
             progress_expired: true,
+            never_reached: true,
         };
         let decision = decide(K::FelderaUnavailable, stopping);
         assert_eq!(
@@ -305,13 +317,34 @@ mod tests {
     #[test]
     fn an_ended_session_without_progress_for_too_long_exits_69() {
         let expired = Situation {
-            stopping: false,
             progress_expired: true,
+            ..Situation::default()
         };
         let decision = decide(K::PgUnreachable, expired);
         assert_eq!(
             (decision.rule, decision.reaction),
             ("no-progress-at-session-end", Exit(69))
+        );
+    }
+
+    #[test]
+    fn a_server_never_reached_exits_69_at_once_instead_of_retrying() {
+        let first = Situation {
+            never_reached: true,
+            ..Situation::default()
+        };
+        for kind in [K::PgUnreachable, K::FelderaUnavailable] {
+            let decision = decide(kind, first);
+            assert_eq!(
+                (decision.rule, decision.reaction, decision.ends_session),
+                ("never-reached", Exit(69), true),
+                "{kind:?}"
+            );
+        }
+        assert_eq!(
+            decide(K::PgRefused, first).reaction,
+            Exit(1),
+            "a refusal keeps its own exit"
         );
     }
 }

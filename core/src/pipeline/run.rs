@@ -31,6 +31,11 @@ pub(crate) struct Run {
     /// A session of this run found the slot usable (or created it): if a later session
     /// finds it invalidated, it was lost while this process ran.
     pub(crate) slot_seen_valid: bool,
+    /// Which servers answered at least once in this run: a server never reached is not
+    /// retried (policy rule `never-reached`).
+    pub(crate) reached: Reached,
+    /// A back-off warning of this run named `slotline check` already.
+    pub(crate) check_named: bool,
     /// Changes that ended a session so the next one reads the catalog again (`replans`).
     pub(crate) replans: replans::Replans,
     /// The Feldera pipeline's fault tolerance and incarnation, and how this run
@@ -59,11 +64,60 @@ impl Run {
     }
 }
 
+/// Whether PostgreSQL and Feldera answered at least once in this run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reached {
+    /// A PostgreSQL connection received a byte.
+    pub(crate) pg: bool,
+    /// A Feldera request got an HTTP answer (any status).
+    pub(crate) feldera: bool,
+}
+
+impl Reached {
+    /// Notes what `input` says was reached.
+    pub(crate) fn on_input(&mut self, input: &crate::io::Input) {
+        use crate::io::Input;
+        match input {
+            Input::PgBytes { .. } => self.pg = true,
+            Input::HttpDone { .. } | Input::HttpChunk { .. } => self.feldera = true,
+            _ => {}
+        }
+    }
+
+    /// `kind` is a server not answering that this run never heard from.
+    pub(crate) fn never(&self, kind: super::policy::FailureKind) -> bool {
+        use super::policy::FailureKind as K;
+        match kind {
+            K::PgUnreachable => !self.pg,
+            K::FelderaUnavailable => !self.feldera,
+            _ => false,
+        }
+    }
+}
+
+/// Why a first contact that failed ends the run: what did not answer, and where to look.
+pub(crate) fn never_reached_reason(kind: super::policy::FailureKind, message: &str) -> String {
+    let server = match kind {
+        super::policy::FailureKind::FelderaUnavailable => "Feldera",
+        _ => "PostgreSQL",
+    };
+    format!(
+        "no durable progress possible: this run never reached {server}, so it gives up at once rather than \
+         retrying until NO_PROGRESS_TIMEOUT_SECS (a run retries a server only once it has answered); the last \
+         failure: {message}. `slotline check` shows every problem of the setup at once"
+    )
+}
+
 /// Why the run gives up: the deadline, and the last failure that held progress back (the
 /// only hint an operator gets when warnings are filtered out).
 pub(crate) fn no_progress_reason(env: &Env, run: &Run) -> String {
+    let why = if run.slot_seen_valid {
+        "giving up so the slot's pinned WAL gets attention"
+    } else {
+        "giving up (no session reached the slot, so it pins no WAL of this run)"
+    };
     let mut reason = format!(
-        "no durable progress for {} s (NO_PROGRESS_TIMEOUT_SECS); giving up so the slot's pinned WAL gets attention",
+        "no durable progress for {} s (NO_PROGRESS_TIMEOUT_SECS); {why}",
         env.config.no_progress_timeout_secs
     );
     if let Some(last) = &run.last_failure {

@@ -13,6 +13,7 @@
 //! | unreadable | any | refuse: a file that exists and cannot be read is never an absence |
 //! | for another slot | any | refuse: a copied or misplaced file |
 //! | absent | absent | fresh copy; retract only in Feldera tables that hold rows |
+//! | absent, `STATE_DIR` unset | present | refuse: the file may be in another directory; set `STATE_DIR`, or `drop-slot --yes` to copy again |
 //! | absent | present | drop the slot, copy, retract leftovers (a slot is no proof of a seeded target) |
 //! | pending | any | an interrupted copy: drop any slot, copy, retract leftovers |
 //! | complete, another system id, database, pipeline or set of routes | any | drop any slot, copy, retract leftovers |
@@ -54,6 +55,9 @@ pub struct Configured<'a> {
     pub mode: SnapshotMode,
     /// Where the state file is (`state::state_path`), for messages.
     pub state_path: &'a str,
+    /// `STATE_DIR` was set (`Config::state_dir_given`): a missing file in it is an
+    /// absence, not a directory chosen by where the process was started.
+    pub state_dir_given: bool,
     pub slot: &'a str,
     pub publication: &'a str,
     pub pipeline: &'a str,
@@ -454,6 +458,23 @@ impl Planner<'_> {
                 leftovers: Leftovers::IfTargetNotEmpty,
             };
         };
+        if !self.configured.state_dir_given && !is_lost(slot) {
+            self.trace.push(
+                "state absent + slot present + STATE_DIR unset: refuse (the state file may be in another \
+                 directory; copying every table again must be asked for)"
+                    .to_owned(),
+            );
+            let slot = self.configured.slot;
+            let path = self.configured.state_path;
+            return Action::Refuse(format!(
+                "replication slot {slot} exists but its state file {path} does not, and STATE_DIR is not set: \
+                 the state may be in another directory (an earlier run with another STATE_DIR, working directory \
+                 or user). Nothing was changed. Either set STATE_DIR to the directory that holds \
+                 {slot}.state.json, or, to copy every table again, run `slotline drop-slot --yes` (it drops the \
+                 slot) and start again (or set STATE_DIR explicitly to this directory: a start then drops the \
+                 slot and copies every table again)"
+            ));
+        }
         self.trace.push(
             "state absent + slot present: a slot is no proof the target was seeded: drop it, copy again, \
              retract leftovers"

@@ -40,6 +40,7 @@ fn configured(mode: SnapshotMode, routes: &[StateRoute]) -> Configured<'_> {
     Configured {
         mode,
         state_path: PATH,
+        state_dir_given: true,
         slot: "slotline_shop",
         publication: "slotline_pub",
         pipeline: "shop",
@@ -134,6 +135,61 @@ fn absent_state_with_a_slot_drops_it_copies_and_retracts() {
         }
     );
     rule!("state absent + slot present: a slot is no proof the target was seeded; drop, copy, retract leftovers, warn", plan);
+}
+
+#[test]
+fn absent_state_with_a_slot_in_a_default_directory_is_refused_with_both_ways_out() {
+    let routes = routes();
+    let default_dir = Configured {
+        state_dir_given: false,
+        ..configured(SnapshotMode::Initial, &routes)
+    };
+    let plan = plan_startup(&StateRead::Absent, Some(&reserved()), &default_dir, SYSTEM);
+    let Action::Refuse(message) = &plan.action else {
+        panic!("not refused: {plan:?}");
+    };
+    for needle in [
+        "set STATE_DIR",
+        "slotline drop-slot --yes",
+        PATH,
+        "Nothing was changed",
+    ] {
+        assert!(message.contains(needle), "{needle:?} missing: {message}");
+    }
+    let no_slot = plan_startup(&StateRead::Absent, None, &default_dir, SYSTEM);
+    assert!(
+        matches!(
+            no_slot.action,
+            Action::Snapshot {
+                drop_slot: false,
+                ..
+            }
+        ),
+        "a first start in the default directory copies: {no_slot:?}"
+    );
+    let lost = plan_startup(
+        &StateRead::Absent,
+        Some(&slot("lost", 0x2B0)),
+        &default_dir,
+        SYSTEM,
+    );
+    assert!(
+        matches!(
+            lost.action,
+            Action::Snapshot {
+                drop_slot: true,
+                ..
+            }
+        ),
+        "a lost slot is copied again wherever its state went: {lost:?}"
+    );
+    let never = Configured {
+        state_dir_given: false,
+        ..configured(SnapshotMode::Never, &routes)
+    };
+    let streams = plan_startup(&StateRead::Absent, Some(&reserved()), &never, SYSTEM);
+    assert_eq!(streams.action, Action::StreamOnly { create_slot: false });
+    rule!("state absent + slot present + STATE_DIR unset: refuse, naming STATE_DIR and drop-slot --yes", plan);
 }
 
 #[test]

@@ -12,6 +12,16 @@ impl Script {
     pub(super) fn on_http(&mut self, request_id: HttpId, request: HttpRequest) {
         let id = request_id;
         let at = self.at();
+        if let Some(error) = self.feldera_down.clone() {
+            let shown = self.shown(id);
+            self.note(format!(
+                "{at} -> {shown} {} {}",
+                request.method, request.url
+            ));
+            self.note(format!("{at} <- {shown} failed: {error}"));
+            self.replies.push_back(Input::HttpFailed { id, error });
+            return;
+        }
         let path = request
             .url
             .trim_start_matches("http://feldera:8080/v0/pipelines/p");

@@ -136,6 +136,10 @@ pub struct Script {
     pub(super) stream_failure: Option<(usize, String)>,
     /// Pieces delivered, by request.
     pub(super) pieces_delivered: std::collections::BTreeMap<HttpId, usize>,
+    /// PostgreSQL does not answer: every connection attempt fails with this message.
+    pub pg_down: Option<String>,
+    /// Feldera does not answer: every request fails without a status with this message.
+    pub feldera_down: Option<String>,
 }
 
 const SCHEMA_PREFIX: &str = r#"{"name":"p","program_status":"Success","deployment_status":"Running","program_info":{"schema":"#;
@@ -210,6 +214,8 @@ impl Script {
             ("FELDERA_URL", "http://feldera:8080"),
             ("FELDERA_PIPELINE", "p"),
             ("SNAPSHOT_MODE", "never"),
+            // Set, as an operator sets it: a trace of the default directory unsets it ("").
+            ("STATE_DIR", crate::config::DETACHED_STATE_DIR),
             // The progress line has traces of its own; elsewhere it would only interleave.
             ("PROGRESS_INTERVAL_SECS", "0"),
             // Traces show the slot monitor only where they turn it on.
@@ -269,6 +275,8 @@ impl Script {
             fault_tolerance: None,
             checkpoints: Vec::new(),
             checkpoint_succeeded: None,
+            pg_down: None,
+            feldera_down: None,
         }
     }
 
@@ -446,6 +454,17 @@ impl Script {
         match command {
             Command::PgConnect { conn, target, .. } => {
                 self.note(format!("{at} -> {conn} connect {target}"));
+                if let Some(message) = self.pg_down.clone() {
+                    self.note(format!("{at} <- {conn} failed: {message}"));
+                    self.replies.push_back(Input::PgClosed {
+                        conn,
+                        error: Some(crate::io::ConnFailure::new(
+                            crate::io::FailureKind::Connect,
+                            message,
+                        )),
+                    });
+                    return;
+                }
                 if self.repl.is_none() || self.pipeline.replication_conn() == Some(conn) {
                     self.repl = Some(conn);
                 } else {

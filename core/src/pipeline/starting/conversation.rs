@@ -220,6 +220,7 @@ impl Conversation {
         let configured = Configured {
             mode: config.snapshot_mode,
             state_path: &env.state_path,
+            state_dir_given: config.state_dir_given,
             slot: &config.slot,
             publication: &config.publication,
             pipeline: &config.feldera_pipeline,

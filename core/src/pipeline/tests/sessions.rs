@@ -338,3 +338,69 @@ fn a_session_start_against_a_paused_pipeline_says_once_to_resume_it() {
     );
     assert_eq!(s.pipeline().health().sessions, 4);
 }
+
+/// A first start whose PostgreSQL never answers (a wrong host or port) exits 69 at once
+/// naming `slotline check`, as `pg_recvlogical` gives up on its first connection: five
+/// minutes of retries would only hide the mistake.
+#[test]
+fn a_postgresql_this_run_never_reached_exits_69_at_once_naming_check() {
+    let s = Script::new_tweaked(&[TABLES], pg(), SCHEMA, |s| {
+        s.pg_down = Some("connection refused (db:5432)".into());
+    });
+    let (code, reason) = s.exit().expect("the run exits").clone();
+    assert_eq!(code, 69, "{reason}");
+    assert!(reason.contains("slotline check"), "{reason}");
+    let mut s = s;
+    s.advance(1000);
+    rule!(
+        "A PostgreSQL this run never reached exits 69 at the first failed connection, naming `slotline check`.",
+        s.take_trace()
+    );
+}
+
+/// The same for a Feldera that never answered: no HTTP answer at all in this run.
+#[test]
+fn a_feldera_this_run_never_reached_exits_69_at_once_naming_check() {
+    let mut s = Script::new_tweaked(&[TABLES], pg(), SCHEMA, |s| {
+        s.feldera_down = Some("connection refused".into());
+    });
+    s.advance(1000);
+    let (code, reason) = s.exit().expect("the run exits").clone();
+    assert_eq!(code, 69, "{reason}");
+    assert!(
+        reason.contains("Feldera at http://feldera:8080"),
+        "{reason}"
+    );
+    assert!(reason.contains("slotline check"), "{reason}");
+    rule!(
+        "A Feldera this run never reached exits 69 at the first request without an answer, naming `slotline check`.",
+        s.take_trace()
+    );
+}
+
+/// Once a server answered, the same failures are an outage: the run retries with backoff
+/// until NO_PROGRESS_TIMEOUT_SECS, whichever server it is.
+#[test]
+fn a_server_reached_once_is_retried_when_it_stops_answering() {
+    let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
+    s.pg_down = Some("connection refused (db:5432)".into());
+    s.disconnect();
+    s.advance(2000);
+    assert_eq!(s.exit(), None, "a PostgreSQL reached once is retried");
+    let pg_trace = s.take_trace();
+    assert!(
+        pg_trace.matches("connect").count() >= 2,
+        "reconnects:\n{pg_trace}"
+    );
+    s.pg_down = None;
+    s.feldera_down = Some("connection refused".into());
+    s.advance(4000);
+    assert_eq!(s.exit(), None, "a Feldera reached once is retried");
+    rule!(
+        "PostgreSQL and Feldera, once reached, are retried with backoff when they stop answering.",
+        format!(
+            "{pg_trace}--- PostgreSQL back, Feldera gone\n{}",
+            s.take_trace()
+        )
+    );
+}
