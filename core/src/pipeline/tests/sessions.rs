@@ -404,3 +404,23 @@ fn a_server_reached_once_is_retried_when_it_stops_answering() {
         )
     );
 }
+
+/// Giving up before any session got as far as the slot says so, instead of blaming the
+/// slot's pinned WAL (there may be no slot at all).
+#[test]
+fn no_progress_before_any_session_reached_the_slot_does_not_blame_its_wal() {
+    let mut pg = pg();
+    pg.slot_busy_answers = 1_000;
+    let mut s = Script::new(&[TABLES, ("NO_PROGRESS_TIMEOUT_SECS", "2")], pg, SCHEMA);
+    s.advance(10_000);
+    let (code, reason) = s.exit().expect("the run gives up").clone();
+    assert_eq!(code, 69, "{reason}");
+    assert!(
+        reason.contains("no session reached the slot") && !reason.contains("pinned WAL"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("in use by PostgreSQL backend pid 4242"),
+        "the last failure: {reason}"
+    );
+}
