@@ -25,6 +25,15 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
+/// The headings `--help` groups the options under, in the order it shows them.
+pub const HEADINGS: [&str; 6] = [POSTGRES, ROUTES, FELDERA, SNAPSHOT, TUNING, OPERATIONS];
+const POSTGRES: &str = "PostgreSQL";
+const ROUTES: &str = "Routes (which tables, to which Feldera tables)";
+const FELDERA: &str = "Feldera";
+const SNAPSHOT: &str = "Snapshot and state";
+const TUNING: &str = "Batching and timeouts";
+const OPERATIONS: &str = "Operations and monitoring";
+
 /// slotline: stream PostgreSQL logical replication (pgoutput) into Feldera pipelines.
 ///
 /// Every option is also read from the environment variable shown. Exit codes: 0 graceful
@@ -35,125 +44,119 @@ pub const VERSION: &str = concat!(
 pub struct Cli {
     /// PostgreSQL to connect to: postgres://user:pass@host:port/db?sslmode=... or a
     /// key=value conninfo string; when absent the PG* variables are used
-    #[arg(long, global = true, env = "PG_URL", hide_env_values = true)]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PG_URL", hide_env_values = true)]
     pub pg_url: Option<String>,
     /// PostgreSQL host (when PG_URL is absent; localhost if unset)
-    #[arg(long, global = true, env = "PGHOST")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGHOST")]
     pub pg_host: Option<String>,
     /// PostgreSQL port (when PG_URL is absent; 5432 if unset)
-    #[arg(long, global = true, env = "PGPORT")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGPORT")]
     pub pg_port: Option<String>,
     /// PostgreSQL user (when PG_URL is absent)
-    #[arg(long, global = true, env = "PGUSER")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGUSER")]
     pub pg_user: Option<String>,
     /// PostgreSQL password (when PG_URL is absent); never logged
-    #[arg(long, global = true, env = "PGPASSWORD", hide_env_values = true)]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGPASSWORD", hide_env_values = true)]
     pub pg_password: Option<String>,
     /// PostgreSQL database (when PG_URL is absent; the user name if unset)
-    #[arg(long, global = true, env = "PGDATABASE")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGDATABASE")]
     pub pg_database: Option<String>,
     /// disable, allow, prefer, require, verify-ca or verify-full (when PG_URL is absent;
     /// prefer if unset, verify-full with PGSSLROOTCERT=system)
-    #[arg(long, global = true, env = "PGSSLMODE")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGSSLMODE")]
     pub pg_sslmode: Option<String>,
     /// CA certificates (PEM file) to verify the server with, or `system` for the
     /// platform's trusted roots (when PG_URL is absent)
-    #[arg(long, global = true, env = "PGSSLROOTCERT")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGSSLROOTCERT")]
     pub pg_sslrootcert: Option<String>,
     /// Client certificate (PEM file) for TLS client authentication (when PG_URL is absent)
-    #[arg(long, global = true, env = "PGSSLCERT")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGSSLCERT")]
     pub pg_sslcert: Option<String>,
     /// Private key (PEM file) of the client certificate (when PG_URL is absent)
-    #[arg(long, global = true, env = "PGSSLKEY")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGSSLKEY")]
     pub pg_sslkey: Option<String>,
     /// Seconds a connection (TCP connect and TLS handshake) may take; 0 waits for ever
     /// (when PG_URL is absent)
-    #[arg(long, global = true, env = "PGCONNECT_TIMEOUT")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGCONNECT_TIMEOUT")]
     pub pg_connect_timeout: Option<String>,
     /// Password file (~/.pgpass if unset), read when no password is given
-    #[arg(long, global = true, env = "PGPASSFILE")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGPASSFILE")]
     pub pg_passfile: Option<String>,
     /// Publication to stream (required)
-    #[arg(long, global = true, env = "PG_PUBLICATION")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PG_PUBLICATION")]
     pub pg_publication: Option<String>,
     /// Logical replication slot, created if absent (slotline_<pipeline> if unset)
-    #[arg(long, global = true, env = "PG_SLOT")]
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PG_SLOT")]
     pub pg_slot: Option<String>,
+    /// Create the slot as a failover slot, synchronized to standbys (PostgreSQL 17+)
+    #[arg(
+        long,
+        global = true,
+        help_heading = POSTGRES,
+        env = "PG_SLOT_FAILOVER",
+        default_value = default_of("PG_SLOT_FAILOVER")
+    )]
+    pub pg_slot_failover: Option<String>,
     /// Tables to stream: users,items or users:USERS,public.items:lineitems (required,
     /// or PG_TABLE)
-    #[arg(long, global = true, env = "TABLES")]
+    #[arg(long, global = true, help_heading = ROUTES, env = "TABLES")]
     pub tables: Option<String>,
     /// A single PostgreSQL table to stream (instead of TABLES)
-    #[arg(long, global = true, env = "PG_TABLE")]
+    #[arg(long, global = true, help_heading = ROUTES, env = "PG_TABLE")]
     pub pg_table: Option<String>,
     /// The Feldera table PG_TABLE goes to (the PostgreSQL name if unset)
-    #[arg(long, global = true, env = "FELDERA_TABLE")]
+    #[arg(long, global = true, help_heading = ROUTES, env = "FELDERA_TABLE")]
     pub feldera_table: Option<String>,
     /// Feldera API base URL
-    #[arg(long, global = true, env = "FELDERA_URL", default_value = default_of("FELDERA_URL"))]
+    #[arg(
+        long,
+        global = true,
+        help_heading = FELDERA,
+        env = "FELDERA_URL",
+        default_value = default_of("FELDERA_URL")
+    )]
     pub feldera_url: Option<String>,
     /// Feldera pipeline name (required)
-    #[arg(long, global = true, env = "FELDERA_PIPELINE")]
+    #[arg(long, global = true, help_heading = FELDERA, env = "FELDERA_PIPELINE")]
     pub feldera_pipeline: Option<String>,
     /// Feldera API key, sent as Authorization: Bearer; never logged
-    #[arg(long, global = true, env = "FELDERA_API_KEY", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        help_heading = FELDERA,
+        env = "FELDERA_API_KEY",
+        hide_env_values = true
+    )]
     pub feldera_api_key: Option<String>,
     /// CA certificates (PEM file) that vouch for an https:// Feldera (instead of the
     /// built-in public roots)
-    #[arg(long, global = true, env = "FELDERA_CA_CERT")]
+    #[arg(long, global = true, help_heading = FELDERA, env = "FELDERA_CA_CERT")]
     pub feldera_ca_cert: Option<String>,
     /// When a batch is durable: completed (Feldera processed it) or accepted (HTTP 200;
     /// unsafe, for demonstration)
-    #[arg(long, global = true, env = "FELDERA_ACK_MODE", default_value = default_of("FELDERA_ACK_MODE"))]
+    #[arg(
+        long,
+        global = true,
+        help_heading = FELDERA,
+        env = "FELDERA_ACK_MODE",
+        default_value = default_of("FELDERA_ACK_MODE")
+    )]
     pub feldera_ack_mode: Option<String>,
     /// Refuse tables without a PRIMARY KEY in Feldera
     #[arg(
         long,
         global = true,
+        help_heading = FELDERA,
         env = "FELDERA_REQUIRE_PRIMARY_KEY",
         default_value = default_of("FELDERA_REQUIRE_PRIMARY_KEY")
     )]
     pub feldera_require_primary_key: Option<String>,
-    /// Give up on a completion wait after this long (waits over 5 s are logged)
-    #[arg(
-        long,
-        global = true,
-        env = "FELDERA_COMPLETION_TIMEOUT_MS",
-        default_value = default_of("FELDERA_COMPLETION_TIMEOUT_MS")
-    )]
-    pub feldera_completion_timeout_ms: Option<String>,
-    /// initial (copy every table under the slot's snapshot, then stream), never (stream
-    /// only, copy nothing) or inconsistent (copy, then create the slot: demonstrates loss)
-    #[arg(long, global = true, env = "SNAPSHOT_MODE", default_value = default_of("SNAPSHOT_MODE"))]
-    pub snapshot_mode: Option<String>,
-    /// Directory of <slot>.state.json, the snapshot's record (SNAPSHOT_MODE=never writes
-    /// none)
-    #[arg(long, global = true, env = "STATE_DIR", default_value = default_of("STATE_DIR"))]
-    pub state_dir: Option<String>,
-    /// Flush a batch at this many rows (1 to 100000: a Feldera ingress endpoint pauses at
-    /// 100000 queued records)
-    #[arg(long, global = true, env = "BATCH_MAX_ROWS", default_value = default_of("BATCH_MAX_ROWS"))]
-    pub batch_max_rows: Option<String>,
-    /// Flush a batch at this many encoded bytes
-    #[arg(long, global = true, env = "BATCH_MAX_BYTES", default_value = default_of("BATCH_MAX_BYTES"))]
-    pub batch_max_bytes: Option<String>,
-    /// While batches are in flight, longest wait from the oldest buffered event (with
-    /// nothing in flight a commit goes at once); 0 = one request per transaction
-    #[arg(long, global = true, env = "BATCH_LINGER_MS", default_value = default_of("BATCH_LINGER_MS"))]
-    pub batch_linger_ms: Option<String>,
-    /// Batches sent to Feldera and not yet durable at once (1 to 64)
-    #[arg(
-        long,
-        global = true,
-        env = "MAX_IN_FLIGHT_BATCHES",
-        default_value = default_of("MAX_IN_FLIGHT_BATCHES")
-    )]
-    pub max_in_flight_batches: Option<String>,
     /// off, large (a source transaction spanning more than one batch becomes one Feldera
     /// transaction) or all (every batch too): views never see part of it
     #[arg(
         long,
         global = true,
+        help_heading = FELDERA,
         env = "FELDERA_TRANSACTIONS",
         default_value = default_of("FELDERA_TRANSACTIONS")
     )]
@@ -164,6 +167,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = FELDERA,
         env = "FELDERA_DURABILITY",
         default_value = default_of("FELDERA_DURABILITY")
     )]
@@ -172,6 +176,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = FELDERA,
         env = "FELDERA_CHECKPOINT_INTERVAL_SECS",
         default_value = default_of("FELDERA_CHECKPOINT_INTERVAL_SECS")
     )]
@@ -181,23 +186,110 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = FELDERA,
         env = "FELDERA_RESTART",
         default_value = default_of("FELDERA_RESTART")
     )]
     pub feldera_restart: Option<String>,
+    /// initial (copy every table under the slot's snapshot, then stream), never (stream
+    /// only, copy nothing) or inconsistent (copy, then create the slot: demonstrates loss)
+    #[arg(
+        long,
+        global = true,
+        help_heading = SNAPSHOT,
+        env = "SNAPSHOT_MODE",
+        default_value = default_of("SNAPSHOT_MODE")
+    )]
+    pub snapshot_mode: Option<String>,
+    /// Directory of <slot>.state.json, the snapshot's record (SNAPSHOT_MODE=never writes
+    /// none)
+    #[arg(
+        long,
+        global = true,
+        help_heading = SNAPSHOT,
+        env = "STATE_DIR",
+        default_value = default_of("STATE_DIR")
+    )]
+    pub state_dir: Option<String>,
     /// Connections copying the initial snapshot in parallel (never more than the work)
-    #[arg(long, global = true, env = "SNAPSHOT_WORKERS", default_value = default_of("SNAPSHOT_WORKERS"))]
+    #[arg(
+        long,
+        global = true,
+        help_heading = SNAPSHOT,
+        env = "SNAPSHOT_WORKERS",
+        default_value = default_of("SNAPSHOT_WORKERS")
+    )]
     pub snapshot_workers: Option<String>,
     /// Keys asked about in one PostgreSQL question when retracting a re-snapshot's leftovers
-    #[arg(long, global = true, env = "RETRACT_PAGE_ROWS", default_value = default_of("RETRACT_PAGE_ROWS"))]
+    #[arg(
+        long,
+        global = true,
+        help_heading = SNAPSHOT,
+        env = "RETRACT_PAGE_ROWS",
+        default_value = default_of("RETRACT_PAGE_ROWS")
+    )]
     pub retract_page_rows: Option<String>,
+    /// Flush a batch at this many rows (1 to 100000: a Feldera ingress endpoint pauses at
+    /// 100000 queued records)
+    #[arg(
+        long,
+        global = true,
+        help_heading = TUNING,
+        env = "BATCH_MAX_ROWS",
+        default_value = default_of("BATCH_MAX_ROWS")
+    )]
+    pub batch_max_rows: Option<String>,
+    /// Flush a batch at this many encoded bytes
+    #[arg(
+        long,
+        global = true,
+        help_heading = TUNING,
+        env = "BATCH_MAX_BYTES",
+        default_value = default_of("BATCH_MAX_BYTES")
+    )]
+    pub batch_max_bytes: Option<String>,
+    /// While batches are in flight, longest wait from the oldest buffered event (with
+    /// nothing in flight a commit goes at once); 0 = one request per transaction
+    #[arg(
+        long,
+        global = true,
+        help_heading = TUNING,
+        env = "BATCH_LINGER_MS",
+        default_value = default_of("BATCH_LINGER_MS")
+    )]
+    pub batch_linger_ms: Option<String>,
+    /// Batches sent to Feldera and not yet durable at once (1 to 64)
+    #[arg(
+        long,
+        global = true,
+        help_heading = TUNING,
+        env = "MAX_IN_FLIGHT_BATCHES",
+        default_value = default_of("MAX_IN_FLIGHT_BATCHES")
+    )]
+    pub max_in_flight_batches: Option<String>,
+    /// Give up on a completion wait after this long (waits over 5 s are logged)
+    #[arg(
+        long,
+        global = true,
+        help_heading = TUNING,
+        env = "FELDERA_COMPLETION_TIMEOUT_MS",
+        default_value = default_of("FELDERA_COMPLETION_TIMEOUT_MS")
+    )]
+    pub feldera_completion_timeout_ms: Option<String>,
     /// An ad-hoc query of Feldera (a table's keys, its row count) may take this long
-    #[arg(long, global = true, env = "QUERY_TIMEOUT_SECS", default_value = default_of("QUERY_TIMEOUT_SECS"))]
+    #[arg(
+        long,
+        global = true,
+        help_heading = TUNING,
+        env = "QUERY_TIMEOUT_SECS",
+        default_value = default_of("QUERY_TIMEOUT_SECS")
+    )]
     pub query_timeout_secs: Option<String>,
     /// Exit 69 after this long without durable progress
     #[arg(
         long,
         global = true,
+        help_heading = TUNING,
         env = "NO_PROGRESS_TIMEOUT_SECS",
         default_value = default_of("NO_PROGRESS_TIMEOUT_SECS")
     )]
@@ -206,64 +298,66 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = TUNING,
         env = "SHUTDOWN_CONFIRM_MS",
         default_value = default_of("SHUTDOWN_CONFIRM_MS")
     )]
     pub shutdown_confirm_ms: Option<String>,
+    /// Serve Prometheus metrics at /metrics, and /healthz and /readyz, on this address
+    /// (host:port, like 127.0.0.1:9187); off if unset
+    #[arg(long, global = true, help_heading = OPERATIONS, env = "METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Warn (log and metric) when the slot retains more WAL than this many bytes (besides
+    /// 80% of the server's max_slot_wal_keep_size)
+    #[arg(long, global = true, help_heading = OPERATIONS, env = "SLOT_WAL_WARN_BYTES")]
+    pub slot_wal_warn_bytes: Option<String>,
+    /// How often the slot's health is sampled while running (0: never)
+    #[arg(
+        long,
+        global = true,
+        help_heading = OPERATIONS,
+        env = "SLOT_CHECK_INTERVAL_MS",
+        default_value = default_of("SLOT_CHECK_INTERVAL_MS")
+    )]
+    pub slot_check_interval_ms: Option<String>,
     /// Log a progress line (rows, transactions, batches, flushed position, lag, completion
     /// waits) this often while something happens; 0 turns it off
     #[arg(
         long,
         global = true,
+        help_heading = OPERATIONS,
         env = "PROGRESS_INTERVAL_SECS",
         default_value = default_of("PROGRESS_INTERVAL_SECS")
     )]
     pub progress_interval_secs: Option<String>,
     /// text or json; the level comes from RUST_LOG (default info). Why a non-zero exit
     /// happened is printed on stderr whatever RUST_LOG says
-    #[arg(long, global = true, env = "LOG_FORMAT", default_value = default_of("LOG_FORMAT"))]
-    pub log_format: Option<String>,
-    /// Test only: exit 70 at this crash point (before_send, after_send, after_complete,
-    /// after_ack, snapshot_after_slot, snapshot_mid_copy, snapshot_before_complete,
-    /// retract_after_query, retract_mid_delete)
-    #[arg(long, global = true, env = "CRASH_AT")]
-    pub crash_at: Option<String>,
-    /// Test only: crash the N-th time CRASH_AT is reached
     #[arg(
         long,
         global = true,
+        help_heading = OPERATIONS,
+        env = "LOG_FORMAT",
+        default_value = default_of("LOG_FORMAT")
+    )]
+    pub log_format: Option<String>,
+    /// Test only (hidden from --help): exit 70 at this crash point (before_send,
+    /// after_send, after_complete, after_ack, snapshot_after_slot, snapshot_mid_copy,
+    /// snapshot_before_complete, retract_after_query, retract_mid_delete)
+    #[arg(long, global = true, hide = true, env = "CRASH_AT")]
+    pub crash_at: Option<String>,
+    /// Test only (hidden from --help): crash the N-th time CRASH_AT is reached
+    #[arg(
+        long,
+        global = true,
+        hide = true,
         env = "CRASH_AFTER_BATCHES",
         default_value = default_of("CRASH_AFTER_BATCHES")
     )]
     pub crash_after_batches: Option<String>,
     /// Seed of the core's random choices (backoff jitter), for reproducible runs
-    /// (drawn from the OS if unset)
-    #[arg(long, global = true, env = "SLOTLINE_SEED", value_parser = parse_seed)]
+    /// (drawn from the OS if unset); hidden from --help, for tests
+    #[arg(long, global = true, hide = true, env = "SLOTLINE_SEED", value_parser = parse_seed)]
     pub seed: Option<Seed>,
-    /// Serve Prometheus metrics at /metrics, and /healthz and /readyz, on this address
-    /// (host:port, like 127.0.0.1:9187); off if unset
-    #[arg(long, global = true, env = "METRICS_ADDR")]
-    pub metrics_addr: Option<String>,
-    /// Warn (log and metric) when the slot retains more WAL than this many bytes (besides
-    /// 80% of the server's max_slot_wal_keep_size)
-    #[arg(long, global = true, env = "SLOT_WAL_WARN_BYTES")]
-    pub slot_wal_warn_bytes: Option<String>,
-    /// How often the slot's health is sampled while running (0: never)
-    #[arg(
-        long,
-        global = true,
-        env = "SLOT_CHECK_INTERVAL_MS",
-        default_value = default_of("SLOT_CHECK_INTERVAL_MS")
-    )]
-    pub slot_check_interval_ms: Option<String>,
-    /// Create the slot as a failover slot, synchronized to standbys (PostgreSQL 17+)
-    #[arg(
-        long,
-        global = true,
-        env = "PG_SLOT_FAILOVER",
-        default_value = default_of("PG_SLOT_FAILOVER")
-    )]
-    pub pg_slot_failover: Option<String>,
     #[command(subcommand)]
     pub operation: Option<Operation>,
 }

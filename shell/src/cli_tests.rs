@@ -32,10 +32,16 @@ fn help_block(help: &str, variable: &str) -> String {
     block
 }
 
+/// The options only tests use: accepted, but not shown by `--help`.
+const TEST_ONLY: [&str; 3] = ["CRASH_AT", "CRASH_AFTER_BATCHES", "SLOTLINE_SEED"];
+
 #[test]
 fn help_lists_every_variable_with_its_default() {
     let help = command("slotline").render_long_help().to_string();
     for (variable, default) in VARIABLES {
+        if TEST_ONLY.contains(variable) {
+            continue;
+        }
         let block = help_block(&help, variable);
         match default {
             Some(default) => assert!(
@@ -45,6 +51,125 @@ fn help_lists_every_variable_with_its_default() {
             None => assert!(!block.contains("[default:"), "{variable}:\n{block}"),
         }
     }
+}
+
+/// Each heading of `help` (a line `Heading:` at the margin), in order.
+fn headings_of(help: &str) -> Vec<String> {
+    help.lines()
+        .filter(|line| !line.starts_with(' ') && line.ends_with(':') && !line.contains(". "))
+        .map(|line| line.trim_end_matches(':').to_owned())
+        .collect()
+}
+
+#[test]
+fn help_groups_the_options_under_headings_for_every_command() {
+    let mut command = command("slotline");
+    command.build();
+    for arg in command.get_arguments().filter(|a| a.get_env().is_some()) {
+        let heading = arg.get_help_heading();
+        assert!(
+            arg.is_hide_set() || heading.is_some_and(|h| HEADINGS.contains(&h)),
+            "--{} has no heading of HEADINGS: {heading:?}",
+            arg.get_id()
+        );
+    }
+    let mut expected = vec!["Options".to_owned()];
+    expected.extend(HEADINGS.iter().map(|h| (*h).to_owned()));
+    let root = command.render_long_help().to_string();
+    assert_eq!(
+        headings_of(&root),
+        [&["Commands".to_owned()], &expected[..]].concat()
+    );
+    assert_eq!(
+        headings_of(&command.render_help().to_string()),
+        headings_of(&root),
+        "-h groups as --help does"
+    );
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .filter(|name| name != "help")
+        .collect();
+    assert_eq!(names, ["check", "status", "ddl", "drop-slot"]);
+    for name in names {
+        let sub = command.find_subcommand_mut(&name).expect("a subcommand");
+        let help = sub.render_long_help().to_string();
+        assert_eq!(
+            headings_of(&help),
+            expected,
+            "slotline {name} --help:\n{help}"
+        );
+        assert!(help.contains("--pg-url"), "slotline {name} --help:\n{help}");
+    }
+}
+
+#[test]
+fn test_only_options_are_hidden_from_help_and_still_work() {
+    let mut command = command("slotline");
+    command.build();
+    let mut helps = vec![
+        command.render_long_help().to_string(),
+        command.render_help().to_string(),
+    ];
+    for sub in command.get_subcommands_mut() {
+        helps.push(sub.render_long_help().to_string());
+    }
+    for help in &helps {
+        for hidden in ["--crash-at", "--crash-after-batches", "--seed"]
+            .iter()
+            .chain(TEST_ONLY.iter())
+        {
+            assert!(!help.contains(hidden), "--help shows {hidden}:\n{help}");
+        }
+    }
+    let args = parse(
+        "slotline",
+        [
+            "slotline",
+            "check",
+            "--crash-at",
+            "after_send",
+            "--crash-after-batches",
+            "3",
+            "--seed",
+            "7",
+        ],
+    )
+    .expect("the hidden flags parse");
+    assert!(args
+        .pairs
+        .contains(&("CRASH_AT".into(), "after_send".into())));
+    assert!(args
+        .pairs
+        .contains(&("CRASH_AFTER_BATCHES".into(), "3".into())));
+    assert_eq!(args.seed, Some(7));
+}
+
+/// `--crash-at`, hidden from `--help`, still documents exactly the crash points the
+/// configuration accepts (each is reached by a decision trace in the core).
+#[test]
+fn crash_at_documents_exactly_the_accepted_crash_points() {
+    let command = Cli::command();
+    let arg = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some("crash-at"))
+        .expect("--crash-at");
+    let doc = arg
+        .get_long_help()
+        .or(arg.get_help())
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    // The list is the last parenthesis.
+    let listed: Vec<&str> = doc
+        .rsplit_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(list, _)| list.split(", ").collect())
+        .unwrap_or_else(|| panic!("--crash-at lists its points in parentheses: {doc}"));
+    let accepted: Vec<&str> = slotline_core::config::CrashPoint::ALL
+        .iter()
+        .map(|(_, name)| *name)
+        .collect();
+    assert_eq!(listed, accepted, "{doc}");
 }
 
 #[test]
