@@ -36,50 +36,55 @@ const OPERATIONS: &str = "Operations and monitoring";
 
 /// slotline: stream PostgreSQL logical replication (pgoutput) into Feldera pipelines.
 ///
-/// Every option is also read from the environment variable shown. Exit codes: 0 graceful
+/// Every option is also read from the environment variable shown. As with libpq, the PG*
+/// options fill in whatever PG_URL leaves unset (all of it without a PG_URL). Exit codes: 0 graceful
 /// stop, 1 fatal data or contract error, 2 usage or configuration error, 69 no durable
 /// progress, 70 injected crash; a second SIGINT/SIGTERM exits at once with 130/143.
 #[derive(Debug, Parser)]
 #[command(version = VERSION)]
 pub struct Cli {
     /// PostgreSQL to connect to: postgres://user:pass@host:port/db?sslmode=... or a
-    /// key=value conninfo string; when absent the PG* variables are used
+    /// key=value conninfo string; the PG* options below fill in what it leaves unset
     #[arg(long, global = true, help_heading = POSTGRES, env = "PG_URL", hide_env_values = true)]
     pub pg_url: Option<String>,
-    /// PostgreSQL host (when PG_URL is absent; localhost if unset)
+    /// PostgreSQL host, or the directory of its Unix socket, unless PG_URL names one
+    /// (localhost if neither does)
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGHOST")]
     pub pg_host: Option<String>,
-    /// PostgreSQL port (when PG_URL is absent; 5432 if unset)
+    /// PostgreSQL port, unless PG_URL names one (5432 if neither does)
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGPORT")]
     pub pg_port: Option<String>,
-    /// PostgreSQL user (when PG_URL is absent)
+    /// PostgreSQL user, unless PG_URL names one (the OS user if neither does)
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGUSER")]
     pub pg_user: Option<String>,
-    /// PostgreSQL password (when PG_URL is absent); never logged
+    /// PostgreSQL password, unless PG_URL holds one (else the password file is read);
+    /// never logged
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGPASSWORD", hide_env_values = true)]
     pub pg_password: Option<String>,
-    /// PostgreSQL database (when PG_URL is absent; the user name if unset)
+    /// PostgreSQL database, unless PG_URL names one (the user's name if neither does)
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGDATABASE")]
     pub pg_database: Option<String>,
-    /// disable, allow, prefer, require, verify-ca or verify-full (when PG_URL is absent;
-    /// prefer if unset, verify-full with PGSSLROOTCERT=system)
+    /// disable, allow, prefer, require, verify-ca or verify-full, unless PG_URL sets
+    /// sslmode (prefer if neither does; verify-full with sslrootcert system)
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGSSLMODE")]
     pub pg_sslmode: Option<String>,
     /// CA certificates (PEM file) to verify the server with, or `system` for the
-    /// platform's trusted roots (when PG_URL is absent)
+    /// platform's trusted roots, unless PG_URL sets sslrootcert
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGSSLROOTCERT")]
     pub pg_sslrootcert: Option<String>,
-    /// Client certificate (PEM file) for TLS client authentication (when PG_URL is absent)
+    /// Client certificate (PEM file) for TLS client authentication, unless PG_URL sets
+    /// sslcert
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGSSLCERT")]
     pub pg_sslcert: Option<String>,
-    /// Private key (PEM file) of the client certificate (when PG_URL is absent)
+    /// Private key (PEM file) of the client certificate, unless PG_URL sets sslkey
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGSSLKEY")]
     pub pg_sslkey: Option<String>,
-    /// Seconds a connection (TCP connect and TLS handshake) may take; 0 waits for ever
-    /// (when PG_URL is absent)
+    /// Seconds a connection (TCP connect and TLS handshake) may take, unless PG_URL sets
+    /// connect_timeout; 0, or set by neither, waits for ever
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGCONNECT_TIMEOUT")]
     pub pg_connect_timeout: Option<String>,
-    /// Password file (~/.pgpass if unset), read when no password is given
+    /// Password file, read when no password is given, unless PG_URL sets passfile
+    /// (~/.pgpass if neither does)
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGPASSFILE")]
     pub pg_passfile: Option<String>,
     /// Publication to stream (required)

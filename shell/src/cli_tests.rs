@@ -173,6 +173,34 @@ fn crash_at_documents_exactly_the_accepted_crash_points() {
 }
 
 #[test]
+fn help_says_the_pg_variables_fill_in_what_pg_url_leaves_unset() {
+    // As `PgConnConfig::from_pairs` combines them: PG_URL's settings win, each PG* variable
+    // (or its flag) fills in a setting PG_URL does not name, with or without a PG_URL.
+    let help = command("slotline").render_long_help().to_string();
+    assert!(!help.contains("PG_URL is absent"), "{help}");
+    assert!(
+        help.contains("the PG* options fill in whatever PG_URL leaves unset"),
+        "{help}"
+    );
+    for variable in [
+        "PGHOST",
+        "PGPORT",
+        "PGUSER",
+        "PGPASSWORD",
+        "PGDATABASE",
+        "PGSSLMODE",
+        "PGSSLROOTCERT",
+        "PGSSLCERT",
+        "PGSSLKEY",
+        "PGCONNECT_TIMEOUT",
+        "PGPASSFILE",
+    ] {
+        let block = help_block(&help, variable);
+        assert!(block.contains("unless PG_URL"), "{variable}:\n{block}");
+    }
+}
+
+#[test]
 fn every_variable_has_exactly_one_flag_and_no_flag_is_unknown() {
     let command = Cli::command();
     for (variable, _) in VARIABLES {
