@@ -7,7 +7,7 @@
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
-use slotline_core::config::VARIABLES;
+use slotline_core::config::{is_secret, VARIABLES};
 
 /// The default of a configuration variable, as the core applies it.
 fn default_of(variable: &str) -> Option<&'static str> {
@@ -458,9 +458,31 @@ impl std::fmt::Debug for Args {
     }
 }
 
-/// The clap command of a binary (its name is the binary's).
+/// The clap command of a binary (its name is the binary's). `--help` shows an option's
+/// environment value only where `shows_env_value` allows: `[env: PGHOST=db.example]` when
+/// set, `[env: PGHOST]` when unset or empty (never `[env: PGHOST=]`) and for secrets.
 pub fn command(bin_name: &'static str) -> clap::Command {
-    Cli::command().name(bin_name).bin_name(bin_name)
+    Cli::command()
+        .name(bin_name)
+        .bin_name(bin_name)
+        .mut_args(|arg| {
+            let shown = arg.get_env().is_some_and(|variable| {
+                let value = std::env::var_os(variable);
+                variable
+                    .to_str()
+                    .is_some_and(|variable| shows_env_value(variable, value.as_deref()))
+            });
+            match shown {
+                true => arg,
+                false => arg.hide_env_values(true),
+            }
+        })
+}
+
+/// Whether `--help` may show the value `variable` has in the environment: only a value that
+/// is set, not empty (an empty variable counts as unset) and not a secret.
+pub fn shows_env_value(variable: &str, value: Option<&std::ffi::OsStr>) -> bool {
+    !is_secret(variable) && value.is_some_and(|value| !value.is_empty())
 }
 
 /// Parses arguments (the first is the program) and the environment. A clap error is

@@ -238,8 +238,46 @@ fn secrets_never_show_their_environment_values() {
         };
         assert_eq!(arg.is_hide_env_values_set(), is_secret(env), "{env}");
     }
+    // And a binary's command, whatever the environment holds.
+    for arg in command("slotline").get_arguments() {
+        let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+            continue;
+        };
+        assert!(!is_secret(env) || arg.is_hide_env_values_set(), "{env}");
+    }
     for secret in ["PG_URL", "PGPASSWORD", "FELDERA_API_KEY"] {
         assert!(is_secret(secret));
+    }
+}
+
+#[test]
+fn help_shows_an_environment_value_only_when_one_is_set_and_not_secret() {
+    use std::ffi::OsStr;
+    assert!(shows_env_value("PGHOST", Some(OsStr::new("db.example"))));
+    assert!(!shows_env_value("PGHOST", None), "unset");
+    assert!(
+        !shows_env_value("PGHOST", Some(OsStr::new(""))),
+        "empty is unset"
+    );
+    for secret in ["PG_URL", "PGPASSWORD", "FELDERA_API_KEY"] {
+        assert!(
+            !shows_env_value(secret, Some(OsStr::new("hunter2"))),
+            "{secret}"
+        );
+    }
+    // Whatever this process's environment holds, nothing renders as `[env: NAME=]`.
+    let mut command = command("slotline");
+    command.build();
+    let mut helps = vec![command.render_long_help().to_string()];
+    for sub in command
+        .get_subcommands_mut()
+        .filter(|s| s.get_name() != "help")
+    {
+        helps.push(sub.render_long_help().to_string());
+    }
+    for help in helps {
+        assert!(!help.contains("=]"), "{help}");
+        assert!(help.contains("[env: PGPASSWORD]"), "{help}");
     }
 }
 
