@@ -479,6 +479,15 @@ pub fn command(bin_name: &'static str) -> clap::Command {
         })
 }
 
+/// Every environment variable an option is read from (the configuration's and the
+/// shell's own, such as `SLOTLINE_SEED`), in the order of the options.
+pub fn variables_read() -> Vec<String> {
+    Cli::command()
+        .get_arguments()
+        .filter_map(|arg| arg.get_env().and_then(|v| v.to_str()).map(str::to_owned))
+        .collect()
+}
+
 /// Whether `--help` may show the value `variable` has in the environment: only a value that
 /// is set, not empty (an empty variable counts as unset) and not a secret.
 pub fn shows_env_value(variable: &str, value: Option<&std::ffi::OsStr>) -> bool {
