@@ -388,15 +388,18 @@ pub enum Operation {
     /// Print Feldera SQL (or the program schema JSON) for the routed tables: one CREATE
     /// TABLE each, typed as slotline maps PostgreSQL's columns, with NOT NULL, the PRIMARY
     /// KEY (or the replica identity index) and a comment per lossy or refused column. The
-    /// tables are those of TABLES, else those PG_PUBLICATION publishes; nothing is created,
-    /// and Feldera is not asked
+    /// tables are those of TABLES, else those PG_PUBLICATION publishes (with --publication,
+    /// TABLES from the environment is ignored); nothing is created, and Feldera is not
+    /// asked
     Ddl {
         /// sql (CREATE TABLE statements) or json (as Feldera's program_info.schema
         /// describes them)
         #[arg(long, value_enum, default_value_t = DdlFormat::Sql)]
         format: DdlFormat,
-        /// The publication whose tables to describe when TABLES is not set (overrides
-        /// PG_PUBLICATION)
+        /// The publication whose tables to describe (overrides PG_PUBLICATION). TABLES,
+        /// PG_TABLE and FELDERA_TABLE from the environment are then ignored; given as flags
+        /// (--tables), they still choose the tables, described as this publication
+        /// publishes them
         #[arg(long)]
         publication: Option<String>,
     },
@@ -443,6 +446,9 @@ pub struct Args {
     pub flags: Vec<(String, String)>,
     /// `check`, `status`, `drop-slot` or `ddl`; `None`: run.
     pub operation: Option<Operation>,
+    /// What the command line decided that the user may not expect, for one line on stderr
+    /// (`ddl --publication` ignoring TABLES from the environment).
+    pub notice: Option<String>,
 }
 
 impl std::fmt::Debug for Args {
@@ -454,6 +460,7 @@ impl std::fmt::Debug for Args {
             .field("seed", &self.seed)
             .field("flags", &self.flags)
             .field("operation", &self.operation)
+            .field("notice", &self.notice)
             .finish()
     }
 }
@@ -504,21 +511,72 @@ where
     let matches = command(bin_name).try_get_matches_from(args)?;
     let cli = Cli::from_arg_matches(&matches)?;
     let (mut pairs, mut flags) = pairs_of(&matches);
-    if let Some(Operation::Ddl {
-        publication: Some(publication),
-        ..
-    }) = &cli.operation
-    {
-        pairs.retain(|(variable, _)| variable != "PG_PUBLICATION");
-        pairs.push(("PG_PUBLICATION".to_owned(), publication.clone()));
-        flags.retain(|(variable, _)| variable != "PG_PUBLICATION");
-        flags.push(("PG_PUBLICATION".to_owned(), "--publication".to_owned()));
-    }
+    let notice = match &cli.operation {
+        Some(Operation::Ddl {
+            publication: Some(publication),
+            ..
+        }) => ddl_publication(&mut pairs, &mut flags, publication),
+        _ => None,
+    };
     Ok(Args {
         pairs,
         seed: cli.seed.and_then(|seed| seed.0),
         flags,
         operation: cli.operation,
+        notice,
+    })
+}
+
+/// The variables that choose the routed tables.
+const ROUTE_VARIABLES: [&str; 3] = ["TABLES", "PG_TABLE", "FELDERA_TABLE"];
+
+/// `ddl --publication P`: P replaces PG_PUBLICATION, and the tables are P's. Route
+/// variables inherited from the environment (a TABLES set for the run) are dropped, so they
+/// cannot silently describe other tables than the ones asked for; route options given as
+/// flags with it are the user's choice and kept (those tables, as P publishes them).
+/// Returns what to say when something inherited was dropped. `flags` tells which of
+/// `pairs` came from the command line; the others came from the environment.
+pub fn ddl_publication(
+    pairs: &mut Vec<(String, String)>,
+    flags: &mut Vec<(String, String)>,
+    publication: &str,
+) -> Option<String> {
+    pairs.retain(|(variable, _)| variable != "PG_PUBLICATION");
+    pairs.push(("PG_PUBLICATION".to_owned(), publication.to_owned()));
+    flags.retain(|(variable, _)| variable != "PG_PUBLICATION");
+    flags.push(("PG_PUBLICATION".to_owned(), "--publication".to_owned()));
+    let is_flag = |variable: &str| flags.iter().any(|(v, _)| v == variable);
+    let inherited = |variable: &str| ROUTE_VARIABLES.contains(&variable) && !is_flag(variable);
+    // An empty variable counts as unset: dropped without a word.
+    let ignored: Vec<&str> = ROUTE_VARIABLES
+        .into_iter()
+        .filter(|v| inherited(v) && pairs.iter().any(|(k, value)| k == v && !value.is_empty()))
+        .collect();
+    pairs.retain(|(variable, _)| !inherited(variable));
+    if ignored.is_empty() {
+        return None;
+    }
+    let ignored = match ignored.as_slice() {
+        [one] => format!("{one} from the environment is ignored"),
+        [first @ .., last] => format!(
+            "{} and {last} from the environment are ignored",
+            first.join(", ")
+        ),
+        [] => unreachable!("not empty"),
+    };
+    let given: Vec<&str> = flags
+        .iter()
+        .filter(|(variable, _)| ROUTE_VARIABLES.contains(&variable.as_str()))
+        .map(|(_, flag)| flag.as_str())
+        .collect();
+    Some(match given.as_slice() {
+        [] => {
+            format!("describing the tables of publication {publication} (--publication); {ignored}")
+        }
+        _ => format!(
+            "describing the tables of {} as publication {publication} publishes them; {ignored}",
+            given.join(" and ")
+        ),
     })
 }
 

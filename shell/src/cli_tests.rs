@@ -352,6 +352,7 @@ fn debug_of_args_prints_keys_but_never_values() {
         seed: None,
         flags: vec![("PGPASSWORD".into(), "--pg-password".into())],
         operation: None,
+        notice: None,
     };
     let shown = format!("{args:?}");
     assert!(shown.contains("PGPASSWORD"));
@@ -503,4 +504,99 @@ fn example_env_sets_nothing_as_shipped() {
         .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
         .collect();
     assert!(set.is_empty(), "{set:?}");
+}
+
+fn pairs_of_list(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn ddl_publication_ignores_tables_inherited_from_the_environment() {
+    // TABLES and PG_PUBLICATION from the environment (no flags), then `ddl --publication pub`.
+    let mut pairs = pairs_of_list(&[
+        ("TABLES", "users"),
+        ("PG_PUBLICATION", "other"),
+        ("PGHOST", "h"),
+    ]);
+    let mut flags = Vec::new();
+    let notice = ddl_publication(&mut pairs, &mut flags, "pub");
+    assert_eq!(
+        pairs,
+        pairs_of_list(&[("PGHOST", "h"), ("PG_PUBLICATION", "pub")]),
+        "the publication's tables, not TABLES's"
+    );
+    assert_eq!(
+        notice.as_deref(),
+        Some("describing the tables of publication pub (--publication); TABLES from the environment is ignored")
+    );
+    assert_eq!(flags, pairs_of_list(&[("PG_PUBLICATION", "--publication")]));
+
+    // All three route variables inherited: each is named.
+    let mut pairs = pairs_of_list(&[("TABLES", "a"), ("PG_TABLE", "b"), ("FELDERA_TABLE", "c")]);
+    let notice = ddl_publication(&mut pairs, &mut Vec::new(), "pub");
+    assert_eq!(pairs, pairs_of_list(&[("PG_PUBLICATION", "pub")]));
+    assert_eq!(
+        notice.as_deref(),
+        Some("describing the tables of publication pub (--publication); TABLES, PG_TABLE and FELDERA_TABLE from the environment are ignored")
+    );
+
+    // An empty TABLES is unset: dropped without a word.
+    let mut pairs = pairs_of_list(&[("TABLES", "")]);
+    assert_eq!(ddl_publication(&mut pairs, &mut Vec::new(), "pub"), None);
+    assert_eq!(pairs, pairs_of_list(&[("PG_PUBLICATION", "pub")]));
+}
+
+#[test]
+fn ddl_publication_keeps_tables_given_as_flags() {
+    // `ddl --publication pub --tables users`: both explicit, so both count: users, as pub
+    // publishes it.
+    let mut pairs = pairs_of_list(&[("TABLES", "users")]);
+    let mut flags = pairs_of_list(&[("TABLES", "--tables")]);
+    assert_eq!(ddl_publication(&mut pairs, &mut flags, "pub"), None);
+    assert_eq!(
+        pairs,
+        pairs_of_list(&[("TABLES", "users"), ("PG_PUBLICATION", "pub")])
+    );
+
+    // A flag and inherited variables: the flag's tables, the inherited ones named.
+    let mut pairs = pairs_of_list(&[
+        ("TABLES", "users"),
+        ("PG_TABLE", "items"),
+        ("FELDERA_TABLE", "x"),
+    ]);
+    let mut flags = pairs_of_list(&[("TABLES", "--tables")]);
+    let notice = ddl_publication(&mut pairs, &mut flags, "pub");
+    assert_eq!(
+        pairs,
+        pairs_of_list(&[("TABLES", "users"), ("PG_PUBLICATION", "pub")])
+    );
+    assert_eq!(
+        notice.as_deref(),
+        Some("describing the tables of --tables as publication pub publishes them; PG_TABLE and FELDERA_TABLE from the environment are ignored")
+    );
+
+    // The same through the command line.
+    let args = parse(
+        "slotline",
+        [
+            "slotline",
+            "ddl",
+            "--publication",
+            "pub",
+            "--tables",
+            "users",
+        ],
+    )
+    .expect("parses");
+    assert!(args.pairs.contains(&("TABLES".into(), "users".into())));
+    assert!(args
+        .pairs
+        .contains(&("PG_PUBLICATION".into(), "pub".into())));
+    assert_eq!(args.notice, None);
+    // Without --publication nothing changes: TABLES, else PG_PUBLICATION's tables.
+    let args = parse("slotline", ["slotline", "ddl", "--tables", "users"]).expect("parses");
+    assert!(args.pairs.contains(&("TABLES".into(), "users".into())));
+    assert_eq!(args.notice, None);
 }

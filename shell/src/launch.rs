@@ -63,6 +63,9 @@ where
     for warning in env_warnings::warnings(names.iter().map(String::as_str), &known) {
         eprintln!("{bin_name}: warning: {warning}");
     }
+    if let (Some(notice), Some(Operation::Ddl { .. })) = (&args.notice, &args.operation) {
+        eprintln!("{bin_name} ddl: {notice}");
+    }
     // Configuration errors name variables; a variable the user gave as a flag is named
     // as that flag.
     let flags = args.flags;
