@@ -32,10 +32,16 @@ fn help_block(help: &str, variable: &str) -> String {
     block
 }
 
+/// The options only tests use: accepted, but not shown by `--help`.
+const TEST_ONLY: [&str; 3] = ["CRASH_AT", "CRASH_AFTER_BATCHES", "SLOTLINE_SEED"];
+
 #[test]
 fn help_lists_every_variable_with_its_default() {
     let help = command("slotline").render_long_help().to_string();
     for (variable, default) in VARIABLES {
+        if TEST_ONLY.contains(variable) {
+            continue;
+        }
         let block = help_block(&help, variable);
         match default {
             Some(default) => assert!(
@@ -44,6 +50,153 @@ fn help_lists_every_variable_with_its_default() {
             ),
             None => assert!(!block.contains("[default:"), "{variable}:\n{block}"),
         }
+    }
+}
+
+/// Each heading of `help` (a line `Heading:` at the margin), in order.
+fn headings_of(help: &str) -> Vec<String> {
+    help.lines()
+        .filter(|line| !line.starts_with(' ') && line.ends_with(':') && !line.contains(". "))
+        .map(|line| line.trim_end_matches(':').to_owned())
+        .collect()
+}
+
+#[test]
+fn help_groups_the_options_under_headings_for_every_command() {
+    let mut command = command("slotline");
+    command.build();
+    for arg in command.get_arguments().filter(|a| a.get_env().is_some()) {
+        let heading = arg.get_help_heading();
+        assert!(
+            arg.is_hide_set() || heading.is_some_and(|h| HEADINGS.contains(&h)),
+            "--{} has no heading of HEADINGS: {heading:?}",
+            arg.get_id()
+        );
+    }
+    let mut expected = vec!["Options".to_owned()];
+    expected.extend(HEADINGS.iter().map(|h| (*h).to_owned()));
+    let root = command.render_long_help().to_string();
+    assert_eq!(
+        headings_of(&root),
+        [&["Commands".to_owned()], &expected[..]].concat()
+    );
+    assert_eq!(
+        headings_of(&command.render_help().to_string()),
+        headings_of(&root),
+        "-h groups as --help does"
+    );
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .filter(|name| name != "help")
+        .collect();
+    assert_eq!(names, ["check", "status", "ddl", "drop-slot"]);
+    for name in names {
+        let sub = command.find_subcommand_mut(&name).expect("a subcommand");
+        let help = sub.render_long_help().to_string();
+        assert_eq!(
+            headings_of(&help),
+            expected,
+            "slotline {name} --help:\n{help}"
+        );
+        assert!(help.contains("--pg-url"), "slotline {name} --help:\n{help}");
+    }
+}
+
+#[test]
+fn test_only_options_are_hidden_from_help_and_still_work() {
+    let mut command = command("slotline");
+    command.build();
+    let mut helps = vec![
+        command.render_long_help().to_string(),
+        command.render_help().to_string(),
+    ];
+    for sub in command.get_subcommands_mut() {
+        helps.push(sub.render_long_help().to_string());
+    }
+    for help in &helps {
+        for hidden in ["--crash-at", "--crash-after-batches", "--seed"]
+            .iter()
+            .chain(TEST_ONLY.iter())
+        {
+            assert!(!help.contains(hidden), "--help shows {hidden}:\n{help}");
+        }
+    }
+    let args = parse(
+        "slotline",
+        [
+            "slotline",
+            "check",
+            "--crash-at",
+            "after_send",
+            "--crash-after-batches",
+            "3",
+            "--seed",
+            "7",
+        ],
+    )
+    .expect("the hidden flags parse");
+    assert!(args
+        .pairs
+        .contains(&("CRASH_AT".into(), "after_send".into())));
+    assert!(args
+        .pairs
+        .contains(&("CRASH_AFTER_BATCHES".into(), "3".into())));
+    assert_eq!(args.seed, Some(7));
+}
+
+/// `--crash-at`, hidden from `--help`, still documents exactly the crash points the
+/// configuration accepts (each is reached by a decision trace in the core).
+#[test]
+fn crash_at_documents_exactly_the_accepted_crash_points() {
+    let command = Cli::command();
+    let arg = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some("crash-at"))
+        .expect("--crash-at");
+    let doc = arg
+        .get_long_help()
+        .or(arg.get_help())
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    // The list is the last parenthesis.
+    let listed: Vec<&str> = doc
+        .rsplit_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(list, _)| list.split(", ").collect())
+        .unwrap_or_else(|| panic!("--crash-at lists its points in parentheses: {doc}"));
+    let accepted: Vec<&str> = slotline_core::config::CrashPoint::ALL
+        .iter()
+        .map(|(_, name)| *name)
+        .collect();
+    assert_eq!(listed, accepted, "{doc}");
+}
+
+#[test]
+fn help_says_the_pg_variables_fill_in_what_pg_url_leaves_unset() {
+    // As `PgConnConfig::from_pairs` combines them: PG_URL's settings win, each PG* variable
+    // (or its flag) fills in a setting PG_URL does not name, with or without a PG_URL.
+    let help = command("slotline").render_long_help().to_string();
+    assert!(!help.contains("PG_URL is absent"), "{help}");
+    assert!(
+        help.contains("the PG* options fill in whatever PG_URL leaves unset"),
+        "{help}"
+    );
+    for variable in [
+        "PGHOST",
+        "PGPORT",
+        "PGUSER",
+        "PGPASSWORD",
+        "PGDATABASE",
+        "PGSSLMODE",
+        "PGSSLROOTCERT",
+        "PGSSLCERT",
+        "PGSSLKEY",
+        "PGCONNECT_TIMEOUT",
+        "PGPASSFILE",
+    ] {
+        let block = help_block(&help, variable);
+        assert!(block.contains("unless PG_URL"), "{variable}:\n{block}");
     }
 }
 
@@ -85,8 +238,46 @@ fn secrets_never_show_their_environment_values() {
         };
         assert_eq!(arg.is_hide_env_values_set(), is_secret(env), "{env}");
     }
+    // And a binary's command, whatever the environment holds.
+    for arg in command("slotline").get_arguments() {
+        let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+            continue;
+        };
+        assert!(!is_secret(env) || arg.is_hide_env_values_set(), "{env}");
+    }
     for secret in ["PG_URL", "PGPASSWORD", "FELDERA_API_KEY"] {
         assert!(is_secret(secret));
+    }
+}
+
+#[test]
+fn help_shows_an_environment_value_only_when_one_is_set_and_not_secret() {
+    use std::ffi::OsStr;
+    assert!(shows_env_value("PGHOST", Some(OsStr::new("db.example"))));
+    assert!(!shows_env_value("PGHOST", None), "unset");
+    assert!(
+        !shows_env_value("PGHOST", Some(OsStr::new(""))),
+        "empty is unset"
+    );
+    for secret in ["PG_URL", "PGPASSWORD", "FELDERA_API_KEY"] {
+        assert!(
+            !shows_env_value(secret, Some(OsStr::new("hunter2"))),
+            "{secret}"
+        );
+    }
+    // Whatever this process's environment holds, nothing renders as `[env: NAME=]`.
+    let mut command = command("slotline");
+    command.build();
+    let mut helps = vec![command.render_long_help().to_string()];
+    for sub in command
+        .get_subcommands_mut()
+        .filter(|s| s.get_name() != "help")
+    {
+        helps.push(sub.render_long_help().to_string());
+    }
+    for help in helps {
+        assert!(!help.contains("=]"), "{help}");
+        assert!(help.contains("[env: PGPASSWORD]"), "{help}");
     }
 }
 
@@ -161,6 +352,7 @@ fn debug_of_args_prints_keys_but_never_values() {
         seed: None,
         flags: vec![("PGPASSWORD".into(), "--pg-password".into())],
         operation: None,
+        notice: None,
     };
     let shown = format!("{args:?}");
     assert!(shown.contains("PGPASSWORD"));
@@ -312,4 +504,99 @@ fn example_env_sets_nothing_as_shipped() {
         .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
         .collect();
     assert!(set.is_empty(), "{set:?}");
+}
+
+fn pairs_of_list(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn ddl_publication_ignores_tables_inherited_from_the_environment() {
+    // TABLES and PG_PUBLICATION from the environment (no flags), then `ddl --publication pub`.
+    let mut pairs = pairs_of_list(&[
+        ("TABLES", "users"),
+        ("PG_PUBLICATION", "other"),
+        ("PGHOST", "h"),
+    ]);
+    let mut flags = Vec::new();
+    let notice = ddl_publication(&mut pairs, &mut flags, "pub");
+    assert_eq!(
+        pairs,
+        pairs_of_list(&[("PGHOST", "h"), ("PG_PUBLICATION", "pub")]),
+        "the publication's tables, not TABLES's"
+    );
+    assert_eq!(
+        notice.as_deref(),
+        Some("describing the tables of publication pub (--publication); TABLES from the environment is ignored")
+    );
+    assert_eq!(flags, pairs_of_list(&[("PG_PUBLICATION", "--publication")]));
+
+    // All three route variables inherited: each is named.
+    let mut pairs = pairs_of_list(&[("TABLES", "a"), ("PG_TABLE", "b"), ("FELDERA_TABLE", "c")]);
+    let notice = ddl_publication(&mut pairs, &mut Vec::new(), "pub");
+    assert_eq!(pairs, pairs_of_list(&[("PG_PUBLICATION", "pub")]));
+    assert_eq!(
+        notice.as_deref(),
+        Some("describing the tables of publication pub (--publication); TABLES, PG_TABLE and FELDERA_TABLE from the environment are ignored")
+    );
+
+    // An empty TABLES is unset: dropped without a word.
+    let mut pairs = pairs_of_list(&[("TABLES", "")]);
+    assert_eq!(ddl_publication(&mut pairs, &mut Vec::new(), "pub"), None);
+    assert_eq!(pairs, pairs_of_list(&[("PG_PUBLICATION", "pub")]));
+}
+
+#[test]
+fn ddl_publication_keeps_tables_given_as_flags() {
+    // `ddl --publication pub --tables users`: both explicit, so both count: users, as pub
+    // publishes it.
+    let mut pairs = pairs_of_list(&[("TABLES", "users")]);
+    let mut flags = pairs_of_list(&[("TABLES", "--tables")]);
+    assert_eq!(ddl_publication(&mut pairs, &mut flags, "pub"), None);
+    assert_eq!(
+        pairs,
+        pairs_of_list(&[("TABLES", "users"), ("PG_PUBLICATION", "pub")])
+    );
+
+    // A flag and inherited variables: the flag's tables, the inherited ones named.
+    let mut pairs = pairs_of_list(&[
+        ("TABLES", "users"),
+        ("PG_TABLE", "items"),
+        ("FELDERA_TABLE", "x"),
+    ]);
+    let mut flags = pairs_of_list(&[("TABLES", "--tables")]);
+    let notice = ddl_publication(&mut pairs, &mut flags, "pub");
+    assert_eq!(
+        pairs,
+        pairs_of_list(&[("TABLES", "users"), ("PG_PUBLICATION", "pub")])
+    );
+    assert_eq!(
+        notice.as_deref(),
+        Some("describing the tables of --tables as publication pub publishes them; PG_TABLE and FELDERA_TABLE from the environment are ignored")
+    );
+
+    // The same through the command line.
+    let args = parse(
+        "slotline",
+        [
+            "slotline",
+            "ddl",
+            "--publication",
+            "pub",
+            "--tables",
+            "users",
+        ],
+    )
+    .expect("parses");
+    assert!(args.pairs.contains(&("TABLES".into(), "users".into())));
+    assert!(args
+        .pairs
+        .contains(&("PG_PUBLICATION".into(), "pub".into())));
+    assert_eq!(args.notice, None);
+    // Without --publication nothing changes: TABLES, else PG_PUBLICATION's tables.
+    let args = parse("slotline", ["slotline", "ddl", "--tables", "users"]).expect("parses");
+    assert!(args.pairs.contains(&("TABLES".into(), "users".into())));
+    assert_eq!(args.notice, None);
 }

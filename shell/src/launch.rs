@@ -1,6 +1,7 @@
 //! From process arguments to a running core: parse the command line, validate the
 //! configuration, read the certificate files and the password file it names, set up
-//! logging, choose the seed and build the pipeline.
+//! logging, choose the seed and build the pipeline. Environment variables that look meant
+//! for slotline but are not read by it are warned about first (`env_warnings`).
 //!
 //! Everything here happens before any side effect (no socket, nothing written): a usage or
 //! configuration error (an unreadable certificate included) prints one clear message on
@@ -11,7 +12,7 @@ use crate::clock::Clock;
 use crate::machine::Machine;
 use crate::metrics::MetricsServer;
 use crate::run::RunOptions;
-use crate::{cli, logging};
+use crate::{cli, env_warnings, logging};
 use slotline_core::config::{Config, Defaults, Purpose};
 use slotline_core::io::exit;
 use slotline_core::ops::{Check, Ddl, DropSlot, Status};
@@ -53,6 +54,18 @@ where
         let _ = error.print();
         error.exit_code()
     })?;
+    // Before logging starts, and whatever RUST_LOG says: a misspelt variable is otherwise
+    // ignored without a word. Names only, never values.
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .collect();
+    let known = cli::variables_read();
+    for warning in env_warnings::warnings(names.iter().map(String::as_str), &known) {
+        eprintln!("{bin_name}: warning: {warning}");
+    }
+    if let (Some(notice), Some(Operation::Ddl { .. })) = (&args.notice, &args.operation) {
+        eprintln!("{bin_name} ddl: {notice}");
+    }
     // Configuration errors name variables; a variable the user gave as a flag is named
     // as that flag.
     let flags = args.flags;

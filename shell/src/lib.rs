@@ -15,6 +15,7 @@ pub mod cli;
 pub mod clock;
 pub mod conns;
 pub mod dispatch;
+pub mod env_warnings;
 pub mod http;
 pub mod launch;
 pub mod logging;

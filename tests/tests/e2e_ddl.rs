@@ -3,7 +3,9 @@
 //! column of every mapped type are described by `ddl --format json`; that JSON becomes
 //! the Feldera double's program schema, `check` passes against it, and a run copies the
 //! rows (the snapshot) and streams inserts, updates and deletes until both sides hold the
-//! same rows. The SQL output is snapshot tested; a missing table and a bad flag fail.
+//! same rows. The SQL output is snapshot tested; a missing table and a bad flag fail; an
+//! explicit `--publication` describes the publication's tables over a TABLES inherited from
+//! the environment.
 //!
 //! Feldera's SQL compiler is not run here (a Java program this suite does not install):
 //! the SQL is checked by its snapshot, the JSON by slotline and the double reading it.
@@ -190,6 +192,47 @@ fn ddl_sql_is_the_same_in_both_shells_and_names_what_fails(shell: Shell) -> Stri
     assert_eq!(by_publication.code, Some(0), "{by_publication}");
     let by_tables = operation(shell, &pairs, &["ddl", "--tables", TABLES]);
     assert_eq!(by_tables.stdout, by_publication.stdout, "{by_tables}");
+
+    // A TABLES inherited from the environment (set for the run) chooses the tables of a
+    // plain `ddl`, and gives way to an explicit --publication, which says so on stderr.
+    let mut inherited = pairs.clone();
+    inherited.push(("TABLES".into(), "users".into()));
+    inherited.push(("PG_PUBLICATION".into(), "pub".into()));
+    let by_env_tables = operation(shell, &inherited, &["ddl"]);
+    assert_eq!(by_env_tables.code, Some(0), "{by_env_tables}");
+    assert!(
+        by_env_tables.stdout.contains("CREATE TABLE users (")
+            && !by_env_tables.stdout.contains("CREATE TABLE items ("),
+        "{by_env_tables}"
+    );
+    let over_env_tables = operation(shell, &inherited, &["ddl", "--publication", "pub"]);
+    assert_eq!(over_env_tables.code, Some(0), "{over_env_tables}");
+    assert_eq!(
+        over_env_tables.stdout, by_publication.stdout,
+        "--publication describes the publication's tables, not TABLES's: {over_env_tables}"
+    );
+    let notice = format!(
+        "{} ddl: describing the tables of publication pub (--publication); TABLES from the \
+         environment is ignored",
+        shell.binary_name()
+    );
+    assert!(
+        over_env_tables.stderr.lines().any(|l| l == notice),
+        "{over_env_tables}"
+    );
+    // Both explicit: the flag's tables, as the publication publishes them.
+    let both = operation(
+        shell,
+        &inherited,
+        &["ddl", "--publication", "pub", "--tables", "items"],
+    );
+    assert_eq!(both.code, Some(0), "{both}");
+    assert!(
+        both.stdout.contains("CREATE TABLE items (")
+            && !both.stdout.contains("CREATE TABLE users (")
+            && !both.stderr.contains("ignored"),
+        "{both}"
+    );
 
     let missing = operation(shell, &pairs, &["ddl", "--tables", "users,nope"]);
     assert_eq!(missing.code, Some(1), "{missing}");
