@@ -4,9 +4,13 @@
 //! Every `PROGRESS_INTERVAL_SECS` (0 turns it off) the pipeline asks for a line. One comes
 //! only when something happened since the last: rows or transactions read, or batches made
 //! durable. An idle stream stays quiet, however often keepalives move its position. The
-//! line carries the counts since the last line, the flushed position, the lag to the end
-//! of the server's WAL (the latest `wal_end` of a keepalive or an XLogData) and the median
-//! and 99th percentile of the completion waits of the batches made durable meanwhile.
+//! line carries the counts since the last line (and whether a source transaction is still
+//! open), the flushed position, the lag behind the server's current WAL position as the slot
+//! monitor last sampled it (`pg_current_wal_lsn()`, every `SLOT_CHECK_INTERVAL_MS`), and the
+//! median and 99th percentile of the completion waits of the batches made durable meanwhile.
+//! A logical walsender's `wal_end` is how far it has decoded, not the server's position (in
+//! the middle of a large transaction they are far apart): without a sample the line says
+//! "decoded up to" that instead.
 //!
 //! Owns the counters, the schedule and the wording. Never decides anything about the
 //! stream: the phases report what happened through the `on_*` methods.
@@ -31,8 +35,13 @@ pub struct ProgressReport {
     /// [`WAIT_SAMPLES`]; `waits_seen` counts all of them.
     waits_us: Vec<u64>,
     waits_seen: u64,
-    /// The furthest end of WAL the server reported; zero until it reported one.
-    server_wal_end: Lsn,
+    /// The furthest `wal_end` the walsender reported (how far it decoded); zero until it
+    /// reported one.
+    decoded: Lsn,
+    /// The server's current WAL position as last sampled, and when.
+    server: Option<(Lsn, Mono)>,
+    /// A source transaction's Begin was read and its Commit not yet.
+    open: bool,
 }
 
 impl ProgressReport {
@@ -46,7 +55,9 @@ impl ProgressReport {
             batches: 0,
             waits_us: Vec::new(),
             waits_seen: 0,
-            server_wal_end: Lsn::ZERO,
+            decoded: Lsn::ZERO,
+            server: None,
+            open: false,
         }
     }
 
@@ -60,14 +71,30 @@ impl ProgressReport {
         self.rows += 1;
     }
 
+    /// A transaction's Begin was read from the stream.
+    pub fn on_begin(&mut self) {
+        self.open = true;
+    }
+
     /// A transaction's commit was read from the stream.
     pub fn on_commit(&mut self) {
         self.transactions += 1;
+        self.open = false;
     }
 
-    /// The server said where its WAL ends (a keepalive's or an XLogData's `wal_end`).
+    /// The session ended: a transaction it had begun is read again from its Begin.
+    pub fn on_session_end(&mut self) {
+        self.open = false;
+    }
+
+    /// The walsender said how far it decoded (a keepalive's or an XLogData's `wal_end`).
     pub fn on_server_wal(&mut self, wal_end: Lsn) {
-        self.server_wal_end = self.server_wal_end.max(wal_end);
+        self.decoded = self.decoded.max(wal_end);
+    }
+
+    /// The slot monitor sampled the server's current WAL position at `at`.
+    pub fn on_server_position(&mut self, position: Lsn, at: Mono) {
+        self.server = Some((position, at));
     }
 
     /// A batch became durable, after waiting `completion_wait_us` for Feldera to complete
@@ -96,7 +123,7 @@ impl ProgressReport {
         let elapsed_us = now.since(self.last_at);
         self.last_at = now;
         let quiet = self.rows == 0 && self.transactions == 0 && self.batches == 0;
-        let line = (!quiet).then(|| self.line(elapsed_us, phase, flush));
+        let line = (!quiet).then(|| self.line(now, elapsed_us, phase, flush));
         self.rows = 0;
         self.transactions = 0;
         self.batches = 0;
@@ -105,23 +132,39 @@ impl ProgressReport {
         line
     }
 
-    fn line(&mut self, elapsed_us: u64, phase: &str, flush: Lsn) -> String {
-        let mut line = format!(
-            "{phase}; in the last {}: {} rows in {} transactions read, {} batches durable; flushed {flush}",
-            seconds(elapsed_us),
-            self.rows,
-            self.transactions,
-            self.batches,
-        );
-        if self.server_wal_end.is_zero() {
-            line.push_str(", server's WAL end not known yet");
+    fn line(&mut self, now: Mono, elapsed_us: u64, phase: &str, flush: Lsn) -> String {
+        let open = if self.open {
+            ", a transaction still open"
         } else {
-            let lag = self.server_wal_end.saturating_distance_from(flush);
-            let _ = write!(
-                line,
-                ", {lag} bytes behind the server's WAL end {}",
-                self.server_wal_end
-            );
+            ""
+        };
+        let mut line = format!(
+            "{phase}; in the last {}: {} in {} read{open}, {} durable; flushed {flush}",
+            seconds(elapsed_us),
+            counted(self.rows, "row", "rows"),
+            counted(self.transactions, "transaction", "transactions"),
+            counted(self.batches, "batch", "batches"),
+        );
+        match self.server {
+            Some((position, at)) => {
+                let lag = position.saturating_distance_from(flush);
+                let _ = write!(
+                    line,
+                    ", {lag} bytes behind the server's current WAL position {position} (sampled {} ago)",
+                    seconds(now.since(at))
+                );
+            }
+            None if self.decoded.is_zero() => {
+                line.push_str(", the server's position not known yet")
+            }
+            None => {
+                let lag = self.decoded.saturating_distance_from(flush);
+                let _ = write!(
+                    line,
+                    ", {lag} bytes behind what the walsender decoded, {} (the server's own position not sampled yet)",
+                    self.decoded
+                );
+            }
         }
         match (
             percentile(&mut self.waits_us, 50),
@@ -150,6 +193,11 @@ fn percentile(samples: &mut [u64], p: u64) -> Option<u64> {
     let n = samples.len() as u64;
     let rank = (p * n).div_ceil(100).clamp(1, n);
     samples.get(rank as usize - 1).copied()
+}
+
+/// `1 row`, `2 rows`.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn millis(us: u64) -> String {
@@ -183,14 +231,14 @@ mod tests {
         );
         assert_eq!(
             p.report(Mono(30 * S), "streaming", Lsn(0x4000)).as_deref(),
-            Some("streaming; in the last 30.0 s: 3 rows in 1 transactions read, 1 batches durable; flushed 0/4000, 4096 bytes behind the server's WAL end 0/5000; completion wait p50 12.0 ms, p99 12.0 ms")
+            Some("streaming; in the last 30.0 s: 3 rows in 1 transaction read, 1 batch durable; flushed 0/4000, 4096 bytes behind what the walsender decoded, 0/5000 (the server's own position not sampled yet); completion wait p50 12.0 ms, p99 12.0 ms")
         );
         assert_eq!(p.next_at(), Some(Mono(60 * S)));
         p.on_commit();
         assert_eq!(
             p.report(Mono(60 * S), "streaming", Lsn(0x5000)).as_deref(),
-            Some("streaming; in the last 30.0 s: 0 rows in 1 transactions read, 0 batches durable; flushed 0/5000, 0 bytes behind the server's WAL end 0/5000; no completion waits"),
-            "counts start over; the server's WAL end is remembered"
+            Some("streaming; in the last 30.0 s: 0 rows in 1 transaction read, 0 batches durable; flushed 0/5000, 0 bytes behind what the walsender decoded, 0/5000 (the server's own position not sampled yet); no completion waits"),
+            "counts start over; the decoded position is remembered"
         );
     }
 
@@ -223,7 +271,10 @@ mod tests {
             .unwrap_or_default();
         assert!(line.starts_with("stopping; "), "{line}");
         assert!(line.contains("101 batches durable"), "{line}");
-        assert!(line.contains("server's WAL end not known yet"), "{line}");
+        assert!(
+            line.contains("the server's position not known yet"),
+            "{line}"
+        );
         assert!(line.ends_with("p50 50.0 ms, p99 99.0 ms"), "{line}");
     }
 
@@ -250,5 +301,39 @@ mod tests {
         assert_eq!(percentile(&mut [], 50), None);
         assert_eq!(percentile(&mut [3, 1, 2], 99), Some(3));
         assert_eq!(percentile(&mut [3, 1, 2], 50), Some(2));
+    }
+
+    /// Half way through a large transaction the walsender's `wal_end` is where it decoded
+    /// to, far behind the server: the lag is taken from the sampled position, and the open
+    /// transaction is said.
+    #[test]
+    fn the_lag_is_behind_the_sampled_server_position_and_an_open_transaction_is_said() {
+        let mut p = ProgressReport::new(Mono(0), 30);
+        p.on_server_position(Lsn(0x60_0000), Mono(25 * S));
+        p.on_begin();
+        p.on_server_wal(Lsn(0x1000));
+        for _ in 0..447 {
+            p.on_row();
+        }
+        assert_eq!(
+            p.report(Mono(30 * S), "streaming", Lsn(0x800)).as_deref(),
+            Some("streaming; in the last 30.0 s: 447 rows in 0 transactions read, a transaction still open, 0 batches durable; flushed 0/800, 6289408 bytes behind the server's current WAL position 0/600000 (sampled 5.0 s ago); no completion waits")
+        );
+        p.on_commit();
+        p.on_server_position(Lsn(0x60_0000), Mono(59 * S));
+        let line = p.report(Mono(60 * S), "streaming", Lsn(0x60_0000)).unwrap();
+        assert!(
+            line.contains("0 rows in 1 transaction read, 0 batches durable")
+                && line.contains("0 bytes behind"),
+            "{line}"
+        );
+        p.on_begin();
+        p.on_row();
+        p.on_session_end();
+        let line = p.report(Mono(90 * S), "streaming", Lsn(0x60_0000)).unwrap();
+        assert!(
+            !line.contains("still open"),
+            "a replayed session reads its Begin again: {line}"
+        );
     }
 }

@@ -379,6 +379,7 @@ impl Pipeline {
         self.close_phase();
         self.run.ack.reset_session(self.run.last_cut);
         self.run.ages.on_session_end();
+        self.run.report.on_session_end();
     }
 
     /// A slot exists for this session from now on: sample it (once per session).

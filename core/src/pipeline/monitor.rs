@@ -270,6 +270,9 @@ impl Monitor {
             }
             _ => {}
         }
+        cx.run
+            .report
+            .on_server_position(health.current_wal, cx.now());
         self.last = Some(health);
         None
     }

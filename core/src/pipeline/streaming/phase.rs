@@ -470,6 +470,7 @@ impl Streaming {
                     );
                 }
                 cx.run.ack.on_begin();
+                cx.run.report.on_begin();
                 cx.run.ages.on_begin(begin.commit_time);
                 self.commit_times.on_begin(begin.commit_time);
                 self.outbox.mark_transaction_start();

@@ -32,7 +32,7 @@ fn progress_line_sums_up_each_busy_interval_and_idle_intervals_stay_quiet() {
     let trace = s.take_trace();
     assert_eq!(progress_lines(&trace).len(), 1, "{trace}");
     rule!(
-        "Every PROGRESS_INTERVAL_SECS the progress line sums up the interval (rows and transactions read, batches durable, the flushed position, the lag to the server's WAL end, completion wait percentiles) only when something happened; idle intervals, even with keepalives moving the position, log nothing.",
+        "Every PROGRESS_INTERVAL_SECS the progress line sums up the interval (rows and transactions read, batches durable, the flushed position, the lag to what the walsender decoded when the server's position is not sampled, completion wait percentiles) only when something happened; idle intervals, even with keepalives moving the position, log nothing.",
         trace
     );
 }
@@ -50,7 +50,7 @@ fn progress_line_shows_the_lag_while_feldera_withholds_completion() {
     let lines = progress_lines(&trace);
     assert_eq!(lines.len(), 1, "{trace}");
     rule!(
-        "While a batch waits for completion the progress line counts what was read, no batch durable, and the lag from the flushed position (the slot's) to the server's WAL end.",
+        "While a batch waits for completion the progress line counts what was read, no batch durable, and the lag from the flushed position (the slot's) to what the walsender decoded (the scripts do not sample the server's position).",
         lines.join("\n")
     );
 }
