@@ -218,6 +218,15 @@ pub fn wal_warning(health: &SlotHealth, budget: WalBudget) -> Option<String> {
 }
 
 /// `1536` as `1.5 KiB`, for messages.
+/// `512 bytes`, or `3145728 bytes (3.0 MiB)`: the exact count, with its readable size once
+/// that says something else.
+pub fn bytes_exact(bytes: u64) -> String {
+    match bytes_name(bytes) {
+        name if bytes < 1024 => name,
+        name => format!("{bytes} bytes ({name})"),
+    }
+}
+
 pub fn bytes_name(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes as f64;

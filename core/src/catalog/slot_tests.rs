@@ -121,3 +121,10 @@ fn retained_wal_warns_past_the_servers_limit_or_the_budget() {
     };
     assert_eq!(wal_warning(&health, budget), None);
 }
+
+#[test]
+fn an_exact_byte_count_adds_its_readable_size_only_when_that_says_more() {
+    assert_eq!(bytes_exact(0), "0 bytes", "not `0 bytes (0 bytes)`");
+    assert_eq!(bytes_exact(1023), "1023 bytes");
+    assert_eq!(bytes_exact(3 << 20), "3145728 bytes (3.0 MiB)");
+}

@@ -168,18 +168,15 @@ impl Status {
             lines.push(Line::info(
                 "lag",
                 format!(
-                    "{lag} bytes ({}) from confirmed_flush_lsn to the server's WAL",
-                    slot::bytes_name(lag)
+                    "{} from confirmed_flush_lsn to the server's current WAL position",
+                    slot::bytes_exact(lag)
                 ),
             ));
         }
         if let Some(retained) = health.retained_bytes() {
             lines.push(Line::info(
                 "retained WAL",
-                format!(
-                    "{retained} bytes ({}) from restart_lsn",
-                    slot::bytes_name(retained)
-                ),
+                format!("{} from restart_lsn", slot::bytes_exact(retained)),
             ));
         }
         if let Some(why) = slot::invalidation(state) {

@@ -1,6 +1,7 @@
 //! The snapshot's progress report: per table, rows copied (made durable in Feldera), the
 //! rate and an estimate of the time left from `pg_class.reltuples`, every
-//! [`REPORT_INTERVAL_US`], and a final line with the totals.
+//! [`REPORT_INTERVAL_US`], and a final line with the totals. A table never analyzed has no
+//! row estimate: its estimate comes from the block ranges of its heap read so far.
 //!
 //! Owns counting and wording; never decides when the copy is complete.
 
@@ -15,6 +16,9 @@ struct TableProgress {
     name: String,
     durable_rows: u64,
     estimated_rows: Option<u64>,
+    /// Block ranges the copy cut the table's heaps into, and how many were read.
+    ranges: u64,
+    ranges_read: u64,
     done: bool,
 }
 
@@ -38,6 +42,8 @@ impl Progress {
                     name,
                     durable_rows: 0,
                     estimated_rows: None,
+                    ranges: 0,
+                    ranges_read: 0,
                     done: false,
                 })
                 .collect(),
@@ -47,6 +53,20 @@ impl Progress {
     pub fn set_estimate(&mut self, route: usize, estimated_rows: Option<u64>) {
         if let Some(table) = self.tables.get_mut(route) {
             table.estimated_rows = estimated_rows;
+        }
+    }
+
+    /// The copy cut `route`'s heaps into `ranges` block ranges.
+    pub fn set_ranges(&mut self, route: usize, ranges: u64) {
+        if let Some(table) = self.tables.get_mut(route) {
+            table.ranges = ranges;
+        }
+    }
+
+    /// One block range of `route` was read whole.
+    pub fn on_range_read(&mut self, route: usize) {
+        if let Some(table) = self.tables.get_mut(route) {
+            table.ranges_read += 1;
         }
     }
 
@@ -101,7 +121,22 @@ impl Progress {
                 (Some(estimate), _) => {
                     let _ = write!(line, ", about {estimate} in all");
                 }
-                (None, _) => line.push_str(", size unknown (never analyzed)"),
+                (None, _) => {
+                    line.push_str(", size unknown (never analyzed)");
+                    if table.ranges > 0 {
+                        let _ = write!(
+                            line,
+                            ": {} of {} block ranges read",
+                            table.ranges_read, table.ranges
+                        );
+                    }
+                    if table.ranges_read > 0 && table.ranges > table.ranges_read {
+                        let left = u128::from(table.ranges - table.ranges_read);
+                        let left_us = u128::from(elapsed_us) * left / u128::from(table.ranges_read);
+                        let left_s = u64::try_from(left_us / 1_000_000).unwrap_or(u64::MAX);
+                        let _ = write!(line, ", ETA {} by ranges", seconds(left_s));
+                    }
+                }
             }
         }
         Some(line)
@@ -111,17 +146,20 @@ impl Progress {
     pub fn summary(&self, now: Mono) -> String {
         let elapsed_us = now.since(self.started).max(1);
         let total = self.total_rows();
-        let rate = total.saturating_mul(1_000_000) / elapsed_us;
         let per_table: Vec<String> = self
             .tables
             .iter()
             .map(|t| format!("{} {}", t.name, t.durable_rows))
             .collect();
-        format!(
-            "copied {total} rows in {:.1} s ({rate} rows/s): {}",
-            elapsed_us as f64 / 1e6,
-            per_table.join(", ")
-        )
+        // A rate over less than a second is noise ("2 rows in 0.0 s (49 rows/s)").
+        let took = if elapsed_us < 1_000_000 {
+            "in under a second".to_owned()
+        } else {
+            let rate = total.saturating_mul(1_000_000) / elapsed_us;
+            format!("in {:.1} s ({rate} rows/s)", elapsed_us as f64 / 1e6)
+        };
+        let rows = if total == 1 { "row" } else { "rows" };
+        format!("copied {total} {rows} {took}: {}", per_table.join(", "))
     }
 }
 
@@ -172,5 +210,38 @@ mod tests {
         assert_eq!(seconds(59), "59s");
         assert_eq!(seconds(61), "1m01s");
         assert_eq!(seconds(7300), "2h01m");
+    }
+
+    #[test]
+    fn a_table_never_analyzed_gets_its_eta_from_the_block_ranges_read() {
+        let mut p = Progress::new(Mono(0), vec!["t".into()]);
+        p.set_ranges(0, 8);
+        p.on_durable(0, 5_000);
+        assert_eq!(
+            p.report(Mono(5_000_000)).as_deref(),
+            Some("copying: t 5000 rows, 1000 rows/s, size unknown (never analyzed): 0 of 8 block ranges read")
+        );
+        p.on_range_read(0);
+        p.on_range_read(0);
+        assert_eq!(
+            p.report(Mono(10_000_000)).as_deref(),
+            Some("copying: t 5000 rows, 500 rows/s, size unknown (never analyzed): 2 of 8 block ranges read, ETA 30s by ranges")
+        );
+    }
+
+    #[test]
+    fn a_copy_under_a_second_gives_no_rate() {
+        let mut p = Progress::new(Mono(0), vec!["users".into()]);
+        p.on_durable(0, 2);
+        assert_eq!(
+            p.summary(Mono(40_000)),
+            "copied 2 rows in under a second: users 2"
+        );
+        let mut one = Progress::new(Mono(0), vec!["users".into()]);
+        one.on_durable(0, 1);
+        assert_eq!(
+            one.summary(Mono(2_000_000)),
+            "copied 1 row in 2.0 s (0 rows/s): users 1"
+        );
     }
 }

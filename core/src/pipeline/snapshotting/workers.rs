@@ -180,6 +180,7 @@ impl Snapshotting {
             }
             WorkerStage::Copying(item) => {
                 self.ranges_left[item.route] -= 1;
+                self.progress.on_range_read(item.route);
                 if self.ranges_left[item.route] == 0 {
                     self.cut(cx, CutReason::Drain)?;
                 }
@@ -262,6 +263,9 @@ impl Snapshotting {
         }
         for item in &items {
             self.ranges_left[item.route] += 1;
+        }
+        for (route, &ranges) in self.ranges_left.iter().enumerate() {
+            self.progress.set_ranges(route, ranges as u64);
         }
         self.planned_workers = worker_count(cx.env.config.snapshot_workers, items.len());
         let partitions = heaps
