@@ -39,6 +39,17 @@ enum Extra {
     Health,
 }
 
+impl Extra {
+    /// What the question asks, for the finding when it fails.
+    fn name(self) -> &'static str {
+        match self {
+            Extra::Settings => "the server's replication settings and the role's attributes",
+            Extra::Select => "the role's SELECT privileges on the routed tables",
+            Extra::Health => "the slot's health",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pg {
     /// The startup conversation (survey) runs.
@@ -274,7 +285,7 @@ impl Check {
         if let Some(error) = self.query_error.take() {
             self.pg_lines.push(Line::warn(
                 "postgres",
-                format!("a check's own question failed: {error}"),
+                format!("a check's own question ({}) failed: {error}", extra.name()),
             ));
             return self.after_extra(extra);
         }
