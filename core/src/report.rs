@@ -116,6 +116,9 @@ pub enum Format {
 pub struct Report {
     pub lines: Vec<Line>,
     pub facts: Map<String, Value>,
+    /// Why a report without problems is not all good (yet): its last text line says this
+    /// instead (`status` before the slot exists, which no start has created).
+    pub not_yet: Option<String>,
 }
 
 impl Report {
@@ -176,9 +179,10 @@ impl Report {
                 .filter(|l| l.verdict == Verdict::Warn)
                 .count(),
         );
+        let good = self.not_yet.as_deref().unwrap_or("all good");
         out.push_str(&match (problems, warnings) {
-            (0, 0) => format!("{command}: all good\n"),
-            (0, w) => format!("{command}: all good, {w} warning(s)\n"),
+            (0, 0) => format!("{command}: {good}\n"),
+            (0, w) => format!("{command}: {good}, {w} warning(s)\n"),
             (p, w) => format!("{command}: {p} problem(s), {w} warning(s)\n"),
         });
         out
@@ -242,6 +246,25 @@ mod tests {
              WARN publication does not publish truncate\n\
              check: 1 problem(s), 1 warning(s)\n"
         );
+    }
+
+    #[test]
+    fn a_report_not_yet_good_says_why_instead_of_all_good_unless_something_failed() {
+        let mut report = Report::default();
+        report.push(Line::info("slot", "s does not exist yet"));
+        report.not_yet = Some("slot s does not exist yet".into());
+        assert_eq!(
+            report.render("status", Format::Text),
+            "     slot s does not exist yet\nstatus: slot s does not exist yet\n"
+        );
+        report.push(Line::warn("state file", "odd"));
+        assert!(report
+            .render("status", Format::Text)
+            .ends_with("\nstatus: slot s does not exist yet, 1 warning(s)\n"));
+        report.push(Line::fail("feldera", "down", "start it"));
+        assert!(report
+            .render("status", Format::Text)
+            .ends_with("\nstatus: 1 problem(s), 1 warning(s)\n"));
     }
 
     #[test]

@@ -160,7 +160,10 @@ impl Status {
         )];
         let Some(state) = &health.slot else {
             self.slot_fact = json!({"name": name, "exists": false, "current_wal_lsn": health.current_wal.to_string()});
-            lines.push(Line::info("slot", format!("{name} does not exist")));
+            lines.push(Line::info(
+                "slot",
+                format!("{name} does not exist yet (a first start will create it)"),
+            ));
             return lines;
         };
         lines.push(Line::info("slot", format!("{name}: {state}")));
@@ -377,6 +380,12 @@ impl Status {
                 .take()
                 .unwrap_or_else(|| Line::warn("state file", "not read in time")),
         );
+        if self.slot_fact["exists"] == json!(false) {
+            report.not_yet = Some(format!(
+                "slot {} does not exist yet",
+                self.env.config.slot
+            ));
+        }
         report.fact("slot", self.slot_fact.take());
         report.fact("feldera", self.feldera_fact.take());
         self.queue.push(Command::Print {

@@ -304,6 +304,20 @@ fn status_reports_the_slot_its_lag_the_state_file_and_feldera() {
 }
 
 #[test]
+fn status_before_the_slot_exists_says_so_and_not_all_good() {
+    let mut s = status(|s| s.lose_slot());
+    let report = printed(&s.take_trace());
+    assert_eq!(s.exit().map(|e| e.0), Some(0), "{report}");
+    let slot = "slotline_p does not exist yet (a first start will create it)";
+    assert!(report.lines().any(|l| l.ends_with(slot)), "{report}");
+    assert!(!report.contains("all good"), "{report}");
+    assert!(
+        report.ends_with("status: slot slotline_p does not exist yet"),
+        "{report}"
+    );
+}
+
+#[test]
 fn status_of_an_invalidated_slot_exits_1_with_the_action() {
     let mut s = status(|s| {
         s.set_server_version("17.2");
