@@ -669,17 +669,24 @@ fn an_unknown_pg_url_parameter_is_named_with_the_one_it_is_closest_to_and_no_url
     insta::assert_snapshot!(typo, @r#"PG_URL has an unknown parameter "sslmod": did you mean sslmode? accepted: host, hostaddr, port, user, password, dbname, sslmode, sslrootcert, sslcert, sslkey, connect_timeout, passfile, application_name"#);
     let conninfo = error(&[("PG_URL", "host=db user=u password=hunter2 dbnam=app")]);
     assert!(
-        conninfo.starts_with(r#"PG_URL has an unknown parameter "dbnam": did you mean dbname? accepted: host, "#),
+        conninfo.starts_with(
+            r#"PG_URL has an unknown parameter "dbnam": did you mean dbname? accepted: host, "#
+        ),
         "{conninfo}"
     );
     // Nothing close: no guess.
     let far = error(&[("PG_URL", "postgres://u@db/app?target_session_attrs=any")]);
     assert!(
-        far.starts_with(r#"PG_URL has an unknown parameter "target_session_attrs": accepted: host, "#),
+        far.starts_with(
+            r#"PG_URL has an unknown parameter "target_session_attrs": accepted: host, "#
+        ),
         "{far}"
     );
     for message in [&typo, &conninfo, &far] {
-        assert!(!message.contains("hunter2") && !message.contains("db/app"), "{message}");
+        assert!(
+            !message.contains("hunter2") && !message.contains("db/app"),
+            "{message}"
+        );
     }
 }
 
@@ -691,7 +698,11 @@ fn a_typo_is_matched_to_the_one_known_name_within_two_edits() {
     assert_eq!(closest("SSLMODE", &known), Some("sslmode"));
     assert_eq!(closest("slmode", &known), Some("sslmode"));
     assert_eq!(closest("sslkye", &known), Some("sslkey"));
-    assert_eq!(closest("hots", &known), None, "two edits are too many for a short name");
+    assert_eq!(
+        closest("hots", &known),
+        None,
+        "two edits are too many for a short name"
+    );
     assert_eq!(closest("prt", &known), Some("port"));
     assert_eq!(closest("sslcer", &known), Some("sslcert"));
     assert_eq!(closest("password_file", &known), None);
