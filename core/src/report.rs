@@ -90,6 +90,15 @@ impl Line {
     }
 }
 
+/// A problem's message followed by how to fix it, as a report's text line prints a finding
+/// and a refused start its reason: the one spelling of a fix, so that the two say the same.
+/// After a message of several lines (a list of problems) the fix has a line of its own, so
+/// that it is not read as the last problem's.
+pub fn with_fix(message: &str, fix: &str) -> String {
+    let gap = if message.contains('\n') { "\n" } else { " " };
+    format!("{message}{gap}(fix: {fix})")
+}
+
 /// A message or fix on one line: lines after one ending in `:` continue it (a list),
 /// other lines are joined with `; `.
 fn one_line(text: &str) -> String {
@@ -160,17 +169,16 @@ impl Report {
         let mut out = String::new();
         for line in &self.lines {
             let pad = width - line.item.chars().count();
+            let message = match &line.fix {
+                Some(fix) => with_fix(&line.message, fix),
+                None => line.message.clone(),
+            };
             out.push_str(&format!(
-                "{} {}{} {}",
+                "{} {}{} {message}\n",
                 line.verdict.tag(),
                 line.item,
                 " ".repeat(pad),
-                line.message
             ));
-            if let Some(fix) = &line.fix {
-                out.push_str(&format!(" (fix: {fix})"));
-            }
-            out.push('\n');
         }
         let (problems, warnings) = (
             self.problems(),
@@ -265,6 +273,15 @@ mod tests {
         assert!(report
             .render("status", Format::Text)
             .ends_with("\nstatus: 1 problem(s), 1 warning(s)\n"));
+    }
+
+    #[test]
+    fn a_fix_follows_its_message_on_a_line_of_its_own_after_a_list() {
+        assert_eq!(with_fix("no slot", "create it"), "no slot (fix: create it)");
+        assert_eq!(
+            with_fix("two problems:\n  - one\n  - two", "fix both"),
+            "two problems:\n  - one\n  - two\n(fix: fix both)"
+        );
     }
 
     #[test]
