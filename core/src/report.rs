@@ -90,6 +90,15 @@ impl Line {
     }
 }
 
+/// A problem's message followed by how to fix it, as a report's text line prints a finding
+/// and a refused start its reason: the one spelling of a fix, so that the two say the same.
+/// After a message of several lines (a list of problems) the fix has a line of its own, so
+/// that it is not read as the last problem's.
+pub fn with_fix(message: &str, fix: &str) -> String {
+    let gap = if message.contains('\n') { "\n" } else { " " };
+    format!("{message}{gap}(fix: {fix})")
+}
+
 /// A message or fix on one line: lines after one ending in `:` continue it (a list),
 /// other lines are joined with `; `.
 fn one_line(text: &str) -> String {
@@ -116,6 +125,9 @@ pub enum Format {
 pub struct Report {
     pub lines: Vec<Line>,
     pub facts: Map<String, Value>,
+    /// Why a report without problems is not all good (yet): its last text line says this
+    /// instead (`status` before the slot exists, which no start has created).
+    pub not_yet: Option<String>,
 }
 
 impl Report {
@@ -157,17 +169,16 @@ impl Report {
         let mut out = String::new();
         for line in &self.lines {
             let pad = width - line.item.chars().count();
+            let message = match &line.fix {
+                Some(fix) => with_fix(&line.message, fix),
+                None => line.message.clone(),
+            };
             out.push_str(&format!(
-                "{} {}{} {}",
+                "{} {}{} {message}\n",
                 line.verdict.tag(),
                 line.item,
                 " ".repeat(pad),
-                line.message
             ));
-            if let Some(fix) = &line.fix {
-                out.push_str(&format!(" (fix: {fix})"));
-            }
-            out.push('\n');
         }
         let (problems, warnings) = (
             self.problems(),
@@ -176,9 +187,10 @@ impl Report {
                 .filter(|l| l.verdict == Verdict::Warn)
                 .count(),
         );
+        let good = self.not_yet.as_deref().unwrap_or("all good");
         out.push_str(&match (problems, warnings) {
-            (0, 0) => format!("{command}: all good\n"),
-            (0, w) => format!("{command}: all good, {w} warning(s)\n"),
+            (0, 0) => format!("{command}: {good}\n"),
+            (0, w) => format!("{command}: {good}, {w} warning(s)\n"),
             (p, w) => format!("{command}: {p} problem(s), {w} warning(s)\n"),
         });
         out
@@ -241,6 +253,34 @@ mod tests {
              FAIL wal_level   wal_level is replica; logical decoding needs logical (fix: set wal_level = logical and restart)\n\
              WARN publication does not publish truncate\n\
              check: 1 problem(s), 1 warning(s)\n"
+        );
+    }
+
+    #[test]
+    fn a_report_not_yet_good_says_why_instead_of_all_good_unless_something_failed() {
+        let mut report = Report::default();
+        report.push(Line::info("slot", "s does not exist yet"));
+        report.not_yet = Some("slot s does not exist yet".into());
+        assert_eq!(
+            report.render("status", Format::Text),
+            "     slot s does not exist yet\nstatus: slot s does not exist yet\n"
+        );
+        report.push(Line::warn("state file", "odd"));
+        assert!(report
+            .render("status", Format::Text)
+            .ends_with("\nstatus: slot s does not exist yet, 1 warning(s)\n"));
+        report.push(Line::fail("feldera", "down", "start it"));
+        assert!(report
+            .render("status", Format::Text)
+            .ends_with("\nstatus: 1 problem(s), 1 warning(s)\n"));
+    }
+
+    #[test]
+    fn a_fix_follows_its_message_on_a_line_of_its_own_after_a_list() {
+        assert_eq!(with_fix("no slot", "create it"), "no slot (fix: create it)");
+        assert_eq!(
+            with_fix("two problems:\n  - one\n  - two", "fix both"),
+            "two problems:\n  - one\n  - two\n(fix: fix both)"
         );
     }
 

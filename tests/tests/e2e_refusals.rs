@@ -6,7 +6,8 @@
 //! anything of its transaction is acknowledged.
 
 use serde_json::{json, Value};
-use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::e2e::{operation, Env, Shell};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 fn field(name: &str, ty: &str, nullable: bool) -> Value {
@@ -162,13 +163,78 @@ fn publication_missing_a_routed_table(shell: Shell) {
         &setup,
         schema(vec![users_table(Some("id")), items]),
     );
+    let config = [("TABLES", "users,items")];
     assert_refused(
         shell,
         &env,
-        &[("TABLES", "users,items")],
+        &config,
         1,
         &["routed but not in publication pub: public.items"],
     );
+    assert_run_gives_the_fix_check_gives(shell, &env.config(&config), "tables");
+}
+
+/// `check`'s fix for its failed finding about `item` (`FAIL <item> ... (fix: ...)`), and
+/// a run with the same configuration: it exits 1 and its stderr has the same `(fix: ...)`.
+fn assert_run_gives_the_fix_check_gives(shell: Shell, pairs: &[(String, String)], item: &str) {
+    let check = operation(shell, pairs, &["check"]);
+    assert_eq!(check.code, Some(1), "{check}");
+    let line = check
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("FAIL {item} ")))
+        .unwrap_or_else(|| panic!("check has no FAIL {item} line:\n{check}"));
+    let fix = line
+        .split_once(" (fix: ")
+        .map(|(_, fix)| format!("(fix: {fix}"))
+        .unwrap_or_else(|| panic!("check's finding has no fix: {line}"));
+    let run = operation(shell, pairs, &[]);
+    assert_eq!(run.code, Some(1), "{run}");
+    let reason = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("exiting with code 1: "))
+        .unwrap_or_else(|| panic!("the run says no reason:\n{run}"));
+    assert!(
+        reason.ends_with(&fix),
+        "the run's reason does not end with check's {fix:?}:\n{reason}\n{check}"
+    );
+}
+
+/// A role that logs in with a password only (SCRAM), above the cluster's trust lines.
+const PASSWORD_ROLE: &str = "refusals_login";
+
+/// A wrong password is refused at start (exit 1, PostgreSQL's 28P01) with the fix `check`
+/// prints for it.
+fn wrong_password(shell: Shell) {
+    let setup = format!("{USERS} CREATE PUBLICATION pub FOR TABLE users;");
+    let env = Env::new("badpassword", &setup, schema(vec![users_table(Some("id"))]));
+    static ROLE: OnceLock<()> = OnceLock::new();
+    ROLE.get_or_init(|| {
+        env.pg.psql(
+            "postgres",
+            &format!(
+                "SET password_encryption = 'scram-sha-256'; \
+                 CREATE ROLE {PASSWORD_ROLE} LOGIN REPLICATION SUPERUSER PASSWORD 'right-one'"
+            ),
+        );
+        env.pg.reconfigure(
+            &format!("host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n"),
+            &[],
+        );
+    });
+    let url = format!(
+        "postgres://{PASSWORD_ROLE}@127.0.0.1:{}/{}",
+        env.pg.port(),
+        env.db
+    );
+    let config = [
+        ("TABLES", "users"),
+        ("PG_URL", url.as_str()),
+        ("PGPASSWORD", "wrong-one"),
+    ];
+    assert_refused(shell, &env, &config, 1, &["28P01"]);
+    assert_run_gives_the_fix_check_gives(shell, &env.config(&config), "postgres");
 }
 
 /// A publication that does not exist is refused before the slot is created, naming the
@@ -302,6 +368,7 @@ both_shells!(
     feldera_table_without_primary_key,
     unsupported_type_pairing,
     publication_missing_a_routed_table,
+    wrong_password,
     publication_that_does_not_exist,
     pipeline_that_does_not_exist,
     replica_identity_nothing,

@@ -7,24 +7,83 @@ use crate::contract::mapping::{plan_mapping, ColumnMapping, KeyCoverage, Mapping
 use crate::contract::partitions::Partition;
 use crate::contract::routes::{resolve, PgTable, Route};
 use crate::pgoutput::Relation;
+use crate::report::with_fix;
 use crate::schema::program::{Schema, Table};
 use crate::value::PgTypes;
 use std::fmt;
 
-/// Why slotline will not start (exit 1, nothing created).
+/// Why slotline will not start (exit 1, nothing created), and how to fix it when the verdict
+/// knows: `slotline check` prints the fix with its finding, a refused start after its reason
+/// (`Display`), so the two say the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal(pub String);
+pub struct Refusal {
+    pub message: String,
+    pub fix: Option<String>,
+}
 
+impl Refusal {
+    pub fn new(message: impl Into<String>) -> Refusal {
+        Refusal {
+            message: message.into(),
+            fix: None,
+        }
+    }
+
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Refusal {
+        self.fix = Some(fix.into());
+        self
+    }
+
+    /// `fix` for a refusal that has none of its own (the question's, when the verdict did
+    /// not say).
+    pub fn or_fix(mut self, fix: Option<String>) -> Refusal {
+        self.fix = self.fix.or(fix);
+        self
+    }
+}
+
+/// The message, then `(fix: ...)` when there is one.
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match &self.fix {
+            Some(fix) => f.write_str(&with_fix(&self.message, fix)),
+            None => f.write_str(&self.message),
+        }
     }
 }
 
 impl std::error::Error for Refusal {}
 
-fn refuse<T>(message: impl Into<String>) -> Result<T, Refusal> {
-    Err(Refusal(message.into()))
+fn refuse<T>(message: impl Into<String>, fix: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal::new(message).with_fix(fix))
+}
+
+/// How to fix session settings the server did not apply as pinned.
+pub const SESSION_SETTINGS_FIX: &str = "remove whatever overrides the session settings slotline sends (ALTER ROLE/DATABASE ... SET, PGOPTIONS)";
+/// How to fix a server too old for slotline (or for a failover slot).
+pub const SERVER_VERSION_FIX: &str =
+    "upgrade to PostgreSQL 15 or newer (PG_SLOT_FAILOVER=true needs 17)";
+/// How to fix a routed table that cannot be read as routed (missing, or a partition routed
+/// or published only in part).
+pub const RELATION_FIX: &str = "create the table or fix its name in TABLES; of a partitioned table, route only the table itself and publish every partition";
+/// How to fix a routed table that does not map onto its Feldera table.
+pub const MAPPING_FIX: &str =
+    "make the PostgreSQL table, its REPLICA IDENTITY and the Feldera table agree as the message says";
+/// How to fix a partition that does not map onto its routed table's Feldera table.
+pub const PARTITION_MAPPING_FIX: &str = "make every partition's columns and REPLICA IDENTITY agree with the Feldera table as the message says";
+/// How to fix a slot slotline cannot use.
+pub const SLOT_FIX: &str = "drop the slot (slotline drop-slot --yes) or choose another PG_SLOT";
+
+/// How to fix a publication that does not exist.
+pub fn publication_fix(publication: &str) -> String {
+    format!("CREATE PUBLICATION {publication} FOR TABLE <the tables in TABLES>")
+}
+
+/// How to fix a publication and `TABLES` that disagree.
+pub fn tables_fix(publication: &str) -> String {
+    format!(
+        "make TABLES and the publication agree (ALTER PUBLICATION {publication} ADD TABLE / DROP TABLE ..., or change TABLES)"
+    )
 }
 
 /// The session settings the server reports after startup must be the pinned ones: values
@@ -46,7 +105,7 @@ pub fn pinned_settings(
         "the server did not apply the pinned session settings (reported DateStyle={date_style:?}, TimeZone={time_zone:?}, \
          IntervalStyle={interval_style:?}, client_encoding={client_encoding:?}; required ISO, UTC, postgres, UTF8): \
          values would be decoded wrongly"
-    ))
+    ), SESSION_SETTINGS_FIX)
 }
 
 /// The server must be 15 or newer (the `CREATE_REPLICATION_SLOT` option list slotline
@@ -59,19 +118,28 @@ pub fn server_version(reported: &str, failover: bool) -> Result<(), Refusal> {
         return Ok(());
     }
     let Some(version) = parse_server_version(reported) else {
-        return refuse(format!(
-            "cannot read the server's version {reported:?}; slotline needs PostgreSQL 15 or newer"
-        ));
+        return refuse(
+            format!(
+                "cannot read the server's version {reported:?}; slotline needs PostgreSQL 15 or newer"
+            ),
+            SERVER_VERSION_FIX,
+        );
     };
     if version < MIN_SERVER_VERSION {
-        return refuse(format!(
-            "PostgreSQL {reported} is not supported: slotline needs PostgreSQL 15 or newer"
-        ));
+        return refuse(
+            format!(
+                "PostgreSQL {reported} is not supported: slotline needs PostgreSQL 15 or newer"
+            ),
+            SERVER_VERSION_FIX,
+        );
     }
     if failover && version < FAILOVER_SERVER_VERSION {
-        return refuse(format!(
-            "PG_SLOT_FAILOVER=true needs PostgreSQL 17 or newer (failover slots); the server is {reported}"
-        ));
+        return refuse(
+            format!(
+                "PG_SLOT_FAILOVER=true needs PostgreSQL 17 or newer (failover slots); the server is {reported}"
+            ),
+            SERVER_VERSION_FIX,
+        );
     }
     Ok(())
 }
@@ -87,18 +155,24 @@ pub fn publication(
         PublicationLookup::Missing { existing, more } => {
             let create = format!("CREATE PUBLICATION {name} FOR TABLE ...");
             if existing.is_empty() {
-                return refuse(format!(
-                    "publication {name:?} does not exist: this database has no publication; \
-                     create it with {create}"
-                ));
+                return refuse(
+                    format!(
+                        "publication {name:?} does not exist: this database has no publication; \
+                         create it with {create}"
+                    ),
+                    publication_fix(name),
+                );
             }
             let listed: Vec<String> = existing.iter().map(|n| format!("{n:?}")).collect();
             let more = if more { " and more" } else { "" };
-            return refuse(format!(
-                "publication {name:?} does not exist in this database, which has {}{more}; \
-                 set PG_PUBLICATION to one of them, or create it with {create}",
-                listed.join(", ")
-            ));
+            return refuse(
+                format!(
+                    "publication {name:?} does not exist in this database, which has {}{more}; \
+                     set PG_PUBLICATION to one of them, or create it with {create}",
+                    listed.join(", ")
+                ),
+                publication_fix(name),
+            );
         }
     };
     let mut warnings = Vec::new();
@@ -176,16 +250,19 @@ pub fn routes_match_publication(
         ));
     }
     let listed: Vec<String> = published.iter().map(ToString::to_string).collect();
-    refuse(format!(
-        "the publication and TABLES disagree; {}. The publication has: [{}]; TABLES routes: [{}]",
-        problems.join("; "),
-        listed.join(", "),
-        routes
-            .iter()
-            .map(|r| r.source.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
+    refuse(
+        format!(
+            "the publication and TABLES disagree; {}. The publication has: [{}]; TABLES routes: [{}]",
+            problems.join("; "),
+            listed.join(", "),
+            routes
+                .iter()
+                .map(|r| r.source.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        tables_fix(name),
+    )
 }
 
 /// The partitions of routed table `routes[route]` (OID `root`): none may be routed as well
@@ -217,13 +294,16 @@ pub fn partitions_fit(
         .map(|p| name_of(p).to_string())
         .collect();
     if !routed_twice.is_empty() {
-        return refuse(format!(
-            "{} is partitioned and its partition(s) {} are routed too, so their rows would have two destinations; \
-             route only {} (the rows of every partition go to its Feldera table)",
-            routed.source,
-            routed_twice.join(", "),
-            routed.source
-        ));
+        return refuse(
+            format!(
+                "{} is partitioned and its partition(s) {} are routed too, so their rows would have two destinations; \
+                 route only {} (the rows of every partition go to its Feldera table)",
+                routed.source,
+                routed_twice.join(", "),
+                routed.source
+            ),
+            RELATION_FIX,
+        );
     }
     let is_published = |schema: &str, table: &str| {
         published
@@ -256,14 +336,17 @@ pub fn partitions_fit(
     if unpublished.is_empty() {
         return Ok(());
     }
-    refuse(format!(
-        "{} is routed but its partition(s) {} are not in publication {publication}: the initial copy would hold \
-         their rows and the stream would never update them; publish the whole table \
-         (ALTER PUBLICATION {publication} ADD TABLE {}) or route another table",
-        routed.source,
-        unpublished.join(", "),
-        routed.source
-    ))
+    refuse(
+        format!(
+            "{} is routed but its partition(s) {} are not in publication {publication}: the initial copy would hold \
+             their rows and the stream would never update them; publish the whole table \
+             (ALTER PUBLICATION {publication} ADD TABLE {}) or route another table",
+            routed.source,
+            unpublished.join(", "),
+            routed.source
+        ),
+        RELATION_FIX,
+    )
 }
 
 /// What the publication's `publish_via_partition_root` means for the routed tables that
@@ -337,7 +420,8 @@ pub fn plan_routes(
     schema: &Schema,
     require_primary_key: bool,
 ) -> Result<PlannedRoutes, Refusal> {
-    let resolved = resolve(routes, schema).map_err(|e| Refusal(e.to_string()))?;
+    let resolved =
+        resolve(routes, schema).map_err(|e| Refusal::new(e.to_string()).with_fix(MAPPING_FIX))?;
     let options = MappingOptions {
         require_primary_key,
     };
@@ -359,7 +443,7 @@ pub fn plan_routes(
     if problems.is_empty() {
         Ok(planned)
     } else {
-        refuse(problems.join("\n"))
+        refuse(problems.join("\n"), MAPPING_FIX)
     }
 }
 
@@ -409,7 +493,7 @@ pub fn plan_partitions(
     if problems.is_empty() {
         Ok(())
     } else {
-        refuse(problems.join("\n"))
+        refuse(problems.join("\n"), PARTITION_MAPPING_FIX)
     }
 }
 
@@ -430,20 +514,26 @@ pub fn slot_in_use(slot: &SlotInfo) -> Option<String> {
 /// startup plan's question).
 pub fn existing_slot(slot: &SlotInfo, database: &str) -> Result<(), Refusal> {
     if slot.slot_type != "logical" || slot.plugin.as_deref() != Some("pgoutput") {
-        return refuse(format!(
-            "replication slot {} exists but is a {} slot with plugin {:?}; slotline needs a logical pgoutput slot \
-             (drop it or choose another PG_SLOT)",
-            slot.name,
-            slot.slot_type,
-            slot.plugin.as_deref().unwrap_or("none")
-        ));
+        return refuse(
+            format!(
+                "replication slot {} exists but is a {} slot with plugin {:?}; slotline needs a logical pgoutput slot \
+                 (drop it or choose another PG_SLOT)",
+                slot.name,
+                slot.slot_type,
+                slot.plugin.as_deref().unwrap_or("none")
+            ),
+            SLOT_FIX,
+        );
     }
     if slot.database.as_deref() != Some(database) {
-        return refuse(format!(
-            "replication slot {} belongs to database {:?}, not {database:?}; choose another PG_SLOT",
-            slot.name,
-            slot.database.as_deref().unwrap_or("")
-        ));
+        return refuse(
+            format!(
+                "replication slot {} belongs to database {:?}, not {database:?}; choose another PG_SLOT",
+                slot.name,
+                slot.database.as_deref().unwrap_or("")
+            ),
+            SLOT_FIX,
+        );
     }
     // An invalidated slot (wal_status = lost) is the startup plan's to judge: a snapshot
     // replaces it, stream-only refuses.

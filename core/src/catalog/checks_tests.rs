@@ -46,7 +46,7 @@ fn publication(truncates: bool, updates: bool) -> Publication {
 fn pinned_settings_must_be_reported_back() {
     assert!(pinned_settings("ISO, MDY", "UTC", "postgres", "UTF8").is_ok());
     let err = pinned_settings("ISO, MDY", "Asia/Kolkata", "postgres", "UTF8").unwrap_err();
-    assert!(err.0.contains("TimeZone=\"Asia/Kolkata\""), "{err}");
+    assert!(err.message.contains("TimeZone=\"Asia/Kolkata\""), "{err}");
 }
 
 #[test]
@@ -88,7 +88,7 @@ fn publication_check(name: &str, existing: &[&str], more: bool) -> String {
         existing: existing.iter().map(|n| (*n).to_owned()).collect(),
         more,
     };
-    super::publication(name, lookup).unwrap_err().0
+    super::publication(name, lookup).unwrap_err().message
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn routes_and_publication_must_match_both_ways() {
     let routes = parse_tables("users,items").unwrap();
     assert!(routes_match_publication("p", &routes, &[t("items"), t("users")]).is_ok());
     let err = routes_match_publication("p", &routes, &[t("users"), t("audit")]).unwrap_err();
-    insta::assert_snapshot!(err, @"the publication and TABLES disagree; routed but not in publication p: public.items; in publication p but not routed (add them to TABLES; for a partition, route its partitioned table): public.audit. The publication has: [public.users, public.audit]; TABLES routes: [public.users, public.items]");
+    insta::assert_snapshot!(err.message, @"the publication and TABLES disagree; routed but not in publication p: public.items; in publication p but not routed (add them to TABLES; for a partition, route its partitioned table): public.audit. The publication has: [public.users, public.audit]; TABLES routes: [public.users, public.items]");
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn a_partitioned_table_is_routed_by_its_own_name_whichever_way_it_is_published()
     let routes = parse_tables("metrics_2025,metrics_default").unwrap();
     let err = routes_match_publication("p", &routes, &leaves).unwrap_err();
     assert!(
-        err.0.contains("not routed (add them to TABLES; for a partition, route its partitioned table): public.metrics_2024_01"),
+        err.message.contains("not routed (add them to TABLES; for a partition, route its partitioned table): public.metrics_2024_01"),
         "{err}"
     );
 }
@@ -163,14 +163,14 @@ fn every_leaf_of_a_routed_partitioned_table_must_be_published_by_itself_or_above
         "through a partitioned partition"
     );
     let err = fits(&[part("metrics_2025", &["metrics"])]).unwrap_err();
-    insta::assert_snapshot!(err, @"public.metrics is routed but its partition(s) public.metrics_2024_01 are not in publication p: the initial copy would hold their rows and the stream would never update them; publish the whole table (ALTER PUBLICATION p ADD TABLE public.metrics) or route another table");
+    insta::assert_snapshot!(err.message, @"public.metrics is routed but its partition(s) public.metrics_2024_01 are not in publication p: the initial copy would hold their rows and the stream would never update them; publish the whole table (ALTER PUBLICATION p ADD TABLE public.metrics) or route another table");
 }
 
 #[test]
 fn a_partition_routed_beside_its_partitioned_table_is_refused() {
     let routes = parse_tables("metrics,metrics_2025").unwrap();
     let err = partitions_fit("p", &routes, 0, 100, &metrics_tree(), &[t("metrics")]).unwrap_err();
-    insta::assert_snapshot!(err, @"public.metrics is partitioned and its partition(s) public.metrics_2025 are routed too, so their rows would have two destinations; route only public.metrics (the rows of every partition go to its Feldera table)");
+    insta::assert_snapshot!(err.message, @"public.metrics is partitioned and its partition(s) public.metrics_2025 are routed too, so their rows would have two destinations; route only public.metrics (the rows of every partition go to its Feldera table)");
 }
 
 #[test]
@@ -233,7 +233,7 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
         true,
     )
     .unwrap_err();
-    assert!(err.0.contains("NOTHING"), "{err}");
+    assert!(err.message.contains("NOTHING"), "{err}");
     let err = plan_routes(
         &routes,
         &[users_relation(ReplicaIdentity::Default, false)],
@@ -242,7 +242,7 @@ fn routes_plan_mappings_and_refuse_unusable_identities() {
         true,
     )
     .unwrap_err();
-    assert!(err.0.contains("not in the replica identity"), "{err}");
+    assert!(err.message.contains("not in the replica identity"), "{err}");
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn every_leaf_must_map_by_column_name_and_carry_the_key_in_its_own_identity() {
     ]];
     let err = plan_partitions(&planned.tables, &nothing, &PgTypes::new(), true).unwrap_err();
     assert!(
-        err.0
+        err.message
             .starts_with("public.users_b -> users: REPLICA IDENTITY is NOTHING"),
         "{err}"
     );
@@ -305,7 +305,7 @@ fn table_without_primary_key_is_refused_unless_allowed() {
         true,
     )
     .unwrap_err();
-    assert!(err.0.contains("PRIMARY KEY"), "{err}");
+    assert!(err.message.contains("PRIMARY KEY"), "{err}");
     assert!(plan_routes(&routes, &[relation], &PgTypes::new(), &schema, false).is_ok());
 }
 
@@ -322,7 +322,9 @@ fn unknown_destination_lists_the_tables_that_exist() {
     )
     .unwrap_err();
     assert!(
-        err.0.contains("people") && err.0.contains("users") && err.0.contains("nokey"),
+        err.message.contains("people")
+            && err.message.contains("users")
+            && err.message.contains("nokey"),
         "{err}"
     );
 }
@@ -345,13 +347,13 @@ fn existing_slots_must_be_ours_and_a_busy_one_is_reported() {
     assert!(
         existing_slot(&slot("test_decoding", "app", None, "reserved"), "app")
             .unwrap_err()
-            .0
+            .message
             .contains("pgoutput")
     );
     assert!(
         existing_slot(&slot("pgoutput", "other", None, "reserved"), "app")
             .unwrap_err()
-            .0
+            .message
             .contains("other")
     );
     assert!(existing_slot(&slot("pgoutput", "app", Some(42), "reserved"), "app").is_ok());
@@ -374,15 +376,65 @@ fn server_versions_before_15_are_refused_naming_the_version_and_failover_needs_1
     );
     assert_eq!(server_version("18.4", true), Ok(()));
     assert_eq!(server_version("", true), Ok(()), "unreported: not refused");
-    let old = server_version("14.12", false).unwrap_err().0;
+    let old = server_version("14.12", false).unwrap_err().message;
     assert_eq!(
         old,
         "PostgreSQL 14.12 is not supported: slotline needs PostgreSQL 15 or newer"
     );
-    let failover = server_version("16.4", true).unwrap_err().0;
+    let failover = server_version("16.4", true).unwrap_err().message;
     assert!(
         failover.contains("PG_SLOT_FAILOVER=true needs PostgreSQL 17") && failover.contains("16.4"),
         "{failover}"
     );
     assert!(server_version("devel", false).is_err());
+}
+
+#[test]
+fn every_refusal_says_how_to_fix_it_and_prints_the_fix_after_its_message() {
+    let routes = parse_tables("users,items").unwrap();
+    let fixes = [
+        (
+            pinned_settings("ISO", "Asia/Kolkata", "postgres", "UTF8").unwrap_err(),
+            SESSION_SETTINGS_FIX.to_owned(),
+        ),
+        (
+            server_version("14.12", false).unwrap_err(),
+            SERVER_VERSION_FIX.to_owned(),
+        ),
+        (
+            super::publication(
+                "p",
+                PublicationLookup::Missing {
+                    existing: Vec::new(),
+                    more: false,
+                },
+            )
+            .unwrap_err(),
+            publication_fix("p"),
+        ),
+        (
+            routes_match_publication("p", &routes, &[t("users")]).unwrap_err(),
+            tables_fix("p"),
+        ),
+        (
+            existing_slot(&slot("test_decoding", "app", None, "reserved"), "app").unwrap_err(),
+            SLOT_FIX.to_owned(),
+        ),
+    ];
+    for (refusal, fix) in fixes {
+        assert_eq!(refusal.fix.as_deref(), Some(fix.as_str()), "{refusal}");
+        assert_eq!(
+            refusal.to_string(),
+            format!("{} (fix: {fix})", refusal.message)
+        );
+    }
+    insta::assert_snapshot!(tables_fix("p"), @"make TABLES and the publication agree (ALTER PUBLICATION p ADD TABLE / DROP TABLE ..., or change TABLES)");
+    // A verdict's fix wins over the question's; a refusal without one takes it.
+    let own = Refusal::new("m")
+        .with_fix("own")
+        .or_fix(Some("question's".into()));
+    assert_eq!(own.fix.as_deref(), Some("own"));
+    let none = Refusal::new("m").or_fix(Some("question's".into()));
+    assert_eq!(none.to_string(), "m (fix: question's)");
+    assert_eq!(Refusal::new("m").to_string(), "m");
 }

@@ -509,15 +509,33 @@ impl Parts {
     }
 }
 
+/// The parameters a `PG_URL` may have (`application_name` is accepted and ignored: slotline
+/// names its connections itself).
+const PG_URL_PARAMETERS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "user",
+    "password",
+    "dbname",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "connect_timeout",
+    "passfile",
+    "application_name",
+];
+
 fn set_part(parts: &mut Parts, key: &str, value: String) -> Result<(), ConfigError> {
     let slot = match (key, parts.field(key)) {
         (_, Some(slot)) => slot,
         ("application_name", None) => return Ok(()),
         (other, None) => {
-            return Err(ConfigError::new(
+            return Err(ConfigError::unknown_parameter(
                 "PG_URL",
-                Some(&format!("(parameter {other:?})")),
-                "parameters host, hostaddr, port, user, password, dbname, sslmode, sslrootcert, sslcert, sslkey, connect_timeout, passfile, application_name",
+                other,
+                PG_URL_PARAMETERS,
             ))
         }
     };

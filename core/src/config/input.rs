@@ -47,6 +47,9 @@ pub struct ConfigError {
     pub unknown: bool,
     /// `variable` names several missing settings.
     pub several: bool,
+    /// A parameter inside `variable` that is not one (`sslmod` in `PG_URL`): the error
+    /// names it, never the variable's value.
+    pub parameter: Option<String>,
 }
 
 /// `a`, `a and b`, `a, b and c`.
@@ -76,6 +79,7 @@ impl ConfigError {
             accepted: accepted.into(),
             unknown: false,
             several: false,
+            parameter: None,
         }
     }
 
@@ -102,6 +106,7 @@ impl ConfigError {
                     accepted: accepted.join("; "),
                     unknown: false,
                     several: true,
+                    parameter: None,
                 }
             }
         }
@@ -113,10 +118,70 @@ impl ConfigError {
             ..ConfigError::new(variable, None, accepted)
         }
     }
+
+    /// `variable` (a connection string) has a parameter `parameter` that is not one of
+    /// `known`: the error names the parameter, the known one it is closest to (a typo) and
+    /// every known one, and never the value of `variable`.
+    pub(crate) fn unknown_parameter(variable: &str, parameter: &str, known: &[&str]) -> Self {
+        let guess = closest(parameter, known)
+            .map(|name| format!("did you mean {name}? "))
+            .unwrap_or_default();
+        ConfigError {
+            parameter: Some(parameter.to_owned()),
+            ..ConfigError::new(
+                variable,
+                None,
+                format!("{guess}accepted: {}", known.join(", ")),
+            )
+        }
+    }
+}
+
+/// The name of `known` that `name` is most likely a typo of: at most two edits away (one
+/// for a name of four characters or fewer), ignoring case, and the only one that close.
+pub(crate) fn closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    let name = name.to_ascii_lowercase();
+    let limit = if name.chars().count() <= 4 { 1 } else { 2 };
+    let mut best: Option<(usize, &'a str)> = None;
+    let mut tied = false;
+    for candidate in known {
+        let distance = edit_distance(&name, &candidate.to_ascii_lowercase());
+        if distance > limit {
+            continue;
+        }
+        match best {
+            Some((nearest, _)) if distance > nearest => {}
+            Some((nearest, _)) if distance == nearest => tied = true,
+            _ => (best, tied) = (Some((distance, *candidate)), false),
+        }
+    }
+    best.filter(|_| !tied).map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance in characters (insertions, deletions, substitutions).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous[j] + usize::from(ca != *cb);
+            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(parameter) = &self.parameter {
+            return write!(
+                f,
+                "{} has an unknown parameter {parameter:?}: {}",
+                self.variable, self.accepted
+            );
+        }
         match &self.value {
             Some(value) => write!(
                 f,

@@ -664,6 +664,53 @@ fn settings_inside_pg_url_are_named_as_such_with_their_value_but_no_password() {
 }
 
 #[test]
+fn an_unknown_pg_url_parameter_is_named_with_the_one_it_is_closest_to_and_no_url() {
+    let typo = error(&[("PG_URL", "postgres://u:hunter2@db/app?sslmod=require")]);
+    insta::assert_snapshot!(typo, @r#"PG_URL has an unknown parameter "sslmod": did you mean sslmode? accepted: host, hostaddr, port, user, password, dbname, sslmode, sslrootcert, sslcert, sslkey, connect_timeout, passfile, application_name"#);
+    let conninfo = error(&[("PG_URL", "host=db user=u password=hunter2 dbnam=app")]);
+    assert!(
+        conninfo.starts_with(
+            r#"PG_URL has an unknown parameter "dbnam": did you mean dbname? accepted: host, "#
+        ),
+        "{conninfo}"
+    );
+    // Nothing close: no guess.
+    let far = error(&[("PG_URL", "postgres://u@db/app?target_session_attrs=any")]);
+    assert!(
+        far.starts_with(
+            r#"PG_URL has an unknown parameter "target_session_attrs": accepted: host, "#
+        ),
+        "{far}"
+    );
+    for message in [&typo, &conninfo, &far] {
+        assert!(
+            !message.contains("hunter2") && !message.contains("db/app"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn a_typo_is_matched_to_the_one_known_name_within_two_edits() {
+    use super::input::closest;
+    let known = ["sslmode", "sslcert", "sslkey", "host", "port", "user"];
+    assert_eq!(closest("sslmod", &known), Some("sslmode"));
+    assert_eq!(closest("SSLMODE", &known), Some("sslmode"));
+    assert_eq!(closest("slmode", &known), Some("sslmode"));
+    assert_eq!(closest("sslkye", &known), Some("sslkey"));
+    assert_eq!(
+        closest("hots", &known),
+        None,
+        "two edits are too many for a short name"
+    );
+    assert_eq!(closest("prt", &known), Some("port"));
+    assert_eq!(closest("sslcer", &known), Some("sslcert"));
+    assert_eq!(closest("password_file", &known), None);
+    // Two names equally close: no guess.
+    assert_eq!(closest("ssl", &["ssla", "sslb"]), None);
+}
+
+#[test]
 fn a_missing_user_names_where_it_can_be_given() {
     let message = error(&[("PG_URL", "postgres://db.example/app")]);
     insta::assert_snapshot!(message, @"user (in PG_URL, or PGUSER) is required: the PostgreSQL user to connect as (by default the OS user, when the process knows it)");

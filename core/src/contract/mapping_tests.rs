@@ -149,8 +149,10 @@ fn two_postgres_columns_differing_in_case_are_ambiguous_for_an_unquoted_field() 
         ],
     );
     let err = plan_mapping(&rel, &users_table(), &PgTypes::new(), STRICT).unwrap_err();
-    assert_snapshot!(err, @"cannot map PostgreSQL table public.users to Feldera table users:
-  - Feldera column name matches PostgreSQL columns Name, NAME (names differing only in case); accepted: one match, e.g. a quoted Feldera column name");
+    assert_snapshot!(err, @"
+    cannot map PostgreSQL table public.users to Feldera table users:
+      - Feldera column name matches PostgreSQL columns Name, NAME (names differing only in case); accepted: one match, e.g. a quoted Feldera column name
+    ");
 }
 
 #[test]

@@ -17,7 +17,9 @@ pub use checkpoint::{
     classify_checkpoint, classify_checkpoint_status, classify_stats, pipeline_state,
     CheckpointFailed, CheckpointOutcome, CheckpointStatusOutcome, FaultTolerance, StatsOutcome,
 };
-pub use pipelines::{classify_pipeline_list, describe_pipelines, is_not_found};
+pub use pipelines::{
+    classify_pipeline_list, describe_pipelines, is_not_found, PIPELINE_FIX, SCHEMA_FIX,
+};
 pub use query::{
     classify_commit_transaction, classify_query, classify_start_transaction,
     classify_transaction_token, CommitOutcome, QueryOutcome, RowStream, StartTransactionOutcome,

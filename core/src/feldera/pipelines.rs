@@ -9,6 +9,14 @@
 use super::response::{error_from, is_success, FelderaError, Reply};
 use serde_json::Value;
 
+/// How to fix a pipeline Feldera does not have, or cannot be asked for: what `check` and
+/// `status` say with the finding and a refused start after its reason.
+pub const PIPELINE_FIX: &str =
+    "check FELDERA_URL, FELDERA_API_KEY and FELDERA_PIPELINE, and that Feldera is up";
+
+/// How to fix a pipeline whose schema slotline cannot read.
+pub const SCHEMA_FIX: &str = "use a Feldera version slotline supports (see docs/feldera.md)";
+
 /// How many pipeline names a refusal lists; the rest are counted.
 pub const PIPELINES_LISTED: usize = 20;
 

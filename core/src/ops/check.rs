@@ -15,13 +15,15 @@ use crate::conn::Event;
 use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_pipeline, classify_pipeline_list, classify_query, describe_pipelines, is_not_found,
-    lifecycle, PipelineOutcome, QueryOutcome, Reply,
+    lifecycle, PipelineOutcome, QueryOutcome, Reply, PIPELINE_FIX, SCHEMA_FIX,
 };
 use crate::io::{exit, Command, Driver, HttpId, Input};
 use crate::pipeline::env::Env;
 use crate::pipeline::pg_link::PgLink;
 use crate::pipeline::queue::Queue;
-use crate::pipeline::starting::conversation::{retraction_problems, Answer, Conversation};
+use crate::pipeline::starting::conversation::{
+    retraction_fix, retraction_problems, Answer, Conversation,
+};
 use crate::report::{Format, Line, Report};
 use crate::schema::Schema;
 use crate::snapshot::plan::{Action, StateRead};
@@ -37,6 +39,17 @@ enum Extra {
     Settings,
     Select,
     Health,
+}
+
+impl Extra {
+    /// What the question asks, for the finding when it fails.
+    fn name(self) -> &'static str {
+        match self {
+            Extra::Settings => "the server's replication settings and the role's attributes",
+            Extra::Select => "the role's SELECT privileges on the routed tables",
+            Extra::Health => "the slot's health",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,10 +86,6 @@ pub struct Check {
     listing: Option<(HttpId, String)>,
     state: Option<StateRead>,
 }
-
-/// How to fix a pipeline Feldera does not have, or cannot be asked for.
-pub(super) const PIPELINE_FIX: &str =
-    "check FELDERA_URL, FELDERA_API_KEY and FELDERA_PIPELINE, and that Feldera is up";
 
 impl Check {
     /// Starts a check: the connection, the pipeline request and the state file read go
@@ -139,18 +148,8 @@ impl Check {
         if self.pg == Pg::Done {
             return;
         }
-        let pg = &self.env.config.pg;
-        let fix = if why.contains("42501") || why.contains("replication") {
-            format!(
-                "ALTER ROLE {} REPLICATION (and let pg_hba.conf admit it to database {})",
-                pg.user, pg.database
-            )
-        } else {
-            format!(
-                "check PG_URL (host {}, port {}, database {}, user {}), the password and pg_hba.conf",
-                pg.host, pg.port, pg.database, pg.user
-            )
-        };
+        // What a start refused for the same reason says (`pg_link::conn_failure`).
+        let fix = crate::pipeline::pg_link::connect_fix(&self.env.config.pg, &why);
         self.pg_lines.extend(self.conversation.take_findings());
         self.pg_lines.push(Line::fail("postgres", why, fix));
         self.close_link();
@@ -274,7 +273,7 @@ impl Check {
         if let Some(error) = self.query_error.take() {
             self.pg_lines.push(Line::warn(
                 "postgres",
-                format!("a check's own question failed: {error}"),
+                format!("a check's own question ({}) failed: {error}", extra.name()),
             ));
             return self.after_extra(extra);
         }
@@ -378,7 +377,7 @@ impl Check {
                 lines.push(Line::fail(
                     "feldera",
                     format!("cannot read the schema of pipeline {pipeline}: {e}"),
-                    "use a Feldera version slotline supports (see docs/feldera.md)",
+                    SCHEMA_FIX,
                 ));
                 None
             }
@@ -560,13 +559,8 @@ impl Check {
                     _ => true,
                 };
                 for (table, problem) in problems.into_iter().filter(|(t, _)| copied(t)) {
-                    lines.push(Line::fail(
-                        format!("retract {table}"),
-                        problem,
-                        format!(
-                            "give Feldera table {table} a primary key it can be queried by, or seed it yourself with SNAPSHOT_MODE=never"
-                        ),
-                    ));
+                    let fix = retraction_fix(&table);
+                    lines.push(Line::fail(format!("retract {table}"), problem, fix));
                 }
             }
             action => lines.push(Line::ok("start", format!("a start would {action}"))),

@@ -139,12 +139,9 @@ pub(crate) fn with_rows<T>(rows: &[Vec<Option<String>>], read: impl FnOnce(&[Row
     read(&views)
 }
 
-pub(crate) fn connect_fix(env: &Env) -> String {
-    let pg = &env.config.pg;
-    format!(
-        "check PG_URL (host {}, port {}, database {}, user {}), the password and pg_hba.conf",
-        pg.host, pg.port, pg.database, pg.user
-    )
+/// How to fix a connection that failed with `why` (`pg_link::connect_fix`).
+pub(crate) fn connect_fix(env: &Env, why: &str) -> String {
+    crate::pipeline::pg_link::connect_fix(&env.config.pg, why)
 }
 
 pub(crate) fn now_of(queue: &mut Queue, now: Now) {

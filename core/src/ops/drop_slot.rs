@@ -71,7 +71,7 @@ impl DropSlot {
     }
 
     fn fail_pg(&mut self, why: String) {
-        let fix = connect_fix(&self.env);
+        let fix = connect_fix(&self.env, &why);
         self.report.push(Line::fail("postgres", why, fix));
         self.finish(exit::FATAL);
     }
@@ -220,7 +220,7 @@ impl Driver for DropSlot {
             self.report.push(Line::fail(
                 "postgres",
                 format!("no answer within {} s", OPERATION_TIMEOUT_MS / 1000),
-                connect_fix(&self.env),
+                connect_fix(&self.env, ""),
             ));
             self.finish(exit::FATAL);
         }

@@ -4,14 +4,13 @@
 //! invalidated), the state file, and Feldera's pipeline state. Exit 1 when something cannot
 //! be read or the slot was invalidated.
 
-use super::check::PIPELINE_FIX;
 use super::control::{
     connect_fix, deadline, now_of, with_rows, Control, Heard, OPERATION_TIMEOUT_MS,
 };
 use crate::catalog::slot;
 use crate::config::{Config, ConfigError};
 use crate::feldera::QUESTION_TIMEOUT_MS;
-use crate::feldera::{classify_pipeline, PipelineOutcome, Reply};
+use crate::feldera::{classify_pipeline, PipelineOutcome, Reply, PIPELINE_FIX};
 use crate::io::{exit, Command, Driver, HttpId, Input};
 use crate::pipeline::env::Env;
 use crate::pipeline::queue::Queue;
@@ -53,7 +52,7 @@ impl Status {
                 Some(vec![Line::fail(
                     "postgres",
                     format!("cannot connect: {e}"),
-                    connect_fix(&env),
+                    connect_fix(&env, &e),
                 )]),
             ),
         };
@@ -115,7 +114,8 @@ impl Status {
                     .ok_or_else(|| "the slot name contains a NUL byte".to_owned())
                     .and_then(|sql| control.ask(&mut self.queue, &sql))
                 {
-                    self.pg_done(vec![Line::fail("postgres", e, connect_fix(&self.env))]);
+                    let fix = connect_fix(&self.env, &e);
+                    self.pg_done(vec![Line::fail("postgres", e, fix)]);
                 }
             }
             Heard::Answer(Ok(rows)) => {
@@ -130,7 +130,7 @@ impl Status {
             Heard::Gone(why) => self.pg_done(vec![Line::fail(
                 "postgres",
                 format!("cannot ask PostgreSQL: {why}"),
-                connect_fix(&self.env),
+                connect_fix(&self.env, &why),
             )]),
         }
     }
@@ -160,7 +160,10 @@ impl Status {
         )];
         let Some(state) = &health.slot else {
             self.slot_fact = json!({"name": name, "exists": false, "current_wal_lsn": health.current_wal.to_string()});
-            lines.push(Line::info("slot", format!("{name} does not exist")));
+            lines.push(Line::info(
+                "slot",
+                format!("{name} does not exist yet (a first start will create it)"),
+            ));
             return lines;
         };
         lines.push(Line::info("slot", format!("{name}: {state}")));
@@ -374,6 +377,9 @@ impl Status {
                 .take()
                 .unwrap_or_else(|| Line::warn("state file", "not read in time")),
         );
+        if self.slot_fact["exists"] == json!(false) {
+            report.not_yet = Some(format!("slot {} does not exist yet", self.env.config.slot));
+        }
         report.fact("slot", self.slot_fact.take());
         report.fact("feldera", self.feldera_fact.take());
         self.queue.push(Command::Print {

@@ -13,6 +13,7 @@ use crate::conn::{
     Attempt, ConnError, Connection, ConnectionConfig, Encryption, Event, Password, TlsPlan,
 };
 use crate::io::{Command, ConnFailure, ConnId, FailureKind, Level, PgTarget, TlsVerify};
+use crate::report::with_fix;
 use crate::wire::StatusUpdate;
 use std::collections::VecDeque;
 
@@ -338,11 +339,39 @@ impl PgLink {
     }
 }
 
+/// How to fix a PostgreSQL connection that failed with `why` (its words, with the server's
+/// SQLSTATE when the server refused it): what `check`, `status`, `ddl` and `drop-slot` print
+/// with the finding, and what a start refused for it says after its reason.
+pub(crate) fn connect_fix(pg: &PgConnConfig, why: &str) -> String {
+    let code = |code: &str| why.contains(&format!(" {code}:"));
+    let (user, database) = (&pg.user, &pg.database);
+    if code("28P01") {
+        format!("check the password of user {user} (PGPASSWORD, the password file, or PG_URL)")
+    } else if code("28000") {
+        format!(
+            "check that role {user} exists and that a pg_hba.conf line admits it to database {database} from this host \
+             (a replication connection of slotline's is matched by the database's name, not by `replication`), \
+             then reload PostgreSQL"
+        )
+    } else if code("3D000") {
+        format!("create database {database}, or name one that exists in PG_URL")
+    } else if code("42501") || why.contains("replication") {
+        format!(
+            "ALTER ROLE {user} REPLICATION (and let pg_hba.conf admit it to database {database})"
+        )
+    } else {
+        format!(
+            "check PG_URL (host {}, port {}, database {database}, user {user}), the password and pg_hba.conf",
+            pg.host, pg.port
+        )
+    }
+}
+
 /// What a failed connection means: server errors that no retry can fix (wrong password,
 /// unknown role or database, no privilege, an authentication method slotline lacks, TLS
 /// the server cannot or will not speak) refuse; everything else is a connection that may
 /// come back.
-pub(crate) fn conn_failure(error: ConnError) -> Failure {
+pub(crate) fn conn_failure(pg: &PgConnConfig, error: ConnError) -> Failure {
     let permanent = match &error {
         ConnError::Server(e) => e.code.starts_with("28") || e.code == "3D000" || e.code == "42501",
         ConnError::UnsupportedAuthentication { .. }
@@ -353,10 +382,8 @@ pub(crate) fn conn_failure(error: ConnError) -> Failure {
         _ => false,
     };
     if permanent {
-        Failure::new(
-            Kind::PgRefused,
-            format!("PostgreSQL refused the connection: {error}"),
-        )
+        let why = format!("PostgreSQL refused the connection: {error}");
+        Failure::new(Kind::PgRefused, with_fix(&why, &connect_fix(pg, &why)))
     } else {
         Failure::new(
             Kind::PgUnreachable,
@@ -368,19 +395,21 @@ pub(crate) fn conn_failure(error: ConnError) -> Failure {
 impl PgLink {
     /// The shell reported this link's connection closed: a second attempt goes on quietly;
     /// a refused server certificate refuses; anything else is a lost connection (`what`
-    /// names it in the message).
+    /// names it in the message; `pg`, the settings it was opened with, the fix of a refusal).
     pub(crate) fn closed(
         &mut self,
         queue: &mut Queue,
+        pg: &PgConnConfig,
         error: Option<ConnFailure>,
         what: &str,
     ) -> Next {
         match self.on_closed(queue, error) {
             LinkClosed::Retrying => Next::Stay,
-            LinkClosed::Fatal(why) => Next::Fail(Failure::new(
-                Kind::PgRefused,
-                format!("cannot connect to PostgreSQL: {why}"),
-            )),
+            LinkClosed::Fatal(why) => {
+                let why = format!("cannot connect to PostgreSQL: {why}");
+                let fix = connect_fix(pg, &why);
+                Next::Fail(Failure::new(Kind::PgRefused, with_fix(&why, &fix)))
+            }
             LinkClosed::Lost(why) => {
                 self.abandon(queue);
                 Next::Fail(Failure::new(
@@ -526,6 +555,52 @@ mod tests {
         link.on_tls_ready(&mut queue, None);
         let events = link.on_bytes(&mut queue, &encode_backend(&rejection));
         assert!(matches!(&events[..], [Event::Failed(ConnError::Server(_))]));
+    }
+
+    #[test]
+    fn a_refused_login_says_how_to_fix_it_as_check_does() {
+        let pg = pg("postgres://u@db:5433/app");
+        let refused = |code: &str, message: &str| {
+            let error = ConnError::Server(Box::new(pg_error("FATAL", code, message)));
+            let failure = conn_failure(&pg, error);
+            assert_eq!(failure.kind, Kind::PgRefused);
+            failure.message
+        };
+        let password = refused("28P01", "password authentication failed for user \"u\"");
+        assert_eq!(
+            password,
+            "PostgreSQL refused the connection: server error: FATAL 28P01: password authentication failed for user \"u\" \
+             (fix: check the password of user u (PGPASSWORD, the password file, or PG_URL))"
+        );
+        // `check` reports the server's words without the prefix: the same fix.
+        let check_words =
+            "server error: FATAL 28P01: password authentication failed for user \"u\"";
+        assert!(password.ends_with(&format!("(fix: {})", connect_fix(&pg, check_words))));
+        let hba = refused(
+            "28000",
+            "no pg_hba.conf entry for replication connection from host \"10.0.0.1\", user \"u\", no encryption",
+        );
+        assert!(
+            hba.ends_with("(fix: check that role u exists and that a pg_hba.conf line admits it to database app from this host \
+                 (a replication connection of slotline's is matched by the database's name, not by `replication`), then reload PostgreSQL)"),
+            "{hba}"
+        );
+        let database = refused("3D000", "database \"app\" does not exist");
+        assert!(
+            database.ends_with("(fix: create database app, or name one that exists in PG_URL)"),
+            "{database}"
+        );
+        let privilege = refused("42501", "permission denied to start WAL sender");
+        assert!(
+            privilege.ends_with(
+                "(fix: ALTER ROLE u REPLICATION (and let pg_hba.conf admit it to database app))"
+            ),
+            "{privilege}"
+        );
+        assert_eq!(
+            connect_fix(&pg, "connection refused"),
+            "check PG_URL (host db, port 5433, database app, user u), the password and pg_hba.conf"
+        );
     }
 
     #[test]

@@ -121,6 +121,11 @@ fn bad_number(at: usize, field: char) -> DecodeError {
 }
 
 /// One line for a log: `ERROR 42P01: relation "x" does not exist (detail: ...; hint: ...)`.
+///
+/// The position (`P`) is left out: it counts characters of the query string, and every
+/// query is slotline's own (its catalog questions, its replication commands, its COPY), which
+/// the operator never wrote nor saw; the message around the error names the question that
+/// failed instead.
 impl fmt::Display for PgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -143,9 +148,6 @@ impl fmt::Display for PgError {
         push("table", &self.table);
         push("column", &self.column);
         push("constraint", &self.constraint);
-        if let Some(position) = self.position {
-            extras.push(format!("at character {position}"));
-        }
         if !extras.is_empty() {
             write!(f, " ({})", extras.join("; "))?;
         }
@@ -192,9 +194,10 @@ mod tests {
         assert_eq!(err.position, Some(15));
         assert_eq!(err.line, Some(1392));
         assert!(!err.is_fatal());
+        // The position points into slotline's own SQL: kept, never printed.
         assert_eq!(
             err.to_string(),
-            "ERROR 42P01: relation \"nope\" does not exist (hint: check the name; at character 15)"
+            "ERROR 42P01: relation \"nope\" does not exist (hint: check the name)"
         );
     }
 

@@ -20,7 +20,7 @@ use crate::io::{exit, Command, Driver, Input};
 use crate::ops::control::{connect_fix, deadline, now_of, with_rows, Control, Heard};
 use crate::pipeline::env::Env;
 use crate::pipeline::queue::Queue;
-use crate::report::Format;
+use crate::report::{with_fix, Format};
 use crate::time::{Mono, Now};
 use crate::timer::Deadline;
 use crate::value::{oid, PgTypes};
@@ -79,11 +79,11 @@ impl Ddl {
         if let Some(mut control) = self.control.take() {
             control.close(&mut self.queue);
         }
-        let fix = match self.asked {
-            Asked::Connecting => format!(" (fix: {})", connect_fix(&self.env)),
-            _ => String::new(),
+        let why = match self.asked {
+            Asked::Connecting => with_fix(&why, &connect_fix(&self.env, &why)),
+            _ => why,
         };
-        self.queue.exit(exit::FATAL, format!("ddl: {why}{fix}"));
+        self.queue.exit(exit::FATAL, format!("ddl: {why}"));
     }
 
     fn ask(&mut self, asked: Asked, sql: Option<String>) {

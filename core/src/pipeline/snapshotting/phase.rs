@@ -302,6 +302,7 @@ impl Snapshotting {
         if conn == self.repl.id {
             return self.repl.closed(
                 cx.queue,
+                &cx.env.config.pg,
                 error,
                 "the replication connection holding the snapshot",
             );
@@ -309,7 +310,9 @@ impl Snapshotting {
         match self.worker_of(conn) {
             Some(w) if self.workers[w].stage != WorkerStage::Closed => {
                 let what = format!("snapshot connection {w}");
-                self.workers[w].link.closed(cx.queue, error, &what)
+                self.workers[w]
+                    .link
+                    .closed(cx.queue, &cx.env.config.pg, error, &what)
             }
             _ => Next::Stay,
         }

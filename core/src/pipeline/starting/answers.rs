@@ -2,13 +2,14 @@
 //! question comes next (the questions and the state are in `conversation`).
 
 use super::conversation::{nul, Answer, Conversation, ConversationError, Step};
-use crate::catalog::checks::{self};
+use crate::catalog::checks::{self, Refusal};
 use crate::catalog::published;
 use crate::catalog::questions::{self, QualifiedName, Row};
 use crate::catalog::types::{parse_types, types_query};
 use crate::pipeline::pg_link::PgLink;
 use crate::pipeline::queue::Queue;
 use crate::report::Line;
+use crate::schema::program::Table;
 use crate::standby::parse_guc_duration_ms;
 use crate::value::oid;
 
@@ -28,11 +29,9 @@ impl Conversation {
                     self.step_name()
                 )));
             }
-            let fix = crate::catalog::server::fix_for_server_error(&error)
-                .map(|fix| format!(" (fix: {fix})"))
-                .unwrap_or_default();
+            // The fix for a server error is added with the question's (`fixed`).
             return Err(ConversationError::Server(format!(
-                "{} failed: {error}{fix}",
+                "{} failed: {error}",
                 self.step_name()
             )));
         }
@@ -63,7 +62,7 @@ impl Conversation {
                     .and_then(|r| r.first().copied().flatten())
                     .unwrap_or("");
                 self.wal_sender_timeout_ms = parse_guc_duration_ms(text).ok_or_else(|| {
-                    ConversationError::Refused(format!("cannot read wal_sender_timeout {text:?}"))
+                    ConversationError::refused(format!("cannot read wal_sender_timeout {text:?}"))
                 })?;
                 self.step = Step::Publication;
                 self.ask(
@@ -128,7 +127,7 @@ impl Conversation {
                     )?;
                     let table = self.route_table(index).ok_or_else(nul)?;
                     let what = published::published(&table, &self.published, &partitions)
-                        .map_err(ConversationError::Refused)?;
+                        .map_err(ConversationError::refused)?;
                     let left_out = published::narrow(&mut relation, &what);
                     for partition in &mut partitions {
                         published::narrow(&mut partition.relation, &what);
@@ -204,8 +203,8 @@ impl Conversation {
                 let (consistent_point, snapshot) = questions::parse_created_slot(&rows)?;
                 self.step = Step::SlotRead;
                 let snapshot = snapshot.ok_or_else(|| {
-                    ConversationError::Refused(
-                        "the temporary slot was created without an exported snapshot".into(),
+                    ConversationError::refused(
+                        "the temporary slot was created without an exported snapshot",
                     )
                 })?;
                 Ok(Answer::TemporarySlotCreated {
@@ -214,7 +213,7 @@ impl Conversation {
                 })
             }
             Step::AwaitSchema | Step::SlotRead | Step::StartReplication | Step::Streaming => {
-                Err(ConversationError::Refused(format!(
+                Err(ConversationError::refused(format!(
                     "unexpected end of a query while {}",
                     self.step_name()
                 )))
@@ -367,6 +366,20 @@ impl Conversation {
         hinted
     }
 
+    /// The publication publishes TRUNCATE, which retracts by reading the Feldera table's
+    /// keys back: refused when they cannot be read.
+    pub(super) fn truncate_retractable(&self, table: &Table) -> Result<(), Refusal> {
+        crate::retract::plan_keys(table).map(|_| ()).map_err(|e| {
+            Refusal::new(format!(
+                "the publication publishes TRUNCATE, which retracts by reading keys back: {e}"
+            ))
+            .with_fix(format!(
+                "give Feldera table {} a primary key, or stop publishing TRUNCATE: ALTER PUBLICATION {} SET (publish = 'insert, update, delete')",
+                table.name, self.publication
+            ))
+        })
+    }
+
     pub(super) fn plan_mappings(&mut self, queue: &mut Queue) -> Result<(), ConversationError> {
         if self.survey.is_some() {
             self.survey_mappings();
@@ -375,7 +388,7 @@ impl Conversation {
         let schema = self
             .schema
             .as_ref()
-            .ok_or_else(|| ConversationError::Refused("no Feldera schema".into()))?;
+            .ok_or_else(|| ConversationError::refused("no Feldera schema"))?;
         let planned = checks::plan_routes(
             &self.routes,
             &self.relations,
@@ -384,7 +397,10 @@ impl Conversation {
             self.require_primary_key,
         )
         .map_err(|refusal| {
-            ConversationError::Refused(self.with_column_list_hint(refusal.0, None))
+            ConversationError::Refused(Refusal {
+                message: self.with_column_list_hint(refusal.message, None),
+                ..refusal
+            })
         })?;
         for warning in &planned.warnings {
             queue.log(crate::io::Level::Warn, warning.clone());
@@ -399,12 +415,9 @@ impl Conversation {
         }
         if self.truncate_published {
             for table in &planned.tables {
-                crate::retract::plan_keys(table).map_err(|e| {
-                    ConversationError::Refused(format!(
-                        "{e}\n  Or stop publishing TRUNCATE: ALTER PUBLICATION {} SET (publish = 'insert, update, delete')",
-                        self.publication
-                    ))
-                })?;
+                if let Err(refusal) = self.truncate_retractable(table) {
+                    return Err(refusal.into());
+                }
             }
         }
         self.tables = planned.tables;

@@ -80,8 +80,8 @@ pub(crate) enum Answer {
 /// How a step ended when it did not simply move on.
 #[derive(Debug)]
 pub(crate) enum ConversationError {
-    /// A contract, data or catalog problem: exit 1.
-    Refused(String),
+    /// A contract, data or catalog problem: exit 1, with the verdict's fix when it has one.
+    Refused(Refusal),
     /// A server error for a question: exit 1 with the server's words.
     Server(String),
     /// Something that may clear by itself (the slot is still held by a dead connection):
@@ -90,14 +90,42 @@ pub(crate) enum ConversationError {
 }
 
 impl ConversationError {
-    /// The operator's words, whatever the kind.
+    /// A refusal whose fix, if any, is the question's (`Conversation::step_fix`).
+    pub(crate) fn refused(message: impl Into<String>) -> ConversationError {
+        ConversationError::Refused(Refusal::new(message))
+    }
+
+    /// The operator's words, whatever the kind (without a fix).
     pub(crate) fn into_message(self) -> String {
         match self {
-            ConversationError::Refused(m)
-            | ConversationError::Server(m)
-            | ConversationError::Busy(m) => m,
+            ConversationError::Refused(refusal) => refusal.message,
+            ConversationError::Server(m) | ConversationError::Busy(m) => m,
         }
     }
+
+    /// A refusal with how to fix it, as `check` reports it and a start refuses: the
+    /// verdict's own fix, else the one for the server's error, else `question` (the fix of
+    /// the question that was asked). `Busy` stays as it is: it is retried, not refused.
+    pub(crate) fn fixed(self, question: Option<String>) -> ConversationError {
+        match self {
+            ConversationError::Refused(refusal) => {
+                ConversationError::Refused(refusal.or_fix(question))
+            }
+            ConversationError::Server(message) => {
+                let fix = crate::catalog::server::fix_for_server_error(&message);
+                let fix = fix.map(str::to_owned).or(question);
+                ConversationError::Refused(Refusal::new(message).or_fix(fix))
+            }
+            busy @ ConversationError::Busy(_) => busy,
+        }
+    }
+}
+
+/// How to fix a table that `retraction_problems` names (Feldera table `table`).
+pub(crate) fn retraction_fix(table: &str) -> String {
+    format!(
+        "give Feldera table {table} a primary key it can be queried by, or seed it yourself with SNAPSHOT_MODE=never"
+    )
 }
 
 /// The tables whose leftovers a snapshot could not retract (or whose emptiness it could not
@@ -137,15 +165,25 @@ pub(crate) fn retraction_problems(
     problems
 }
 
+/// The operator's words, with the fix of a refusal that has one (as a refused start says them).
+impl std::fmt::Display for ConversationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConversationError::Refused(refusal) => refusal.fmt(f),
+            ConversationError::Server(m) | ConversationError::Busy(m) => f.write_str(m),
+        }
+    }
+}
+
 impl From<Refusal> for ConversationError {
     fn from(refusal: Refusal) -> Self {
-        ConversationError::Refused(refusal.to_string())
+        ConversationError::Refused(refusal)
     }
 }
 
 impl From<CatalogError> for ConversationError {
     fn from(error: CatalogError) -> Self {
-        ConversationError::Refused(error.to_string())
+        ConversationError::refused(error.to_string())
     }
 }
 
@@ -197,9 +235,8 @@ fn row_text(row: &DataRow) -> Result<Vec<Option<String>>, ConversationError> {
             column
                 .as_ref()
                 .map(|bytes| {
-                    String::from_utf8(bytes.to_vec()).map_err(|_| {
-                        ConversationError::Refused("a catalog answer is not UTF-8".to_owned())
-                    })
+                    String::from_utf8(bytes.to_vec())
+                        .map_err(|_| ConversationError::refused("a catalog answer is not UTF-8"))
                 })
                 .transpose()
         })
@@ -378,10 +415,8 @@ impl Conversation {
         let verdicts = [
             (
                 "server",
-                checks::server_version(&version, self.failover).map(|()| {
-                    format!("PostgreSQL {version}")
-                }),
-                "upgrade to PostgreSQL 15 or newer (PG_SLOT_FAILOVER=true needs 17)",
+                checks::server_version(&version, self.failover)
+                    .map(|()| format!("PostgreSQL {version}")),
             ),
             (
                 "session settings",
@@ -392,13 +427,12 @@ impl Conversation {
                     &reported("client_encoding"),
                 )
                 .map(|()| "DateStyle ISO, TimeZone UTC, IntervalStyle postgres, UTF8".to_owned()),
-                "remove whatever overrides the session settings slotline sends (ALTER ROLE/DATABASE ... SET, PGOPTIONS)",
             ),
         ];
-        for (item, verdict, fix) in verdicts {
+        for (item, verdict) in verdicts {
             match (verdict, self.survey.is_some()) {
                 (Ok(found), _) => self.found(Line::ok(item, found)),
-                (Err(refusal), true) => self.found(Line::fail(item, refusal.0, fix)),
+                (Err(refusal), true) => self.found(finding(item, refusal)),
                 (Err(refusal), false) => return Err(refusal.into()),
             }
         }
@@ -413,7 +447,7 @@ impl Conversation {
     ) -> Result<(), ConversationError> {
         self.rows.clear();
         self.query_error = None;
-        link.query(queue, &sql).map_err(ConversationError::Refused)
+        link.query(queue, &sql).map_err(ConversationError::refused)
     }
 
     pub(crate) fn on_row(&mut self, row: &DataRow) -> Result<(), ConversationError> {
@@ -474,6 +508,7 @@ impl Conversation {
         let step = self.step;
         match self.answer(queue, link) {
             Err(error) if self.survey.is_some() => self.survey_past(queue, link, step, error),
+            Err(error) => Err(error.fixed(self.step_fix(step))),
             answer => answer,
         }
     }
@@ -530,8 +565,8 @@ impl Conversation {
     /// `START_REPLICATION` answered with CopyBoth: the stream is open.
     pub(crate) fn on_stream_started(&mut self) -> Result<Ready, ConversationError> {
         if self.step != Step::StartReplication {
-            return Err(ConversationError::Refused(
-                "the server started streaming before it was asked".into(),
+            return Err(ConversationError::refused(
+                "the server started streaming before it was asked",
             ));
         }
         self.step = Step::Streaming;
@@ -547,6 +582,30 @@ impl Conversation {
             slot_confirmed,
             placement: self.placement(),
             skips: Default::default(),
+        })
+    }
+
+    /// How to fix a refusal of the answer to `step` that has no fix of its own: what a
+    /// survey's finding and a refused start both say. `None` past the slot's reading.
+    pub(super) fn step_fix(&self, step: Step) -> Option<String> {
+        Some(match step {
+            Step::Identify | Step::WalSenderTimeout => {
+                "connect as a role with REPLICATION to a server with wal_level = logical".to_owned()
+            }
+            Step::Publication => checks::publication_fix(&self.publication),
+            Step::PublishedTables => checks::tables_fix(&self.publication),
+            Step::Relation(_) => checks::RELATION_FIX.to_owned(),
+            Step::Types => {
+                "let the role read pg_catalog.pg_type, pg_attribute, pg_depend and pg_extension \
+                 (every role can unless it was revoked)"
+                    .to_owned()
+            }
+            Step::AwaitSchema | Step::Slot | Step::SlotRead => checks::SLOT_FIX.to_owned(),
+            Step::DropSlot
+            | Step::CreateSlot
+            | Step::CreateTemporarySlot
+            | Step::StartReplication
+            | Step::Streaming => return None,
         })
     }
 
@@ -578,5 +637,14 @@ impl Conversation {
 }
 
 pub(super) fn nul() -> ConversationError {
-    ConversationError::Refused("a name contains a NUL byte".into())
+    ConversationError::refused("a name contains a NUL byte")
+}
+
+/// A survey's finding for `refusal` about `item`: a failure, with its fix when it has one.
+pub(super) fn finding(item: impl Into<String>, refusal: Refusal) -> Line {
+    let line = Line::new(item, crate::report::Verdict::Fail, refusal.message);
+    match refusal.fix {
+        Some(fix) => line.with_fix(fix),
+        None => line,
+    }
 }

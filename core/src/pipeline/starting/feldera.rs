@@ -6,13 +6,15 @@ use super::phase::Starting;
 use crate::feldera::QUESTION_TIMEOUT_MS;
 use crate::feldera::{
     classify_pipeline, classify_pipeline_list, classify_stats, describe_pipelines, is_not_found,
-    lifecycle, redact_userinfo, FaultTolerance, PipelineOutcome, Reply, StatsOutcome,
+    lifecycle, redact_userinfo, FaultTolerance, PipelineOutcome, Reply, StatsOutcome, PIPELINE_FIX,
+    SCHEMA_FIX,
 };
 use crate::io::{ConnId, HttpId, Level};
 use crate::pipeline::cx::Cx;
 use crate::pipeline::durability::Durability;
 use crate::pipeline::handover::Next;
 use crate::pipeline::policy::{Failure, FailureKind};
+use crate::report::with_fix;
 use crate::schema::PipelineInfo;
 
 impl Starting {
@@ -31,9 +33,10 @@ impl Starting {
         if let Some((_, refusal)) = self.not_found.take_if(|(asked, _)| *asked == id) {
             let pipeline = &cx.env.config.feldera_pipeline;
             let listed = classify_pipeline_list(reply);
+            let refusal = format!("{refusal}; {}", describe_pipelines(pipeline, &listed));
             return Next::Fail(Failure::new(
                 FailureKind::FelderaRefused,
-                format!("{refusal}; {}", describe_pipelines(pipeline, &listed)),
+                with_fix(&refusal, PIPELINE_FIX),
             ));
         }
         if self.stats_request == Some(id) {
@@ -69,7 +72,7 @@ impl Starting {
             ),
             PipelineOutcome::BadSchema(e) => Failure::new(
                 FailureKind::FelderaUnreadable,
-                format!("cannot read Feldera's schema: {e}"),
+                with_fix(&format!("cannot read Feldera's schema: {e}"), SCHEMA_FIX),
             ),
             PipelineOutcome::Transient(e) => Failure::new(
                 FailureKind::FelderaUnavailable,
@@ -81,7 +84,10 @@ impl Starting {
             }
             PipelineOutcome::Fatal(e) => Failure::new(
                 FailureKind::FelderaRefused,
-                format!("Feldera refused the pipeline request: {e}"),
+                with_fix(
+                    &format!("Feldera refused the pipeline request: {e}"),
+                    PIPELINE_FIX,
+                ),
             ),
         };
         Next::Fail(failure)
@@ -190,8 +196,11 @@ impl Starting {
             }
             StatsOutcome::Fatal(e) => Failure::new(
                 FailureKind::FelderaRefused,
-                format!(
-                    "cannot read Feldera pipeline {pipeline}'s incarnation (GET .../stats): {e}"
+                with_fix(
+                    &format!(
+                        "cannot read Feldera pipeline {pipeline}'s incarnation (GET .../stats): {e}"
+                    ),
+                    PIPELINE_FIX,
                 ),
             ),
         };

@@ -13,6 +13,7 @@ use crate::pipeline::handover::{AddedCopy, SnapshotStart};
 use crate::pipeline::pg_link::{conn_failure, PgLink};
 use crate::pipeline::policy::{Failure, FailureKind};
 use crate::pipeline::streaming::Skips;
+use crate::report::with_fix;
 use crate::snapshot::plan::{Action, FelderaNow, Leftovers, StateRead};
 use crate::snapshot::state::{
     rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, FORMAT_VERSION,
@@ -87,12 +88,13 @@ pub(crate) struct Starting {
 
 impl From<ConversationError> for Failure {
     fn from(error: ConversationError) -> Failure {
-        match error {
-            ConversationError::Refused(reason) | ConversationError::Server(reason) => Failure::new(
-                FailureKind::SetupRefused,
-                format!("refusing to start: {reason}"),
-            ),
+        // A question's own fix was added where the question is known (`on_query_done`).
+        match error.fixed(None) {
             ConversationError::Busy(reason) => Failure::new(FailureKind::SlotBusy, reason),
+            refused => Failure::new(
+                FailureKind::SetupRefused,
+                format!("refusing to start: {refused}"),
+            ),
         }
     }
 }
@@ -108,10 +110,9 @@ impl Starting {
         );
         let application_name = format!("slotline/{}", config.slot);
         let repl = PgLink::open(cx.queue, &config.pg, true, &application_name).map_err(|e| {
-            Failure::new(
-                FailureKind::ConfigInvalid,
-                format!("cannot connect to PostgreSQL: {e}"),
-            )
+            let why = format!("cannot connect to PostgreSQL: {e}");
+            let fix = crate::pipeline::pg_link::connect_fix(&config.pg, &why);
+            Failure::new(FailureKind::ConfigInvalid, with_fix(&why, &fix))
         })?;
         let conversation = Conversation::new(
             &config.publication,
@@ -217,7 +218,7 @@ impl Starting {
             }
             Event::StreamStarted(_) => return Ok(Some(conversation.on_stream_started()?)),
             Event::Notice(notice) => cx.queue.log(Level::Info, format!("PostgreSQL: {notice}")),
-            Event::Failed(error) => return Err(conn_failure(error)),
+            Event::Failed(error) => return Err(conn_failure(&cx.env.config.pg, error)),
             Event::XLogData(_) | Event::Keepalive(_) => {
                 return Err(Failure::new(
                     FailureKind::PgProtocol,
@@ -629,10 +630,7 @@ impl Starting {
             .find(|(table, _)| names.contains(table))
         {
             None => Ok(()),
-            Some((_, problem)) => Err(Failure::new(
-                FailureKind::SetupRefused,
-                format!("refusing to start: {problem}"),
-            )),
+            Some((table, problem)) => Err(retraction_refused(&table, &problem)),
         }
     }
 
@@ -649,16 +647,24 @@ impl Starting {
         );
         match problems.into_iter().next() {
             None => Ok(()),
-            Some((_, problem)) => Err(Failure::new(
-                FailureKind::SetupRefused,
-                format!("refusing to start: {problem}"),
-            )),
+            Some((table, problem)) => Err(retraction_refused(&table, &problem)),
         }
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
-        self.repl.closed(cx.queue, error, "replication connection")
+        self.repl
+            .closed(cx.queue, &cx.env.config.pg, error, "replication connection")
     }
+}
+
+/// A snapshot cannot retract (or check) Feldera table `table`: `problem`, with the fix
+/// `check` gives.
+fn retraction_refused(table: &str, problem: &str) -> Failure {
+    let fix = super::conversation::retraction_fix(table);
+    Failure::new(
+        FailureKind::SetupRefused,
+        format!("refusing to start: {}", with_fix(problem, &fix)),
+    )
 }
 
 /// A slot an earlier session of this run used, found invalidated now: it was lost while

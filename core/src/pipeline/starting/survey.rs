@@ -2,12 +2,12 @@
 //! and the conversation goes on, and each table is mapped on its own so that each problem is its
 //! own finding. It extends `Conversation` (`conversation.rs`), whose state it shares.
 
-use super::conversation::{nul, Answer, Conversation, ConversationError, Step};
-use crate::catalog::checks::{self};
+use super::conversation::{finding, nul, Answer, Conversation, ConversationError, Step};
+use crate::catalog::checks::{self, Refusal};
 use crate::catalog::questions::{self};
 use crate::pipeline::pg_link::PgLink;
 use crate::pipeline::queue::Queue;
-use crate::report::Line;
+use crate::report::{Line, Verdict};
 
 impl Conversation {
     /// Survey: `error` refused the answer to `step`; note it and ask what comes next.
@@ -18,41 +18,23 @@ impl Conversation {
         step: Step,
         error: ConversationError,
     ) -> Result<Answer, ConversationError> {
-        let message = error.into_message();
-        let publication = self.publication.clone();
-        let (item, fix) = match step {
-            Step::Identify | Step::WalSenderTimeout => (
-                "replication connection".to_owned(),
-                "connect as a role with REPLICATION to a server with wal_level = logical".to_owned(),
-            ),
-            Step::Publication => (
-                "publication".to_owned(),
-                format!("CREATE PUBLICATION {publication} FOR TABLE <the tables in TABLES>"),
-            ),
-            Step::PublishedTables => (
-                "tables".to_owned(),
-                format!(
-                    "make TABLES and the publication agree (ALTER PUBLICATION {publication} ADD TABLE / DROP TABLE ..., or change TABLES)"
-                ),
-            ),
-            Step::Relation(i) => (
-                self.routes
-                    .get(i)
-                    .map_or("table".to_owned(), |r| format!("table {}", r.source)),
-                "create the table or fix its name in TABLES; of a partitioned table, route only the table itself and publish every partition".to_owned(),
-            ),
-            Step::Types => (
-                "column types".to_owned(),
-                "let the role read pg_catalog.pg_type, pg_attribute, pg_depend and pg_extension \
-                 (every role can unless it was revoked)"
-                    .to_owned(),
-            ),
-            _ => (
-                "slot".to_owned(),
-                "drop the slot (slotline drop-slot --yes) or choose another PG_SLOT".to_owned(),
-            ),
+        let item = match step {
+            Step::Identify | Step::WalSenderTimeout => "replication connection".to_owned(),
+            Step::Publication => "publication".to_owned(),
+            Step::PublishedTables => "tables".to_owned(),
+            Step::Relation(i) => self
+                .routes
+                .get(i)
+                .map_or("table".to_owned(), |r| format!("table {}", r.source)),
+            Step::Types => "column types".to_owned(),
+            _ => "slot".to_owned(),
         };
-        self.found(Line::fail(item, message, fix));
+        // The fix a start refuses with too (`on_query_done`).
+        let line = match error.fixed(self.step_fix(step)) {
+            ConversationError::Refused(refusal) => finding(item, refusal),
+            other => Line::new(item, Verdict::Fail, other.into_message()),
+        };
+        self.found(line);
         let next = match step {
             Step::Identify => ("SHOW wal_sender_timeout".to_owned(), Step::WalSenderTimeout),
             Step::WalSenderTimeout => (
@@ -113,14 +95,12 @@ impl Conversation {
             let planned = match planned {
                 Ok(planned) => planned,
                 Err(refusal) => {
-                    findings.push(Line::fail(
-                        item.clone(),
-                        self.with_column_list_hint(
-                            refusal.0,
-                            self.routes.iter().position(|r| r.source == route.source),
-                        ),
-                        "make the PostgreSQL table, its REPLICA IDENTITY and the Feldera table agree as the message says",
-                    ));
+                    let only = self.routes.iter().position(|r| r.source == route.source);
+                    let refusal = Refusal {
+                        message: self.with_column_list_hint(refusal.message, only),
+                        ..refusal
+                    };
+                    findings.push(finding(item.clone(), refusal));
                     continue;
                 }
             };
@@ -142,11 +122,7 @@ impl Conversation {
                     self.require_primary_key,
                 )
             }) {
-                findings.push(Line::fail(
-                    item.clone(),
-                    refusal.0,
-                    "make every partition's columns and REPLICA IDENTITY agree with the Feldera table as the message says",
-                ));
+                findings.push(finding(item.clone(), refusal));
                 continue;
             }
             findings.push(Line::ok(
@@ -161,15 +137,8 @@ impl Conversation {
             ));
             findings.extend(planned.warnings.iter().map(|w| Line::warn(item.clone(), w)));
             if self.truncate_published {
-                if let Err(e) = crate::retract::plan_keys(table) {
-                    findings.push(Line::fail(
-                        format!("truncate {}", route.source),
-                        format!("the publication publishes TRUNCATE, which retracts by reading keys back: {e}"),
-                        format!(
-                            "give Feldera table {} a primary key, or stop publishing TRUNCATE: ALTER PUBLICATION {} SET (publish = 'insert, update, delete')",
-                            table.name, self.publication
-                        ),
-                    ));
+                if let Err(refusal) = self.truncate_retractable(table) {
+                    findings.push(finding(format!("truncate {}", route.source), refusal));
                 }
             }
             self.relations.push(relation);

@@ -269,7 +269,8 @@ impl Streaming {
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
-        self.repl.closed(cx.queue, error, "replication connection")
+        self.repl
+            .closed(cx.queue, &cx.env.config.pg, error, "replication connection")
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
@@ -415,7 +416,7 @@ impl Streaming {
                 cx.queue.log(Level::Info, format!("PostgreSQL: {notice}"));
                 Ok(())
             }
-            Event::Failed(error) => Err(Next::Fail(conn_failure(error))),
+            Event::Failed(error) => Err(Next::Fail(conn_failure(&cx.env.config.pg, error))),
             _ => Ok(()),
         }
     }

@@ -189,6 +189,61 @@ fn a_start_with_a_missing_publication_lists_the_ones_there_are_before_anything_i
     }
 }
 
+/// A start on `pg` (no slot yet), tweaked by `tweak`: its exit code and reason.
+fn refused_start(mut pg: FakePg, tweak: impl FnOnce(&mut Script)) -> (i32, String, String) {
+    pg.slot_confirmed = None;
+    let mut s = Script::operation(&[TABLES], pg, SCHEMA, None, tweak, |config, now| {
+        Box::new(crate::pipeline::Pipeline::new(config, 7, now).expect("valid"))
+            as Box<dyn Operation>
+    });
+    let trace = s.take_trace();
+    let (code, reason) = s.exit().cloned().expect("the start is refused");
+    (code, reason, trace)
+}
+
+/// The fix of `check`'s failed finding about `item`.
+fn check_fix(pg: FakePg, item: &str, tweak: impl FnOnce(&mut Script)) -> String {
+    let mut s = check(pg, SCHEMA, tweak);
+    let report = printed(&s.take_trace());
+    let line = report
+        .lines()
+        .find(|l| l.starts_with(&format!("FAIL {item} ")))
+        .unwrap_or_else(|| panic!("no FAIL {item} in\n{report}"));
+    let (_, fix) = line
+        .split_once(" (fix: ")
+        .unwrap_or_else(|| panic!("no fix: {line}"));
+    format!("(fix: {fix}")
+}
+
+#[test]
+fn a_refused_start_says_the_fix_check_gives_for_the_same_problem() {
+    let unpublished = || {
+        let mut pg = pg();
+        pg.tables.retain(|t| t.relation.name == "users");
+        pg
+    };
+    let old_server = |s: &mut Script| s.set_server_version("14.12");
+    let no_publication = |s: &mut Script| s.publication_exists = false;
+    let no_pipeline = |s: &mut Script| s.pipelines_instead = Some(vec!["shop".into()]);
+    type Tweak<'a> = &'a dyn Fn(&mut Script);
+    let cases: [(&str, FakePg, Tweak<'_>); 4] = [
+        ("tables", unpublished(), &|_| {}),
+        ("server", pg(), &old_server),
+        ("publication", pg(), &no_publication),
+        ("feldera", pg(), &no_pipeline),
+    ];
+    for (item, pg, tweak) in cases {
+        let fix = check_fix(pg.clone(), item, tweak);
+        let (code, reason, trace) = refused_start(pg, tweak);
+        assert_eq!(code, 1, "{trace}");
+        assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+        assert!(
+            reason.ends_with(&fix),
+            "{item}: the start's reason does not end with check's {fix:?}:\n{reason}"
+        );
+    }
+}
+
 #[test]
 fn check_of_a_pipeline_feldera_does_not_have_names_the_ones_it_has() {
     let mut s = check(pg(), SCHEMA, |s| {
@@ -300,6 +355,20 @@ fn status_reports_the_slot_its_lag_the_state_file_and_feldera() {
     rule!(
         "status asks one plain connection for the slot's health (active, confirmed_flush_lsn, restart_lsn, wal_status, safe_wal_size), computes lag and retained WAL against the server's current position, and adds the state file and Feldera's pipeline state; it exits 0.",
         trace
+    );
+}
+
+#[test]
+fn status_before_the_slot_exists_says_so_and_not_all_good() {
+    let mut s = status(|s| s.lose_slot());
+    let report = printed(&s.take_trace());
+    assert_eq!(s.exit().map(|e| e.0), Some(0), "{report}");
+    let slot = "slotline_p does not exist yet (a first start will create it)";
+    assert!(report.lines().any(|l| l.ends_with(slot)), "{report}");
+    assert!(!report.contains("all good"), "{report}");
+    assert!(
+        report.ends_with("status: slot slotline_p does not exist yet"),
+        "{report}"
     );
 }
 

@@ -82,7 +82,19 @@ impl Pipeline {
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        forget_pid(&self.dir);
     }
+}
+
+/// The file in a pipeline's directory holding the pid of its running process, from its
+/// start until the process was waited for: `./run` kills the pids these files still name
+/// when the manager did not (it ended without stopping its pipelines).
+fn pid_file(dir: &Path) -> PathBuf {
+    dir.join("pid")
+}
+
+fn forget_pid(dir: &Path) {
+    let _ = std::fs::remove_file(pid_file(dir));
 }
 
 struct Manager {
@@ -163,9 +175,15 @@ fn spawn(binary: &Path, dir: &Path, deployment_id: &str) -> Result<(Child, u16),
         .stderr(log2)
         .spawn()
         .map_err(|e| format!("start {}: {e}", binary.display()))?;
+    if let Err(e) = std::fs::write(pid_file(dir), child.id().to_string()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!("write {}: {e}", pid_file(dir).display()));
+    }
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            forget_pid(dir);
             return Err(format!(
                 "the pipeline process exited with {status}; see {}",
                 dir.join("pipeline.log").display()
@@ -183,6 +201,7 @@ fn spawn(binary: &Path, dir: &Path, deployment_id: &str) -> Result<(Child, u16),
         if started.elapsed() > READY_TIMEOUT {
             let _ = child.kill();
             let _ = child.wait();
+            forget_pid(dir);
             return Err(format!(
                 "the pipeline did not answer /stats within {READY_TIMEOUT:?}; see {}",
                 dir.join("pipeline.log").display()
