@@ -183,6 +183,7 @@ pub fn dispatch<E: Executor>(command: Command, exec: &mut E, router: &mut ConnRo
         }
         Command::Print { text } => {
             use std::io::Write;
+            logging::note_report();
             let mut stdout = std::io::stdout().lock();
             let _ = stdout.write_all(text.as_bytes());
             let _ = stdout.flush();

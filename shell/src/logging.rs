@@ -3,7 +3,9 @@
 //!
 //! One line escapes the filter: why the process exits with a non-zero code. It is logged at
 //! ERROR, and when the filter drops ERROR lines (`RUST_LOG=off`) it is printed plainly on
-//! stderr instead, so a fatal reason is never lost to a quiet log setting.
+//! stderr instead, so a fatal reason is never lost to a quiet log setting. A clean exit
+//! after an operator's report (`check`, `status`, `ddl`, `drop-slot` printed on stdout) is
+//! logged at DEBUG: the report is the answer, and a timestamped line after it is noise.
 //!
 //! Owns the subscriber and the mapping of `Command::Log` onto events. Never formats a
 //! `Config` or a request body: the core's messages are already free of secrets, and the
@@ -19,6 +21,7 @@
 use slotline_core::config::LogFormat;
 use slotline_core::io::{Level, Topic};
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use tracing::Metadata;
 use tracing_subscriber::filter::{filter_fn, EnvFilter, LevelFilter};
@@ -111,11 +114,22 @@ pub fn emit(level: Level, topic: Topic, message: &str) {
     }
 }
 
-/// Says why the process exits with `code`: at INFO for 0, at ERROR otherwise. When the
-/// filter drops that ERROR line, the reason is printed as one plain line on stderr instead
-/// (never both). Flushes stderr, since `std::process::exit` follows.
+/// Whether the process printed a report for its operator on stdout (`Command::Print`).
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// Records that a report reached stdout, so a clean exit after it is not logged at INFO.
+pub fn note_report() {
+    REPORTED.store(true, Ordering::Relaxed);
+}
+
+/// Says why the process exits with `code`: at INFO for 0 (at DEBUG when a report was
+/// printed: the operator has the answer on stdout), at ERROR otherwise. When the filter
+/// drops that ERROR line, the reason is printed as one plain line on stderr instead (never
+/// both). Flushes stderr, since `std::process::exit` follows.
 pub fn exit_reason(code: i32, reason: &str) {
-    if code == 0 {
+    if code == 0 && REPORTED.load(Ordering::Relaxed) {
+        tracing::debug!(target: TARGET, "exiting with code {code}: {reason}");
+    } else if code == 0 {
         tracing::info!(target: TARGET, "exiting with code {code}: {reason}");
     } else if tracing::enabled!(target: TARGET, tracing::Level::ERROR) {
         tracing::error!(target: TARGET, "exiting with code {code}: {reason}");

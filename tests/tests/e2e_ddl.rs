@@ -190,6 +190,11 @@ fn ddl_sql_is_the_same_in_both_shells_and_names_what_fails(shell: Shell) -> Stri
     let pairs = ddl_pairs(&env);
     let by_publication = operation(shell, &pairs, &["ddl", "--publication", "pub"]);
     assert_eq!(by_publication.code, Some(0), "{by_publication}");
+    // The SQL is the answer: no timestamped "exiting with code 0" line after it.
+    assert!(
+        !by_publication.stderr.contains("exiting with code"),
+        "{by_publication}"
+    );
     let by_tables = operation(shell, &pairs, &["ddl", "--tables", TABLES]);
     assert_eq!(by_tables.stdout, by_publication.stdout, "{by_tables}");
 

@@ -45,6 +45,17 @@ fn fail_lines(out: &Outcome) -> Vec<&str> {
         .collect()
 }
 
+/// A report that exited 0 is the last thing the operator sees: no timestamped
+/// "exiting with code 0" line on stderr after it, at the default log level.
+fn assert_report_is_the_last_word(out: &Outcome) {
+    assert_eq!(out.code, Some(0), "{out}");
+    assert!(!out.stdout.is_empty(), "a report on stdout: {out}");
+    assert!(
+        !out.stderr.contains("exiting with code"),
+        "a log line after the report: {out}"
+    );
+}
+
 fn check_of_a_correct_setup_is_all_green(shell: Shell) {
     let env = Env::new("checkok", SETUP, schema("INTEGER"));
     for mode in ["never", "initial"] {
@@ -52,6 +63,7 @@ fn check_of_a_correct_setup_is_all_green(shell: Shell) {
         assert_eq!(out.code, Some(0), "{out}");
         assert!(fail_lines(&out).is_empty(), "{out}");
         assert!(out.stdout.ends_with("check: all good\n"), "{out}");
+        assert_report_is_the_last_word(&out);
         for item in [
             "postgres",
             "server",
@@ -75,7 +87,17 @@ fn check_of_a_correct_setup_is_all_green(shell: Shell) {
         }
     }
     assert!(!env.slot_exists(), "check created the slot");
+    // The reason is still there for whoever asks for DEBUG.
+    let debug = operation(shell, &with(&env, &[("RUST_LOG", "debug")]), &["check"]);
+    assert!(
+        debug
+            .stderr
+            .lines()
+            .any(|l| l.contains("DEBUG") && l.contains("exiting with code 0: ")),
+        "{debug}"
+    );
     let out = operation(shell, &with(&env, &[]), &["check", "--json"]);
+    assert_report_is_the_last_word(&out);
     let report: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(report["ok"], json!(true), "{out}");
 }
@@ -281,6 +303,7 @@ fn status_and_drop_slot(shell: Shell) {
         "{out}"
     );
     let text = operation(shell, &with(&env, &[]), &["status"]);
+    assert_report_is_the_last_word(&text);
     assert!(
         text.stdout.contains("active (PostgreSQL backend pid "),
         "{text}"
@@ -312,7 +335,7 @@ fn status_and_drop_slot(shell: Shell) {
         .collect();
     assert_eq!(bare.len(), 3, "{bare:?}");
     let status = operation(shell, &bare, &["status", "--json"]);
-    assert_eq!(status.code, Some(0), "{status}");
+    assert_report_is_the_last_word(&status);
     let report: Value =
         serde_json::from_str(&status.stdout).unwrap_or_else(|e| panic!("{e}: {status}"));
     assert_eq!(report["slot"]["exists"], json!(true), "{status}");
@@ -329,7 +352,7 @@ fn status_and_drop_slot(shell: Shell) {
         .join(format!("{}.state.json", env.slot_name()));
     std::fs::write(&state, "{}").unwrap();
     let dropped = operation(shell, &bare, &["drop-slot", "--yes"]);
-    assert_eq!(dropped.code, Some(0), "{dropped}");
+    assert_report_is_the_last_word(&dropped);
     assert!(
         dropped.stdout.contains("dropped replication slot"),
         "{dropped}"
