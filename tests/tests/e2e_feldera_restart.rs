@@ -7,6 +7,12 @@
 //!   held it: with `FELDERA_DURABILITY=auto` (checkpoints) the slot never passed that
 //!   checkpoint, so replaying from the slot converges; with `FELDERA_DURABILITY=completion`
 //!   the same restart loses rows for good, which is what checkpoint mode prevents.
+//! - A restart is trusted only on Feldera's evidence that the process resumed from the
+//!   checkpoints the copy was written under (`initial_start_time`, the pipeline's `id`):
+//!   fault tolerance switched on at a restart (nothing to resume from), a pipeline deleted
+//!   and created again under its name, and storage cleared under fault tolerance all come
+//!   back empty while the configuration says a restart keeps the tables; each is copied
+//!   again.
 
 use serde_json::{json, Value};
 use slotline_tests::e2e::{Connector, Env, Shell, Writer};
@@ -173,26 +179,117 @@ fn with_completion_durability_the_same_restart_loses_rows_for_good(shell: Shell)
         "the startup line warns:\n{}",
         connector.log_text()
     );
+    operator_checkpoint(&env);
     env.sql("UPDATE users SET score = -1 WHERE id <= 100");
     assert!(env.wait_caught_up(LONG), "{}", connector.log_text());
-    // Nothing asked Feldera for a checkpoint: the restart comes back without the copy and
-    // without the update, while the slot is past both.
-    assert_eq!(env.feldera.checkpoint_counts().requested, 0);
+    // Slotline asked for no checkpoint; the one the operator took first holds the copy
+    // and not the update. The restart resumes from it (so it is trusted), without the
+    // update, while the slot is past it.
+    assert_eq!(env.feldera.checkpoint_counts().requested, 1);
+    std::thread::sleep(Duration::from_millis(1_100));
     env.feldera.crash_restart();
     env.sql("INSERT INTO users VALUES (900001, 'after', 0)");
     assert!(env.wait_caught_up(LONG), "{}", connector.log_text());
     std::thread::sleep(Duration::from_secs(3));
-    assert!(
-        env.feldera_count("users") < 100,
-        "Feldera lost what completed before the restart: {} rows of {}",
-        env.feldera_count("users"),
-        env.pg_rows("users", "id").len()
+    let stale = env
+        .feldera_rows("users", "id")
+        .iter()
+        .filter(|row| row["id"].as_i64().is_some_and(|id| id <= 100) && row["score"] != json!(-1))
+        .count();
+    assert_eq!(
+        stale,
+        100,
+        "Feldera lost the update that completed after the checkpoint:\n{}",
+        connector.log_text()
     );
+    assert!(!connector.log_text().contains("copying every table again"));
     assert!(!converged(&env));
     assert_eq!(connector.stop(Duration::from_secs(10)), Some(0));
 }
 
+/// What an operator's `POST .../checkpoint` does: a checkpoint, waited for.
+fn operator_checkpoint(env: &Env) {
+    let before = env.feldera.checkpoint_counts().succeeded;
+    let url = format!("{}/v0/pipelines/p/checkpoint", env.feldera.base_url());
+    ureq::post(&url).send_empty().expect("checkpoint requested");
+    assert!(
+        wait_for(LONG, || (env.feldera.checkpoint_counts().succeeded
+            > before)
+            .then_some(()))
+        .is_some(),
+        "the checkpoint never succeeded"
+    );
+}
+
+/// A seeded connector on a pipeline without fault tolerance; the operator turns it on
+/// and restarts the pipeline, which has no checkpoint to resume from and comes back empty
+/// while its configuration now says restarts keep the tables.
+fn fault_tolerance_switched_on_at_a_restart_is_copied_again(shell: Shell) {
+    let env = Env::new("ft_switch", SETUP, schema());
+    let mut connector = seeded(&env, shell, &[]);
+    let writer = Writer::start(env.pg, &env.db, Duration::from_millis(5), transaction);
+    assert!(writer.wait_committed(30, LONG));
+    env.feldera
+        .set_fault_tolerance(Some("at_least_once"))
+        .expect("fault tolerance");
+    env.feldera.crash_restart();
+    assert_eq!(env.feldera_count("users"), 0, "the double came back empty");
+    assert!(writer.wait_committed(90, LONG));
+    writer.stop();
+    assert!(
+        connector.wait_log("restarted with nothing to resume from", LONG),
+        "the emptied pipeline was trusted:\n{}",
+        connector.log_text()
+    );
+    wait_converged(&env, &connector);
+    let state = env.state().expect("a state file");
+    assert_eq!(
+        state["feldera_written_under"]["fault_tolerance"], "at_least_once",
+        "{state}"
+    );
+    assert!(connector.is_running(), "{}", connector.log_text());
+    assert_eq!(connector.stop(Duration::from_secs(10)), Some(0));
+}
+
+/// With fault tolerance, a pipeline deleted and created again under its name, then one
+/// whose storage is cleared: both come back empty, and both are copied again.
+fn a_recreated_pipeline_or_cleared_storage_is_copied_again(shell: Shell) {
+    let env = Env::new("ft_recreate", SETUP, schema());
+    env.feldera
+        .set_fault_tolerance(Some("at_least_once"))
+        .expect("fault tolerance");
+    let mut connector = seeded(&env, shell, &[]);
+    let id_before =
+        env.state().expect("a state file")["feldera_written_under"]["pipeline_id"].clone();
+    assert!(id_before.is_string(), "the copy records the pipeline id");
+    env.feldera.recreate();
+    assert_eq!(env.feldera_count("users"), 0);
+    env.sql("UPDATE users SET score = 7 WHERE id <= 10");
+    assert!(
+        connector.wait_log("was deleted and created again", LONG),
+        "the new pipeline was trusted:\n{}",
+        connector.log_text()
+    );
+    wait_converged(&env, &connector);
+    let state = env.state().expect("a state file");
+    assert_ne!(state["feldera_written_under"]["pipeline_id"], id_before);
+    // Storage cleared: the pipeline restarts with nothing, its id unchanged.
+    std::thread::sleep(Duration::from_millis(1_100));
+    env.feldera.restart(false);
+    env.sql("UPDATE users SET score = 8 WHERE id <= 10");
+    assert!(
+        connector.wait_log("storage was cleared", LONG),
+        "the cleared pipeline was trusted:\n{}",
+        connector.log_text()
+    );
+    wait_converged(&env, &connector);
+    assert!(connector.is_running(), "{}", connector.log_text());
+    assert_eq!(connector.stop(Duration::from_secs(10)), Some(0));
+}
+
 slotline_tests::both_shells!(
+    fault_tolerance_switched_on_at_a_restart_is_copied_again,
+    a_recreated_pipeline_or_cleared_storage_is_copied_again,
     a_pipeline_without_fault_tolerance_restarted_empty_converges_without_the_process_exiting,
     a_pipeline_with_fault_tolerance_restarted_from_its_last_checkpoint_converges_by_replay,
     with_completion_durability_the_same_restart_loses_rows_for_good,

@@ -18,7 +18,10 @@
 //!   failed sequence numbers (neither is cleared by the other). 400 `IncarnationUuidMismatch`
 //!   when the process is another incarnation than `u`: sequence numbers start again at 0
 //!   after a restart, so a status without this check could report an earlier number as done.
-//! - `GET /stats` → `{"global_metrics": {"incarnation_uuid": u, ...}, ...}` (since v0.44).
+//! - `GET /stats` → `{"global_metrics": {"incarnation_uuid": u, "start_time": s,
+//!   "initial_start_time": i, ...}, ...}` (the UUID since v0.44, `initial_start_time` since
+//!   v0.125): `i` is when the first process of the checkpoints this one resumed from
+//!   started, `s` when this one did; `i == s` for a process that resumed from nothing.
 //!
 //! Fault tolerance off does not stop a checkpoint: with storage configured, checkpoints
 //! succeed; the model only decides whether a restarted pipeline resumes from them on its own
@@ -30,6 +33,40 @@ use super::response::{
 pub use crate::schema::program::FaultTolerance;
 use serde_json::{Map, Value};
 
+/// The running pipeline process, as `GET .../stats` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Incarnation {
+    /// `global_metrics.incarnation_uuid`: another value later means the process restarted
+    /// in between.
+    pub uuid: String,
+    /// `global_metrics.start_time`: when this process started, in seconds since the epoch.
+    pub start_time: Option<u64>,
+    /// `global_metrics.initial_start_time` (since Feldera v0.125): when the
+    /// first process of the line of checkpoints this one resumed from started; equal to
+    /// `start_time` for a process that resumed from no checkpoint.
+    pub initial_start_time: Option<u64>,
+}
+
+impl Incarnation {
+    /// An incarnation known only by its UUID.
+    pub fn named(uuid: impl Into<String>) -> Incarnation {
+        Incarnation {
+            uuid: uuid.into(),
+            start_time: None,
+            initial_start_time: None,
+        }
+    }
+
+    /// Whether this process resumed from a checkpoint of an earlier one: `Some(false)` when
+    /// its line of checkpoints started with itself (it came up with what it was started
+    /// with: empty tables, or none of an earlier process's), `None` when Feldera does not
+    /// say. Both times are seconds: a process that resumed within the second its line
+    /// began reads as not resumed, the side that copies again rather than trusts.
+    pub fn resumed(&self) -> Option<bool> {
+        Some(self.initial_start_time? < self.start_time?)
+    }
+}
+
 /// Longest incarnation accepted (Feldera's are 36-character UUIDs).
 const INCARNATION_MAX_BYTES: usize = 128;
 
@@ -40,9 +77,8 @@ const CANNOT_CHECKPOINT: &str = "The pipeline does not support checkpointing";
 /// Answer to `GET .../stats`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StatsOutcome {
-    /// `global_metrics.incarnation_uuid`: names the running pipeline process; another value
-    /// later means the process restarted in between.
-    Incarnation(String),
+    /// The running pipeline process.
+    Incarnation(Incarnation),
     Transient(FelderaError),
     /// Authentication, an unknown pipeline, or an answer without a usable incarnation.
     Fatal(FelderaError),
@@ -73,7 +109,13 @@ pub fn classify_stats(reply: Reply<'_>) -> StatsOutcome {
         .and_then(|metrics| metrics.get("incarnation_uuid"));
     match value {
         Some(Value::String(uuid)) if usable_incarnation(uuid) => {
-            StatsOutcome::Incarnation(uuid.clone())
+            let metrics = root.get("global_metrics");
+            let seconds = |name: &str| metrics.and_then(|m| m.get(name)).and_then(Value::as_u64);
+            StatsOutcome::Incarnation(Incarnation {
+                uuid: uuid.clone(),
+                start_time: seconds("start_time"),
+                initial_start_time: seconds("initial_start_time"),
+            })
         }
         None | Some(Value::Null) => StatsOutcome::Fatal(FelderaError::unexpected(
             status,

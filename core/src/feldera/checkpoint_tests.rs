@@ -75,8 +75,33 @@ fn label<T: std::fmt::Debug>(outcome: T) -> String {
 fn stats_give_the_incarnation() {
     assert_eq!(
         classify_stats(answered(200, &stats_body(json!(UUID)))),
-        StatsOutcome::Incarnation(UUID.to_owned())
+        StatsOutcome::Incarnation(Incarnation {
+            uuid: UUID.to_owned(),
+            start_time: Some(1_755_800_000),
+            initial_start_time: Some(1_755_790_000),
+        })
     );
+}
+
+#[test]
+fn stats_say_whether_the_process_resumed() {
+    let process = |start: Option<u64>, initial: Option<u64>| Incarnation {
+        uuid: UUID.to_owned(),
+        start_time: start,
+        initial_start_time: initial,
+    };
+    // Resumed from a line of checkpoints an earlier process began.
+    assert_eq!(process(Some(200), Some(100)).resumed(), Some(true));
+    // Its line began with itself: it resumed from nothing.
+    assert_eq!(process(Some(200), Some(200)).resumed(), Some(false));
+    // Feldera before initial_start_time: unknown, never guessed.
+    assert_eq!(process(Some(200), None).resumed(), None);
+    assert_eq!(Incarnation::named(UUID).resumed(), None);
+    let fresh = json!({"global_metrics": {"incarnation_uuid": UUID, "start_time": 5, "initial_start_time": 5}});
+    let StatsOutcome::Incarnation(read) = classify_stats(answered(200, &fresh.to_string())) else {
+        panic!("expected an incarnation");
+    };
+    assert_eq!(read.resumed(), Some(false));
 }
 
 #[test]

@@ -15,7 +15,8 @@ pub mod token;
 
 pub use checkpoint::{
     classify_checkpoint, classify_checkpoint_status, classify_stats, pipeline_state,
-    CheckpointFailed, CheckpointOutcome, CheckpointStatusOutcome, FaultTolerance, StatsOutcome,
+    CheckpointFailed, CheckpointOutcome, CheckpointStatusOutcome, FaultTolerance, Incarnation,
+    StatsOutcome,
 };
 pub use pipelines::{
     classify_pipeline_list, describe_pipelines, is_not_found, PIPELINE_FIX, SCHEMA_FIX,

@@ -307,9 +307,12 @@ impl Status {
             crate::feldera::StatsOutcome::Incarnation(incarnation) => {
                 let line = Line::info(
                     "feldera incarnation",
-                    format!("pipeline {pipeline} runs as incarnation {incarnation}"),
+                    format!(
+                        "pipeline {pipeline} runs as incarnation {}",
+                        incarnation.uuid
+                    ),
                 );
-                self.incarnation = Some(incarnation);
+                self.incarnation = Some(incarnation.uuid);
                 line
             }
             crate::feldera::StatsOutcome::Transient(e) | crate::feldera::StatsOutcome::Fatal(e) => {

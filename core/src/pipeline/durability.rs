@@ -85,6 +85,11 @@ pub(crate) struct FelderaFacts {
     pub(crate) fault_tolerance: Option<FaultTolerance>,
     /// The incarnation the last session started with (`GET .../stats`).
     pub(crate) incarnation: Option<String>,
+    /// The pipeline's `id` as the last session read it (`GET /v0/pipelines/{p}`).
+    pub(crate) pipeline_id: Option<String>,
+    /// The pipeline as the last session's plan found it: what a copy is recorded as
+    /// written under, and what the next session's plan compares with.
+    pub(crate) under: Option<crate::snapshot::WrittenUnder>,
     pub(crate) durability: Option<Durability>,
     /// A phase wants a checkpoint as soon as possible (the end of a copy, a stop).
     pub(crate) checkpoint_wanted: bool,

@@ -306,7 +306,7 @@ impl Keeper {
     fn on_stats(&mut self, cx: &mut Cx<'_>, reply: Reply<'_>) -> Result<(), Failure> {
         match classify_stats(reply) {
             StatsOutcome::Incarnation(now) => match &cx.run.feldera.incarnation {
-                Some(known) if *known != now => Err(restarted(cx, known, &now)),
+                Some(known) if *known != now.uuid => Err(restarted(cx, known, &now.uuid)),
                 _ => Ok(()),
             },
             StatsOutcome::Transient(e) | StatsOutcome::Fatal(e) => {

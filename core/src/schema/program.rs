@@ -69,6 +69,9 @@ pub struct Schema {
 /// What the pipeline GET answer says beyond the schema, for startup logs and errors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PipelineInfo {
+    /// The pipeline's `id`: a pipeline deleted and created again under the same name has
+    /// another one.
+    pub id: Option<String>,
     pub name: Option<String>,
     pub program_status: Option<String>,
     pub deployment_status: Option<String>,
@@ -307,6 +310,7 @@ pub fn parse_pipeline(body: &[u8]) -> Result<PipelineInfo, SchemaError> {
     let (fault_tolerance, checkpoint_interval_secs) =
         read_fault_tolerance(object.get("runtime_config"))?;
     Ok(PipelineInfo {
+        id: object.get("id").and_then(Value::as_str).map(str::to_owned),
         name: object
             .get("name")
             .and_then(Value::as_str)

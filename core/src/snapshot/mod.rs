@@ -16,5 +16,5 @@ pub mod state;
 pub use plan::{plan_startup, Action, Configured, Leftovers, Plan, StateRead};
 pub use state::{
     rfc3339_utc, state_path, RoutePhase, SlotNameError, SnapshotPhase, StateError, StateFile,
-    StateRoute, FORMAT_VERSION,
+    StateRoute, WrittenUnder, FORMAT_VERSION,
 };

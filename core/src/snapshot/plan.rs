@@ -33,13 +33,15 @@
 //! pipeline's incarnation now: another one, on a pipeline whose restarts do not resume from
 //! a checkpoint, came back with empty tables.
 
-use super::state::{RoutePhase, SnapshotPhase, StateError, StateFile, StateRoute};
+use super::state::{RoutePhase, SnapshotPhase, StateError, StateFile, StateRoute, WrittenUnder};
 use crate::catalog::questions::SlotInfo;
 use crate::config::{FelderaRestart, SnapshotMode};
 use std::collections::BTreeSet;
 use std::fmt;
 
 /// The state file as the shell found it.
+// Read once per start, never held in bulk: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StateRead {
     /// No file at the path.
@@ -80,6 +82,16 @@ pub struct FelderaNow<'a> {
     pub keeps_state: bool,
     /// `FELDERA_RESTART`.
     pub on_restart: FelderaRestart,
+    /// The pipeline's `id` now.
+    pub pipeline_id: Option<&'a str>,
+    /// Whether the process now resumed from an earlier one's checkpoints
+    /// (`Incarnation::resumed`; `None`: Feldera does not say).
+    pub resumed: Option<bool>,
+    /// `global_metrics.initial_start_time` now.
+    pub initial_start_time: Option<u64>,
+    /// What an earlier session of this run saw of the pipeline (the state file's record
+    /// takes precedence).
+    pub seen_under: Option<&'a WrittenUnder>,
 }
 
 /// What to do about rows a Feldera table may hold that the copy will not carry.
@@ -358,20 +370,78 @@ impl Planner<'_> {
         }
     }
 
-    /// "restarted without fault tolerance (incarnation A -> B)" when the pipeline's tables
-    /// were emptied since the copy (the state file's incarnation) or since an earlier
-    /// session of this run saw it.
-    fn feldera_lost(&self, file: Option<&StateFile>) -> Option<String> {
+    /// Why the pipeline's tables no longer hold what slotline delivered, when they do not:
+    /// "restarted without fault tolerance (incarnation A -> B)" and the like. Compared
+    /// with what the copy was written to (the state file's record) or, without a file, with
+    /// what an earlier session of this run saw. A restart with fault tolerance is trusted
+    /// only on Feldera's evidence that the process resumed from the line of checkpoints the
+    /// copy was written under (docs/snapshot.md, "A restarted pipeline").
+    fn feldera_lost(&mut self, file: Option<&StateFile>) -> Option<String> {
         let feldera = self.configured.feldera?;
+        let under = file
+            .and_then(|f| f.feldera_written_under.as_ref())
+            .or(feldera.seen_under);
+        let then_id = under.and_then(|u| u.pipeline_id.as_deref());
+        if let (Some(then), Some(now)) = (then_id, feldera.pipeline_id) {
+            if then != now {
+                return Some(format!(
+                    "was deleted and created again (pipeline id {then} -> {now})"
+                ));
+            }
+        }
         let before = file
             .and_then(|f| f.feldera_incarnation.as_deref())
             .or(feldera.seen_before)?;
-        (before != feldera.incarnation && !feldera.keeps_state).then(|| {
-            format!(
-                "restarted without fault tolerance (incarnation {before} -> {})",
-                feldera.incarnation
-            )
-        })
+        if before == feldera.incarnation {
+            return None;
+        }
+        let change = format!("incarnation {before} -> {}", feldera.incarnation);
+        if !feldera.keeps_state {
+            return Some(format!("restarted without fault tolerance ({change})"));
+        }
+        match feldera.resumed {
+            Some(false) => {
+                let why = if under.and_then(|u| u.fault_tolerance.as_deref()) == Some("none") {
+                    "it ran without fault tolerance when slotline wrote to it, so no checkpoint held what it received"
+                } else {
+                    "its storage was cleared, or no checkpoint held what slotline wrote"
+                };
+                return Some(format!(
+                    "restarted with nothing to resume from ({change}; its initial_start_time is its own start time: {why})"
+                ));
+            }
+            None => {
+                self.trace.push(format!(
+                    "Feldera restarted with fault tolerance ({change}) and does not report initial_start_time: \
+                     trusted on its configuration"
+                ));
+                self.warnings.push(format!(
+                    "Feldera pipeline {} restarted ({change}); it does not report whether it resumed from a checkpoint \
+                     (global_metrics.initial_start_time, Feldera v0.125 and later), so slotline trusts the fault \
+                     tolerance setting and streams on; upgrade Feldera so that a restart that came back empty is noticed",
+                    self.configured.pipeline
+                ));
+                return None;
+            }
+            Some(true) => {}
+        }
+        let then_line = under.and_then(|u| u.initial_start_time);
+        if let (Some(then), Some(now)) = (then_line, feldera.initial_start_time) {
+            if then != now {
+                return Some(format!(
+                    "restarted from checkpoints of another line ({change}; initial_start_time {then} -> {now}): \
+                     its storage was replaced"
+                ));
+            }
+        }
+        self.trace.push(format!(
+            "Feldera restarted with fault tolerance ({change}) and resumed from its checkpoints \
+             (initial_start_time {} before its start time): its tables kept what they held",
+            feldera
+                .initial_start_time
+                .map_or_else(|| "unknown".to_owned(), |t| t.to_string())
+        ));
+        None
     }
 
     /// `FELDERA_RESTART=exit`: the refusal, naming what happened and what to do.

@@ -63,6 +63,7 @@ fn state(phase: SnapshotPhase) -> StateFile {
         consistent_point: Some(Lsn(0x1A0)),
         updated_at: Some("2024-02-29T12:34:56Z".into()),
         feldera_incarnation: None,
+        feldera_written_under: None,
     }
 }
 
@@ -691,6 +692,7 @@ fn file(same: [bool; 6], complete: bool, point: Option<u64>) -> StateFile {
         consistent_point: point.map(Lsn),
         updated_at: None,
         feldera_incarnation: None,
+        feldera_written_under: None,
     }
 }
 
@@ -950,6 +952,10 @@ fn with_feldera(
         seen_before,
         keeps_state,
         on_restart,
+        pipeline_id: None,
+        resumed: Some(true),
+        initial_start_time: None,
+        seen_under: None,
     });
     plan_startup(state, slot, &configured, SYSTEM)
 }
@@ -1157,4 +1163,133 @@ fn a_state_file_that_does_not_say_what_was_published_streams_on() {
         Action::Stream,
         "no change can be read from a file without it: {plan}"
     );
+}
+
+/// A copy written to incarnation `inc-1` of pipeline `pid-1` (fault tolerance `model`,
+/// its line of checkpoints begun at second 100).
+fn copied_under(model: &str) -> StateRead {
+    complete_with(|f| {
+        f.feldera_incarnation = Some("inc-1".into());
+        f.feldera_written_under = Some(WrittenUnder {
+            pipeline_id: Some("pid-1".into()),
+            fault_tolerance: Some(model.into()),
+            initial_start_time: Some(100),
+        });
+    })
+}
+
+/// The plan of a start that finds a fault-tolerant pipeline as `inc-2`, with `id`,
+/// `resumed` and `initial_start_time` as Feldera reports them.
+fn restarted_ft(
+    state: &StateRead,
+    id: Option<&str>,
+    resumed: Option<bool>,
+    initial_start_time: Option<u64>,
+) -> Plan {
+    let routes = routes();
+    let mut configured = configured(SnapshotMode::Initial, &routes);
+    configured.feldera = Some(FelderaNow {
+        incarnation: "inc-2",
+        seen_before: None,
+        keeps_state: true,
+        on_restart: FelderaRestart::Resnapshot,
+        pipeline_id: id,
+        resumed,
+        initial_start_time,
+        seen_under: None,
+    });
+    plan_startup(state, Some(&reserved()), &configured, SYSTEM)
+}
+
+fn copies_again(plan: &Plan) -> bool {
+    matches!(
+        plan.action,
+        Action::Snapshot {
+            drop_slot: true,
+            leftovers: Leftovers::Retract
+        }
+    )
+}
+
+#[test]
+fn a_fault_tolerant_restart_is_trusted_only_when_it_resumed_from_the_copys_checkpoints() {
+    // Resumed from the line the copy was written under: the tables kept the copy.
+    let resumed = restarted_ft(
+        &copied_under("at_least_once"),
+        Some("pid-1"),
+        Some(true),
+        Some(100),
+    );
+    assert_eq!(resumed.action, Action::Stream, "{resumed}");
+    // Switched from none to at_least_once: the first restart had nothing to resume.
+    let switched = restarted_ft(&copied_under("none"), Some("pid-1"), Some(false), Some(300));
+    assert!(copies_again(&switched), "{switched}");
+    assert!(
+        switched
+            .warnings
+            .iter()
+            .any(|w| w.contains("ran without fault tolerance when slotline wrote to it")),
+        "{switched}"
+    );
+    rule!("state complete, written to a pipeline without fault tolerance, found restarted with at_least_once and nothing resumed (initial_start_time = start_time): copy again, retract leftovers", switched);
+    // Storage cleared under fault tolerance: came back with nothing as well.
+    let cleared = restarted_ft(
+        &copied_under("exactly_once"),
+        Some("pid-1"),
+        Some(false),
+        Some(300),
+    );
+    assert!(copies_again(&cleared), "{cleared}");
+    assert!(
+        cleared
+            .warnings
+            .iter()
+            .any(|w| w.contains("storage was cleared")),
+        "{cleared}"
+    );
+    // Resumed, but from checkpoints of another line (storage replaced).
+    let replaced = restarted_ft(
+        &copied_under("at_least_once"),
+        Some("pid-1"),
+        Some(true),
+        Some(50),
+    );
+    assert!(copies_again(&replaced), "{replaced}");
+    assert!(
+        replaced
+            .warnings
+            .iter()
+            .any(|w| w.contains("initial_start_time 100 -> 50")),
+        "{replaced}"
+    );
+}
+
+#[test]
+fn a_pipeline_created_again_under_its_name_is_an_emptied_pipeline_even_as_the_same_incarnation_name(
+) {
+    let recreated = restarted_ft(
+        &copied_under("at_least_once"),
+        Some("pid-2"),
+        Some(true),
+        Some(100),
+    );
+    assert!(copies_again(&recreated), "{recreated}");
+    assert!(
+        recreated
+            .warnings
+            .iter()
+            .any(|w| w.contains("deleted and created again (pipeline id pid-1 -> pid-2)")),
+        "{recreated}"
+    );
+}
+
+#[test]
+fn a_feldera_that_does_not_say_whether_it_resumed_is_trusted_with_a_warning() {
+    let old = restarted_ft(&copied_under("at_least_once"), Some("pid-1"), None, None);
+    assert_eq!(old.action, Action::Stream, "{old}");
+    assert!(old.warnings.iter().any(|w| w.contains("v0.125")), "{old}");
+    // A file written before slotline recorded the pipeline: the evidence of this start
+    // still decides.
+    let fresh = restarted_ft(&copied_to("inc-1"), Some("pid-1"), Some(false), Some(300));
+    assert!(copies_again(&fresh), "{fresh}");
 }

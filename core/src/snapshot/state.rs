@@ -19,7 +19,8 @@ pub const FORMAT_VERSION: u32 = 1;
 /// What a state file holds, for error messages.
 const FIELDS: &str = "version, system_id, database, slot, publication, pipeline, \
 routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
-updated_at (text, or null), and optionally feldera_incarnation (text)";
+updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under \
+{pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}";
 
 /// Whether the copy recorded by a state file finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,6 +193,28 @@ pub struct StateFile {
     /// seeded are gone. Absent in files written before slotline recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feldera_incarnation: Option<String>,
+    /// What the pipeline was when the copy was written to it: what a later start compares
+    /// with before it trusts that a restarted pipeline still holds the copy. Absent in files
+    /// written before slotline recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feldera_written_under: Option<WrittenUnder>,
+}
+
+/// The Feldera pipeline a copy was written to (docs/snapshot.md, "A restarted pipeline").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WrittenUnder {
+    /// The pipeline's `id`: a pipeline deleted and created again under its name has
+    /// another one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_id: Option<String>,
+    /// Its fault-tolerance model then (`none`, `at_least_once`, `exactly_once`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_tolerance: Option<String>,
+    /// `global_metrics.initial_start_time` of the process written to: a later process that
+    /// resumed from the checkpoints holding the copy reports the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_start_time: Option<u64>,
 }
 
 /// Refuses a missing key even for an `Option` (serde would otherwise read it as null).

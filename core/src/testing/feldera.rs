@@ -75,7 +75,7 @@ impl Script {
         let id = &id_shown;
         if path.is_empty() {
             self.note(format!("{at} -> {id} GET pipeline"));
-            let body = Bytes::from(self.schema.clone());
+            let body = Bytes::from(self.pipeline_body());
             self.replies.push_back(Input::HttpDone {
                 id: request_id,
                 status: 200,
@@ -286,8 +286,18 @@ impl Script {
         self.new_incarnation("empty");
     }
 
+    /// The pipeline is deleted and created again under its name: another `id`, and a new
+    /// process with empty tables whatever its fault tolerance.
+    pub fn recreate_feldera_pipeline(&mut self) {
+        self.pipeline_generation += 1;
+        self.new_incarnation("as a new pipeline of the same name, empty");
+    }
+
     fn new_incarnation(&mut self, how: &str) {
         self.incarnation += 1;
+        if self.line_began.is_some() {
+            self.line_began = Some(self.incarnation);
+        }
         self.note(format!(
             "{} -- Feldera restarts {how} (incarnation {})",
             self.at(),
@@ -310,9 +320,11 @@ impl Script {
             Some(n) => format!("from checkpoint #{n}"),
             None => "empty (no checkpoint succeeded)".to_owned(),
         };
+        let line = self.line_began;
         self.new_incarnation(&how);
         if let Some(tables) = saved {
             self.feldera = tables;
+            self.line_began = line;
         }
         self.checkpoints.clear();
         self.checkpoint_succeeded = None;

@@ -97,6 +97,12 @@ pub struct Script {
     /// Feldera's incarnation (1 at first; `restart_feldera` starts the next) and the input
     /// endpoints it opened, in order: a token names both, as Feldera's do.
     pub(super) incarnation: u32,
+    /// The incarnation whose start began the line of checkpoints the current one resumed
+    /// from (`global_metrics.initial_start_time`); `None`: the fake reports no start times,
+    /// as Feldera before v0.125.
+    pub(super) line_began: Option<u32>,
+    /// The pipeline's `id` (`pipeline-N`): a pipeline deleted and created again has another.
+    pub(super) pipeline_generation: u32,
     pub(super) endpoints: Vec<String>,
     /// Each token issued and the short name traces show for it (`t1`, `t2`, ...).
     pub(super) token_names: std::collections::BTreeMap<String, String>,
@@ -261,6 +267,8 @@ impl Script {
             pieces_delivered: std::collections::BTreeMap::new(),
             bodies_by_token: std::collections::BTreeMap::new(),
             incarnation: 1,
+            line_began: Some(1),
+            pipeline_generation: 1,
             endpoints: Vec::new(),
             token_names: std::collections::BTreeMap::new(),
             transaction_open: false,
@@ -305,11 +313,36 @@ impl Script {
         format!("http#{}", id.0 - unseen)
     }
 
-    /// `GET .../stats` as Feldera answers it: the state and the current incarnation.
+    /// `GET .../stats` as Feldera answers it: the state, the current incarnation and, unless
+    /// `feldera_reports_no_start_times`, when it and its line of checkpoints started (an
+    /// incarnation N starts at 1,700,000,000 + 60 N seconds).
     pub(super) fn stats_body(&self) -> String {
+        let started = |incarnation: u32| 1_700_000_000 + 60 * u64::from(incarnation);
+        let times = self.line_began.map_or_else(String::new, |line| {
+            format!(
+                ",\"start_time\":{},\"initial_start_time\":{}",
+                started(self.incarnation),
+                started(line)
+            )
+        });
         format!(
-            "{{\"global_metrics\":{{\"state\":\"{}\",\"incarnation_uuid\":\"incarnation-{}\"}}}}",
+            "{{\"global_metrics\":{{\"state\":\"{}\",\"incarnation_uuid\":\"incarnation-{}\"{times}}}}}",
             self.pipeline_state, self.incarnation
+        )
+    }
+
+    /// `GET .../stats` answers carry no `start_time` nor `initial_start_time` (Feldera
+    /// before v0.125).
+    pub fn feldera_reports_no_start_times(&mut self) {
+        self.line_began = None;
+    }
+
+    /// The pipeline's `GET` answer, with its `id`.
+    pub(super) fn pipeline_body(&self) -> String {
+        self.schema.replacen(
+            '{',
+            &format!("{{\"id\":\"pipeline-{}\",", self.pipeline_generation),
+            1,
         )
     }
 

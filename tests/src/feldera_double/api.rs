@@ -121,7 +121,7 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
     };
     let deployment = runtime;
     Json(json!({
-        "id": shared.pipeline_id,
+        "id": shared.pipeline_id(),
         "name": shared.pipeline_name,
         "description": "",
         "version": 1,
@@ -166,7 +166,7 @@ async fn list_pipelines(State(shared): State<Arc<Shared>>, Query(params): Params
         status => status,
     };
     Json(json!([{
-        "id": shared.pipeline_id,
+        "id": shared.pipeline_id(),
         "name": shared.pipeline_name,
         "description": "",
         "version": 1,

@@ -453,6 +453,12 @@ impl FelderaDouble {
         self.shared.restart(keep_state)
     }
 
+    /// The pipeline is deleted and created again under the same name (same program and
+    /// settings): another `id`, empty tables, no checkpoint. Returns the new incarnation.
+    pub fn recreate(&self) -> String {
+        self.shared.recreate()
+    }
+
     /// The pipeline process dies and a new one starts, as after a crash: everything
     /// `restart` does, and the tables come back as fault tolerance brings them back:
     /// empty without it; as of the last successful checkpoint (empty if none) with

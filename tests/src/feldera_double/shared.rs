@@ -25,7 +25,8 @@ use super::table::TableState;
 #[derive(Debug)]
 pub struct Shared {
     pub pipeline_name: String,
-    pub pipeline_id: String,
+    /// The pipeline's `id`: another after `recreate`.
+    pipeline_id: Mutex<String>,
     pub schema: Arc<Schema>,
     /// Status code of an `inprogress` completion answer: 200, or 202 when configured.
     pub inprogress_202: bool,
@@ -53,7 +54,7 @@ impl Shared {
         let (paused, _) = watch::channel(false);
         Shared {
             pipeline_name,
-            pipeline_id: uuid::Uuid::new_v4().to_string(),
+            pipeline_id: Mutex::new(uuid::Uuid::new_v4().to_string()),
             state: Mutex::new(Pipeline::new(schema.clone(), delay, proxy_timeout)),
             schema,
             inprogress_202,
@@ -175,6 +176,24 @@ impl Shared {
 
     pub fn clear_unavailable(&self) {
         self.state().faults.clear_unavailable();
+    }
+
+    pub fn pipeline_id(&self) -> String {
+        self.pipeline_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The pipeline is deleted and created again under its name: another `id`, and a
+    /// process with empty tables and no checkpoint (whatever its fault tolerance). Returns
+    /// the new incarnation.
+    pub fn recreate(&self) -> String {
+        *self
+            .pipeline_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = uuid::Uuid::new_v4().to_string();
+        self.restart(false)
     }
 
     /// New incarnation; returns its UUID. Also resumes a paused pipeline.

@@ -52,6 +52,7 @@ pub(super) fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
         consistent_point: (phase == SnapshotPhase::Complete).then_some(START),
         updated_at: Some("2026-12-01T00:00:00Z".to_owned()),
         feldera_incarnation: Some(incarnation.to_owned()),
+        feldera_written_under: None,
     }
 }
 

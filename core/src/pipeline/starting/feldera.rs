@@ -50,6 +50,7 @@ impl Starting {
         let pipeline = &cx.env.config.feldera_pipeline;
         let failure = match classify_pipeline(reply) {
             PipelineOutcome::Ready(info) => {
+                cx.run.feldera.pipeline_id.clone_from(&info.id);
                 self.know_pipeline(cx, info.fault_tolerance);
                 warn_unless_running(cx, &info);
                 if let Err(error) =

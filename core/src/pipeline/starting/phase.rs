@@ -16,7 +16,7 @@ use crate::pipeline::streaming::Skips;
 use crate::report::with_fix;
 use crate::snapshot::plan::{Action, FelderaNow, Leftovers, StateRead};
 use crate::snapshot::state::{
-    rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, FORMAT_VERSION,
+    rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, WrittenUnder, FORMAT_VERSION,
 };
 use bytes::Bytes;
 
@@ -66,7 +66,7 @@ pub(crate) struct Starting {
     /// and the refusal that waits for it (`ask_pipelines`).
     pub(super) not_found: Option<(HttpId, String)>,
     /// The pipeline's incarnation, once `stats` answered.
-    pub(super) incarnation: Option<String>,
+    pub(super) incarnation: Option<crate::feldera::Incarnation>,
     /// The pipeline's fault tolerance or this run's durability changed: say so.
     pub(super) describe: bool,
     pub(super) state_read: Option<StateRead>,
@@ -479,20 +479,35 @@ impl Starting {
             return Err(failure);
         }
         let seen_before = cx.run.feldera.incarnation.clone();
-        if seen_before.as_ref().is_some_and(|s| s != incarnation) {
+        if seen_before.as_ref().is_some_and(|s| *s != incarnation.uuid) {
             cx.run.feldera.counts.incarnation_changes += 1;
         }
+        let under_now = WrittenUnder {
+            pipeline_id: cx.run.feldera.pipeline_id.clone(),
+            fault_tolerance: cx
+                .run
+                .feldera
+                .fault_tolerance
+                .map(|ft| ft.name().to_owned()),
+            initial_start_time: incarnation.initial_start_time,
+        };
+        let seen_under = cx.run.feldera.under.take();
         let feldera = FelderaNow {
-            incarnation,
+            incarnation: &incarnation.uuid,
             seen_before: seen_before.as_deref(),
             keeps_state: cx.run.feldera.keeps_state(),
             on_restart: config.feldera_restart,
+            pipeline_id: under_now.pipeline_id.as_deref(),
+            resumed: incarnation.resumed(),
+            initial_start_time: incarnation.initial_start_time,
+            seen_under: seen_under.as_ref(),
         };
         let plan = self.conversation.plan(cx.env, state, Some(feldera));
-        if self.describe || seen_before.as_ref() != Some(incarnation) {
-            self.describe_feldera(cx, incarnation);
+        if self.describe || seen_before.as_ref() != Some(&incarnation.uuid) {
+            self.describe_feldera(cx, &incarnation.uuid);
         }
-        cx.run.feldera.incarnation = Some(incarnation.clone());
+        cx.run.feldera.incarnation = Some(incarnation.uuid.clone());
+        cx.run.feldera.under = Some(under_now);
         for line in &plan.trace {
             cx.queue.note(Level::Debug, Topic::Snapshot, line.clone());
         }
@@ -547,6 +562,7 @@ impl Starting {
                     consistent_point: None,
                     updated_at: Some(rfc3339_utc(cx.queue.now.wall)),
                     feldera_incarnation: cx.run.feldera.incarnation.clone(),
+                    feldera_written_under: cx.run.feldera.under.clone(),
                 };
                 if !record_first {
                     self.unwritten = Some(state);
@@ -589,6 +605,9 @@ impl Starting {
                 state.updated_at = Some(rfc3339_utc(cx.queue.now.wall));
                 if state.feldera_incarnation.is_none() {
                     state.feldera_incarnation = cx.run.feldera.incarnation.clone();
+                }
+                if state.feldera_written_under.is_none() {
+                    state.feldera_written_under = cx.run.feldera.under.clone();
                 }
                 cx.queue.push(Command::WriteState {
                     path: cx.env.state_path.clone(),

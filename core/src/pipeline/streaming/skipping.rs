@@ -96,6 +96,7 @@ mod tests {
             consistent_point: Some(Lsn(0x100)),
             updated_at: None,
             feldera_incarnation: None,
+            feldera_written_under: None,
         }
     }
 

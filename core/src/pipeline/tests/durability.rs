@@ -268,6 +268,42 @@ fn a_restart_without_fault_tolerance_copies_every_table_again_without_exiting() 
 }
 
 #[test]
+fn fault_tolerance_switched_on_at_a_restart_that_came_back_empty_copies_again() {
+    let mut s = seeded_then_streaming(&[]);
+    assert_eq!(s.feldera.keys("users").len(), 2);
+    // The operator turns fault tolerance on and restarts the pipeline: it has no
+    // checkpoint to resume from, so its tables come back empty, while its configuration
+    // now says that a restart keeps them.
+    s.set_fault_tolerance("at_least_once");
+    s.restart_feldera_from_checkpoint();
+    assert_eq!(s.feldera.keys("users").len(), 0);
+    s.advance(2_000);
+    for _ in 0..60 {
+        if s.pipeline().health().streaming && s.feldera.keys("users").len() == 2 {
+            break;
+        }
+        s.settle();
+        s.advance(100);
+    }
+    assert_eq!(s.exit(), None);
+    assert_eq!(s.feldera.keys("users").len(), 2, "seeded again");
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("restarted with nothing to resume from"),
+        "{trace}"
+    );
+    let state = String::from_utf8_lossy(s.state_file.as_deref().unwrap_or_default()).into_owned();
+    assert!(
+        state.contains("\"fault_tolerance\": \"at_least_once\""),
+        "{state}"
+    );
+    rule!(
+        "A copy written to a pipeline without fault tolerance; the pipeline is switched to at_least_once and restarted. Its configuration now says a restart keeps the tables, but the new process reports that it resumed from nothing (initial_start_time equals its start time): the start treats it as emptied and copies every table again, and the state file records the pipeline as now written under at_least_once.",
+        trace
+    );
+}
+
+#[test]
 fn feldera_restart_exit_refuses_to_stream_into_an_emptied_pipeline() {
     let mut s = seeded_then_streaming(&[("FELDERA_RESTART", "exit")]);
     s.restart_feldera();

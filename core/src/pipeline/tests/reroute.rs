@@ -31,6 +31,7 @@ fn copied(routes: Vec<StateRoute>) -> Vec<u8> {
         consistent_point: Some(START),
         updated_at: None,
         feldera_incarnation: None,
+        feldera_written_under: None,
     }
     .encode()
 }
