@@ -93,20 +93,37 @@ pub enum PgTarget {
     Tcp {
         host: String,
         port: u16,
+        /// The socket's keepalive; `None` leaves it off (`keepalives=0`).
+        keepalive: Option<TcpKeepalive>,
     },
     /// The socket file itself (`<directory>/.s.PGSQL.<port>`).
-    Unix {
-        path: String,
-    },
+    Unix { path: String },
 }
 
 impl fmt::Display for PgTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PgTarget::Tcp { host, port } => write!(f, "{host}:{port}"),
+            PgTarget::Tcp { host, port, .. } => write!(f, "{host}:{port}"),
             PgTarget::Unix { path } => f.write_str(path),
         }
     }
+}
+
+/// TCP keepalive of a PostgreSQL socket, as the configuration decided it
+/// (docs/guide/configuration.md, "TCP keepalive"). The shell turns `SO_KEEPALIVE` on with
+/// these timings right after connecting; the core sends the same values to the server as
+/// its `tcp_keepalives_*` settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpKeepalive {
+    /// Seconds without traffic before the first probe (`TCP_KEEPIDLE`).
+    pub idle_secs: u32,
+    /// Seconds between unanswered probes (`TCP_KEEPINTVL`).
+    pub interval_secs: u32,
+    /// Unanswered probes before the connection is dropped (`TCP_KEEPCNT`).
+    pub count: u32,
+    /// How long sent data may stay unacknowledged before the connection is dropped
+    /// (`TCP_USER_TIMEOUT`, Linux only); `None` keeps the system's default.
+    pub user_timeout_ms: Option<u32>,
 }
 
 /// How much of the server's certificate a TLS handshake checks.

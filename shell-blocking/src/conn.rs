@@ -56,7 +56,7 @@ impl Socket {
             PgTarget::Unix { path } => UnixStream::connect(path)
                 .map(Socket::Unix)
                 .map_err(|e| connect_error(target, &e)),
-            PgTarget::Tcp { host, port } => {
+            PgTarget::Tcp { host, port, .. } => {
                 let result = match timeout {
                     None => TcpStream::connect((host.as_str(), *port)),
                     Some(timeout) => connect_tcp_within(host, *port, timeout),

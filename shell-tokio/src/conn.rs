@@ -96,7 +96,7 @@ impl slotline_shell::dispatch::ConnHandle for PgConn {
 async fn open_socket(target: &PgTarget, timeout: Option<Duration>) -> Result<Io, ConnFailure> {
     let connect = async {
         match target {
-            PgTarget::Tcp { host, port } => {
+            PgTarget::Tcp { host, port, .. } => {
                 let stream = TcpStream::connect((host.as_str(), *port)).await?;
                 // Protocol messages are small and latency-bound (status updates).
                 let _ = stream.set_nodelay(true);

@@ -23,6 +23,7 @@ fn config(
         application_name: "slotline-conn-real".into(),
         replication,
         encryption: slotline_core::conn::Encryption::Plain,
+        keepalive: None,
     }
 }
 

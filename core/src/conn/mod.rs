@@ -106,6 +106,7 @@ impl Connection {
             database: &self.config.database,
             application_name: &self.config.application_name,
             replication: self.config.replication,
+            keepalive: self.config.keepalive,
         };
         frontend::encode_startup(&params, &mut self.out.transmit)
     }
