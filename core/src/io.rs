@@ -8,6 +8,7 @@
 //! back with the current time. A shell never branches on what a command means for the
 //! domain (LSNs, batches, retries): every such decision is the core's.
 
+use crate::config::TcpKeepalive;
 use crate::feldera::HttpRequest;
 use crate::time::Now;
 use crate::timer::Deadline;
@@ -107,23 +108,6 @@ impl fmt::Display for PgTarget {
             PgTarget::Unix { path } => f.write_str(path),
         }
     }
-}
-
-/// TCP keepalive of a PostgreSQL socket, as the configuration decided it
-/// (docs/guide/configuration.md, "TCP keepalive"). The shell turns `SO_KEEPALIVE` on with
-/// these timings right after connecting; the core sends the same values to the server as
-/// its `tcp_keepalives_*` settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TcpKeepalive {
-    /// Seconds without traffic before the first probe (`TCP_KEEPIDLE`).
-    pub idle_secs: u32,
-    /// Seconds between unanswered probes (`TCP_KEEPINTVL`).
-    pub interval_secs: u32,
-    /// Unanswered probes before the connection is dropped (`TCP_KEEPCNT`).
-    pub count: u32,
-    /// How long sent data may stay unacknowledged before the connection is dropped
-    /// (`TCP_USER_TIMEOUT`, Linux only); `None` keeps the system's default.
-    pub user_timeout_ms: Option<u32>,
 }
 
 /// How much of the server's certificate a TLS handshake checks.

@@ -6,7 +6,8 @@
 //! libpq treats it; the core decides what follows. `TCP_KEEPINTVL`, `TCP_KEEPCNT` and
 //! `TCP_USER_TIMEOUT` are set on Linux only; elsewhere the system's values stay.
 
-use slotline_core::io::{ConnFailure, FailureKind, PgTarget, TcpKeepalive};
+use slotline_core::config::TcpKeepalive;
+use slotline_core::io::{ConnFailure, FailureKind, PgTarget};
 use socket2::SockRef;
 use std::os::fd::AsFd;
 use std::time::Duration;

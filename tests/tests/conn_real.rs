@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use slotline_core::config::TcpKeepalive;
 use slotline_core::conn::{ConnectionConfig, Event, Password};
-use slotline_core::io::TcpKeepalive;
 use slotline_core::time::PgTime;
 use slotline_core::wire::{StatusUpdate, TransactionStatus};
 use slotline_core::Lsn;

@@ -5,8 +5,7 @@
 //! certificates and the password file is decided here; reading them is the shells' job.
 
 use super::input::{ConfigError, Pairs, Secret};
-use super::keepalive::KeepaliveParts;
-use crate::io::TcpKeepalive;
+use super::keepalive::{KeepaliveParts, TcpKeepalive};
 
 /// `sslmode` as libpq spells it (docs/guide/configuration.md, "TLS, Unix sockets, the password
 /// file, timeouts").

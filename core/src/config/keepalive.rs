@@ -1,7 +1,8 @@
 //! TCP keepalive of the PostgreSQL connections: libpq's `keepalives`, `keepalives_idle`,
 //! `keepalives_interval`, `keepalives_count` and `tcp_user_timeout` parameters of `PG_URL`
 //! (libpq has no variables for them), and slotline's defaults
-//! (docs/guide/configuration.md, "TCP keepalive").
+//! (docs/guide/configuration.md, "TLS, Unix sockets, the password file, timeouts"; why:
+//! docs/guide/operating.md, "Connections behind a NAT or a load balancer").
 //!
 //! The defaults differ from libpq's (keepalive on with the system's timings, two hours of
 //! silence before the first probe on Linux): a replication connection behind a NAT or a
@@ -9,7 +10,40 @@
 //! server would keep the slot active until its own keepalive gave up.
 
 use super::input::ConfigError;
-use crate::io::TcpKeepalive;
+
+/// TCP keepalive of a PostgreSQL connection, as the configuration decided it
+/// (docs/guide/operating.md, "Connections behind a NAT or a load balancer"): the shell
+/// turns `SO_KEEPALIVE` on with these timings right after connecting, and the startup
+/// message sends them to the server ([`TcpKeepalive::server_settings`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpKeepalive {
+    /// Seconds without traffic before the first probe (`TCP_KEEPIDLE`).
+    pub idle_secs: u32,
+    /// Seconds between unanswered probes (`TCP_KEEPINTVL`).
+    pub interval_secs: u32,
+    /// Unanswered probes before the connection is dropped (`TCP_KEEPCNT`).
+    pub count: u32,
+    /// How long sent data may stay unacknowledged before the connection is dropped
+    /// (`TCP_USER_TIMEOUT`, Linux only); `None` keeps the system's default.
+    pub user_timeout_ms: Option<u32>,
+}
+
+impl TcpKeepalive {
+    /// The same keepalive as the server's settings, sent in the startup message so the
+    /// server probes its side too; a `None` user timeout is not sent (the server keeps its
+    /// own). Every supported server has them (`tcp_user_timeout` since PostgreSQL 12).
+    pub fn server_settings(&self) -> Vec<(&'static str, String)> {
+        let mut settings = vec![
+            ("tcp_keepalives_idle", self.idle_secs.to_string()),
+            ("tcp_keepalives_interval", self.interval_secs.to_string()),
+            ("tcp_keepalives_count", self.count.to_string()),
+        ];
+        if let Some(ms) = self.user_timeout_ms {
+            settings.push(("tcp_user_timeout", ms.to_string()));
+        }
+        settings
+    }
+}
 
 /// Seconds without traffic before the first probe: well below the idle timeouts of common
 /// NATs and load balancers (AWS NLB 350 s, Azure's 240 s), so a probe keeps the flow alive.

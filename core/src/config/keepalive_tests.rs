@@ -1,5 +1,5 @@
-use crate::config::{Config, ConfigError, DEFAULT_KEEPALIVE};
-use crate::io::TcpKeepalive;
+use super::{TcpKeepalive, DEFAULT_KEEPALIVE};
+use crate::config::{Config, ConfigError};
 
 fn keepalive_of(url: &str) -> Result<Option<TcpKeepalive>, ConfigError> {
     let url: &'static str = url.to_owned().leak();
@@ -151,5 +151,32 @@ fn a_misspelt_keepalive_parameter_gets_a_did_you_mean() {
             r#"PG_URL has an unknown parameter "keepalive_idle": did you mean keepalives_idle? "#
         ),
         "{message}"
+    );
+}
+
+#[test]
+fn the_server_gets_the_same_keepalive_and_keeps_its_own_user_timeout_when_none_is_set() {
+    let settings = |k: TcpKeepalive| -> Vec<String> {
+        k.server_settings()
+            .into_iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect()
+    };
+    assert_eq!(
+        settings(DEFAULT_KEEPALIVE),
+        [
+            "tcp_keepalives_idle=60",
+            "tcp_keepalives_interval=10",
+            "tcp_keepalives_count=6",
+            "tcp_user_timeout=120000"
+        ]
+    );
+    assert_eq!(
+        settings(keepalive(37, 7, 3, None)),
+        [
+            "tcp_keepalives_idle=37",
+            "tcp_keepalives_interval=7",
+            "tcp_keepalives_count=3"
+        ]
     );
 }

@@ -1,6 +1,6 @@
 //! Who a connection logs in as: the settings a [`Connection`](super::Connection) starts with.
 
-use crate::io::TcpKeepalive;
+use crate::config::TcpKeepalive;
 use std::fmt;
 
 /// A password. Its `Debug` never prints it, so configs and states can be logged.

@@ -10,7 +10,6 @@ use std::fmt;
 use bytes::{BufMut, BytesMut};
 use postgres_protocol::message::frontend;
 
-use crate::io::TcpKeepalive;
 use crate::time::PgTime;
 use crate::Lsn;
 
@@ -59,11 +58,9 @@ pub struct StartupParams<'a> {
     /// Sends `replication=database`: a logical replication connection (which also accepts
     /// simple-query SQL).
     pub replication: bool,
-    /// Sends it as the server's `tcp_keepalives_idle`, `tcp_keepalives_interval`,
-    /// `tcp_keepalives_count` and `tcp_user_timeout` (a `None` user timeout: not sent, the
-    /// server keeps its own), so the server probes the connection on the same schedule.
-    /// These settings exist on every supported server (`tcp_user_timeout` since 12).
-    pub keepalive: Option<TcpKeepalive>,
+    /// The server's TCP keepalive settings (`tcp_keepalives_idle`, ...), sent after the
+    /// others; empty for none.
+    pub keepalive: &'a [(&'static str, String)],
 }
 
 /// An outgoing message could not be encoded (a string with a NUL byte, a message over the
@@ -103,25 +100,8 @@ pub fn encode_startup(params: &StartupParams<'_>, buf: &mut BytesMut) -> Result<
     }
     pairs.extend(PINNED_SESSION_SETTINGS);
     pairs.extend(DISABLED_SERVER_TIMEOUTS);
-    let keepalive = params.keepalive.map(server_keepalive).unwrap_or_default();
-    pairs.extend(keepalive.iter().map(|(k, v)| (*k, v.as_str())));
+    pairs.extend(params.keepalive.iter().map(|(k, v)| (*k, v.as_str())));
     frontend::startup_message(pairs, buf).map_err(encode_error("StartupMessage"))
-}
-
-/// The server's settings for a keepalive, in the order they are sent.
-fn server_keepalive(keepalive: TcpKeepalive) -> Vec<(&'static str, String)> {
-    let mut settings = vec![
-        ("tcp_keepalives_idle", keepalive.idle_secs.to_string()),
-        (
-            "tcp_keepalives_interval",
-            keepalive.interval_secs.to_string(),
-        ),
-        ("tcp_keepalives_count", keepalive.count.to_string()),
-    ];
-    if let Some(ms) = keepalive.user_timeout_ms {
-        settings.push(("tcp_user_timeout", ms.to_string()));
-    }
-    settings
 }
 
 /// PasswordMessage carrying a cleartext password or an `md5...` hash.
@@ -230,7 +210,7 @@ mod tests {
             database: "shop",
             application_name: "slotline",
             replication: true,
-            keepalive: None,
+            keepalive: &[],
         };
         encode_startup(&params, &mut buf).unwrap();
         assert_eq!(&buf[0..4], &(buf.len() as u32).to_be_bytes());
@@ -281,7 +261,7 @@ mod tests {
             database: "d",
             application_name: "a",
             replication: false,
-            keepalive: None,
+            keepalive: &[],
         };
         encode_startup(&params, &mut buf).unwrap();
         assert!(!cstrings(&buf[8..]).contains(&"replication"));
@@ -291,7 +271,7 @@ mod tests {
     }
 
     /// The settings after the disabled timeouts, as `name=value`.
-    fn keepalive_settings(keepalive: Option<TcpKeepalive>) -> Vec<String> {
+    fn settings_after_the_timeouts(keepalive: &[(&'static str, String)]) -> Vec<String> {
         let params = StartupParams {
             user: "u",
             database: "d",
@@ -314,39 +294,16 @@ mod tests {
     }
 
     #[test]
-    fn a_keepalive_is_sent_as_the_servers_tcp_keepalive_settings() {
-        let keepalive = TcpKeepalive {
-            idle_secs: 60,
-            interval_secs: 10,
-            count: 6,
-            user_timeout_ms: Some(120_000),
-        };
+    fn keepalive_settings_follow_the_disabled_timeouts() {
+        let keepalive = [
+            ("tcp_keepalives_idle", "60".to_owned()),
+            ("tcp_user_timeout", "120000".to_owned()),
+        ];
         assert_eq!(
-            keepalive_settings(Some(keepalive)),
-            [
-                "tcp_keepalives_idle=60",
-                "tcp_keepalives_interval=10",
-                "tcp_keepalives_count=6",
-                "tcp_user_timeout=120000"
-            ]
+            settings_after_the_timeouts(&keepalive),
+            ["tcp_keepalives_idle=60", "tcp_user_timeout=120000"]
         );
-        let system_user_timeout = TcpKeepalive {
-            user_timeout_ms: None,
-            ..keepalive
-        };
-        assert_eq!(
-            keepalive_settings(Some(system_user_timeout)),
-            [
-                "tcp_keepalives_idle=60",
-                "tcp_keepalives_interval=10",
-                "tcp_keepalives_count=6"
-            ],
-            "no user timeout: the server keeps its own"
-        );
-        assert!(
-            keepalive_settings(None).is_empty(),
-            "keepalives=0 sends none"
-        );
+        assert!(settings_after_the_timeouts(&[]).is_empty());
     }
 
     #[test]
