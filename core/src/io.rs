@@ -8,6 +8,7 @@
 //! back with the current time. A shell never branches on what a command means for the
 //! domain (LSNs, batches, retries): every such decision is the core's.
 
+use crate::config::TcpKeepalive;
 use crate::feldera::HttpRequest;
 use crate::time::Now;
 use crate::timer::Deadline;
@@ -93,17 +94,17 @@ pub enum PgTarget {
     Tcp {
         host: String,
         port: u16,
+        /// The socket's keepalive; `None` leaves it off (`keepalives=0`).
+        keepalive: Option<TcpKeepalive>,
     },
     /// The socket file itself (`<directory>/.s.PGSQL.<port>`).
-    Unix {
-        path: String,
-    },
+    Unix { path: String },
 }
 
 impl fmt::Display for PgTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PgTarget::Tcp { host, port } => write!(f, "{host}:{port}"),
+            PgTarget::Tcp { host, port, .. } => write!(f, "{host}:{port}"),
             PgTarget::Unix { path } => f.write_str(path),
         }
     }

@@ -24,6 +24,7 @@ use slotline_shell::conns::{
     cannot_start, connect_error, connect_timeout, handshake_timeout, read_error, write_error,
     ReadBudget, CLOSE_GRACE, COALESCE, COALESCE_BELOW, READ_BUDGET, READ_CHUNK,
 };
+use slotline_shell::tcp;
 use slotline_shell::tls::TlsStart;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
@@ -56,15 +57,19 @@ impl Socket {
             PgTarget::Unix { path } => UnixStream::connect(path)
                 .map(Socket::Unix)
                 .map_err(|e| connect_error(target, &e)),
-            PgTarget::Tcp { host, port } => {
+            PgTarget::Tcp {
+                host,
+                port,
+                keepalive,
+            } => {
                 let result = match timeout {
                     None => TcpStream::connect((host.as_str(), *port)),
                     Some(timeout) => connect_tcp_within(host, *port, timeout),
                 };
                 match result {
                     Ok(stream) => {
-                        // Protocol messages are small and latency-bound (status updates).
-                        let _ = stream.set_nodelay(true);
+                        tcp::set_options(&stream, keepalive.as_ref())
+                            .map_err(|e| tcp::options_error(target, &e))?;
                         Ok(Socket::Tcp(stream))
                     }
                     Err(e) if e.kind() == ErrorKind::TimedOut => {

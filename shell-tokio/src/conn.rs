@@ -17,6 +17,7 @@ use slotline_shell::conns::{
     connect_error, connect_timeout, handshake_timeout, read_error, write_error, ReadBudget,
     CLOSE_GRACE, READ_BUDGET, READ_CHUNK,
 };
+use slotline_shell::tcp;
 use slotline_shell::tls::TlsStart;
 use std::io::ErrorKind;
 use std::sync::Arc;
@@ -96,23 +97,30 @@ impl slotline_shell::dispatch::ConnHandle for PgConn {
 async fn open_socket(target: &PgTarget, timeout: Option<Duration>) -> Result<Io, ConnFailure> {
     let connect = async {
         match target {
-            PgTarget::Tcp { host, port } => {
-                let stream = TcpStream::connect((host.as_str(), *port)).await?;
-                // Protocol messages are small and latency-bound (status updates).
-                let _ = stream.set_nodelay(true);
-                Ok::<Io, std::io::Error>(Box::new(stream))
+            PgTarget::Tcp {
+                host,
+                port,
+                keepalive,
+            } => {
+                let stream = TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .map_err(|e| connect_error(target, &e))?;
+                tcp::set_options(&stream, keepalive.as_ref())
+                    .map_err(|e| tcp::options_error(target, &e))?;
+                Ok::<Io, ConnFailure>(Box::new(stream))
             }
-            PgTarget::Unix { path } => Ok(Box::new(UnixStream::connect(path).await?) as Io),
+            PgTarget::Unix { path } => match UnixStream::connect(path).await {
+                Ok(stream) => Ok(Box::new(stream) as Io),
+                Err(e) => Err(connect_error(target, &e)),
+            },
         }
     };
-    let result = match timeout {
-        Some(limit) => match tokio::time::timeout(limit, connect).await {
-            Ok(result) => result,
-            Err(_) => return Err(connect_timeout(target, limit)),
-        },
+    match timeout {
+        Some(limit) => tokio::time::timeout(limit, connect)
+            .await
+            .unwrap_or_else(|_| Err(connect_timeout(target, limit))),
         None => connect.await,
-    };
-    result.map_err(|e| connect_error(target, &e))
+    }
 }
 
 /// A running reader: stopping it gives the read half back (`None` if it already ended).

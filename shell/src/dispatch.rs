@@ -265,6 +265,7 @@ mod tests {
             target: PgTarget::Tcp {
                 host: "db".into(),
                 port: 5432,
+                keepalive: None,
             },
             timeout_ms: Some(2000),
         }

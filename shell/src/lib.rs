@@ -26,6 +26,7 @@ pub mod run;
 pub mod signals;
 pub mod state_dir;
 pub mod state_file;
+pub mod tcp;
 pub mod tls;
 
 pub use clock::Clock;

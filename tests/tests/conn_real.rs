@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use slotline_core::config::TcpKeepalive;
 use slotline_core::conn::{ConnectionConfig, Event, Password};
 use slotline_core::time::PgTime;
 use slotline_core::wire::{StatusUpdate, TransactionStatus};
@@ -23,6 +24,7 @@ fn config(
         application_name: "slotline-conn-real".into(),
         replication,
         encryption: slotline_core::conn::Encryption::Plain,
+        keepalive: None,
     }
 }
 
@@ -145,6 +147,48 @@ fn pinned_settings_queries_and_copy_out_on_a_real_server() {
         tag: "COPY 2".into()
     }));
     driver.close().unwrap();
+}
+
+/// PostgreSQL takes the keepalive settings from the startup message, on a replication
+/// connection as on a plain one; `SHOW` reads them back from the server's own socket.
+#[test]
+fn keepalive_settings_of_the_startup_message_reach_the_servers_socket() {
+    let pg = PgCluster::start();
+    let db = pg.create_database("conn_keepalive");
+    let keepalive = TcpKeepalive {
+        idle_secs: 37,
+        interval_secs: 7,
+        count: 3,
+        user_timeout_ms: Some(12_345),
+    };
+    for replication in [false, true] {
+        let config = ConnectionConfig {
+            keepalive: Some(keepalive),
+            ..config("postgres", &db, None, replication)
+        };
+        let (mut driver, _) = Driver::connect(pg.port(), config).unwrap();
+        let mut shown = Vec::new();
+        for setting in [
+            "tcp_keepalives_idle",
+            "tcp_keepalives_interval",
+            "tcp_keepalives_count",
+            "tcp_user_timeout",
+        ] {
+            let events = driver.query(&format!("SHOW {setting}")).unwrap();
+            shown.push(format!("{setting}={:?}", rows(&events)));
+        }
+        assert_eq!(
+            shown,
+            [
+                r#"tcp_keepalives_idle=[[Some("37")]]"#,
+                r#"tcp_keepalives_interval=[[Some("7")]]"#,
+                r#"tcp_keepalives_count=[[Some("3")]]"#,
+                r#"tcp_user_timeout=[[Some("12345")]]"#,
+            ],
+            "replication={replication}"
+        );
+        driver.close().unwrap();
+    }
 }
 
 /// The pgoutput Commit message's end LSN: 'C', flags, commit LSN, end LSN, time.

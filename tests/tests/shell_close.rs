@@ -54,6 +54,7 @@ impl Driver for Flooder {
                 target: PgTarget::Tcp {
                     host: "127.0.0.1".into(),
                     port,
+                    keepalive: None,
                 },
                 timeout_ms: None,
             });

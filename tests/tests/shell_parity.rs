@@ -248,6 +248,7 @@ fn connect(conn: u32, port: u16) -> Command {
         target: PgTarget::Tcp {
             host: "127.0.0.1".into(),
             port,
+            keepalive: None,
         },
         timeout_ms: None,
     }

@@ -5,6 +5,7 @@
 //! certificates and the password file is decided here; reading them is the shells' job.
 
 use super::input::{ConfigError, Pairs, Secret};
+use super::keepalive::{KeepaliveParts, TcpKeepalive};
 
 /// `sslmode` as libpq spells it (docs/guide/configuration.md, "TLS, Unix sockets, the password
 /// file, timeouts").
@@ -89,6 +90,9 @@ pub struct PgConnConfig {
     pub connect_timeout_ms: Option<u64>,
     /// The password file to consult when no password is configured.
     pub passfile: Option<PassFile>,
+    /// The keepalive of a TCP connection; `None` when `keepalives=0` turns it off (see
+    /// [`PgConnConfig::tcp_keepalive`]).
+    pub keepalive: Option<TcpKeepalive>,
     /// The settings `PG_URL` set, `None` without a `PG_URL` (messages name the URL for
     /// these, the `PG*` variable for the others).
     pub url_keys: Option<Vec<String>>,
@@ -108,6 +112,7 @@ struct Parts {
     sslkey: Option<String>,
     connect_timeout: Option<String>,
     passfile: Option<String>,
+    keepalive: KeepaliveParts,
 }
 
 /// Each setting's conninfo key and libpq variable.
@@ -210,6 +215,7 @@ impl PgConnConfig {
                 ConfigError::new(&name("connect_timeout"), Some(raw), accepted)
             })?,
         };
+        let keepalive = parts.keepalive.resolve()?;
         let passfile = match (&parts.password, parts.passfile) {
             (Some(_), _) => None,
             (None, Some(path)) => Some(PassFile::Path(path)),
@@ -227,6 +233,7 @@ impl PgConnConfig {
             sslkey: parts.sslkey,
             connect_timeout_ms,
             passfile,
+            keepalive,
             url_keys,
         })
     }
@@ -239,6 +246,12 @@ impl PgConnConfig {
     /// Whether `host` names a directory holding the server's Unix socket.
     pub fn is_unix_socket(&self) -> bool {
         self.host.starts_with('/')
+    }
+
+    /// The keepalive a connection to this server gets, on its socket and as the server's
+    /// `tcp_keepalives_*` settings: none over a Unix socket, where it has no meaning.
+    pub fn tcp_keepalive(&self) -> Option<TcpKeepalive> {
+        self.keepalive.filter(|_| !self.is_unix_socket())
     }
 
     /// Fills in the password from a password file's contents (libpq's `.pgpass` rules,
@@ -504,6 +517,11 @@ impl Parts {
             "sslkey" => &mut self.sslkey,
             "connect_timeout" => &mut self.connect_timeout,
             "passfile" => &mut self.passfile,
+            "keepalives" => &mut self.keepalive.keepalives,
+            "keepalives_idle" => &mut self.keepalive.idle,
+            "keepalives_interval" => &mut self.keepalive.interval,
+            "keepalives_count" => &mut self.keepalive.count,
+            "tcp_user_timeout" => &mut self.keepalive.user_timeout,
             _ => return None,
         })
     }
@@ -524,6 +542,11 @@ const PG_URL_PARAMETERS: &[&str] = &[
     "sslkey",
     "connect_timeout",
     "passfile",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
     "application_name",
 ];
 

@@ -8,6 +8,7 @@
 
 mod conninfo;
 mod input;
+mod keepalive;
 mod parse;
 mod pgpass;
 
@@ -16,6 +17,9 @@ use std::collections::BTreeMap;
 pub use conninfo::{PassFile, PgConnConfig, RootCert, SslMode};
 pub(crate) use input::Pairs;
 pub use input::{is_secret, ConfigError, Secret, VARIABLES};
+pub use keepalive::{
+    TcpKeepalive, DEFAULT_COUNT, DEFAULT_IDLE_SECS, DEFAULT_INTERVAL_SECS, DEFAULT_KEEPALIVE,
+};
 use parse::{parse_bool, parse_enum, parse_u64_capped, parse_u64_in};
 
 /// Records one Feldera HTTP ingress endpoint queues before it pauses (stops reading the

@@ -666,7 +666,7 @@ fn settings_inside_pg_url_are_named_as_such_with_their_value_but_no_password() {
 #[test]
 fn an_unknown_pg_url_parameter_is_named_with_the_one_it_is_closest_to_and_no_url() {
     let typo = error(&[("PG_URL", "postgres://u:hunter2@db/app?sslmod=require")]);
-    insta::assert_snapshot!(typo, @r#"PG_URL has an unknown parameter "sslmod": did you mean sslmode? accepted: host, hostaddr, port, user, password, dbname, sslmode, sslrootcert, sslcert, sslkey, connect_timeout, passfile, application_name"#);
+    insta::assert_snapshot!(typo, @r#"PG_URL has an unknown parameter "sslmod": did you mean sslmode? accepted: host, hostaddr, port, user, password, dbname, sslmode, sslrootcert, sslcert, sslkey, connect_timeout, passfile, keepalives, keepalives_idle, keepalives_interval, keepalives_count, tcp_user_timeout, application_name"#);
     let conninfo = error(&[("PG_URL", "host=db user=u password=hunter2 dbnam=app")]);
     assert!(
         conninfo.starts_with(

@@ -1,5 +1,6 @@
 //! Who a connection logs in as: the settings a [`Connection`](super::Connection) starts with.
 
+use crate::config::TcpKeepalive;
 use std::fmt;
 
 /// A password. Its `Debug` never prints it, so configs and states can be logged.
@@ -45,6 +46,10 @@ pub struct ConnectionConfig {
     /// A logical replication connection (`replication=database`).
     pub replication: bool,
     pub encryption: Encryption,
+    /// The keepalive of the connection's TCP socket, sent as the server's
+    /// `tcp_keepalives_*` settings so it probes too; `None` sends none (a Unix socket, or
+    /// `keepalives=0`).
+    pub keepalive: Option<TcpKeepalive>,
 }
 
 impl ConnectionConfig {
@@ -84,6 +89,7 @@ mod tests {
             application_name: "slotline".into(),
             replication: false,
             encryption: Encryption::Plain,
+            keepalive: None,
         };
         let printed = format!("{config:?}");
         assert!(!printed.contains("hunter2"), "{printed}");
@@ -99,6 +105,7 @@ mod tests {
             application_name: "s".into(),
             replication: true,
             encryption: Encryption::Plain,
+            keepalive: None,
         };
         assert_eq!(
             config.validate().unwrap_err(),

@@ -101,11 +101,17 @@ impl Connection {
     }
 
     fn queue_startup(&mut self) -> Result<(), crate::wire::EncodeError> {
+        let keepalive = self
+            .config
+            .keepalive
+            .map(|k| k.server_settings())
+            .unwrap_or_default();
         let params = StartupParams {
             user: &self.config.user,
             database: &self.config.database,
             application_name: &self.config.application_name,
             replication: self.config.replication,
+            keepalive: &keepalive,
         };
         frontend::encode_startup(&params, &mut self.out.transmit)
     }

@@ -164,6 +164,7 @@ pub fn conn_events(startup: &[u8], stream: &[u8], chunk_seed: u8) -> Vec<Event> 
         application_name: "slotline-fuzz".into(),
         replication: true,
         encryption: crate::conn::Encryption::Plain,
+        keepalive: None,
     };
     let Ok(mut conn) = Connection::new(config) else {
         panic!("a valid configuration was refused");

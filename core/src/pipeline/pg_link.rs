@@ -57,6 +57,7 @@ fn target_of(pg: &PgConnConfig) -> PgTarget {
         PgTarget::Tcp {
             host: pg.host.clone(),
             port: pg.port,
+            keepalive: pg.tcp_keepalive(),
         }
     }
 }
@@ -77,6 +78,7 @@ impl PgLink {
             application_name: application_name.to_owned(),
             replication,
             encryption: plan.first(),
+            keepalive: pg.tcp_keepalive(),
         };
         let conn = Connection::new(identity.clone()).map_err(|e| e.to_string())?;
         let link = PgLink {
@@ -469,6 +471,48 @@ mod tests {
         let mut link = PgLink::open(&mut queue, &pg(url), true, "test").expect("link");
         link.on_connected(&mut queue);
         (queue, link)
+    }
+
+    /// What a link to `url` asks the shell to open, and whether its startup message
+    /// sets the server's `tcp_keepalives_idle`.
+    fn first_connect(url: &str) -> (PgTarget, bool) {
+        let mut queue = Queue::default();
+        let link = PgLink::open(&mut queue, &pg(url), true, "test").expect("link");
+        let Some(Command::PgConnect { target, .. }) = queue.pop() else {
+            panic!("a link starts with PgConnect");
+        };
+        let mut conn = link.conn;
+        let startup = conn.poll_transmit().expect("the startup message is queued");
+        let sent = startup
+            .windows(b"tcp_keepalives_idle".len())
+            .any(|w| w == b"tcp_keepalives_idle");
+        (target, sent)
+    }
+
+    #[test]
+    fn every_tcp_connection_gets_the_keepalive_on_its_socket_and_at_the_server() {
+        let (target, sent) = first_connect("postgres://u@db/app?sslmode=disable");
+        let expected = PgTarget::Tcp {
+            host: "db".into(),
+            port: 5432,
+            keepalive: Some(crate::config::DEFAULT_KEEPALIVE),
+        };
+        assert_eq!((target, sent), (expected, true));
+        let (target, sent) = first_connect("postgres://u@db/app?sslmode=disable&keepalives=0");
+        assert!(
+            matches!(
+                target,
+                PgTarget::Tcp {
+                    keepalive: None,
+                    ..
+                }
+            ),
+            "{target:?}"
+        );
+        assert!(!sent, "keepalives=0 sends no server setting");
+        let (target, sent) = first_connect("host=/run/pg user=u keepalives_idle=30");
+        assert!(matches!(target, PgTarget::Unix { .. }), "{target:?}");
+        assert!(!sent, "no keepalive over a Unix socket");
     }
 
     #[test]

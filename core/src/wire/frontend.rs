@@ -58,6 +58,9 @@ pub struct StartupParams<'a> {
     /// Sends `replication=database`: a logical replication connection (which also accepts
     /// simple-query SQL).
     pub replication: bool,
+    /// The server's TCP keepalive settings (`tcp_keepalives_idle`, ...), sent after the
+    /// others; empty for none.
+    pub keepalive: &'a [(&'static str, String)],
 }
 
 /// An outgoing message could not be encoded (a string with a NUL byte, a message over the
@@ -84,8 +87,8 @@ fn encode_error(message: &'static str) -> impl FnOnce(std::io::Error) -> EncodeE
     }
 }
 
-/// StartupMessage (protocol 3.0) with the identity, [`PINNED_SESSION_SETTINGS`] and
-/// [`DISABLED_SERVER_TIMEOUTS`].
+/// StartupMessage (protocol 3.0) with the identity, [`PINNED_SESSION_SETTINGS`],
+/// [`DISABLED_SERVER_TIMEOUTS`] and the keepalive settings.
 pub fn encode_startup(params: &StartupParams<'_>, buf: &mut BytesMut) -> Result<(), EncodeError> {
     let mut pairs = vec![
         ("user", params.user),
@@ -97,6 +100,7 @@ pub fn encode_startup(params: &StartupParams<'_>, buf: &mut BytesMut) -> Result<
     }
     pairs.extend(PINNED_SESSION_SETTINGS);
     pairs.extend(DISABLED_SERVER_TIMEOUTS);
+    pairs.extend(params.keepalive.iter().map(|(k, v)| (*k, v.as_str())));
     frontend::startup_message(pairs, buf).map_err(encode_error("StartupMessage"))
 }
 
@@ -206,6 +210,7 @@ mod tests {
             database: "shop",
             application_name: "slotline",
             replication: true,
+            keepalive: &[],
         };
         encode_startup(&params, &mut buf).unwrap();
         assert_eq!(&buf[0..4], &(buf.len() as u32).to_be_bytes());
@@ -256,12 +261,49 @@ mod tests {
             database: "d",
             application_name: "a",
             replication: false,
+            keepalive: &[],
         };
         encode_startup(&params, &mut buf).unwrap();
         assert!(!cstrings(&buf[8..]).contains(&"replication"));
         params.user = "bad\0user";
         let err = encode_startup(&params, &mut BytesMut::new()).unwrap_err();
         assert_eq!(err.message, "StartupMessage");
+    }
+
+    /// The settings after the disabled timeouts, as `name=value`.
+    fn settings_after_the_timeouts(keepalive: &[(&'static str, String)]) -> Vec<String> {
+        let params = StartupParams {
+            user: "u",
+            database: "d",
+            application_name: "a",
+            replication: true,
+            keepalive,
+        };
+        let mut buf = BytesMut::new();
+        encode_startup(&params, &mut buf).unwrap();
+        let words = cstrings(&buf[8..]);
+        let after = words
+            .iter()
+            .position(|w| *w == "idle_session_timeout")
+            .unwrap();
+        words[after + 2..]
+            .chunks(2)
+            .filter(|pair| !pair[0].is_empty())
+            .map(|pair| format!("{}={}", pair[0], pair[1]))
+            .collect()
+    }
+
+    #[test]
+    fn keepalive_settings_follow_the_disabled_timeouts() {
+        let keepalive = [
+            ("tcp_keepalives_idle", "60".to_owned()),
+            ("tcp_user_timeout", "120000".to_owned()),
+        ];
+        assert_eq!(
+            settings_after_the_timeouts(&keepalive),
+            ["tcp_keepalives_idle=60", "tcp_user_timeout=120000"]
+        );
+        assert!(settings_after_the_timeouts(&[]).is_empty());
     }
 
     #[test]

@@ -28,6 +28,7 @@ fn config(database: &str, replication: bool) -> ConnectionConfig {
         application_name: "slotline-captures".into(),
         replication,
         encryption: slotline_core::conn::Encryption::Plain,
+        keepalive: None,
     }
 }
 

@@ -25,6 +25,7 @@ pub(super) fn config(password: Option<&str>) -> ConnectionConfig {
         application_name: "slotline".into(),
         replication: false,
         encryption: Encryption::Plain,
+        keepalive: None,
     }
 }
 

@@ -14,6 +14,7 @@ const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
 fn tls_config(required: bool, password: Option<&str>) -> ConnectionConfig {
     ConnectionConfig {
         encryption: Encryption::Request { required },
+        keepalive: None,
         ..config(password)
     }
 }
