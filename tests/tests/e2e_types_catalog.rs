@@ -306,3 +306,55 @@ fn copies_and_streams_catalog_types_value_by_value_tokio() {
 fn copies_and_streams_catalog_types_value_by_value_blocking() {
     copies_and_streams_catalog_types_value_by_value(Shell::Blocking);
 }
+
+/// A domain created while streaming and given to a new column of a routed table: its
+/// Relation names a type the session's catalog does not describe, the session ends once to
+/// read the catalog again, and the replayed row arrives typed; the process never exits.
+fn a_domain_created_mid_stream_is_read_from_the_catalog_again(shell: Shell) {
+    let setup = "CREATE TABLE late (id int8 PRIMARY KEY);
+                 CREATE PUBLICATION pub FOR TABLE late;";
+    let schema = json!({"inputs": [{"name": "late", "case_sensitive": false, "primary_key": ["id"],
+        "materialized": true, "properties": {}, "fields": [
+            {"name": "id", "case_sensitive": false, "columntype": {"type": "BIGINT", "nullable": false}},
+            {"name": "score", "case_sensitive": false, "columntype": t("INTEGER")}]}],
+        "outputs": []});
+    let env = Env::new("latedomain", setup, schema);
+    let mut connector = env.start(shell, &[("TABLES", "late")]);
+    assert!(
+        connector.wait_log("streaming from slot", LONG),
+        "{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO late VALUES (1)");
+    assert!(env.wait_caught_up(LONG), "{}", connector.log_text());
+    env.sql(
+        "CREATE DOMAIN late_score AS int4 CHECK (VALUE >= 0);
+         ALTER TABLE late ADD COLUMN score late_score;
+         INSERT INTO late VALUES (2, 7);",
+    );
+    assert!(env.wait_caught_up(LONG), "{}", connector.log_text());
+    let log = connector.log_text();
+    assert!(
+        log.contains("which is not in the catalog this session read (a type created since?); reading the catalog again"),
+        "{log}"
+    );
+    let mut rows = env.feldera_rows("late", "id");
+    rows.sort_by_key(|r| r["id"].as_i64());
+    assert_eq!(
+        rows,
+        [json!({"id": 1, "score": null}), json!({"id": 2, "score": 7})],
+        "{log}"
+    );
+    assert!(connector.is_running(), "{log}");
+    assert_eq!(connector.stop(Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn a_domain_created_mid_stream_is_read_from_the_catalog_again_tokio() {
+    a_domain_created_mid_stream_is_read_from_the_catalog_again(Shell::Tokio);
+}
+
+#[test]
+fn a_domain_created_mid_stream_is_read_from_the_catalog_again_blocking() {
+    a_domain_created_mid_stream_is_read_from_the_catalog_again(Shell::Blocking);
+}

@@ -35,5 +35,5 @@ mod write;
 
 pub use decode::ValuePlan;
 pub use error::{ColumnValueError, ValueError, ValueErrorKind};
-pub use plan::{plan, Unsupported};
+pub use plan::{is_known, plan, Unsupported};
 pub use types::PgTypes;

@@ -138,12 +138,18 @@ impl<'t> Family<'t> {
                  the PostgreSQL column to a type slotline maps to it"
             }
             Family::Unknown => {
-                "VARCHAR only: it was not in the catalog slotline read at startup (a column \
-                 added since?); restarting slotline reads it"
+                "VARCHAR only: the catalog slotline read does not describe it (a type created \
+                 since? a change naming it reads the catalog once more before it is refused)"
             }
             Family::Endless => "VARCHAR only: its catalog entry names domains without end",
         }
     }
+}
+
+/// Whether `pg_type` is builtin or described by `types` (the catalog answer a session read):
+/// a type created after that read is neither, and the next session's catalog has it.
+pub fn is_known(types: &PgTypes, pg_type: u32) -> bool {
+    !matches!(Family::of(types, pg_type), Family::Unknown)
 }
 
 /// Chooses the decoder for a column of PostgreSQL type `pg_type` (a builtin OID, or one

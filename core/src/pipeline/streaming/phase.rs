@@ -47,6 +47,9 @@ pub(crate) struct Streaming {
     pub(super) skips: Skips,
     /// The routes whose changes in the open transaction are in their own copy already.
     pub(super) skipping: Vec<usize>,
+    /// The commit position of the transaction being read (its Begin's `final_lsn`): what
+    /// names a Relation inside it for `Replans`, as the same transaction replays.
+    pub(super) transaction_at: Lsn,
     /// Relations of removed routes, by OID: their changes are skipped.
     pub(super) retired: std::collections::BTreeSet<u32>,
     /// Partitions whose Relation cannot be mapped onto their route's table: the route and
@@ -134,6 +137,7 @@ impl Streaming {
             unplaced: BTreeMap::new(),
             skips: ready.skips,
             skipping: Vec::new(),
+            transaction_at: Lsn::ZERO,
             retired: Default::default(),
             unmappable: BTreeMap::new(),
             tables: ready.tables,
@@ -454,6 +458,7 @@ impl Streaming {
         };
         match message {
             Message::Begin(begin) => {
+                self.transaction_at = begin.final_lsn;
                 self.skipping = self.skips.copied_before(begin.final_lsn);
                 if !self.skipping.is_empty() {
                     cx.queue.note(

@@ -27,6 +27,10 @@ impl Streaming {
     /// anything else is remembered, and only a row of it is a problem (`unplaceable`). With
     /// `publish_via_partition_root = true`, pgoutput announces the partition a row was
     /// written to after the routed table, and the row comes under the routed table.
+    ///
+    /// A routed table's Relation naming a column type this session's catalog does not
+    /// describe (a domain or enum created since it was read) gets one fresh catalog, as an
+    /// unplaceable change does: the session ends and the next one reads the types again.
     pub(super) fn on_relation(&mut self, cx: &mut Cx<'_>, relation: pgoutput::Relation) -> Step {
         let config = &cx.env.config;
         let oid = relation.oid;
@@ -90,13 +94,33 @@ impl Streaming {
                 return Ok(());
             }
             Err(e) => {
+                let unknown = relation
+                    .columns
+                    .iter()
+                    .find(|c| !crate::value::is_known(&self.types, c.type_oid));
+                let at = self.transaction_at;
+                if let Some(column) = unknown {
+                    if cx.run.replans.first_chance(at, cx.run.ack.flush()) {
+                        return fail(
+                            FailureKind::CatalogChanged,
+                            format!(
+                                "{} in the transaction committed at {at} has column {} of type OID {}, which is not in the catalog this \
+                                 session read (a type created since?); reading the catalog again. Nothing of \
+                                 this transaction was acknowledged",
+                                relation.qualified_name(),
+                                column.name,
+                                column.type_oid
+                            ),
+                        );
+                    }
+                }
                 return fail(
                     FailureKind::DataRefused,
                     format!(
                         "table changed in a way Feldera's schema does not accept: {e}\n\
                          Nothing of this transaction was acknowledged"
                     ),
-                )
+                );
             }
         };
         let change = self.relations.apply(relation);

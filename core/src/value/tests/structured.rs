@@ -315,7 +315,7 @@ fn unsupported_pairs_name_both_types_and_what_is_accepted() {
     PostgreSQL type _int4 cannot be sent to a Feldera BOOLEAN ARRAY column: its elements cannot be decoded: PostgreSQL type int4 cannot be sent to a Feldera BOOLEAN column: slotline has no conversion for this pair; int4 is accepted by TINYINT, SMALLINT, INTEGER or BIGINT (range-checked per value), or VARCHAR
     PostgreSQL type _int4 cannot be sent to a Feldera INTEGER column: slotline has no conversion for this pair; _int4 is accepted by an ARRAY whose element type accepts the element, or VARCHAR
     PostgreSQL type interval cannot be sent to a Feldera TIME column: slotline has no conversion for this pair; interval is accepted by VARCHAR only (the text PostgreSQL prints); for another Feldera type, declare the Feldera column VARCHAR and convert it in a Feldera view (CAST), or change the PostgreSQL column to a type slotline maps to it
-    PostgreSQL type oid 16384 cannot be sent to a Feldera VARIANT column: slotline has no conversion for this pair; oid 16384 is accepted by VARCHAR only: it was not in the catalog slotline read at startup (a column added since?); restarting slotline reads it
+    PostgreSQL type oid 16384 cannot be sent to a Feldera VARIANT column: slotline has no conversion for this pair; oid 16384 is accepted by VARCHAR only: the catalog slotline read does not describe it (a type created since? a change naming it reads the catalog once more before it is refused)
     ");
 }
 
