@@ -63,6 +63,9 @@ impl Backoff {
 pub struct ProgressDeadline {
     timeout_us: u64,
     last_progress: Mono,
+    /// Work known to be under way until then (a Feldera commit within its own wait): no
+    /// giving up before it.
+    held_until: Mono,
 }
 
 impl ProgressDeadline {
@@ -70,15 +73,29 @@ impl ProgressDeadline {
         ProgressDeadline {
             timeout_us: timeout_secs.saturating_mul(1_000_000),
             last_progress: now,
+            held_until: now,
         }
+    }
+
+    /// Work under way has its own deadline `until` (which fails it when passed): the
+    /// process does not give up before then.
+    pub fn hold_until(&mut self, until: Mono) {
+        self.held_until = self.held_until.max(until);
     }
 
     pub fn on_progress(&mut self, now: Mono) {
         self.last_progress = self.last_progress.max(now);
     }
 
+    /// When durable progress (or what counts as it) was last made.
+    pub fn last_progress(&self) -> Mono {
+        self.last_progress
+    }
+
     pub fn deadline(&self) -> Mono {
-        self.last_progress.plus_us(self.timeout_us)
+        self.last_progress
+            .plus_us(self.timeout_us)
+            .max(self.held_until)
     }
 
     pub fn expired(&self, now: Mono) -> bool {
@@ -89,6 +106,18 @@ impl ProgressDeadline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hold_moves_the_deadline_only_later() {
+        let mut d = ProgressDeadline::new(Mono(0), 5);
+        d.hold_until(Mono(2_000_000));
+        assert_eq!(d.deadline(), Mono(5_000_000));
+        d.hold_until(Mono(9_000_000));
+        assert_eq!(d.deadline(), Mono(9_000_000));
+        assert!(!d.expired(Mono(8_999_999)) && d.expired(Mono(9_000_000)));
+        d.on_progress(Mono(6_000_000));
+        assert_eq!(d.deadline(), Mono(11_000_000));
+    }
 
     #[test]
     fn ceiling_doubles_to_the_cap_and_resets_on_progress() {

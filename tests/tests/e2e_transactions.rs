@@ -123,6 +123,85 @@ fn a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole
     }
 }
 
+/// A source transaction that takes longer to stream than `NO_PROGRESS_TIMEOUT_SECS` (each
+/// batch's body read slowly), whose Feldera commit then takes longer again: nothing is
+/// durable for many times the timeout, yet Feldera accepting more of it and committing it
+/// is progress, so the process waits and acknowledges it.
+fn a_transaction_slower_than_the_no_progress_timeout_is_waited_for(shell: Shell) {
+    let env = Env::new("txnslow", SETUP, schema());
+    let mut connector = env.start(
+        shell,
+        &[
+            ("TABLES", "users"),
+            ("FELDERA_TRANSACTIONS", "large"),
+            ("BATCH_MAX_ROWS", "100"),
+            ("NO_PROGRESS_TIMEOUT_SECS", "2"),
+        ],
+    );
+    assert!(
+        wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
+        "connector did not start:\n{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users VALUES (0, 'before')");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(20)),
+        "not caught up:\n{}",
+        connector.log_text()
+    );
+    // Ten batches of about 3 KiB each, read at 6 KiB/s: some 5 s of streaming.
+    env.feldera
+        .read_slowly("users", 20, 6 * 1024)
+        .expect("users is an input table");
+    env.feldera.hold_commits(true);
+    env.feldera.clear_requests();
+    let started = std::time::Instant::now();
+    env.write_txn(&format!(
+        "INSERT INTO users SELECT g, 'big' FROM generate_series(1, {ROWS}) g"
+    ));
+    assert!(
+        wait_for(Duration::from_secs(60), || {
+            (calls(&env, "commit_transaction") == 1).then_some(())
+        })
+        .is_some(),
+        "no commit:\n{}",
+        connector.log_text()
+    );
+    let streamed = started.elapsed();
+    assert!(
+        streamed > Duration::from_secs(3),
+        "the transaction streamed for longer than the timeout ({streamed:?})"
+    );
+    // The commit takes 4 s more: twice the timeout.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        connector.is_running(),
+        "gave up on a transaction Feldera was taking in and committing:\n{}",
+        connector.log_text()
+    );
+    env.feldera.release_completions();
+    assert!(
+        env.wait_caught_up(Duration::from_secs(20)),
+        "not caught up after the commit:\n{}",
+        connector.log_text()
+    );
+    assert_eq!(calls(&env, "start_transaction"), 1, "no replay");
+    env.assert_rows_equal("users", "users", "id");
+    assert_eq!(
+        connector.stop(Duration::from_secs(10)),
+        Some(0),
+        "{}",
+        connector.log_text()
+    );
+}
+
+#[test]
+fn a_transaction_slower_than_the_no_progress_timeout_is_waited_for_in_both_shells() {
+    for shell in Shell::BOTH {
+        a_transaction_slower_than_the_no_progress_timeout_is_waited_for(shell);
+    }
+}
+
 const TABLE_ROWS: u64 = 40_000;
 
 /// A run killed inside a Feldera transaction leaves it open; the state file is deleted (the

@@ -342,7 +342,10 @@ fn a_domain_created_mid_stream_is_read_from_the_catalog_again(shell: Shell) {
     rows.sort_by_key(|r| r["id"].as_i64());
     assert_eq!(
         rows,
-        [json!({"id": 1, "score": null}), json!({"id": 2, "score": 7})],
+        [
+            json!({"id": 1, "score": null}),
+            json!({"id": 2, "score": 7})
+        ],
         "{log}"
     );
     assert!(connector.is_running(), "{log}");

@@ -41,6 +41,19 @@ use crate::io::{Command, HttpId, Level, Topic};
 use crate::schema::Name;
 use crate::time::Mono;
 use crate::timer::{TimerKind, TimerTable};
+use crate::Lsn;
+
+/// A place in the stream's own order, which a replay repeats: transactions by commit
+/// position (pgoutput sends them in commit order), then changes by their position inside
+/// the transaction. WAL positions alone do not order the stream: a transaction's changes
+/// can lie below the commit of one sent before it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct StreamPos {
+    /// The commit position of the transaction read (Begin's `final_lsn`).
+    pub(crate) commit: Lsn,
+    /// The position of the last message read in it.
+    pub(crate) at: Lsn,
+}
 
 /// What an answer or a timer meant for the transaction.
 #[derive(Debug, PartialEq, Eq)]
@@ -63,6 +76,9 @@ struct Span {
     first: BatchSeq,
     last: BatchSeq,
     rows: u64,
+    /// Where the stream had read when its last batch was cut: how far the transaction
+    /// reaches (a replay of it reaches no further than the first try).
+    reach: StreamPos,
 }
 
 impl Span {
@@ -81,8 +97,8 @@ struct Open {
     /// `None` when adopted (Feldera's 409 does not say which).
     id: Option<u64>,
     span: Option<Span>,
-    /// Batches joined and not accepted yet.
-    unaccepted: usize,
+    /// Batches joined and not accepted yet, with how far each reaches in the WAL.
+    unaccepted: Vec<(BatchSeq, StreamPos)>,
     /// The last batch has joined (it ends at a source commit).
     closing: bool,
     /// Each table's newest token, with the batch it came from. Requests on one table are
@@ -194,9 +210,9 @@ impl FelderaTxn {
         let count = |s: &Span| s.last - s.first + 1;
         match &self.stage {
             Stage::Idle | Stage::Starting { .. } => 0,
-            Stage::Open(open) => open
-                .span
-                .map_or(0, |s| count(&s).saturating_sub(open.unaccepted as u64)),
+            Stage::Open(open) => open.span.map_or(0, |s| {
+                count(&s).saturating_sub(open.unaccepted.len() as u64)
+            }),
             Stage::Settling { span, .. }
             | Stage::Committing { span, .. }
             | Stage::Awaiting { span, .. } => count(span),
@@ -224,8 +240,9 @@ impl FelderaTxn {
         self.stage = Stage::Starting { http };
     }
 
-    /// Batch `seq` of `rows` rows joins the open transaction.
-    pub(crate) fn join(&mut self, seq: BatchSeq, rows: u64) {
+    /// Batch `seq` of `rows` rows, cut when the stream had read up to `reach`, joins the
+    /// open transaction.
+    pub(crate) fn join(&mut self, seq: BatchSeq, rows: u64, reach: StreamPos) {
         let Stage::Open(open) = &mut self.stage else {
             return;
         };
@@ -233,10 +250,12 @@ impl FelderaTxn {
             first: seq,
             last: seq,
             rows: 0,
+            reach,
         });
         span.last = seq;
         span.rows += rows;
-        open.unaccepted += 1;
+        span.reach = span.reach.max(reach);
+        open.unaccepted.push((seq, reach));
     }
 
     /// The batch that joined last ends at a source commit: no more batches join; the
@@ -248,7 +267,8 @@ impl FelderaTxn {
         self.maybe_settle(queue, link, now);
     }
 
-    /// Batch `seq` of the transaction was accepted with these tokens.
+    /// Batch `seq` of the transaction was accepted with these tokens: how far it reaches in
+    /// the WAL.
     pub(crate) fn accepted(
         &mut self,
         queue: &mut Queue,
@@ -256,11 +276,12 @@ impl FelderaTxn {
         now: Mono,
         seq: BatchSeq,
         tokens: Vec<(Name, String)>,
-    ) {
+    ) -> Option<StreamPos> {
         let Stage::Open(open) = &mut self.stage else {
-            return;
+            return None;
         };
-        open.unaccepted = open.unaccepted.saturating_sub(1);
+        let at = open.unaccepted.iter().position(|(s, _)| *s == seq);
+        let reach = at.map(|at| open.unaccepted.swap_remove(at).1);
         for (table, token) in tokens {
             let same_origin = |(t, _, kept): &&mut (Name, BatchSeq, String)| {
                 *t == table && (vouches_for(&token, kept) || vouches_for(kept, &token))
@@ -272,6 +293,7 @@ impl FelderaTxn {
             }
         }
         self.maybe_settle(queue, link, now);
+        reach
     }
 
     /// Closing and every batch accepted: ask whether their records are in the circuit.
@@ -279,7 +301,7 @@ impl FelderaTxn {
         let Stage::Open(open) = &mut self.stage else {
             return;
         };
-        if !open.closing || open.unaccepted > 0 {
+        if !open.closing || !open.unaccepted.is_empty() {
             return;
         }
         let Some(span) = open.span else {
@@ -310,9 +332,21 @@ impl FelderaTxn {
             id,
             span,
             lanes,
-            wait: CompletionWait::new(now, self.timeout_ms),
+            wait: CompletionWait::new(now, commit_timeout_ms(self.timeout_ms, &span)),
         };
         self.ask_due(queue, link, now);
+    }
+
+    /// Once every batch of the transaction is accepted: how far it reaches in the WAL and
+    /// when its commit wait (settling, committing, awaiting) times out. Feldera working on
+    /// a commit is progress (`Run::commit_credit`).
+    pub(crate) fn commit_wait(&self) -> Option<(StreamPos, Mono)> {
+        match &self.stage {
+            Stage::Settling { span, wait, .. }
+            | Stage::Committing { span, wait, .. }
+            | Stage::Awaiting { span, wait, .. } => Some((span.reach, wait.timeout_at())),
+            Stage::Idle | Stage::Starting { .. } | Stage::Open(_) => None,
+        }
     }
 
     /// Whether `id` is a request of the transaction.
@@ -394,7 +428,7 @@ impl FelderaTxn {
         self.stage = Stage::Open(Open {
             id,
             span: None,
-            unaccepted: 0,
+            unaccepted: Vec::new(),
             closing: false,
             tokens: Vec::new(),
         });
@@ -593,9 +627,10 @@ impl FelderaTxn {
             return failed(
                 FailureKind::CompletionTimeout,
                 format!(
-                    "Feldera transaction of {} not committed after {} ms (FELDERA_COMPLETION_TIMEOUT_MS); not acknowledging, it will be replayed",
+                    "Feldera transaction of {} not committed after {} ms (FELDERA_COMPLETION_TIMEOUT_MS for each of its {} batches); not acknowledging, it will be replayed",
                     span.name(),
-                    waited_us / 1000
+                    waited_us / 1000,
+                    span.last - span.first + 1
                 ),
             );
         }
@@ -639,6 +674,14 @@ impl FelderaTxn {
             }
         }
     }
+}
+
+/// How long a transaction's commit may take, from its last batch accepted to every token
+/// complete: the completion timeout for each of its batches, the time each would have had
+/// on its own outside a transaction. Feldera's commit runs the whole transaction through
+/// the circuit, so a large one takes long in proportion (docs/pipelining.md).
+fn commit_timeout_ms(timeout_ms: u64, span: &Span) -> u64 {
+    timeout_ms.saturating_mul(span.last - span.first + 1)
 }
 
 fn id_text(id: Option<u64>) -> String {

@@ -95,6 +95,7 @@ impl Pipeline {
             replans: replans::Replans::default(),
             feldera: FelderaFacts::default(),
             commit_to_durable: Default::default(),
+            txn_reach: Default::default(),
         };
         let mut pipeline = Pipeline {
             queue: Queue::new(now),
@@ -133,11 +134,6 @@ impl Pipeline {
         };
         let (slot, slot_wal_warning) = self.monitor.as_ref().map_or((None, false), |m| m.sample());
         let progress_deadline = self.run.progress.deadline();
-        let timeout_us = self
-            .env
-            .config
-            .no_progress_timeout_secs
-            .saturating_mul(1_000_000);
         Health {
             phase: self.phase.name(),
             sessions: self.run.sessions,
@@ -157,7 +153,7 @@ impl Pipeline {
             },
             slot: slot.cloned(),
             slot_wal_warning,
-            last_progress: Mono(progress_deadline.0.saturating_sub(timeout_us)),
+            last_progress: self.run.progress.last_progress(),
             progress_deadline,
             pending_work: self.has_pending_work(),
             checkpoints: self.run.feldera.counts.clone(),

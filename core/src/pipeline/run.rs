@@ -3,6 +3,7 @@
 
 use super::durability::FelderaFacts;
 use super::env::Env;
+use super::feldera_txn::StreamPos;
 use super::replans;
 use crate::ack::{AckTracker, BatchSeq};
 use crate::backoff::{Backoff, ProgressDeadline};
@@ -44,6 +45,17 @@ pub(crate) struct Run {
     /// From a streamed batch's newest source commit to the batch durable
     /// (`slotline_commit_to_durable_seconds`).
     pub(crate) commit_to_durable: crate::health::WaitHistogram,
+    /// How far in the stream this run's Feldera transactions reached: the furthest batch
+    /// accepted into one, and the furthest one whose commit started. Getting further is
+    /// progress; a replay getting as far again is not (`txn_accepted`, `commit_credit`).
+    pub(crate) txn_reach: TxnReach,
+}
+
+/// How far this run's Feldera transactions reached in the stream's order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TxnReach {
+    pub(crate) accepted: StreamPos,
+    pub(crate) committing: StreamPos,
 }
 
 impl Run {
@@ -54,6 +66,28 @@ impl Run {
         self.backoff.reset();
         self.last_failure = None;
         self.batches_durable += 1;
+    }
+
+    /// A batch reaching `reach` in the WAL was accepted into a Feldera transaction: nothing
+    /// of it is durable before the commit, but Feldera holding more of the source
+    /// transaction than ever in this run is progress (the no-progress deadline moves; the
+    /// backoff does not start over). A replay is progress only once it gets further.
+    pub(crate) fn txn_accepted(&mut self, now: Mono, reach: StreamPos) {
+        if reach > self.txn_reach.accepted {
+            self.txn_reach.accepted = reach;
+            self.progress.on_progress(now);
+        }
+    }
+
+    /// A Feldera transaction reaching `reach` is being committed, with a wait that times
+    /// out at `until`: a commit reaching further than any earlier one of this run is work
+    /// under way, and the process does not give up on it before its own wait ends. A commit
+    /// of a replay that reaches no further gets no such credit.
+    pub(crate) fn commit_credit(&mut self, reach: StreamPos, until: Mono) {
+        if reach > self.txn_reach.committing {
+            self.txn_reach.committing = reach;
+            self.progress.hold_until(until);
+        }
     }
 
     /// A batch written to Feldera (stream, snapshot or retraction) is complete: progress,

@@ -13,7 +13,7 @@ use crate::io::{ConnFailure, HttpId, Level, Topic};
 use crate::outbox::{Batch, CutReason, Outbox};
 use crate::pgoutput::{self, Message, RelationCache};
 use crate::pipeline::cx::Cx;
-use crate::pipeline::feldera_txn::FelderaTxn;
+use crate::pipeline::feldera_txn::{FelderaTxn, StreamPos};
 use crate::pipeline::handover::Next;
 use crate::pipeline::handover::StreamStart;
 use crate::pipeline::keeper::News;
@@ -50,6 +50,8 @@ pub(crate) struct Streaming {
     /// The commit position of the transaction being read (its Begin's `final_lsn`): what
     /// names a Relation inside it for `Replans`, as the same transaction replays.
     pub(super) transaction_at: Lsn,
+    /// Where the last message read stands in the stream's order (`StreamPos`).
+    pub(super) read_at: StreamPos,
     /// Relations of removed routes, by OID: their changes are skipped.
     pub(super) retired: std::collections::BTreeSet<u32>,
     /// Partitions whose Relation cannot be mapped onto their route's table: the route and
@@ -138,6 +140,7 @@ impl Streaming {
             skips: ready.skips,
             skipping: Vec::new(),
             transaction_at: Lsn::ZERO,
+            read_at: Default::default(),
             retired: Default::default(),
             unmappable: BTreeMap::new(),
             tables: ready.tables,
@@ -446,6 +449,7 @@ impl Streaming {
 
     fn on_xlog(&mut self, cx: &mut Cx<'_>, xlog: XLogData) -> Step {
         cx.run.ack.on_wal_data(xlog.wal_start);
+        self.read_at.at = self.read_at.at.max(xlog.wal_start);
         cx.run.report.on_server_wal(xlog.wal_end);
         let message = match pgoutput::parse(&xlog.data) {
             Ok(message) => message,
@@ -459,6 +463,10 @@ impl Streaming {
         match message {
             Message::Begin(begin) => {
                 self.transaction_at = begin.final_lsn;
+                self.read_at = StreamPos {
+                    commit: begin.final_lsn,
+                    at: xlog.wal_start,
+                };
                 self.skipping = self.skips.copied_before(begin.final_lsn);
                 if !self.skipping.is_empty() {
                     cx.queue.note(

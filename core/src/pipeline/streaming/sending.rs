@@ -84,7 +84,7 @@ impl Streaming {
         let Some(txn) = self.txn.as_mut() else {
             return self.send(cx, batch);
         };
-        txn.join(seq, rows);
+        txn.join(seq, rows, self.read_at);
         self.send(cx, batch);
         if !ends_inside || self.held {
             let why = if ends_inside {
@@ -101,6 +101,16 @@ impl Streaming {
             if let Some(txn) = self.txn.as_mut() {
                 txn.close(cx.queue, cx.link, now);
             }
+            self.credit_commit(cx);
+        }
+    }
+
+    /// A commit of the Feldera transaction is under way (settling, committing or awaiting):
+    /// the process does not give up on it before its own wait ends, the first time the
+    /// transaction gets this far (`Run::commit_credit`).
+    fn credit_commit(&self, cx: &mut Cx<'_>) {
+        if let Some((reach, until)) = self.txn.as_ref().and_then(|t| t.commit_wait()) {
+            cx.run.commit_credit(reach, until);
         }
     }
 
@@ -150,8 +160,11 @@ impl Streaming {
                     let tokens = self.sink.take_accepted(seq).map(|(_, t)| t);
                     let now = cx.now();
                     if let (Some(txn), Some(tokens)) = (self.txn.as_mut(), tokens) {
-                        txn.accepted(cx.queue, cx.link, now, seq, tokens);
+                        if let Some(reach) = txn.accepted(cx.queue, cx.link, now, seq, tokens) {
+                            cx.run.txn_accepted(cx.queue.now.mono, reach);
+                        }
                     }
+                    self.credit_commit(cx);
                     return self.flush_more(cx);
                 }
                 if cx.env.config.ack_mode == AckMode::Accepted {

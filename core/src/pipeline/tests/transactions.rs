@@ -425,3 +425,159 @@ fn a_commit_of_an_ended_session_still_out_holds_back_the_next_session_s_transact
         s.take_trace()
     );
 }
+
+/// Feldera whose commit takes `commit_ms` from its start: until then every token of the
+/// transaction is in the circuit but not complete.
+struct SlowCommit {
+    feldera: Feldera,
+    commit_ms: u64,
+    committed_at: Option<crate::time::Mono>,
+}
+
+impl SlowCommit {
+    fn new(commit_ms: u64) -> SlowCommit {
+        SlowCommit {
+            feldera: Feldera::default(),
+            commit_ms,
+            committed_at: None,
+        }
+    }
+
+    /// Answers what waits, letting `ms` pass in steps of 100 ms; stops at an exit.
+    fn run_for(&mut self, s: &mut Script, ms: u64) {
+        for _ in 0..ms / 100 {
+            self.answer_waiting(s);
+            if s.exit().is_some() {
+                return;
+            }
+            s.advance(100);
+        }
+        self.answer_waiting(s);
+    }
+
+    fn answer_waiting(&mut self, s: &mut Script) {
+        for _ in 0..100 {
+            if s.exit().is_some() {
+                return;
+            }
+            let Some(front) = s.waiting().first().cloned() else {
+                return;
+            };
+            let now = s.now().mono;
+            if front.contains("/commit_transaction") {
+                self.committed_at = Some(now);
+                self.feldera.open = false;
+                s.answer(200, COMMIT_STARTED);
+            } else if front.contains("/completion_status")
+                && self
+                    .committed_at
+                    .is_some_and(|at| now.since(at) < self.commit_ms * 1000)
+            {
+                s.in_circuit();
+            } else {
+                self.feldera.step(s);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_source_transaction_streaming_longer_than_the_no_progress_timeout_is_not_given_up() {
+    let mut s = large(&[("NO_PROGRESS_TIMEOUT_SECS", "2")]);
+    let mut feldera = SlowCommit::new(0);
+    s.wal("tx 701 begins", &[begin(0x9000, 701)]);
+    // Forty rows in twenty batches, two rows every 500 ms: ten seconds of streaming, five
+    // times the no-progress timeout, nothing durable before the commit.
+    for i in 0..20u64 {
+        let (a, b) = ((2 * i + 1).to_string(), (2 * i + 2).to_string());
+        s.wal(
+            &format!("two more rows of tx 701 ({a}, {b})"),
+            &[
+                insert(0x8F00 + 12 * i, 16384, &[Some(&a), Some("n"), None]),
+                insert(0x8F06 + 12 * i, 16384, &[Some(&b), Some("n"), None]),
+            ],
+        );
+        feldera.run_for(&mut s, 500);
+        if let Some(exit) = s.exit().cloned() {
+            panic!("given up after {i} batches: {exit:?}\n{}", s.take_trace());
+        }
+        assert_eq!(s.confirmed, START);
+    }
+    s.wal("tx 701 commits", &[commit(0x9000, 0x9008)]);
+    feldera.run_for(&mut s, 500);
+    assert_eq!(s.exit(), None);
+    assert_eq!((s.confirmed, rows(&s)), (Lsn(0x9008), 40));
+    let trace = s.take_trace();
+    assert_eq!(
+        trace.matches("POST /start_transaction").count(),
+        1,
+        "{trace}"
+    );
+}
+
+#[test]
+fn a_commit_may_take_the_completion_timeout_of_each_of_its_batches() {
+    let mut s = large(&[
+        ("FELDERA_COMPLETION_TIMEOUT_MS", "1000"),
+        ("NO_PROGRESS_TIMEOUT_SECS", "1"),
+    ]);
+    insert_tx(&mut s, 701, 0x2100, &["0"]);
+    let mut feldera = SlowCommit::new(0);
+    feldera.run_for(&mut s, 100);
+    assert_eq!(s.confirmed, Lsn(0x2100));
+    s.take_trace();
+    // Five rows in three batches: a commit that takes 2.5 s is within 3 × 1000 ms, and
+    // the no-progress timeout (1 s) does not end the process while Feldera commits.
+    feldera.commit_ms = 2500;
+    insert_tx(&mut s, 702, 0x2200, &["1", "2", "3", "4", "5"]);
+    feldera.run_for(&mut s, 3000);
+    assert_eq!(s.exit(), None);
+    assert_eq!((s.confirmed, rows(&s)), (Lsn(0x2200), 6));
+    let trace = s.take_trace();
+    assert!(!trace.contains("not committed after"), "{trace}");
+    assert!(!trace.contains("session 1 ended"), "{trace}");
+    rule!(
+        "A Feldera transaction of three batches whose commit takes 2.5 s, with FELDERA_COMPLETION_TIMEOUT_MS=1000 and NO_PROGRESS_TIMEOUT_SECS=1: the commit may take the completion timeout of each of its batches (3 s), and a commit under way is not a stall; the transaction is acknowledged when its tokens complete.",
+        trace
+    );
+}
+
+#[test]
+fn a_replay_that_gets_no_further_than_the_commit_it_repeats_is_given_up() {
+    let mut s = large(&[
+        ("FELDERA_COMPLETION_TIMEOUT_MS", "1000"),
+        ("NO_PROGRESS_TIMEOUT_SECS", "4"),
+    ]);
+    // A commit that never finishes.
+    let mut feldera = SlowCommit::new(u64::MAX / 2000);
+    insert_tx(&mut s, 701, 0x2100, &["1", "2", "3", "4", "5"]);
+    feldera.run_for(&mut s, 3100);
+    assert_eq!(
+        s.exit(),
+        None,
+        "the first commit is waited for: 3 batches × 1000 ms"
+    );
+    let first = s.take_trace();
+    assert!(first.contains("not committed after 3000 ms"), "{first}");
+    s.wal(
+        "Relation users",
+        &[relation(&users(ReplicaIdentity::Default))],
+    );
+    insert_tx(&mut s, 701, 0x2100, &["1", "2", "3", "4", "5"]);
+    feldera.run_for(&mut s, 4000);
+    let replay = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(69), "{replay}");
+    assert!(
+        replay.contains("POST /commit_transaction"),
+        "the replay got as far as its commit: {replay}"
+    );
+    assert!(
+        !replay.contains("session 2 ended"),
+        "given up during the replay's commit, which got no further than the first: {replay}"
+    );
+    assert_eq!(s.confirmed, START);
+    rule!(
+        "A commit that never finishes: the first one is waited for (3 batches × FELDERA_COMPLETION_TIMEOUT_MS=1000) and times out; the replay of the same source transaction reaches no further in the WAL, so neither its batches nor its commit count as progress, and NO_PROGRESS_TIMEOUT_SECS=4 (counted from the last batch the first try got further with) ends the process with 69.",
+        format!("== first try\n{first}== replay\n{replay}")
+    );
+}
