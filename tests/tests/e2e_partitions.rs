@@ -330,6 +330,42 @@ fn the_copy_needs_select_on_every_partition(shell: Shell) {
     stop(&mut connector);
 }
 
+/// `publish_via_partition_root = false`: while slotline is stopped, a year is deleted
+/// through the root and its partition detached and dropped. The slot still holds those
+/// deletes, under the dropped leaf's OID, which no catalog has any more: the state file
+/// recorded the leaf when the first run streamed, so the restart places them on metrics,
+/// delivers and acknowledges them.
+fn a_partition_detached_and_dropped_while_stopped(shell: Shell) {
+    let env = Env::new("parts_dropped", &setup(false, 3000), schema());
+    let mut connector = start(&env, shell);
+    stop(&mut connector);
+    let leaves = env.state().expect("a state file")["routes"][0]["leaves"].clone();
+    assert!(
+        leaves
+            .as_array()
+            .is_some_and(|l| l.iter().any(|leaf| leaf["name"] == "metrics_2024")),
+        "the state file records every leaf: {leaves}"
+    );
+    let before = env.slot_confirmed().expect("the slot");
+    env.sql("DELETE FROM metrics WHERE ts >= '2024-01-01' AND ts < '2025-01-01'");
+    env.sql("ALTER TABLE metrics DETACH PARTITION metrics_2024; DROP TABLE metrics_2024");
+    env.sql("INSERT INTO metrics VALUES (9001, '2025-05-05', 'after the drop')");
+    let mut connector = env.start(
+        shell,
+        &[("TABLES", "metrics"), ("SNAPSHOT_MODE", "initial")],
+    );
+    // The slot confirms the current WAL position: past the deletes.
+    caught_up(&env, &connector);
+    assert!(connector.is_running(), "{}", connector.log_text());
+    env.assert_rows_equal("metrics", "metrics", "id");
+    assert_ne!(
+        env.slot_confirmed(),
+        Some(before),
+        "the slot moved past the deletes"
+    );
+    stop(&mut connector);
+}
+
 fn copy_and_stream_publishing_partitions(shell: Shell) {
     copy_and_stream_every_kind_of_change(shell, false);
 }
@@ -362,4 +398,5 @@ slotline_tests::both_shells!(
     truncate_of_a_partition_published_by_itself_stops_the_stream,
     truncate_of_a_partition_published_via_the_root_is_not_in_the_stream,
     the_copy_needs_select_on_every_partition,
+    a_partition_detached_and_dropped_while_stopped,
 );

@@ -44,6 +44,10 @@ pub struct Placement {
     partitions: BTreeMap<u32, Placed>,
     /// The leaves of each partitioned route (a route that is not partitioned has none).
     leaves: BTreeMap<usize, BTreeSet<u32>>,
+    /// Leaves a route had that the catalog no longer shows (detached or dropped since),
+    /// as the state file recorded them: changes of them still in the slot arrive under
+    /// their OIDs. Never one the catalog places.
+    recorded: BTreeMap<u32, (usize, PgTable)>,
 }
 
 /// What a TRUNCATE did to one route's table.
@@ -89,9 +93,38 @@ impl Placement {
         placement
     }
 
-    /// The route of partition `oid`, when it is a partition of a routed table.
+    /// Adds the leaves the state file recorded for each route (`(oid, route, name)`):
+    /// each one the catalog does not place is placed on its recorded route. The catalog's
+    /// placement wins for a leaf it shows (attached elsewhere since).
+    pub fn recall(&mut self, recorded: impl IntoIterator<Item = (u32, usize, PgTable)>) {
+        for (oid, route, name) in recorded {
+            if !self.partitions.contains_key(&oid) {
+                self.recorded.insert(oid, (route, name));
+            }
+        }
+    }
+
+    /// The leaves of every route as the catalog shows them: `(route, oid, name)`.
+    pub fn leaves(&self) -> Vec<(usize, u32, PgTable)> {
+        self.leaves
+            .iter()
+            .flat_map(|(route, oids)| {
+                oids.iter().filter_map(|oid| {
+                    self.partitions
+                        .get(oid)
+                        .map(|p| (*route, *oid, p.name.clone()))
+                })
+            })
+            .collect()
+    }
+
+    /// The route of partition `oid`, when it is a partition of a routed table, or was a
+    /// leaf of one as the state file recorded it (`recall`).
     pub fn route_of(&self, oid: u32) -> Option<usize> {
-        self.partitions.get(&oid).map(|p| p.route)
+        self.partitions
+            .get(&oid)
+            .map(|p| p.route)
+            .or_else(|| self.recorded.get(&oid).map(|(route, _)| *route))
     }
 
     /// Whether route `route`'s table has partitions.
@@ -104,6 +137,32 @@ impl Placement {
     /// partition truncates every leaf below it; the table itself, or an OID this placement
     /// does not know as a partition, truncates everything.
     pub fn scope(&self, route: usize, truncated: &BTreeSet<u32>) -> TruncateScope {
+        if truncated.iter().any(|oid| self.recorded.contains_key(oid)) {
+            // A leaf since detached or dropped: the other leaves keep their rows.
+            let mut kept: Vec<PgTable> = self
+                .leaves
+                .get(&route)
+                .into_iter()
+                .flatten()
+                .filter(|leaf| !self.below_any(**leaf, truncated))
+                .filter_map(|oid| self.partitions.get(oid).map(|p| p.name.clone()))
+                .collect();
+            if kept.is_empty() {
+                return TruncateScope::Whole;
+            }
+            kept.sort();
+            let mut truncated: Vec<PgTable> = truncated
+                .iter()
+                .filter_map(|oid| {
+                    self.partitions
+                        .get(oid)
+                        .map(|p| p.name.clone())
+                        .or_else(|| self.recorded.get(oid).map(|(_, name)| name.clone()))
+                })
+                .collect();
+            truncated.sort();
+            return TruncateScope::Partial { truncated, kept };
+        }
         if truncated
             .iter()
             .any(|oid| !self.partitions.contains_key(oid))
@@ -248,5 +307,41 @@ mod tests {
                 kept: names(&["metrics_2025", "metrics_default"]),
             }
         );
+    }
+
+    fn recorded(oid: u32, route: usize, name: &str) -> (u32, usize, PgTable) {
+        (oid, route, names(&[name]).remove(0))
+    }
+
+    #[test]
+    fn a_recorded_leaf_the_catalog_no_longer_shows_is_placed_on_its_route() {
+        let mut placement = metrics();
+        assert_eq!(placement.route_of(120), None);
+        placement.recall([
+            recorded(120, 0, "metrics_2023"),
+            // Attached to route 1 since: the catalog's placement wins.
+            recorded(102, 1, "metrics_2025"),
+        ]);
+        assert_eq!(placement.route_of(120), Some(0));
+        assert_eq!(placement.route_of(102), Some(0));
+        assert_eq!(
+            placement.leaves().len(),
+            4,
+            "only the catalog's leaves are listed"
+        );
+        assert_eq!(
+            placement.scope(0, &set(&[120])),
+            TruncateScope::Partial {
+                truncated: names(&["metrics_2023"]),
+                kept: names(&[
+                    "metrics_2024_01",
+                    "metrics_2024_02",
+                    "metrics_2025",
+                    "metrics_default"
+                ]),
+            },
+            "a TRUNCATE of a leaf gone since leaves the others' rows"
+        );
+        assert_eq!(placement.scope(0, &set(&[120, ROOT])), TruncateScope::Whole);
     }
 }

@@ -25,6 +25,7 @@ fn routes() -> Vec<StateRoute> {
             phase: None,
             consistent_point: None,
             published: None,
+            leaves: Vec::new(),
         },
         StateRoute {
             source: "public.items".into(),
@@ -32,6 +33,7 @@ fn routes() -> Vec<StateRoute> {
             phase: None,
             consistent_point: None,
             published: None,
+            leaves: Vec::new(),
         },
     ]
 }
@@ -319,6 +321,7 @@ fn complete_state_for_other_routes_copies_only_the_added_ones() {
                 phase: None,
                 consistent_point: None,
                 published: None,
+                leaves: Vec::new(),
             });
         }),
         Some(&reserved()),

@@ -18,7 +18,8 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// What a state file holds, for error messages.
 const FIELDS: &str = "version, system_id, database, slot, publication, pipeline, \
-routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
+routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text) \
+and leaves [{oid (number), schema, name (text)}]}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
 updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under \
 {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}";
 
@@ -92,6 +93,23 @@ pub struct StateRoute {
     /// recorded, which no change is read from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<String>,
+    /// Every leaf partition the catalog has shown of the table, by OID, in OID order:
+    /// changes still in the slot of a leaf since detached or dropped arrive under its OID,
+    /// which only this record places (docs/snapshot.md, "The state file"). Absent for a
+    /// table without partitions and in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaves: Vec<StateLeaf>,
+}
+
+/// A leaf partition of a routed table, as a state file records it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateLeaf {
+    /// Its OID, which pgoutput's Relation message carries.
+    pub oid: u32,
+    /// Its schema and name when the catalog last showed it, for messages.
+    pub schema: String,
+    pub name: String,
 }
 
 impl StateRoute {
@@ -103,6 +121,7 @@ impl StateRoute {
             phase: None,
             consistent_point: None,
             published: None,
+            leaves: Vec::new(),
         }
     }
 
@@ -112,8 +131,23 @@ impl StateRoute {
             phase: None,
             consistent_point: None,
             published: None,
+            leaves: Vec::new(),
             ..self.clone()
         }
+    }
+
+    /// Records the leaves `seen` (the catalog's, now): a leaf not recorded yet is added, a
+    /// recorded one takes the name it has now; none is forgotten. Whether anything changed.
+    pub fn learn_leaves(&mut self, seen: &[StateLeaf]) -> bool {
+        let before = self.leaves.clone();
+        for leaf in seen {
+            match self.leaves.iter_mut().find(|l| l.oid == leaf.oid) {
+                Some(known) => known.clone_from(leaf),
+                None => self.leaves.push(leaf.clone()),
+            }
+        }
+        self.leaves.sort();
+        self.leaves != before
     }
 
     /// This route, recording what the publication publishes of it now.

@@ -16,6 +16,7 @@ fn complete() -> StateFile {
                 phase: None,
                 consistent_point: None,
                 published: None,
+                leaves: Vec::new(),
             },
             StateRoute {
                 source: "\"Sales\".\"Items\"".into(),
@@ -23,6 +24,7 @@ fn complete() -> StateFile {
                 phase: None,
                 consistent_point: None,
                 published: None,
+                leaves: Vec::new(),
             },
         ],
         phase: SnapshotPhase::Complete,
@@ -183,13 +185,13 @@ fn every_missing_field_is_named() {
             "without {key}"
         );
     }
-    insta::assert_snapshot!(error(&edited("  \"slot\": \"slotline_shop\",\n", "")), @"missing field `slot`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}");
+    insta::assert_snapshot!(error(&edited("  \"slot\": \"slotline_shop\",\n", "")), @"missing field `slot`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text) and leaves [{oid (number), schema, name (text)}]}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}");
 }
 
 #[test]
 fn unknown_fields_are_refused_with_the_known_ones() {
-    insta::assert_snapshot!(error(&edited("\"version\": 1,", "\"version\": 1,\n  \"tables\": [],")), @"unknown field `tables`, expected one of `version`, `system_id`, `database`, `slot`, `publication`, `pipeline`, `routes`, `phase`, `consistent_point`, `updated_at`, `feldera_incarnation`, `feldera_written_under`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}");
-    insta::assert_snapshot!(error(&edited("\"target\": \"users\"", "\"target\": \"users\", \"key\": \"id\"")), @"at routes[0]: unknown field `key`, expected one of `source`, `target`, `phase`, `consistent_point`, `published`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}");
+    insta::assert_snapshot!(error(&edited("\"version\": 1,", "\"version\": 1,\n  \"tables\": [],")), @"unknown field `tables`, expected one of `version`, `system_id`, `database`, `slot`, `publication`, `pipeline`, `routes`, `phase`, `consistent_point`, `updated_at`, `feldera_incarnation`, `feldera_written_under`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text) and leaves [{oid (number), schema, name (text)}]}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}");
+    insta::assert_snapshot!(error(&edited("\"target\": \"users\"", "\"target\": \"users\", \"key\": \"id\"")), @"at routes[0]: unknown field `key`, expected one of `source`, `target`, `phase`, `consistent_point`, `published`, `leaves`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text) and leaves [{oid (number), schema, name (text)}]}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}");
 }
 
 #[test]
@@ -213,7 +215,7 @@ fn a_duplicated_key_is_refused() {
         "\"phase\": \"complete\",",
         "\"phase\": \"pending\",\n  \"phase\": \"complete\",",
     );
-    insta::assert_snapshot!(StateFile::parse(twice.as_bytes()).unwrap_err(), @"duplicate field `phase`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point and published (text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}");
+    insta::assert_snapshot!(StateFile::parse(twice.as_bytes()).unwrap_err(), @"duplicate field `phase`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text) and leaves [{oid (number), schema, name (text)}]}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}");
 }
 
 #[test]
@@ -322,6 +324,7 @@ fn arb_state() -> impl Strategy<Value = StateFile> {
                             phase: None,
                             consistent_point: None,
                             published: None,
+                            leaves: Vec::new(),
                         })
                         .collect(),
                     phase: if done {
@@ -421,4 +424,51 @@ fn routes_with_their_own_phase_are_listed_for_operators() {
         file.own_phases().as_deref(),
         Some("public.users:users removed, \"Sales\".\"Items\":\"LineItems\" complete at 0/3000")
     );
+}
+
+#[test]
+fn a_routes_leaves_are_written_in_oid_order_and_a_file_without_them_still_parses() {
+    let leaf = |oid: u32, name: &str| StateLeaf {
+        oid,
+        schema: "public".into(),
+        name: name.into(),
+    };
+    let mut state = complete();
+    assert!(state.routes[0].learn_leaves(&[leaf(16402, "users_b"), leaf(16390, "users_a")]));
+    assert!(
+        !state.routes[0].learn_leaves(&[leaf(16390, "users_a")]),
+        "nothing new"
+    );
+    assert!(
+        state.routes[0].learn_leaves(&[leaf(16390, "users_2024")]),
+        "a rename is recorded"
+    );
+    let written = text(&state);
+    assert!(
+        written.contains(
+            "\"leaves\": [\n        {\n          \"oid\": 16390,\n          \"schema\": \"public\",\n          \"name\": \"users_2024\"\n        },\n        {\n          \"oid\": 16402,"
+        ),
+        "{written}"
+    );
+    assert_eq!(StateFile::parse(written.as_bytes()).unwrap(), state);
+    assert!(
+        !text(&complete()).contains("leaves"),
+        "no key without leaves"
+    );
+    assert_eq!(
+        StateFile::parse(text(&complete()).as_bytes()).unwrap(),
+        complete()
+    );
+    assert!(
+        state.routes[0].bare() == complete().routes[0],
+        "leaves are no part of the route"
+    );
+    let unknown = written.replace(
+        "\"schema\": \"public\",",
+        "\"schema\": \"public\", \"x\": 1,",
+    );
+    assert!(StateFile::parse(unknown.as_bytes())
+        .unwrap_err()
+        .to_string()
+        .contains("leaves [{oid (number), schema, name (text)}]"));
 }

@@ -39,6 +39,7 @@ pub(super) fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
         phase: None,
         consistent_point: None,
         published: None,
+        leaves: Vec::new(),
     };
     StateFile {
         version: FORMAT_VERSION,

@@ -16,7 +16,8 @@ use crate::pipeline::streaming::Skips;
 use crate::report::with_fix;
 use crate::snapshot::plan::{Action, FelderaNow, Leftovers, StateRead};
 use crate::snapshot::state::{
-    rfc3339_utc, SnapshotPhase, StateError, StateFile, StateRoute, WrittenUnder, FORMAT_VERSION,
+    rfc3339_utc, SnapshotPhase, StateError, StateFile, StateLeaf, StateRoute, WrittenUnder,
+    FORMAT_VERSION,
 };
 use bytes::Bytes;
 
@@ -38,6 +39,9 @@ pub(super) enum Decision {
     /// had no `complete` file to invalidate and no slot to drop writes it only now, so a
     /// start refused before the slot exists leaves nothing behind).
     RecordingPendingAfterSlot,
+    /// Stream: the state file is being rewritten with leaf partitions the catalog shows
+    /// and it did not record yet (docs/snapshot.md, "The state file").
+    RecordingLeaves,
     /// Routes changed: the state file is being rewritten with them (`copy`: the routes to
     /// copy before streaming, by index).
     RecordingReroute {
@@ -180,6 +184,7 @@ impl Starting {
                 Ok(None) => {}
                 Ok(Some(mut ready)) => {
                     ready.skips = self.skips(cx);
+                    ready.placement.recall(self.recorded_leaves(cx));
                     return Next::Stream(Box::new(StreamStart {
                         ready,
                         pending: events.collect(),
@@ -194,15 +199,76 @@ impl Starting {
     /// What the stream skips, as the state file (rewritten or as read) records it; nothing
     /// under `SNAPSHOT_MODE=never`, which decides nothing from the file.
     pub(super) fn skips(&self, cx: &Cx<'_>) -> Skips {
-        if cx.env.config.snapshot_mode == crate::config::SnapshotMode::Never {
-            return Skips::default();
+        match self.recorded_file(cx) {
+            Some(file) => Skips::of(file, &cx.env.routes),
+            None => Skips::default(),
         }
-        let file = match (&self.state, &self.state_read) {
-            (Some(file), _) => file,
-            (None, Some(StateRead::Present(file))) => file,
-            _ => return Skips::default(),
+    }
+
+    /// The state file (rewritten or as read) whose records the stream goes by; none under
+    /// `SNAPSHOT_MODE=never`, which decides nothing from the file.
+    fn recorded_file<'a>(&'a self, cx: &Cx<'_>) -> Option<&'a StateFile> {
+        if cx.env.config.snapshot_mode == crate::config::SnapshotMode::Never {
+            return None;
+        }
+        match (&self.state, &self.state_read) {
+            (Some(file), _) => Some(file),
+            (None, Some(StateRead::Present(file))) => Some(file),
+            _ => None,
+        }
+    }
+
+    /// The leaf partitions the state file records of each configured route, `(oid,
+    /// route, name)`: changes of a leaf since detached or dropped are placed by them.
+    fn recorded_leaves(&self, cx: &Cx<'_>) -> Vec<(u32, usize, crate::contract::PgTable)> {
+        let Some(file) = self.recorded_file(cx) else {
+            return Vec::new();
         };
-        Skips::of(file, &cx.env.routes)
+        let mut leaves = Vec::new();
+        for (index, route) in cx.env.routes.iter().enumerate() {
+            let configured = StateRoute::of(route);
+            let recorded = file
+                .routes
+                .iter()
+                .filter(|r| r.is_routed() && r.same_route(&configured));
+            for leaf in recorded.flat_map(|r| &r.leaves) {
+                let name = crate::contract::PgTable {
+                    schema: leaf.schema.clone(),
+                    name: leaf.name.clone(),
+                };
+                leaves.push((leaf.oid, index, name));
+            }
+        }
+        leaves
+    }
+
+    /// Records in `routes` (a state file's) the leaf partitions the catalog shows of each
+    /// configured route; whether any was not recorded yet.
+    fn learn_leaves(&self, cx: &Cx<'_>, routes: &mut [StateRoute]) -> bool {
+        let catalog = self.conversation.placement().leaves();
+        let mut learned = false;
+        for (index, route) in cx.env.routes.iter().enumerate() {
+            let seen: Vec<StateLeaf> = catalog
+                .iter()
+                .filter(|(of, _, _)| *of == index)
+                .map(|(_, oid, name)| StateLeaf {
+                    oid: *oid,
+                    schema: name.schema.clone(),
+                    name: name.name.clone(),
+                })
+                .collect();
+            if seen.is_empty() {
+                continue;
+            }
+            let configured = StateRoute::of(route);
+            for record in routes
+                .iter_mut()
+                .filter(|r| r.is_routed() && r.same_route(&configured))
+            {
+                learned |= record.learn_leaves(&seen);
+            }
+        }
+        learned
     }
 
     /// One startup event; `Some` once the stream is open.
@@ -383,6 +449,19 @@ impl Starting {
                 Err(error) => Next::Fail(error.into()),
             };
         }
+        if let Decision::RecordingLeaves = self.decision {
+            if let Err(e) = result {
+                return failed(e);
+            }
+            self.decision = Decision::Streaming;
+            return match self
+                .conversation
+                .start_replication(cx.queue, &mut self.repl)
+            {
+                Ok(()) => Next::Stay,
+                Err(error) => Next::Fail(error.into()),
+            };
+        }
         if let Decision::RecordingPendingAfterSlot = self.decision {
             self.awaiting_write = false;
             return match result {
@@ -450,7 +529,11 @@ impl Starting {
                 tables,
                 types: self.conversation.types().clone(),
                 slot_confirmed: consistent_point,
-                placement: self.conversation.placement(),
+                placement: {
+                    let mut placement = self.conversation.placement();
+                    placement.recall(self.recorded_leaves(cx));
+                    placement
+                },
                 skips: Skips::default(),
             },
             relations: self.conversation.relations().to_vec(),
@@ -521,6 +604,25 @@ impl Starting {
         );
         match plan.action {
             Action::Stream | Action::StreamOnly { create_slot: false } => {
+                let recorded = match (&self.state_read, config.snapshot_mode) {
+                    (_, crate::config::SnapshotMode::Never) => None,
+                    (Some(StateRead::Present(file)), _) => Some(file),
+                    _ => None,
+                };
+                if let Some(mut state) = recorded.cloned() {
+                    if self.learn_leaves(cx, &mut state.routes) {
+                        // Recorded before streaming: a leaf detached or dropped later is
+                        // still placed by a later session (docs/snapshot.md).
+                        state.updated_at = Some(rfc3339_utc(cx.queue.now.wall));
+                        cx.queue.push(Command::WriteState {
+                            path: cx.env.state_path.clone(),
+                            contents: Bytes::from(state.encode()),
+                        });
+                        self.state = Some(state);
+                        self.decision = Decision::RecordingLeaves;
+                        return Ok(());
+                    }
+                }
                 self.decision = Decision::Streaming;
                 Ok(self
                     .conversation
@@ -550,7 +652,7 @@ impl Starting {
                 let inconsistent =
                     config.snapshot_mode == crate::config::SnapshotMode::Inconsistent;
                 let record_first = drop_slot || complete_file || inconsistent;
-                let state = StateFile {
+                let mut state = StateFile {
                     version: FORMAT_VERSION,
                     system_id: self.conversation.system_id().to_owned(),
                     database: config.pg.database.clone(),
@@ -564,6 +666,7 @@ impl Starting {
                     feldera_incarnation: cx.run.feldera.incarnation.clone(),
                     feldera_written_under: cx.run.feldera.under.clone(),
                 };
+                self.learn_leaves(cx, &mut state.routes);
                 if !record_first {
                     self.unwritten = Some(state);
                     return self.create_for_snapshot(cx, leftovers);
@@ -602,6 +705,7 @@ impl Starting {
                 };
                 let mut state = file.clone();
                 state.routes = routes;
+                self.learn_leaves(cx, &mut state.routes);
                 state.updated_at = Some(rfc3339_utc(cx.queue.now.wall));
                 if state.feldera_incarnation.is_none() {
                     state.feldera_incarnation = cx.run.feldera.incarnation.clone();

@@ -45,7 +45,10 @@ impl Streaming {
         let (route, partition) = match (by_name, self.placement.route_of(oid)) {
             (Some(route), _) => (route, false),
             (None, Some(route)) => (route, true),
-            (None, None) if self.skips.is_removed(&relation.namespace, &relation.name) => {
+            (None, None)
+                if self.skips.is_removed(&relation.namespace, &relation.name)
+                    || self.skips.is_removed_leaf(oid) =>
+            {
                 cx.queue.note(
                     Level::Info,
                     Topic::General,

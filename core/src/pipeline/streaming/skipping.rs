@@ -19,6 +19,8 @@ pub(crate) struct Skips {
     copied_at: Vec<Option<Lsn>>,
     /// The sources of removed routes, as `PgTable` prints them.
     removed: Vec<String>,
+    /// The recorded leaves of removed routes' tables, by OID.
+    removed_leaves: Vec<u32>,
 }
 
 impl Skips {
@@ -36,7 +38,7 @@ impl Skips {
                     .and_then(|r| r.consistent_point)
             })
             .collect();
-        let removed = state
+        let removed_routes: Vec<_> = state
             .routes
             .iter()
             .filter(|r| r.phase == Some(RoutePhase::Removed))
@@ -45,9 +47,17 @@ impl Skips {
                     .iter()
                     .any(|route| route.source.to_string() == r.source)
             })
-            .map(|r| r.source.clone())
             .collect();
-        Skips { copied_at, removed }
+        let removed = removed_routes.iter().map(|r| r.source.clone()).collect();
+        let removed_leaves = removed_routes
+            .iter()
+            .flat_map(|r| r.leaves.iter().map(|leaf| leaf.oid))
+            .collect();
+        Skips {
+            copied_at,
+            removed,
+            removed_leaves,
+        }
     }
 
     /// The routes whose changes in a transaction whose commit record is at `final_lsn`
@@ -61,6 +71,11 @@ impl Skips {
             .filter(|(_, point)| point.is_some_and(|point| final_lsn < point))
             .map(|(route, _)| route)
             .collect()
+    }
+
+    /// Whether relation `oid` was a leaf of a removed route's table, as recorded.
+    pub(crate) fn is_removed_leaf(&self, oid: u32) -> bool {
+        self.removed_leaves.contains(&oid)
     }
 
     /// Whether a relation is a removed route's table.
@@ -107,6 +122,7 @@ mod tests {
             phase,
             consistent_point: point.map(Lsn),
             published: None,
+            leaves: Vec::new(),
         }
     }
 

@@ -390,3 +390,129 @@ fn a_mapping_warning_is_said_once_however_often_the_partitioned_tables_relation_
     assert_eq!(warnings, 1, "{trace}");
     assert_eq!(s.confirmed, Lsn(0x2100));
 }
+
+/// Streaming metrics (`publish_via_partition_root = false`) from a complete copy whose
+/// state file was written before leaves were recorded.
+fn streaming_metrics_copied() -> Script {
+    use crate::snapshot::state::{SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION};
+    let state = StateFile {
+        version: FORMAT_VERSION,
+        system_id: "7000000000000000001".into(),
+        database: "app".into(),
+        slot: "slotline_p".into(),
+        publication: "pub".into(),
+        pipeline: "p".into(),
+        routes: vec![StateRoute {
+            source: "public.metrics".into(),
+            target: "metrics".into(),
+            phase: None,
+            consistent_point: None,
+            published: None,
+            leaves: Vec::new(),
+        }],
+        phase: SnapshotPhase::Complete,
+        consistent_point: Some(START),
+        updated_at: None,
+        feldera_incarnation: None,
+        feldera_written_under: None,
+    };
+    let mut s = Script::with_state(
+        &[
+            ("TABLES", "metrics"),
+            ("BATCH_LINGER_MS", "0"),
+            ("SNAPSHOT_MODE", "initial"),
+        ],
+        metrics_pg(false),
+        METRICS_SCHEMA,
+        Some(state.encode()),
+    );
+    s.settle();
+    s
+}
+
+/// The leaf OIDs the state file records.
+fn recorded_leaves(s: &Script) -> Vec<u64> {
+    let file: serde_json::Value =
+        serde_json::from_slice(s.state_file.as_deref().expect("a state file")).unwrap();
+    file["routes"][0]["leaves"]
+        .as_array()
+        .map(|leaves| leaves.iter().filter_map(|l| l["oid"].as_u64()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn changes_of_a_partition_detached_and_dropped_since_are_placed_by_the_recorded_leaves() {
+    let mut s = streaming_metrics_copied();
+    assert_eq!(
+        recorded_leaves(&s),
+        [METRICS_A, METRICS_B, METRICS_DEFAULT].map(u64::from),
+        "the first session records every leaf the catalog shows"
+    );
+    s.change_catalog(
+        "DELETE FROM metrics WHERE bucket = 1; ALTER TABLE metrics DETACH PARTITION metrics_a; DROP TABLE metrics_a (while the connection is down)",
+        |pg| {
+            pg.tables[0] = table(METRICS, "metrics", ID_BUCKET_V)
+                .with_partition(metrics_b(), true, METRICS)
+                .with_partition(
+                    table(METRICS_DEFAULT, "metrics_default", ID_BUCKET_V),
+                    true,
+                    METRICS,
+                );
+        },
+    );
+    s.feldera.apply(
+        "metrics",
+        "{\"insert\":{\"id\":1,\"bucket\":1,\"v\":\"a\"}}\n{\"insert\":{\"id\":2,\"bucket\":2,\"v\":\"b\"}}\n",
+    );
+    s.disconnect();
+    s.advance(200);
+    s.settle();
+    s.wal(
+        "tx 700: the delete, decoded with the catalog of its time: under metrics_a, whose OID the new catalog no longer has",
+        &[
+            begin(0x2100, 700),
+            relation(&leaf("metrics_a")),
+            delete(0x2010, METRICS_A, OldKind::Key, &[Some("1"), Some("1"), None]),
+            commit(0x20F8, 0x2100),
+        ],
+    );
+    s.settle();
+    assert!(s.exit().is_none(), "{:?}", s.exit());
+    assert_eq!(s.confirmed, Lsn(0x2100));
+    assert_eq!(
+        s.feldera.contents("metrics"),
+        [json!({"id": 2, "bucket": 2, "v": "b"})]
+    );
+    assert_eq!(
+        recorded_leaves(&s),
+        [METRICS_A, METRICS_B, METRICS_DEFAULT].map(u64::from),
+        "a leaf gone from the catalog stays recorded"
+    );
+    rule!(
+        "A leaf the state file records keeps its route after it is detached and dropped: a session whose catalog no longer has it places the changes still in the slot under its OID on the route of metrics, and acknowledges them.",
+        s.take_trace()
+    );
+}
+
+#[test]
+fn a_partition_attached_later_is_recorded_when_a_session_finds_it_in_the_catalog() {
+    let mut s = streaming_metrics_copied();
+    s.take_trace();
+    s.change_catalog("ALTER TABLE metrics ATTACH PARTITION metrics_c", |pg| {
+        pg.tables[0] = metrics().with_partition(metrics_c(), true, METRICS);
+    });
+    s.disconnect();
+    s.advance(200);
+    s.settle();
+    assert_eq!(
+        recorded_leaves(&s),
+        [METRICS_A, METRICS_B, METRICS_DEFAULT, METRICS_C].map(u64::from)
+    );
+    s.disconnect();
+    s.advance(200);
+    s.settle();
+    rule!(
+        "A session whose catalog shows a leaf the state file does not record writes it into the file before it streams (once: the next session finds it recorded and writes nothing).",
+        s.take_trace()
+    );
+}

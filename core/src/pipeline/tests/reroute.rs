@@ -14,6 +14,7 @@ fn route(source: &str, target: &str, phase: Option<RoutePhase>) -> StateRoute {
         phase,
         consistent_point: None,
         published: None,
+        leaves: Vec::new(),
     }
 }
 
