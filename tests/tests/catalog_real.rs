@@ -480,3 +480,76 @@ fn column_types_question_describes_domains_composites_arrays_and_citext() {
     );
     pg.psql(&db, "SELECT pg_drop_replication_slot('types_s')");
 }
+
+/// Which routed relations a role reads through row-level security, as the startup asks it
+/// (`row_security_active` in `relation_query`): the policies of a table (or of a partition
+/// the copy reads) apply to a role that is neither superuser, nor BYPASSRLS, nor the owner
+/// of a table that does not force row security. With `row_security = off`, as slotline's
+/// sessions run, such a read fails rather than returning fewer rows.
+#[test]
+fn row_level_security_is_named_for_the_roles_it_applies_to() {
+    let pg = PgCluster::start();
+    let db = pg.create_database("catalog_rls");
+    pg.psql(
+        &db,
+        "CREATE ROLE rls_reader NOLOGIN; CREATE ROLE rls_owner NOLOGIN;
+         CREATE ROLE rls_bypass NOLOGIN BYPASSRLS;
+         CREATE TABLE secured (id int PRIMARY KEY, v text);
+         INSERT INTO secured SELECT g, 'v' FROM generate_series(1, 10) g;
+         ALTER TABLE secured OWNER TO rls_owner;
+         ALTER TABLE secured ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY even ON secured FOR SELECT USING (id % 2 = 0);
+         CREATE TABLE open (id int PRIMARY KEY);
+         CREATE TABLE parts (id int PRIMARY KEY) PARTITION BY RANGE (id);
+         CREATE TABLE parts_a PARTITION OF parts FOR VALUES FROM (0) TO (100);
+         CREATE TABLE parts_b PARTITION OF parts FOR VALUES FROM (100) TO (200);
+         ALTER TABLE parts_a ENABLE ROW LEVEL SECURITY;
+         GRANT SELECT ON secured, open, parts, parts_a, parts_b TO rls_reader, rls_bypass;",
+    );
+    let named = |role: Option<&str>, table: &str| -> Vec<String> {
+        let name = QualifiedName {
+            schema: "public".into(),
+            table: table.into(),
+        };
+        let question = relation_query(&name).unwrap();
+        let sql = match role {
+            Some(role) => format!("SET row_security = off; SET ROLE {role}; {question}"),
+            None => question,
+        };
+        ask(&pg, &db, &sql, parse_row_security)
+    };
+    let none: Vec<String> = Vec::new();
+    assert_eq!(named(None, "secured"), none, "a superuser bypasses it");
+    assert_eq!(named(Some("rls_reader"), "secured"), ["public.secured"]);
+    assert_eq!(named(Some("rls_reader"), "open"), none);
+    assert_eq!(
+        named(Some("rls_reader"), "parts"),
+        ["public.parts_a"],
+        "a partition the copy reads on its own is named"
+    );
+    assert_eq!(named(Some("rls_bypass"), "secured"), none);
+    assert_eq!(named(Some("rls_owner"), "secured"), none);
+    pg.psql(&db, "ALTER TABLE secured FORCE ROW LEVEL SECURITY");
+    assert_eq!(
+        named(Some("rls_owner"), "secured"),
+        ["public.secured"],
+        "an owner is held to a table that forces row security"
+    );
+    // As slotline's sessions read: row_security = off turns the filtered read into an error.
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pg.psql(
+            &db,
+            "SET row_security = off; SET ROLE rls_reader; COPY (SELECT id FROM secured) TO STDOUT",
+        )
+    }));
+    let message = match read {
+        Ok(rows) => panic!("the filtered read succeeded: {rows:?}"),
+        Err(panic) => panic.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(
+        message.contains("row-level security"),
+        "the read fails naming row-level security: {message}"
+    );
+    let counted = pg.psql(&db, "SET ROLE rls_bypass; SELECT count(*) FROM secured");
+    assert_eq!(counted, "10", "a role that bypasses it reads every row");
+}

@@ -237,6 +237,62 @@ fn wrong_password(shell: Shell) {
     assert_run_gives_the_fix_check_gives(shell, &env.config(&config), "postgres");
 }
 
+/// A routed table whose rows the role reads through row-level security is refused before
+/// anything is created: a copy would read only the rows the policies show, while the
+/// stream decodes every change (docs/snapshot.md, "Row-level security"). Once the role
+/// bypasses it, the copy holds every row.
+fn row_level_security(shell: Shell) {
+    let setup = format!(
+        "{USERS} INSERT INTO users SELECT g, 'user ' || g FROM generate_series(1, 10) g;
+         ALTER TABLE users ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY even_only ON users FOR SELECT USING (id % 2 = 0);
+         CREATE PUBLICATION pub FOR TABLE users;"
+    );
+    let env = Env::new("rls", &setup, schema(vec![users_table(Some("id"))]));
+    let role = format!("rls_{}", env.name);
+    env.sql(&format!(
+        "CREATE ROLE {role} LOGIN REPLICATION; GRANT SELECT ON users TO {role}"
+    ));
+    let url = format!("postgres://{role}@127.0.0.1:{}/{}", env.pg.port(), env.db);
+    let config = [
+        ("TABLES", "users"),
+        ("PG_URL", url.as_str()),
+        ("SNAPSHOT_MODE", "initial"),
+    ];
+    assert_refused(
+        shell,
+        &env,
+        &config,
+        1,
+        &[
+            &format!(
+                "routed table public.users has row-level security that applies to role \"{role}\""
+            ),
+            "a copy would read only the rows the role's policies show it",
+            &format!("ALTER ROLE {role} BYPASSRLS"),
+        ],
+    );
+    assert_run_gives_the_fix_check_gives(shell, &env.config(&config), "table public.users");
+    assert_eq!(
+        env.feldera.request_counts().get("ingress"),
+        None,
+        "nothing was sent to Feldera"
+    );
+    env.sql(&format!("ALTER ROLE {role} BYPASSRLS"));
+    let mut connector = env.start(shell, &config);
+    env.sql("INSERT INTO users VALUES (11, 'streamed')");
+    let equal = slotline_tests::pg::wait_for(Duration::from_secs(60), || {
+        (env.feldera.row_count("users") == Some(11)).then_some(())
+    });
+    assert!(equal.is_some(), "{}", connector.log_text());
+    // `feldera_rows` orders its keys as text.
+    assert_eq!(
+        env.feldera_rows("users", "id"),
+        env.pg_rows("users", "id::text")
+    );
+    connector.stop(Duration::from_secs(30));
+}
+
 /// A publication that does not exist is refused before the slot is created, naming the
 /// publications the database has.
 fn publication_that_does_not_exist(shell: Shell) {
@@ -369,6 +425,7 @@ both_shells!(
     unsupported_type_pairing,
     publication_missing_a_routed_table,
     wrong_password,
+    row_level_security,
     publication_that_does_not_exist,
     pipeline_that_does_not_exist,
     replica_identity_nothing,

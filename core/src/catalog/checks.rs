@@ -401,6 +401,37 @@ pub fn publication_fidelity(
     lines
 }
 
+/// Routed table `table` (or the partitions of it in `secured`) is read through row-level
+/// security by `role`: a copy (`COPY (SELECT ...)`) would see only the rows the role's
+/// policies let it, while the stream decodes every change whatever the policies say, so
+/// Feldera would miss rows and later receive changes of rows it never had. Refused: such a
+/// table is never copied (with `SNAPSHOT_MODE=never` nothing is copied and it is not asked).
+pub fn row_security(role: &str, table: &str, secured: &[String]) -> Refusal {
+    let which = if secured.len() == 1 && secured[0] == table {
+        format!("routed table {table} has row-level security that applies to role {role:?}")
+    } else {
+        format!(
+            "row-level security applies to role {role:?} on {} (routed table {table})",
+            secured.join(", ")
+        )
+    };
+    Refusal::new(format!(
+        "{which}: a copy would read only the rows the role's policies show it, while the stream \
+         sends every change whatever the policies say, so Feldera would miss rows"
+    ))
+    .with_fix(row_security_fix(role, secured))
+}
+
+/// How to fix a routed table the role reads through row-level security.
+pub fn row_security_fix(role: &str, secured: &[String]) -> String {
+    format!(
+        "let the role read every row: ALTER ROLE {role} BYPASSRLS (as a superuser), or connect as the \
+         table's owner (unless it forces row security), or ALTER TABLE {} DISABLE ROW LEVEL SECURITY; \
+         SNAPSHOT_MODE=never copies nothing and is not affected",
+        secured.first().map_or("<table>", String::as_str)
+    )
+}
+
 /// Mappings for every route, in route order, with the warnings to log.
 #[derive(Debug)]
 pub struct PlannedRoutes {

@@ -313,12 +313,15 @@ pub fn parse_published_tables(rows: &[Row<'_>]) -> Result<Vec<PublishedTable>, C
 /// shape of every partition below it, at any depth. Columns: oid, namespace, name,
 /// relreplident, attname, atttypid, atttypmod, in identity, level (0 for the table),
 /// isleaf and the parent's OID (NULL for the table). The table's rows come first, then the
-/// partitions' by name. Read with [`parse_relation`] and [`parse_partitions`].
+/// partitions' by name; the last column says whether row-level security applies to the
+/// relation for this session's role (`row_security_active`: enabled on it, and the role is
+/// neither a superuser, nor BYPASSRLS, nor its owner unless it forces row security). Read with
+/// [`parse_relation`], [`parse_partitions`] and [`parse_row_security`].
 pub fn relation_query(table: &QualifiedName) -> Option<String> {
     let name = regclass(table)?;
     Some(format!(
         "SELECT c.oid, n.nspname, c.relname, c.relreplident, a.attname, a.atttypid, a.atttypmod, \
-           {IN_IDENTITY}, t.level, t.isleaf, t.parent \
+           {IN_IDENTITY}, t.level, t.isleaf, t.parent, pg_catalog.row_security_active(c.oid) \
          FROM (SELECT {name} AS relid, 0 AS level, NULL::bool AS isleaf, NULL::oid AS parent \
            UNION ALL SELECT p.relid, p.level, p.isleaf, p.parentrelid::oid \
            FROM pg_catalog.pg_partition_tree({name}) p WHERE p.level > 0) AS t \
@@ -364,16 +367,39 @@ pub fn parse_relation(rows: &[Row<'_>]) -> Result<Relation, CatalogError> {
     relation_of(Q, own)
 }
 
+/// The columns of a row of [`relation_query`]'s answer.
+const RELATION_COLUMNS: usize = 12;
+
+/// The relations of [`relation_query`]'s answer (the table, then its partitions) whose rows
+/// this session's role would read only in part: row-level security applies to it
+/// (`schema.name` each, in the answer's order). A copy reads through that role's policies
+/// while decoding ignores them, so such a table is never copied whole (docs/snapshot.md,
+/// "Row-level security").
+pub fn parse_row_security(rows: &[Row<'_>]) -> Result<Vec<String>, CatalogError> {
+    const Q: &str = "table columns";
+    levels(Q, rows)?;
+    let mut secured: Vec<String> = Vec::new();
+    for row in rows {
+        if boolean(Q, column(Q, row, 11)?)? {
+            let name = format!("{}.{}", column(Q, row, 1)?, column(Q, row, 2)?);
+            if !secured.contains(&name) {
+                secured.push(name);
+            }
+        }
+    }
+    Ok(secured)
+}
+
 /// The answer of [`relation_query`] split into the table's rows and its partitions' rows.
 fn levels<'r, 'a>(
     q: &'static str,
     rows: &'r [Row<'a>],
 ) -> Result<(&'r [Row<'a>], &'r [Row<'a>]), CatalogError> {
     for row in rows {
-        if row.len() != 11 {
+        if row.len() != RELATION_COLUMNS {
             return Err(bad(
                 q,
-                format!("row has {} columns, expected 11", row.len()),
+                format!("row has {} columns, expected {RELATION_COLUMNS}", row.len()),
             ));
         }
     }

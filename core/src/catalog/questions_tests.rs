@@ -133,6 +133,8 @@ fn column_row<'a>(
         None => row.extend([Some("0"), None, None]),
         Some((leaf, parent)) => row.extend([Some("1"), Some(leaf), Some(parent)]),
     }
+    // No row-level security.
+    row.push(Some("f"));
     row
 }
 
@@ -155,7 +157,7 @@ fn relation_rows_become_a_relation_with_identity_flags() {
     assert!(parse_relation(&rows(&short))
         .unwrap_err()
         .to_string()
-        .contains("row has 8 columns, expected 11"));
+        .contains("row has 8 columns, expected 12"));
 }
 
 #[test]
@@ -194,6 +196,34 @@ fn the_partitions_of_a_table_come_after_it_each_in_its_own_column_order() {
         .unwrap_err()
         .to_string()
         .contains("the rows of relation 101 disagree"));
+}
+
+#[test]
+fn row_security_is_named_for_each_relation_it_applies_to_once() {
+    let mut data = vec![
+        column_row("100", "metrics", "id", "20", "t", None),
+        column_row("100", "metrics", "v", "25", "f", None),
+        column_row("101", "metrics_a", "id", "20", "t", Some(("t", "100"))),
+        column_row("101", "metrics_a", "v", "25", "f", Some(("t", "100"))),
+        column_row("102", "metrics_b", "id", "20", "t", Some(("t", "100"))),
+    ];
+    assert_eq!(
+        parse_row_security(&rows(&data)).unwrap(),
+        Vec::<String>::new()
+    );
+    data[2][11] = Some("t");
+    data[3][11] = Some("t");
+    data[0][11] = Some("t");
+    data[1][11] = Some("t");
+    assert_eq!(
+        parse_row_security(&rows(&data)).unwrap(),
+        ["public.metrics", "public.metrics_a"]
+    );
+    data[4][11] = None;
+    assert!(parse_row_security(&rows(&data))
+        .unwrap_err()
+        .to_string()
+        .contains("column 11 is NULL"));
 }
 
 #[test]

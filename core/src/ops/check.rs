@@ -101,6 +101,10 @@ impl Check {
             config.require_primary_key,
         )
         .with_failover(config.slot_failover)
+        .with_copies(
+            config.snapshot_mode != crate::config::SnapshotMode::Never,
+            &config.pg.user,
+        )
         .surveying();
         let mut check = Check {
             queue: Queue::new(now),

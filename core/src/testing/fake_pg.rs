@@ -26,6 +26,8 @@ pub struct FakeTable {
     /// When partitioned: its partitions at every depth (a partitioned table itself holds no
     /// rows; its leaves do).
     pub partitions: Vec<FakePartition>,
+    /// Row-level security applies to the table for slotline's role (`row_security_active`).
+    pub row_security: bool,
 }
 
 /// A partition of a fake partitioned table.
@@ -67,7 +69,14 @@ impl FakeTable {
             blocks: 0,
             estimated_rows: None,
             partitions: Vec::new(),
+            row_security: false,
         }
+    }
+
+    /// Row-level security applies to the table for slotline's role.
+    pub fn with_row_security(mut self) -> FakeTable {
+        self.row_security = true;
+        self
     }
 
     /// Adds a partition below `parent` (this table's OID or a partitioned partition's).
@@ -573,11 +582,11 @@ impl Script {
         let named = |t: &FakeTable| sql.contains(&format!("\"{}\"'::regclass", t.relation.name));
         let mut answer = Vec::new();
         if let Some(table) = self.pg.tables.iter().find(|t| named(t)) {
-            answer.extend(column_rows(&table.relation, None));
+            answer.extend(column_rows(table, None));
             let mut partitions: Vec<&FakePartition> = table.partitions.iter().collect();
             partitions.sort_by(|a, b| a.table.relation.name.cmp(&b.table.relation.name));
             for p in partitions {
-                answer.extend(column_rows(&p.table.relation, Some((p.leaf, p.parent))));
+                answer.extend(column_rows(&p.table, Some((p.leaf, p.parent))));
             }
         } else if let Some(p) = self
             .pg
@@ -586,7 +595,7 @@ impl Script {
             .flat_map(|t| &t.partitions)
             .find(|p| named(&p.table))
         {
-            answer.extend(column_rows(&p.table.relation, None));
+            answer.extend(column_rows(&p.table, None));
         }
         answer
     }
@@ -634,9 +643,11 @@ impl Script {
     }
 }
 
-// The rows `relation_query` answers for one relation: level 0 for the table itself,
+/// The rows `relation_query` answers for one relation: level 0 for the table itself,
 /// 1 with `partition` (leaf, parent) for a partition.
-fn column_rows(r: &Relation, partition: Option<(bool, u32)>) -> Vec<Vec<Option<String>>> {
+fn column_rows(table: &FakeTable, partition: Option<(bool, u32)>) -> Vec<Vec<Option<String>>> {
+    let r = &table.relation;
+    let secured = if table.row_security { "t" } else { "f" };
     let identity = match r.replica_identity {
         ReplicaIdentity::Default => "d",
         ReplicaIdentity::Nothing => "n",
@@ -660,6 +671,7 @@ fn column_rows(r: &Relation, partition: Option<(bool, u32)>) -> Vec<Vec<Option<S
                     Some(parent.to_string()),
                 ]),
             }
+            row.push(Some(secured.to_owned()));
             row
         })
         .collect()

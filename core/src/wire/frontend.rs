@@ -42,6 +42,13 @@ pub const DISABLED_SERVER_TIMEOUTS: [(&str, &str); 4] = [
     ("idle_session_timeout", "0"),
 ];
 
+/// Sent as a startup parameter on every connection: a query that row-level security would
+/// filter fails (`42501`, "query would be affected by row-level security policy") instead
+/// of returning only the rows the role's policies show. Startup refuses such a routed table
+/// before copying (docs/snapshot.md, "Row-level security"); this makes a policy enabled
+/// after that check end the copy loudly rather than leave Feldera without the hidden rows.
+pub const ROW_SECURITY_OFF: (&str, &str) = ("row_security", "off");
+
 /// The first `server_version_num` that has `transaction_timeout`.
 pub const TRANSACTION_TIMEOUT_SINCE: u32 = 170_000;
 
@@ -88,7 +95,7 @@ fn encode_error(message: &'static str) -> impl FnOnce(std::io::Error) -> EncodeE
 }
 
 /// StartupMessage (protocol 3.0) with the identity, [`PINNED_SESSION_SETTINGS`],
-/// [`DISABLED_SERVER_TIMEOUTS`] and the keepalive settings.
+/// [`DISABLED_SERVER_TIMEOUTS`], [`ROW_SECURITY_OFF`] and the keepalive settings.
 pub fn encode_startup(params: &StartupParams<'_>, buf: &mut BytesMut) -> Result<(), EncodeError> {
     let mut pairs = vec![
         ("user", params.user),
@@ -100,6 +107,7 @@ pub fn encode_startup(params: &StartupParams<'_>, buf: &mut BytesMut) -> Result<
     }
     pairs.extend(PINNED_SESSION_SETTINGS);
     pairs.extend(DISABLED_SERVER_TIMEOUTS);
+    pairs.push(ROW_SECURITY_OFF);
     pairs.extend(params.keepalive.iter().map(|(k, v)| (*k, v.as_str())));
     frontend::startup_message(pairs, buf).map_err(encode_error("StartupMessage"))
 }
@@ -203,7 +211,8 @@ mod tests {
     }
 
     #[test]
-    fn startup_carries_identity_replication_pinned_settings_and_disabled_timeouts() {
+    fn startup_carries_identity_replication_pinned_settings_disabled_timeouts_and_row_security_off()
+    {
         let mut buf = BytesMut::new();
         let params = StartupParams {
             user: "alice",
@@ -247,6 +256,8 @@ mod tests {
                 "0",
                 "idle_session_timeout",
                 "0",
+                "row_security",
+                "off",
                 "",
                 ""
             ]
@@ -301,9 +312,13 @@ mod tests {
         ];
         assert_eq!(
             settings_after_the_timeouts(&keepalive),
-            ["tcp_keepalives_idle=60", "tcp_user_timeout=120000"]
+            [
+                "row_security=off",
+                "tcp_keepalives_idle=60",
+                "tcp_user_timeout=120000"
+            ]
         );
-        assert!(settings_after_the_timeouts(&[]).is_empty());
+        assert_eq!(settings_after_the_timeouts(&[]), ["row_security=off"]);
     }
 
     #[test]

@@ -18,7 +18,7 @@ fn trust_startup_collects_parameters_and_key_then_is_ready() {
         h
     });
     insta::assert_snapshot!(trace, @r"
-    -> startup user=alice database=shop application_name=slotline DateStyle=ISO TimeZone=UTC IntervalStyle=postgres bytea_output=hex extra_float_digits=3 client_encoding=UTF8 statement_timeout=0 lock_timeout=0 idle_in_transaction_session_timeout=0 idle_session_timeout=0
+    -> startup user=alice database=shop application_name=slotline DateStyle=ISO TimeZone=UTC IntervalStyle=postgres bytea_output=hex extra_float_digits=3 client_encoding=UTF8 statement_timeout=0 lock_timeout=0 idle_in_transaction_session_timeout=0 idle_session_timeout=0 row_security=off
        authenticated
        param server_version=15.8
        param TimeZone=UTC

@@ -42,7 +42,7 @@ fn from_17_transaction_timeout_is_switched_off_before_the_connection_is_ready() 
         h
     });
     insta::assert_snapshot!(trace, @r#"
-    -> startup user=alice database=shop application_name=slotline replication=database DateStyle=ISO TimeZone=UTC IntervalStyle=postgres bytea_output=hex extra_float_digits=3 client_encoding=UTF8 statement_timeout=0 lock_timeout=0 idle_in_transaction_session_timeout=0 idle_session_timeout=0
+    -> startup user=alice database=shop application_name=slotline replication=database DateStyle=ISO TimeZone=UTC IntervalStyle=postgres bytea_output=hex extra_float_digits=3 client_encoding=UTF8 statement_timeout=0 lock_timeout=0 idle_in_transaction_session_timeout=0 idle_session_timeout=0 row_security=off
        authenticated
        param server_version=17.2
        backend key pid=77

@@ -68,8 +68,8 @@ pub(super) fn column_rows(sql: &str) -> Vec<Vec<Option<String>>> {
                 key,
                 "0",
             ]);
-            // Not partitioned: level 0, no leaf flag, no parent.
-            row.extend([None, None]);
+            // Not partitioned: level 0, no leaf flag, no parent; no row-level security.
+            row.extend([None, None, Some("f".to_owned())]);
             row
         })
         .collect()

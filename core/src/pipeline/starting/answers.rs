@@ -1,7 +1,7 @@
 //! The startup conversation's answers: what each finished question means, and which
 //! question comes next (the questions and the state are in `conversation`).
 
-use super::conversation::{nul, Answer, Conversation, ConversationError, Step};
+use super::conversation::{finding, nul, Answer, Conversation, ConversationError, Step};
 use crate::catalog::checks::{self, Refusal};
 use crate::catalog::published;
 use crate::catalog::questions::{self, QualifiedName, Row};
@@ -113,6 +113,15 @@ impl Conversation {
             Step::Relation(index) => {
                 let mut relation = questions::parse_relation(&rows)?;
                 let mut partitions = questions::parse_partitions(&rows)?;
+                let secured = questions::parse_row_security(&rows)?;
+                if self.copies && !secured.is_empty() {
+                    let table = self.route_table(index).ok_or_else(nul)?;
+                    let refusal = checks::row_security(&self.role, &table.to_string(), &secured);
+                    if self.survey.is_none() {
+                        return Err(refusal.into());
+                    }
+                    self.found(finding(format!("table {table}"), refusal));
+                }
                 if self.published_routes.len() <= index {
                     self.published_routes.resize(index + 1, Default::default());
                 }

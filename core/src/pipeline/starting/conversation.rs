@@ -217,6 +217,11 @@ pub(crate) struct Conversation {
     pub(super) truncate_published: bool,
     /// `PG_SLOT_FAILOVER`: create the slot as a failover slot (17+).
     pub(super) failover: bool,
+    /// Copies read the routed tables (`SNAPSHOT_MODE` is not `never`): a routed table the
+    /// role reads through row-level security is refused (`checks::row_security`).
+    pub(super) copies: bool,
+    /// The role slotline logs in as, for the refusals that name it.
+    pub(super) role: String,
     /// `server_version_num` of the server, as its startup parameters report it.
     pub(super) server_version: Option<u32>,
     /// A survey's findings (`None`: a start, where refusals end the conversation).
@@ -298,6 +303,8 @@ impl Conversation {
             system_id: String::new(),
             truncate_published: false,
             failover: false,
+            copies: true,
+            role: String::new(),
             server_version: None,
             survey: None,
             schema_unavailable: false,
@@ -308,6 +315,13 @@ impl Conversation {
     /// Creates the slot as a failover slot (`PG_SLOT_FAILOVER=true`; refused before 17).
     pub(crate) fn with_failover(mut self, failover: bool) -> Conversation {
         self.failover = failover;
+        self
+    }
+
+    /// Whether copies read the routed tables (`SNAPSHOT_MODE` is not `never`), as `role`.
+    pub(crate) fn with_copies(mut self, copies: bool, role: &str) -> Conversation {
+        self.copies = copies;
+        self.role = role.to_owned();
         self
     }
 

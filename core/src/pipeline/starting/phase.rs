@@ -125,7 +125,11 @@ impl Starting {
             cx.env.routes.clone(),
             config.require_primary_key,
         )
-        .with_failover(config.slot_failover);
+        .with_failover(config.slot_failover)
+        .with_copies(
+            config.snapshot_mode != crate::config::SnapshotMode::Never,
+            &config.pg.user,
+        );
         let schema_request = cx.queue.http_id();
         cx.queue.push(Command::Http {
             id: schema_request,

@@ -197,7 +197,10 @@ fn refused_start(mut pg: FakePg, tweak: impl FnOnce(&mut Script)) -> (i32, Strin
             as Box<dyn Operation>
     });
     let trace = s.take_trace();
-    let (code, reason) = s.exit().cloned().expect("the start is refused");
+    let (code, reason) = s
+        .exit()
+        .cloned()
+        .unwrap_or_else(|| panic!("the start is refused: {trace}"));
     (code, reason, trace)
 }
 
@@ -213,6 +216,85 @@ fn check_fix(pg: FakePg, item: &str, tweak: impl FnOnce(&mut Script)) -> String 
         .split_once(" (fix: ")
         .unwrap_or_else(|| panic!("no fix: {line}"));
     format!("(fix: {fix}")
+}
+
+/// The fake server, where row-level security applies to users for slotline's role.
+fn row_secured() -> FakePg {
+    let mut pg = pg();
+    for table in pg.tables.iter_mut().filter(|t| t.relation.name == "users") {
+        table.row_security = true;
+    }
+    pg
+}
+
+#[test]
+fn a_routed_table_read_through_row_level_security_is_refused_unless_nothing_is_copied() {
+    const COPYING: (&str, &str) = ("SNAPSHOT_MODE", "initial");
+    let start = |pg: FakePg| {
+        Script::operation(
+            &[TABLES, COPYING],
+            pg,
+            SCHEMA,
+            None,
+            |_| {},
+            |config, now| {
+                Box::new(crate::pipeline::Pipeline::new(config, 7, now).expect("valid"))
+                    as Box<dyn Operation>
+            },
+        )
+    };
+    let mut pg = row_secured();
+    pg.slot_confirmed = None;
+    let mut s = start(pg.clone());
+    let trace = s.take_trace();
+    let (code, reason) = s.exit().cloned().unwrap_or_else(|| panic!("{trace}"));
+    assert_eq!(code, 1, "{trace}");
+    assert!(!trace.contains("CREATE_REPLICATION_SLOT"), "{trace}");
+    assert!(!trace.contains("COPY"), "{trace}");
+    assert!(
+        reason.contains(
+            "routed table public.users has row-level security that applies to role \"slotline\""
+        ) && reason.contains("a copy would read only the rows the role's policies show it"),
+        "{reason}"
+    );
+    // check says the same, with the same fix.
+    let mut c = Script::operation(
+        &[TABLES, COPYING],
+        pg.clone(),
+        SCHEMA,
+        None,
+        |_| {},
+        |config, now| {
+            Box::new(Check::new(config, now, Format::Text).expect("valid")) as Box<dyn Operation>
+        },
+    );
+    answer_all(&mut c);
+    let report = printed(&c.take_trace());
+    assert_eq!(c.exit().map(|e| e.0), Some(1), "{report}");
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("FAIL table public.users "))
+        .unwrap_or_else(|| panic!("{report}"));
+    let (_, fix) = line
+        .split_once(" (fix: ")
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        reason.ends_with(&format!("(fix: {fix}")),
+        "{reason}\n{line}"
+    );
+    assert!(fix.contains("ALTER ROLE slotline BYPASSRLS"), "{fix}");
+    // The other table is still checked, and maps.
+    assert!(report.contains("ok   table public.items"), "{report}");
+    // Stream only: nothing reads the table through its policies.
+    let mut s = start_streaming_only(pg);
+    let trace = s.take_trace();
+    assert!(s.exit().is_none(), "{trace}");
+    assert!(trace.contains("START_REPLICATION"), "{trace}");
+    assert!(!trace.contains("row-level security"), "{trace}");
+}
+
+fn start_streaming_only(pg: FakePg) -> Script {
+    Script::new(&[TABLES, ("SNAPSHOT_MODE", "never")], pg, SCHEMA)
 }
 
 #[test]
