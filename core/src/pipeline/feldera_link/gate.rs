@@ -19,6 +19,12 @@
 //! session is still out (the ledger's `control_blocks`): a late commit would commit this
 //! session's.
 //!
+//! A session has one owner of the pipeline's transaction: the gate while it settles, else
+//! the stream. The stream starts none while the gate settles ([`Gate::settling`]), and its
+//! first transaction request makes it the owner at once, so the gate never settles (commits)
+//! a transaction the stream is starting or holds: a source transaction would otherwise
+//! become visible in pieces.
+//!
 //! Owns: the gate and the requests waiting behind it. Never decides what a request is for.
 
 use super::ledger::{Ledger, Owner};
@@ -84,8 +90,18 @@ impl Gate {
         };
     }
 
-    /// The stream started or adopted a Feldera transaction: this session owns whatever is
-    /// open, and its own requests need not wait.
+    /// Whether the gate is settling an open transaction, or about to (requests wait behind
+    /// it): the stream must not start one meanwhile (see the module docs).
+    pub(crate) fn settling(&self) -> bool {
+        match self.state {
+            State::Starting(_) | State::Committing(_) => true,
+            State::Unknown => !self.waiting.is_empty(),
+            State::Settled => false,
+        }
+    }
+
+    /// The stream asked for or adopted a Feldera transaction: this session owns whatever
+    /// is open, and its own requests need not wait.
     pub(crate) fn own_transaction(&mut self) {
         if matches!(self.state, State::Unknown) {
             self.state = State::Settled;
@@ -155,15 +171,16 @@ impl Gate {
         matches!(self.state, State::Starting(h) | State::Committing(h) if h == id)
     }
 
-    /// An answer to one of the gate's requests: the next step, or why the session cannot go
-    /// on.
+    /// An answer to one of the gate's requests: the next step (true once settled: the
+    /// waiting requests went out and the stream may start a transaction), or why the
+    /// session cannot go on.
     pub(crate) fn on_reply(
         &mut self,
         queue: &mut Queue,
         ledger: &mut Ledger,
         endpoint: &FelderaEndpoint,
         reply: Reply<'_>,
-    ) -> Result<(), Failure> {
+    ) -> Result<bool, Failure> {
         match self.state {
             State::Starting(_) => {
                 match classify_start_transaction(reply) {
@@ -199,7 +216,7 @@ impl Gate {
                 let request = endpoint.commit_transaction(FORWARDED_TIMEOUT_MS);
                 queue.push(Command::Http { id: http, request });
                 self.state = State::Committing(http);
-                Ok(())
+                Ok(false)
             }
             State::Committing(_) => {
                 match classify_commit_transaction(reply) {
@@ -221,9 +238,9 @@ impl Gate {
                 for (id, request) in std::mem::take(&mut self.waiting) {
                     queue.push(Command::Http { id, request });
                 }
-                Ok(())
+                Ok(true)
             }
-            State::Settled | State::Unknown => Ok(()),
+            State::Settled | State::Unknown => Ok(false),
         }
     }
 }

@@ -152,12 +152,14 @@ impl FelderaLink {
     }
 
     /// Sends the stream's own `start_transaction` or `commit_transaction`, kept in the
-    /// ledger until it ends.
+    /// ledger until it ends. The stream owns the session's transaction from its first such
+    /// request (`gate`): the gate settles nothing from then on.
     pub(crate) fn send_txn_control(
         &mut self,
         queue: &mut Queue,
         request: impl FnOnce(&FelderaEndpoint) -> HttpRequest,
     ) -> HttpId {
+        self.gate.own_transaction();
         let id = queue.http_id();
         self.ledger.started_control(id, Owner::Phase);
         let request = request(&self.endpoint);
@@ -165,9 +167,10 @@ impl FelderaLink {
         id
     }
 
-    /// Whether this session may start or settle a Feldera transaction now (`gate`).
+    /// Whether the stream may start a Feldera transaction now: not while the gate settles
+    /// one, nor while a transaction request of an ended session is out (`gate`).
     pub(crate) fn may_start_transaction(&mut self, queue: &mut Queue) -> bool {
-        gate::may_start_transaction(queue, &mut self.ledger)
+        !self.gate.settling() && gate::may_start_transaction(queue, &mut self.ledger)
     }
 
     /// The stream started or adopted a Feldera transaction (`gate`).
@@ -210,7 +213,10 @@ impl FelderaLink {
                     .gate
                     .on_reply(queue, &mut self.ledger, &self.endpoint, reply)
                 {
-                    Ok(()) => Delivery::Handled,
+                    Ok(false) => Delivery::Handled,
+                    // Settled: the requests that waited went out, and a stream waiting to
+                    // start its transaction may now.
+                    Ok(true) => Delivery::Freed,
                     Err(failure) => Delivery::Failed(failure),
                 };
             }
@@ -557,8 +563,63 @@ mod tests {
         let reply = Reply::Answered { status: 200, body };
         assert_eq!(
             link.deliver(&mut queue, commit[0], true, "answered 200", reply),
-            Delivery::Handled
+            Delivery::Freed
         );
         assert_eq!(drain(&mut queue).0, [write], "settled: the write goes out");
+    }
+
+    /// Answers `id` with `status` and `body`.
+    fn answered_with(
+        link: &mut FelderaLink,
+        queue: &mut Queue,
+        id: HttpId,
+        status: u16,
+        body: &[u8],
+    ) -> Delivery {
+        let reply = Reply::Answered { status, body };
+        link.deliver(queue, id, true, &format!("answered {status}"), reply)
+    }
+
+    #[test]
+    fn a_session_has_one_owner_of_the_pipeline_s_transaction() {
+        let (mut link, mut queue) = link();
+        link.start_session(1, true);
+        // A table request makes the gate settle: the stream starts none meanwhile.
+        let query = link.query_table(&mut queue, "users", link.endpoint().query("SELECT 1", 1));
+        let (sent, _) = drain(&mut queue);
+        assert_eq!(sent.len(), 1, "the gate asks start_transaction");
+        assert!(!link.may_start_transaction(&mut queue), "the gate settles");
+        let started = br#"{"transaction_id":7}"#;
+        assert_eq!(
+            answered_with(&mut link, &mut queue, sent[0], 200, started),
+            Delivery::Handled
+        );
+        let (commit, _) = drain(&mut queue);
+        assert!(!link.may_start_transaction(&mut queue), "the gate commits");
+        let body = br#""Transaction commit initiated""#;
+        assert_eq!(
+            answered_with(&mut link, &mut queue, commit[0], 200, body),
+            Delivery::Freed,
+            "settled: a stream waiting to start is woken"
+        );
+        assert_eq!(drain(&mut queue).0, [query]);
+        assert!(link.may_start_transaction(&mut queue));
+        // The next session: the stream asks for its transaction first. A table request
+        // made while that is out goes straight out: the gate settles (commits) nothing the
+        // stream is starting.
+        link.start_session(2, true);
+        let start = link.send_txn_control(&mut queue, |e| e.start_transaction(1));
+        let write = ingress(&mut link, &mut queue, "users");
+        assert_eq!(drain(&mut queue).0, [start, write]);
+        assert_eq!(
+            answered_with(&mut link, &mut queue, start, 200, started),
+            Delivery::Phase
+        );
+        let again = link.query_table(&mut queue, "users", link.endpoint().query("SELECT 1", 1));
+        assert_eq!(
+            drain(&mut queue).0,
+            [again],
+            "no start_transaction of the gate"
+        );
     }
 }
