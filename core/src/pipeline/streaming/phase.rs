@@ -656,6 +656,12 @@ impl Streaming {
         self.stop_leaves_rest()
     }
 
+    /// Whether the stop leaves a Feldera transaction open (see `stop_leaves_rest`): Feldera
+    /// then delays every checkpoint until a commit this stop does not make.
+    pub(crate) fn leaves_feldera_transaction_open(&self) -> bool {
+        self.stop_leaves_rest() && self.txn.as_ref().is_some_and(FelderaTxn::is_open)
+    }
+
     /// A stop with Feldera transactions, nothing in flight, and the rest ending inside a
     /// source transaction: an open transaction stays open (views never see part of the
     /// source transaction), and unsent rows stay unsent; the next start replays them.

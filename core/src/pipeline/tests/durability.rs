@@ -443,6 +443,61 @@ fn with_checkpoints_a_graceful_stop_waits_for_a_checkpoint_holding_what_it_drain
 }
 
 #[test]
+fn with_checkpoints_a_stop_that_leaves_a_feldera_transaction_open_ends_without_waiting_for_a_checkpoint(
+) {
+    let mut s = streaming_with(
+        Some("at_least_once"),
+        &[
+            ("BATCH_LINGER_MS", "0"),
+            ("BATCH_MAX_ROWS", "2"),
+            ("FELDERA_TRANSACTIONS", "large"),
+            ("FELDERA_CHECKPOINT_INTERVAL_SECS", "60"),
+        ],
+    );
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    for _ in 0..20 {
+        s.settle();
+        s.advance(300);
+    }
+    let confirmed = s.confirmed;
+    assert_eq!(
+        confirmed,
+        Lsn(0x2100),
+        "a checkpoint holds tx 700: {}",
+        s.take_trace()
+    );
+    // tx 701 is complete but no checkpoint holds it yet; tx 702 is read in part.
+    insert_tx(&mut s, 701, 0x2200, &["2"]);
+    s.settle();
+    s.take_trace();
+    s.wal(
+        "Begin 702, insert users 3, 4, 5 (no commit yet)",
+        &[
+            begin(0x2300, 702),
+            insert(0x2210, 16384, &[Some("3"), Some("n"), None]),
+            insert(0x2218, 16384, &[Some("4"), Some("n"), None]),
+            insert(0x2220, 16384, &[Some("5"), Some("n"), None]),
+        ],
+    );
+    s.settle();
+    s.shutdown();
+    let mut waited_ms = 0;
+    while s.exit().is_none() && waited_ms < 5_000 {
+        s.settle();
+        s.advance(100);
+        waited_ms += 100;
+    }
+    let trace = s.take_trace();
+    assert_eq!(s.exit().map(|e| e.0), Some(0), "{trace}");
+    assert!(waited_ms < 1_000, "the stop took {waited_ms} ms:\n{trace}");
+    assert_eq!(s.confirmed, Lsn(0x2100), "no checkpoint holds tx 701");
+    rule!(
+        "A graceful stop with checkpoints that leaves a Feldera transaction open (a source transaction read in part under FELDERA_TRANSACTIONS=large): Feldera delays every checkpoint until a commit the stop does not make, so the stop asks for none, says so, and exits at once with what the last checkpoint holds (tx 700); the next start replays tx 701 and 702.",
+        trace
+    );
+}
+
+#[test]
 fn a_completion_timeout_shorter_than_the_status_poll_still_lets_a_checkpoint_succeed() {
     let mut s = streaming_with(
         Some("at_least_once"),
