@@ -26,6 +26,7 @@ fn routes() -> Vec<StateRoute> {
             consistent_point: None,
             published: None,
             leaves: Vec::new(),
+            oid: None,
         },
         StateRoute {
             source: "public.items".into(),
@@ -34,6 +35,7 @@ fn routes() -> Vec<StateRoute> {
             consistent_point: None,
             published: None,
             leaves: Vec::new(),
+            oid: None,
         },
     ]
 }
@@ -322,6 +324,7 @@ fn complete_state_for_other_routes_copies_only_the_added_ones() {
                 consistent_point: None,
                 published: None,
                 leaves: Vec::new(),
+                oid: None,
             });
         }),
         Some(&reserved()),

@@ -18,8 +18,8 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// What a state file holds, for error messages.
 const FIELDS: &str = "version, system_id, database, slot, publication, pipeline, \
-routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text) \
-and leaves [{oid (number), schema, name (text)}]}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
+routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), \
+leaves [{oid (number), schema, name (text)}] and oid (number)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
 updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under \
 {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}";
 
@@ -99,6 +99,12 @@ pub struct StateRoute {
     /// table without partitions and in files written before it was recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leaves: Vec<StateLeaf>,
+    /// The table's OID when the catalog last showed it routed: once the route is removed,
+    /// only changes of that OID are the removed route's to skip (a table created later
+    /// under the same name is another table). Absent in files written before it was
+    /// recorded, whose removed routes are matched by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oid: Option<u32>,
 }
 
 /// A leaf partition of a routed table, as a state file records it.
@@ -122,6 +128,7 @@ impl StateRoute {
             consistent_point: None,
             published: None,
             leaves: Vec::new(),
+            oid: None,
         }
     }
 
@@ -132,8 +139,16 @@ impl StateRoute {
             consistent_point: None,
             published: None,
             leaves: Vec::new(),
+            oid: None,
             ..self.clone()
         }
+    }
+
+    /// Records `oid`, the table's OID as the catalog shows it now; whether it changed.
+    pub fn learn_oid(&mut self, oid: u32) -> bool {
+        let changed = self.oid != Some(oid);
+        self.oid = Some(oid);
+        changed
     }
 
     /// Records the leaves `seen` (the catalog's, now): a leaf not recorded yet is added, a

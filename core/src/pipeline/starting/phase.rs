@@ -246,12 +246,21 @@ impl Starting {
         leaves
     }
 
-    /// Records in `routes` (a state file's) the leaf partitions the catalog shows of each
-    /// configured route; whether any was not recorded yet.
-    fn learn_leaves(&self, cx: &Cx<'_>, routes: &mut [StateRoute]) -> bool {
+    /// Records in `routes` (a state file's) what the catalog shows of each configured
+    /// route: its table's OID and its leaf partitions; whether anything was not recorded yet.
+    fn learn_catalog(&self, cx: &Cx<'_>, routes: &mut [StateRoute]) -> bool {
         let catalog = self.conversation.placement().leaves();
         let mut learned = false;
         for (index, route) in cx.env.routes.iter().enumerate() {
+            if let Some(relation) = self.conversation.relations.get(index) {
+                let configured = StateRoute::of(route);
+                for record in routes
+                    .iter_mut()
+                    .filter(|r| r.is_routed() && r.same_route(&configured))
+                {
+                    learned |= record.learn_oid(relation.oid);
+                }
+            }
             let seen: Vec<StateLeaf> = catalog
                 .iter()
                 .filter(|(of, _, _)| *of == index)
@@ -614,9 +623,10 @@ impl Starting {
                     _ => None,
                 };
                 if let Some(mut state) = recorded.cloned() {
-                    if self.learn_leaves(cx, &mut state.routes) {
+                    if self.learn_catalog(cx, &mut state.routes) {
                         // Recorded before streaming: a leaf detached or dropped later is
-                        // still placed by a later session (docs/snapshot.md).
+                        // still placed by a later session, and a route removed later is
+                        // known by its OID (docs/snapshot.md).
                         state.updated_at = Some(rfc3339_utc(cx.queue.now.wall));
                         cx.queue.push(Command::WriteState {
                             path: cx.env.state_path.clone(),
@@ -670,7 +680,7 @@ impl Starting {
                     feldera_incarnation: cx.run.feldera.incarnation.clone(),
                     feldera_written_under: cx.run.feldera.under.clone(),
                 };
-                self.learn_leaves(cx, &mut state.routes);
+                self.learn_catalog(cx, &mut state.routes);
                 if !record_first {
                     self.unwritten = Some(state);
                     return self.create_for_snapshot(cx, leftovers);
@@ -709,7 +719,7 @@ impl Starting {
                 };
                 let mut state = file.clone();
                 state.routes = routes;
-                self.learn_leaves(cx, &mut state.routes);
+                self.learn_catalog(cx, &mut state.routes);
                 state.updated_at = Some(rfc3339_utc(cx.queue.now.wall));
                 if state.feldera_incarnation.is_none() {
                     state.feldera_incarnation = cx.run.feldera.incarnation.clone();

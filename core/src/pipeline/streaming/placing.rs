@@ -46,7 +46,9 @@ impl Streaming {
             (Some(route), _) => (route, false),
             (None, Some(route)) => (route, true),
             (None, None)
-                if self.skips.is_removed(&relation.namespace, &relation.name)
+                if self
+                    .skips
+                    .is_removed(&relation.namespace, &relation.name, oid)
                     || self.skips.is_removed_leaf(oid) =>
             {
                 cx.queue.note(

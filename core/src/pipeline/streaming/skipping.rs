@@ -17,8 +17,9 @@ use crate::Lsn;
 pub(crate) struct Skips {
     /// Each route's own copy's consistent point, for a route copied apart from the others.
     copied_at: Vec<Option<Lsn>>,
-    /// The sources of removed routes, as `PgTable` prints them.
-    removed: Vec<String>,
+    /// The sources of removed routes, as `PgTable` prints them, with their tables' OIDs
+    /// where the state file recorded them.
+    removed: Vec<(String, Option<u32>)>,
     /// The recorded leaves of removed routes' tables, by OID.
     removed_leaves: Vec<u32>,
 }
@@ -48,7 +49,10 @@ impl Skips {
                     .any(|route| route.source.to_string() == r.source)
             })
             .collect();
-        let removed = removed_routes.iter().map(|r| r.source.clone()).collect();
+        let removed = removed_routes
+            .iter()
+            .map(|r| (r.source.clone(), r.oid))
+            .collect();
         let removed_leaves = removed_routes
             .iter()
             .flat_map(|r| r.leaves.iter().map(|leaf| leaf.oid))
@@ -78,8 +82,10 @@ impl Skips {
         self.removed_leaves.contains(&oid)
     }
 
-    /// Whether a relation is a removed route's table.
-    pub(crate) fn is_removed(&self, namespace: &str, name: &str) -> bool {
+    /// Whether relation `oid` is a removed route's table: its name, and its OID where the
+    /// state file recorded one (a table created later under that name is another table,
+    /// not the removed route's).
+    pub(crate) fn is_removed(&self, namespace: &str, name: &str, oid: u32) -> bool {
         if self.removed.is_empty() {
             return false;
         }
@@ -88,7 +94,9 @@ impl Skips {
             name: name.to_owned(),
         }
         .to_string();
-        self.removed.contains(&table)
+        self.removed
+            .iter()
+            .any(|(source, recorded)| *source == table && recorded.is_none_or(|r| r == oid))
     }
 }
 
@@ -123,6 +131,7 @@ mod tests {
             consistent_point: point.map(Lsn),
             published: None,
             leaves: Vec::new(),
+            oid: None,
         }
     }
 
@@ -149,8 +158,24 @@ mod tests {
         ]);
         let skips = Skips::of(&file, &routes);
         assert!(skips.copied_before(Lsn(1)).is_empty());
-        assert!(skips.is_removed("public", "gone"));
-        assert!(!skips.is_removed("public", "users"));
-        assert!(!skips.is_removed("other", "gone"));
+        assert!(skips.is_removed("public", "gone", 1));
+        assert!(!skips.is_removed("public", "users", 1));
+        assert!(!skips.is_removed("other", "gone", 1));
+    }
+
+    #[test]
+    fn a_removed_route_whose_oid_was_recorded_is_that_table_only() {
+        let routes = parse_tables("users").unwrap();
+        let mut gone = route("public.gone", Some(RoutePhase::Removed), None);
+        gone.oid = Some(17000);
+        let skips = Skips::of(
+            &state(vec![route("public.users", None, None), gone]),
+            &routes,
+        );
+        assert!(skips.is_removed("public", "gone", 17000));
+        assert!(
+            !skips.is_removed("public", "gone", 17001),
+            "a table created later under the name is another table"
+        );
     }
 }

@@ -409,6 +409,7 @@ fn streaming_metrics_copied() -> Script {
             consistent_point: None,
             published: None,
             leaves: Vec::new(),
+            oid: None,
         }],
         phase: SnapshotPhase::Complete,
         consistent_point: Some(START),

@@ -15,6 +15,7 @@ fn route(source: &str, target: &str, phase: Option<RoutePhase>) -> StateRoute {
         consistent_point: None,
         published: None,
         leaves: Vec::new(),
+        oid: None,
     }
 }
 
@@ -175,6 +176,71 @@ fn a_removed_route_is_recorded_and_its_changes_still_in_the_slot_are_skipped() {
         "A route removed since the copy: the start warns that its Feldera table keeps its rows, records it removed, and streams from the slot without copying; a change of the removed table the slot still carries is skipped, the rest of its transaction is delivered.",
         s.take_trace()
     );
+}
+
+#[test]
+fn a_start_records_each_routed_table_s_oid_before_it_streams() {
+    let mut s = script(copied(vec![route("public.users", "users", None)]), "users");
+    run_until_streaming(&mut s);
+    assert_eq!(s.exit(), None);
+    let trace = s.take_trace();
+    let written = trace
+        .find("write state")
+        .expect("the file is written again");
+    let streaming = trace.find("START_REPLICATION").expect("it streams");
+    assert!(written < streaming, "{trace}");
+    assert_eq!(state_of(&s).routes[0].oid, Some(16384));
+}
+
+#[test]
+fn a_table_created_under_a_removed_route_s_name_is_another_table() {
+    let mut gone = route("public.items", "lineitems", Some(RoutePhase::Removed));
+    gone.oid = Some(16390);
+    let mut s = script(
+        copied(vec![route("public.users", "users", None), gone]),
+        "users",
+    );
+    run_until_streaming(&mut s);
+    assert_eq!(s.exit(), None);
+    s.take_trace();
+    // The removed route's own table: skipped.
+    s.wal(
+        "tx 1: insert items sku9 (OID 16390), users 9",
+        &[
+            begin(0x2000, 1),
+            relation(&items()),
+            insert(0x2008, 16390, &[Some("sku9"), Some("9")]),
+            relation(&users(ReplicaIdentity::Default)),
+            insert(0x2010, 16384, &[Some("9"), Some("n"), None]),
+            commit(0x2000, 0x2100),
+        ],
+    );
+    s.settle();
+    s.advance(50);
+    s.settle();
+    assert_eq!((s.exit(), s.feldera.rows("users")), (None, 1));
+    assert!(s
+        .take_trace()
+        .contains("public.items (OID 16390) is a removed route's table"));
+    // A table created since under the same name (another OID) is not the removed route's.
+    let mut again = items();
+    again.relation.oid = 17777;
+    let replay = [
+        begin(0x3000, 2),
+        relation(&again),
+        insert(0x2F00, 17777, &[Some("sku1"), Some("1")]),
+        commit(0x3000, 0x3100),
+    ];
+    s.wal("tx 2: insert the new items sku1 (OID 17777)", &replay[..3]);
+    s.advance(200);
+    s.wal("tx 2 again (the replay)", &replay);
+    s.settle();
+    let trace = s.take_trace();
+    let (code, reason) = s.exit().cloned().unwrap_or_else(|| panic!("{trace}"));
+    assert_eq!(code, 1, "{trace}");
+    assert!(reason.contains("public.items"), "{reason}");
+    assert!(!trace.contains("is a removed route's table"), "{trace}");
+    assert_eq!(s.confirmed, Lsn(0x2100), "nothing of tx 2 is acknowledged");
 }
 
 #[test]
