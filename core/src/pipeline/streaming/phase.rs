@@ -583,7 +583,10 @@ impl Streaming {
             if let Some(name) = self.unplaced.get(&oid).cloned() {
                 return self.unplaceable(cx, at, &format!("a change to {name}"), &name);
             }
-            if let Some((_, problem)) = self.unmappable.get(&oid) {
+            if let Some((route, problem)) = self.unmappable.get(&oid) {
+                if self.skipping.contains(route) {
+                    return Ok(());
+                }
                 return fail(
                     FailureKind::DataRefused,
                     format!("{problem}. Nothing of this transaction was acknowledged"),

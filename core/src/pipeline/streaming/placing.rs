@@ -98,6 +98,21 @@ impl Streaming {
                 );
                 return Ok(());
             }
+            Err(e) if self.skipping.contains(&route) => {
+                // An added route's transaction committed before its own copy's consistent
+                // point: its rows are skipped (they are in the copy), so the shape they had
+                // then is never used; refused only if a row of it is not skipped.
+                self.mapped.remove(&oid);
+                self.relations.apply(relation);
+                self.unmappable.insert(
+                    oid,
+                    (
+                        route,
+                        format!("table changed in a way Feldera's schema does not accept: {e}"),
+                    ),
+                );
+                return Ok(());
+            }
             Err(e) => {
                 let unknown = relation
                     .columns
