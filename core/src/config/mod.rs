@@ -29,6 +29,13 @@ use parse::{parse_bool, parse_enum, parse_u64_capped, parse_u64_in};
 /// "Ingress").
 pub const FELDERA_INGRESS_MAX_QUEUED_RECORDS: u64 = 100_000;
 
+/// Records the batches in flight of one phase may carry at most
+/// (`MAX_IN_FLIGHT_BATCHES` × `BATCH_MAX_ROWS`, when more than one batch may be in flight):
+/// half an ingress endpoint's queue, so that a window on top of what an ended session's
+/// requests left queued for the same table still fits, and load alone never pauses the
+/// endpoint into the manager's 30 s give-up (docs/feldera.md, "Ingress").
+pub const MAX_IN_FLIGHT_RECORDS: u64 = FELDERA_INGRESS_MAX_QUEUED_RECORDS / 2;
+
 const BATCH_MAX_ROWS_WHY: &str = "Feldera pauses an ingress endpoint holding 100000 queued \
      records, so a larger batch can stall half-read until Feldera's manager answers 503 after \
      30 s with part of it taken";
@@ -395,6 +402,31 @@ impl Config {
                  completion",
             ));
         }
+        let batch_max_rows = parse_u64_capped(
+            &pairs,
+            "BATCH_MAX_ROWS",
+            1,
+            FELDERA_INGRESS_MAX_QUEUED_RECORDS,
+            BATCH_MAX_ROWS_WHY,
+        )?;
+        let max_in_flight_batches = parse_u64_in(&pairs, "MAX_IN_FLIGHT_BATCHES", 1, 64)?;
+        // One batch alone is bounded by BATCH_MAX_ROWS's own limit.
+        if max_in_flight_batches > 1
+            && max_in_flight_batches * batch_max_rows > MAX_IN_FLIGHT_RECORDS
+        {
+            return Err(ConfigError::new(
+                "MAX_IN_FLIGHT_BATCHES",
+                Some(pairs.get_or_default("MAX_IN_FLIGHT_BATCHES")),
+                format!(
+                    "at most {} with BATCH_MAX_ROWS={batch_max_rows}: the batches in flight would carry up to {} records \
+                     for one table, and Feldera pauses an ingress endpoint holding {FELDERA_INGRESS_MAX_QUEUED_RECORDS} queued \
+                     records, some of which an ended session's requests may have left, until its manager answers 503 \
+                     after 30 s; keep MAX_IN_FLIGHT_BATCHES x BATCH_MAX_ROWS at or below {MAX_IN_FLIGHT_RECORDS}",
+                    (MAX_IN_FLIGHT_RECORDS / batch_max_rows).max(1),
+                    max_in_flight_batches * batch_max_rows
+                ),
+            ));
+        }
         Ok(Config {
             pg: PgConnConfig::from_pairs(&pairs)?,
             publication: match run {
@@ -430,16 +462,10 @@ impl Config {
             )?,
             state_dir: state_dir.unwrap_or_default(),
             state_dir_given: pairs.get("STATE_DIR").is_some(),
-            batch_max_rows: parse_u64_capped(
-                &pairs,
-                "BATCH_MAX_ROWS",
-                1,
-                FELDERA_INGRESS_MAX_QUEUED_RECORDS,
-                BATCH_MAX_ROWS_WHY,
-            )?,
+            batch_max_rows,
             batch_max_bytes: parse_u64_in(&pairs, "BATCH_MAX_BYTES", 1024, 1 << 30)?,
             batch_linger_ms: parse_u64_in(&pairs, "BATCH_LINGER_MS", 0, 3_600_000)?,
-            max_in_flight_batches: parse_u64_in(&pairs, "MAX_IN_FLIGHT_BATCHES", 1, 64)? as usize,
+            max_in_flight_batches: max_in_flight_batches as usize,
             feldera_transactions: parse_enum(
                 &pairs,
                 "FELDERA_TRANSACTIONS",

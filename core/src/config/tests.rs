@@ -159,7 +159,7 @@ fn errors_name_variable_value_and_what_is_accepted() {
 #[test]
 fn batch_max_rows_past_what_a_feldera_ingress_endpoint_queues_is_refused_with_the_reason() {
     assert_eq!(
-        with(&[("BATCH_MAX_ROWS", "100000")])
+        with(&[("BATCH_MAX_ROWS", "100000"), ("MAX_IN_FLIGHT_BATCHES", "1")])
             .unwrap()
             .batch_max_rows,
         100_000
@@ -265,6 +265,7 @@ fn the_query_timeout_defaults_to_ten_minutes_and_is_bounded() {
 fn in_flight_window_and_feldera_transactions_are_read_and_checked() {
     let c = with(&[
         ("MAX_IN_FLIGHT_BATCHES", "64"),
+        ("BATCH_MAX_ROWS", "781"),
         ("FELDERA_TRANSACTIONS", "Large"),
     ])
     .unwrap();
@@ -284,6 +285,27 @@ fn in_flight_window_and_feldera_transactions_are_read_and_checked() {
     insta::assert_snapshot!(error(&[("MAX_IN_FLIGHT_BATCHES", "0")]), @r#"MAX_IN_FLIGHT_BATCHES="0" is invalid: a whole number from 1 to 64"#);
     insta::assert_snapshot!(error(&[("MAX_IN_FLIGHT_BATCHES", "65")]), @r#"MAX_IN_FLIGHT_BATCHES="65" is invalid: a whole number from 1 to 64"#);
     insta::assert_snapshot!(error(&[("FELDERA_TRANSACTIONS", "yes")]), @r#"FELDERA_TRANSACTIONS="yes" is invalid: one of off, large, all"#);
+}
+
+#[test]
+fn a_window_of_batches_past_half_an_ingress_endpoint_s_queue_is_refused() {
+    let fits = with(&[("MAX_IN_FLIGHT_BATCHES", "5"), ("BATCH_MAX_ROWS", "10000")]).unwrap();
+    assert_eq!(
+        (fits.max_in_flight_batches, fits.batch_max_rows),
+        (5, 10_000)
+    );
+    let err = with(&[("MAX_IN_FLIGHT_BATCHES", "6"), ("BATCH_MAX_ROWS", "10000")]).unwrap_err();
+    assert_eq!(err.variable, "MAX_IN_FLIGHT_BATCHES");
+    insta::assert_snapshot!(err.to_string(), @r#"MAX_IN_FLIGHT_BATCHES="6" is invalid: at most 5 with BATCH_MAX_ROWS=10000: the batches in flight would carry up to 60000 records for one table, and Feldera pauses an ingress endpoint holding 100000 queued records, some of which an ended session's requests may have left, until its manager answers 503 after 30 s; keep MAX_IN_FLIGHT_BATCHES x BATCH_MAX_ROWS at or below 50000"#);
+    // The default window (4) with a batch too big for it.
+    let err = with(&[("BATCH_MAX_ROWS", "20000")]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("at most 2 with BATCH_MAX_ROWS=20000"),
+        "{err}"
+    );
+    // One batch in flight is bounded by BATCH_MAX_ROWS alone.
+    assert!(with(&[("MAX_IN_FLIGHT_BATCHES", "1"), ("BATCH_MAX_ROWS", "100000")]).is_ok());
 }
 
 #[test]

@@ -119,7 +119,7 @@ const BLOCKS_PER_ROW: [u64; 4] = [0, 1024, 300, 2500];
 
 const WAL_SENDER_TIMEOUT: [&str; 4] = ["60s", "1s", "0", "5s"];
 const SHUTDOWN_CONFIRM_MS: [&str; 4] = ["5000", "0", "300", "1000"];
-const BATCH_MAX_ROWS: [&str; 8] = ["3", "1", "2", "5", "8", "100", "4", "10000"];
+const BATCH_MAX_ROWS: [&str; 8] = ["3", "1", "2", "5", "8", "100", "4", "5000"];
 const BATCH_LINGER_MS: [&str; 8] = ["10", "0", "1", "50", "200", "0", "30", "5"];
 const NO_PROGRESS_TIMEOUT_SECS: [&str; 4] = ["300", "2", "10", "60"];
 /// Indices 5 to 7 (no committed seed used them while they meant no crash) are the snapshot's

@@ -307,7 +307,7 @@ fn a_partitioned_table_is_copied_through_its_leaves_in_parallel_and_leftovers_ar
             ("TABLES", "metrics"),
             ("SNAPSHOT_MODE", "initial"),
             ("SNAPSHOT_WORKERS", "2"),
-            ("BATCH_MAX_ROWS", "100000"),
+            ("BATCH_MAX_ROWS", "12500"),
         ],
         pg,
         METRICS_SCHEMA,

@@ -75,7 +75,7 @@ fn fresh_start_copies_every_table_then_streams_from_the_consistent_point() {
 #[test]
 fn one_large_table_is_cut_into_ranges_that_every_worker_takes() {
     let mut s = snapshot(
-        &[("SNAPSHOT_WORKERS", "3"), ("BATCH_MAX_ROWS", "100000")],
+        &[("SNAPSHOT_WORKERS", "3"), ("BATCH_MAX_ROWS", "12500")],
         seeded(0..12_000, 12_000, 0),
     );
     run_until_streaming(&mut s);
