@@ -258,7 +258,7 @@ pub struct Cli {
         default_value = default_of("BATCH_LINGER_MS")
     )]
     pub batch_linger_ms: Option<String>,
-    /// Batches sent to Feldera and not yet durable at once (1 to 64)
+    /// Batches sent to Feldera and not yet durable at once (1 to 64; above 1, times BATCH_MAX_ROWS at most 50000)
     #[arg(
         long,
         global = true,
