@@ -204,6 +204,99 @@ fn a_transaction_slower_than_the_no_progress_timeout_is_waited_for_in_both_shell
 
 const TABLE_ROWS: u64 = 40_000;
 
+/// With checkpoints (fault tolerance), a graceful stop that arrives inside a source
+/// transaction leaves its Feldera transaction open, and Feldera delays every checkpoint
+/// while one is open: the stop asks for none and exits at once with what the last
+/// checkpoint holds, well inside a service manager's stop timeout (30 s), rather than
+/// waiting out the completion timeout (60 s). The next start finishes the transaction.
+fn a_stop_inside_a_transaction_with_checkpoints_exits_at_once(shell: Shell) {
+    let env = Env::new("txnstopft", SETUP, schema());
+    env.feldera
+        .set_fault_tolerance(Some("at_least_once"))
+        .expect("fault tolerance");
+    let config = [
+        ("TABLES", "users"),
+        ("FELDERA_TRANSACTIONS", "large"),
+        ("BATCH_MAX_ROWS", "100"),
+    ];
+    let mut connector = env.start(shell, &config);
+    assert!(
+        wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
+        "connector did not start:\n{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users VALUES (0, 'before')");
+    assert!(
+        env.wait_caught_up(Duration::from_secs(30)),
+        "not caught up:\n{}",
+        connector.log_text()
+    );
+    // Complete, but no checkpoint holds it yet (the next is due an interval later): the
+    // stop has something a checkpoint would acknowledge.
+    env.sql("INSERT INTO users VALUES (-1, 'unsaved')");
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            (env.feldera.row_count("users") == Some(2)).then_some(())
+        })
+        .is_some(),
+        "{}",
+        connector.log_text()
+    );
+    // Ten batches read at 6 KiB/s: the stop arrives while the transaction streams.
+    env.feldera
+        .read_slowly("users", 20, 6 * 1024)
+        .expect("users is an input table");
+    env.feldera.clear_requests();
+    let inside = env.write_txn(&format!(
+        "INSERT INTO users SELECT g, 'big' FROM generate_series(1, {ROWS}) g"
+    ));
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            (calls(&env, "ingress") >= 2).then_some(())
+        })
+        .is_some(),
+        "the transaction is not streaming:\n{}",
+        connector.log_text()
+    );
+    let stopping = std::time::Instant::now();
+    let code = connector.stop(Duration::from_secs(25));
+    let took = stopping.elapsed();
+    let log = connector.log_text();
+    assert_eq!(code, Some(0), "the stop did not end in 25 s:\n{log}");
+    assert!(
+        log.contains("the Feldera transaction left open holds back every checkpoint"),
+        "{log}"
+    );
+    assert!(
+        env.slot_at_or_before(&inside),
+        "nothing of the transaction acknowledged: slot {:?}, commit after {inside} (took {took:?})",
+        env.slot_confirmed()
+    );
+    assert_eq!(calls(&env, "commit_transaction"), 0, "left open");
+    // The next start continues it, commits it and catches up.
+    env.feldera.read_slowly("users", 0, 0).ok();
+    let mut again = env.start(shell, &config);
+    assert!(
+        env.wait_caught_up(Duration::from_secs(60)),
+        "not caught up after the restart:\n{}",
+        again.log_text()
+    );
+    env.assert_rows_equal("users", "users", "id");
+    assert_eq!(
+        again.stop(Duration::from_secs(25)),
+        Some(0),
+        "{}",
+        again.log_text()
+    );
+}
+
+#[test]
+fn a_stop_inside_a_transaction_with_checkpoints_exits_at_once_in_both_shells() {
+    for shell in Shell::BOTH {
+        a_stop_inside_a_transaction_with_checkpoints_exits_at_once(shell);
+    }
+}
+
 /// A run killed inside a Feldera transaction leaves it open; the state file is deleted (the
 /// documented way to ask for a new snapshot) and the connector restarted. Everything the copy
 /// sends would join that transaction and never complete: the session must commit it first.
