@@ -627,6 +627,19 @@ fn failover_slot_follows_the_server_version(shell: Shell) {
             env.slot_name()
         ));
         assert_eq!(failover, "t", "{}", connector.log_text());
+        // The server names no standby in synchronized_standby_slots (its default): check
+        // warns, with the setting that closes the hole.
+        let check = operation(shell, &env.config(&extra), &["check"]);
+        let line = check
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("WARN failover "))
+            .unwrap_or_else(|| panic!("no failover warning:\n{check}"));
+        assert!(
+            line.contains("synchronized_standby_slots is empty")
+                && line.contains("(fix: on the primary, name the physical slot"),
+            "{line}"
+        );
     } else {
         assert_eq!(connector.wait_exit(Duration::from_secs(60)), Some(1));
         let log = connector.log_text();

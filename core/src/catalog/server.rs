@@ -16,7 +16,9 @@ pub const SETTINGS_QUERY: &str = "SELECT current_setting('wal_level'), \
    (SELECT count(*) FROM pg_catalog.pg_replication_slots), \
    current_setting('max_wal_senders'), \
    (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'walsender'), \
-   r.rolname, r.rolreplication, r.rolsuper \
+   r.rolname, r.rolreplication, r.rolsuper, \
+   current_setting('synchronized_standby_slots', true), \
+   pg_catalog.pg_is_in_recovery(), current_setting('hot_standby_feedback') \
  FROM pg_catalog.pg_roles r WHERE r.rolname = current_user";
 
 /// The answer of `SETTINGS_QUERY`.
@@ -30,6 +32,13 @@ pub struct ServerSettings {
     pub role: String,
     pub replication: bool,
     pub superuser: bool,
+    /// `synchronized_standby_slots` (17 and newer; `None` before): the physical slots of
+    /// the standbys a failover slot's logical WAL waits for.
+    pub synchronized_standby_slots: Option<String>,
+    /// The server is a standby (`pg_is_in_recovery()`).
+    pub in_recovery: bool,
+    /// `hot_standby_feedback` is on.
+    pub hot_standby_feedback: bool,
 }
 
 fn bad(problem: impl Into<String>) -> CatalogError {
@@ -68,6 +77,9 @@ pub fn parse_settings(rows: &[Row<'_>]) -> Result<ServerSettings, CatalogError> 
         role: text(5)?.to_owned(),
         replication: flag(6)?,
         superuser: flag(7)?,
+        synchronized_standby_slots: row.get(8).copied().flatten().map(str::to_owned),
+        in_recovery: flag(9)?,
+        hot_standby_feedback: text(10)? == "on",
     })
 }
 
@@ -93,6 +105,57 @@ pub fn fix_for_server_error(message: &str) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// The fix `check` gives for a failover slot on a primary that names no standby to wait for.
+pub const SYNCHRONIZED_STANDBY_SLOTS_FIX: &str = "on the primary, name the physical slot of each standby that may be promoted: ALTER SYSTEM SET synchronized_standby_slots = '<its slot>'; SELECT pg_reload_conf()";
+/// The fix `check` gives for a standby source without `hot_standby_feedback`.
+pub const HOT_STANDBY_FEEDBACK_FIX: &str =
+    "ALTER SYSTEM SET hot_standby_feedback = on on the standby (and give it a physical slot on the primary); SELECT pg_reload_conf()";
+
+/// What a failover slot and a standby source put at risk (docs/guide/operating.md): a line
+/// each, warnings where the setting leaves a hole. `failover`: `PG_SLOT_FAILOVER=true`.
+pub fn judge_high_availability(settings: &ServerSettings, failover: bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    if settings.in_recovery {
+        lines.push(if settings.hot_standby_feedback {
+            Line::ok(
+                "standby",
+                "the source is a standby with hot_standby_feedback on",
+            )
+        } else {
+            Line::warn(
+                "standby",
+                "the source is a standby with hot_standby_feedback off: the primary may remove catalog rows \
+                 logical decoding on the standby still needs, which invalidates slotline's slot (a copy again)",
+            )
+            .with_fix(HOT_STANDBY_FEEDBACK_FIX)
+        });
+    }
+    if !failover || settings.in_recovery {
+        return lines;
+    }
+    match settings.synchronized_standby_slots.as_deref() {
+        // Before 17 a failover slot is refused anyway (`checks::server_version`).
+        None => {}
+        Some(slots) if slots.trim().is_empty() => lines.push(
+            Line::warn(
+                "failover",
+                "PG_SLOT_FAILOVER=true but synchronized_standby_slots is empty: slotline may acknowledge WAL a \
+                 standby has not received, and a standby promoted without it forks the timeline behind what \
+                 Feldera holds (rows that exist nowhere in PostgreSQL)",
+            )
+            .with_fix(SYNCHRONIZED_STANDBY_SLOTS_FIX),
+        ),
+        Some(slots) => lines.push(Line::ok(
+            "failover",
+            format!(
+                "synchronized_standby_slots = {slots:?}: the failover slot's changes reach slotline only once those \
+                 standbys have them"
+            ),
+        )),
+    }
+    lines
 }
 
 /// The verdicts on the settings. `slot_exists`: the slot is already there (it needs no
@@ -261,6 +324,9 @@ mod tests {
             role: "slotline".into(),
             replication: true,
             superuser: false,
+            synchronized_standby_slots: Some(String::new()),
+            in_recovery: false,
+            hot_standby_feedback: false,
         }
     }
 
@@ -304,8 +370,48 @@ mod tests {
     }
 
     #[test]
+    fn a_failover_slot_without_a_synchronized_standby_and_a_standby_without_feedback_are_warned() {
+        let lines = judge_high_availability(&settings(), true);
+        assert_eq!(verdicts(&lines), [("failover", Verdict::Warn)]);
+        assert!(lines[0]
+            .message
+            .contains("synchronized_standby_slots is empty"));
+        assert_eq!(
+            lines[0].fix.as_deref(),
+            Some(SYNCHRONIZED_STANDBY_SLOTS_FIX)
+        );
+        assert!(
+            judge_high_availability(&settings(), false).is_empty(),
+            "no failover slot, nothing to say"
+        );
+        let named = ServerSettings {
+            synchronized_standby_slots: Some("standby1".into()),
+            ..settings()
+        };
+        assert_eq!(
+            verdicts(&judge_high_availability(&named, true)),
+            [("failover", Verdict::Ok)]
+        );
+        let standby = ServerSettings {
+            in_recovery: true,
+            ..settings()
+        };
+        let lines = judge_high_availability(&standby, true);
+        assert_eq!(verdicts(&lines), [("standby", Verdict::Warn)]);
+        assert_eq!(lines[0].fix.as_deref(), Some(HOT_STANDBY_FEEDBACK_FIX));
+        let fed = ServerSettings {
+            hot_standby_feedback: true,
+            ..standby
+        };
+        assert_eq!(
+            verdicts(&judge_high_availability(&fed, false)),
+            [("standby", Verdict::Ok)]
+        );
+    }
+
+    #[test]
     fn settings_answers_parse_strictly() {
-        let row: [Option<&str>; 8] = [
+        let row: [Option<&str>; 11] = [
             Some("logical"),
             Some("10"),
             Some("2"),
@@ -314,11 +420,25 @@ mod tests {
             Some("slotline"),
             Some("t"),
             Some("f"),
+            None,
+            Some("t"),
+            Some("on"),
         ];
-        assert_eq!(parse_settings(&[&row]).unwrap().slots_used, 2);
+        let parsed = parse_settings(&[&row]).unwrap();
+        assert_eq!(parsed.slots_used, 2);
+        assert_eq!(
+            (
+                parsed.synchronized_standby_slots,
+                parsed.in_recovery,
+                parsed.hot_standby_feedback
+            ),
+            (None, true, true),
+            "before 17 the setting does not exist"
+        );
         let mut broken = row;
         broken[6] = Some("maybe");
         assert!(parse_settings(&[&broken]).is_err());
+        assert!(parse_settings(&[&row[..8]]).is_err(), "too short");
         assert!(parse_settings(&[]).is_err());
     }
 

@@ -285,7 +285,13 @@ impl Check {
             Extra::Settings => match server::parse_settings(&rows) {
                 Ok(settings) => {
                     self.role = settings.role.clone();
-                    server::judge_settings(&settings, self.conversation.slot().is_some())
+                    let mut lines =
+                        server::judge_settings(&settings, self.conversation.slot().is_some());
+                    lines.extend(server::judge_high_availability(
+                        &settings,
+                        self.env.config.slot_failover,
+                    ));
+                    lines
                 }
                 Err(e) => vec![Line::warn("server settings", e.to_string())],
             },
