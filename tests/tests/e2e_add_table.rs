@@ -229,6 +229,49 @@ fn a_removed_table_goes_stale_and_added_again_is_copied_again(shell: Shell) {
     stopped(&mut connector);
 }
 
+/// A removed route is its table, not its name: the state file records the table's OID, so a
+/// table created later under the removed route's name and published while slotline runs is
+/// not skipped as the removed route's but stops the run as any unrouted table does
+/// (exit 1 naming it), nothing of its transaction acknowledged.
+fn a_table_created_under_a_removed_route_s_name_is_not_skipped(shell: Shell) {
+    let env = Env::new("remove_recreate", &setup(200, 200), schema());
+    env.sql("ALTER PUBLICATION pub ADD TABLE items");
+    let mut connector = seeded(&env, shell, "users,items");
+    let oid: u64 = env
+        .sql("SELECT 'items'::regclass::oid")
+        .parse()
+        .expect("an OID");
+    stopped(&mut connector);
+    env.sql("ALTER PUBLICATION pub DROP TABLE items");
+    let mut connector = start(&env, shell, "users");
+    let removed = route_reaches(&env, "public.items", Some("removed"))
+        .unwrap_or_else(|| panic!("{}", connector.log_text()));
+    assert_eq!(
+        removed["oid"], oid,
+        "the removed route keeps its table's OID"
+    );
+    assert!(env.wait_caught_up(WAIT), "{}", connector.log_text());
+    env.sql(
+        "DROP TABLE items; CREATE TABLE items (id bigint PRIMARY KEY, qty bigint);
+         ALTER PUBLICATION pub ADD TABLE items;",
+    );
+    let inside =
+        env.write_txn("INSERT INTO items VALUES (1, 1); INSERT INTO users VALUES (9001, 'n')");
+    let exit = connector.wait_exit(WAIT);
+    let log = connector.log_text();
+    assert_eq!(exit, Some(1), "{log}");
+    assert!(
+        log.contains("public.items") && log.contains("neither routed nor a partition"),
+        "{log}"
+    );
+    assert!(!log.contains("is a removed route's table"), "{log}");
+    assert!(
+        env.slot_at_or_before(&inside),
+        "nothing of it acknowledged: slot {:?}, commit after {inside}",
+        env.slot_confirmed()
+    );
+}
+
 /// The added table's copy crashes half way (`snapshot_mid_copy`): the state file says the
 /// route is `pending` and the slot has not moved; the restart copies it again, retracts
 /// what the broken copy left, and sends nothing of `users` again.
@@ -304,6 +347,16 @@ fn tokio_an_added_table_is_copied_while_a_writer_writes_both() {
 #[test]
 fn blocking_an_added_table_is_copied_while_a_writer_writes_both() {
     an_added_table_is_copied_while_a_writer_writes_both(Shell::Blocking);
+}
+
+#[test]
+fn tokio_a_table_created_under_a_removed_route_s_name_is_not_skipped() {
+    a_table_created_under_a_removed_route_s_name_is_not_skipped(Shell::Tokio);
+}
+
+#[test]
+fn blocking_a_table_created_under_a_removed_route_s_name_is_not_skipped() {
+    a_table_created_under_a_removed_route_s_name_is_not_skipped(Shell::Blocking);
 }
 
 #[test]
