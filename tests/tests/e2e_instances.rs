@@ -41,16 +41,25 @@ struct Instance {
 
 impl Instance {
     fn new(env: &Env, table: &'static str, shell: Shell) -> Instance {
+        Self::with(env, table, shell, &[])
+    }
+
+    /// An instance with `extra` settings on top of its own.
+    fn with(env: &Env, table: &'static str, shell: Shell, extra: &[(&str, &str)]) -> Instance {
         let slot = format!("s_{}_{table}", env.name);
         let state_dir = env.state_dir.join(table);
-        let pairs = env.config(&[
+        let publication = format!("pub_{table}");
+        let state_dir = state_dir.display().to_string();
+        let mut settings = vec![
             ("TABLES", table),
-            ("PG_PUBLICATION", &format!("pub_{table}")),
-            ("PG_SLOT", &slot),
-            ("STATE_DIR", &state_dir.display().to_string()),
+            ("PG_PUBLICATION", publication.as_str()),
+            ("PG_SLOT", slot.as_str()),
+            ("STATE_DIR", state_dir.as_str()),
             ("SNAPSHOT_MODE", "initial"),
             ("BATCH_LINGER_MS", "0"),
-        ]);
+        ];
+        settings.extend_from_slice(extra);
+        let pairs = env.config(&settings);
         Instance {
             table,
             shell,
@@ -150,6 +159,53 @@ fn two_instances_share_a_database_and_a_pipeline(first: Shell, second: Shell) {
         assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
     }
     assert!(written >= 150, "{written} transactions");
+}
+
+/// Feldera has one transaction per pipeline (docs/instances.md): two instances on one
+/// pipeline with `FELDERA_TRANSACTIONS=all` adopt and commit each other's transactions, so
+/// a source transaction is no longer delivered whole, but every acknowledgement still waits
+/// for a completion Feldera gives only after a commit: under writers on both tables neither
+/// instance stops and both tables end equal.
+fn two_instances_with_feldera_transactions_on_one_pipeline_lose_nothing(shell: Shell) {
+    let env = Env::new("instances_txn", SETUP, schema());
+    let extra = [("FELDERA_TRANSACTIONS", "all"), ("BATCH_MAX_ROWS", "50")];
+    let orders = Instance::with(&env, "orders", shell, &extra);
+    let payments = Instance::with(&env, "payments", shell, &extra);
+    let mut a = orders.start(&env);
+    let mut b = payments.start(&env);
+    assert!(orders.state_complete(&env), "{}", a.log_text());
+    assert!(payments.state_complete(&env), "{}", b.log_text());
+    let writer = Writer::start(env.pg, &env.db, Duration::from_millis(2), |n| {
+        let id = 10_000 + n;
+        format!(
+            "INSERT INTO orders SELECT {id} * 100 + g, 'w' FROM generate_series(0, 60) g;
+             INSERT INTO payments SELECT {id} * 100 + g, {n} FROM generate_series(0, 60) g;
+             UPDATE orders SET note = note || '.' WHERE id = {k}; UPDATE payments SET amount = amount + 1 WHERE id = {k}",
+            k = 1 + n % 2000,
+        )
+    });
+    assert!(writer.wait_committed(200, WAIT), "writer stalled");
+    let written = writer.stop();
+    assert!(orders.caught_up(&env), "{}", a.log_text());
+    assert!(payments.caught_up(&env), "{}", b.log_text());
+    env.assert_rows_equal("orders", "orders", "id");
+    env.assert_rows_equal("payments", "payments", "id");
+    let logs = format!("{}\n{}", a.log_text(), b.log_text());
+    assert!(
+        logs.contains("a Feldera transaction is already open"),
+        "the instances met each other's transactions: {logs}"
+    );
+    for connector in [&mut a, &mut b] {
+        assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
+    }
+    assert!(written >= 200, "{written} transactions");
+}
+
+#[test]
+fn two_instances_with_feldera_transactions_on_one_pipeline_lose_nothing_in_both_shells() {
+    for shell in Shell::BOTH {
+        two_instances_with_feldera_transactions_on_one_pipeline_lose_nothing(shell);
+    }
 }
 
 #[test]
