@@ -627,8 +627,25 @@ fn failover_slot_follows_the_server_version(shell: Shell) {
             env.slot_name()
         ));
         assert_eq!(failover, "t", "{}", connector.log_text());
-        // The server names no standby in synchronized_standby_slots (its default): check
-        // warns, with the setting that closes the hole.
+        // The server names no standby in synchronized_standby_slots (its default): the
+        // start, check and status warn, with the setting that closes the hole.
+        assert!(
+            connector.wait_log(
+                "synchronized_standby_slots is empty",
+                Duration::from_secs(30)
+            ),
+            "{}",
+            connector.log_text()
+        );
+        let status = operation(shell, &env.config(&extra), &["status"]);
+        assert!(
+            status
+                .stdout
+                .lines()
+                .any(|l| l.starts_with("WARN failover ")
+                    && l.contains("synchronized_standby_slots is empty")),
+            "{status}"
+        );
         let check = operation(shell, &env.config(&extra), &["check"]);
         let line = check
             .stdout

@@ -7,6 +7,7 @@
 //! its own line so an operator sees every problem at once.
 
 use crate::catalog::questions::{quote_literal, CatalogError, Row};
+use crate::catalog::slot::Availability;
 use crate::contract::routes::Route;
 use crate::report::Line;
 
@@ -16,9 +17,7 @@ pub const SETTINGS_QUERY: &str = "SELECT current_setting('wal_level'), \
    (SELECT count(*) FROM pg_catalog.pg_replication_slots), \
    current_setting('max_wal_senders'), \
    (SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'walsender'), \
-   r.rolname, r.rolreplication, r.rolsuper, \
-   current_setting('synchronized_standby_slots', true), \
-   pg_catalog.pg_is_in_recovery(), current_setting('hot_standby_feedback') \
+   r.rolname, r.rolreplication, r.rolsuper \
  FROM pg_catalog.pg_roles r WHERE r.rolname = current_user";
 
 /// The answer of `SETTINGS_QUERY`.
@@ -32,13 +31,6 @@ pub struct ServerSettings {
     pub role: String,
     pub replication: bool,
     pub superuser: bool,
-    /// `synchronized_standby_slots` (17 and newer; `None` before): the physical slots of
-    /// the standbys a failover slot's logical WAL waits for.
-    pub synchronized_standby_slots: Option<String>,
-    /// The server is a standby (`pg_is_in_recovery()`).
-    pub in_recovery: bool,
-    /// `hot_standby_feedback` is on.
-    pub hot_standby_feedback: bool,
 }
 
 fn bad(problem: impl Into<String>) -> CatalogError {
@@ -77,9 +69,6 @@ pub fn parse_settings(rows: &[Row<'_>]) -> Result<ServerSettings, CatalogError> 
         role: text(5)?.to_owned(),
         replication: flag(6)?,
         superuser: flag(7)?,
-        synchronized_standby_slots: row.get(8).copied().flatten().map(str::to_owned),
-        in_recovery: flag(9)?,
-        hot_standby_feedback: text(10)? == "on",
     })
 }
 
@@ -115,7 +104,7 @@ pub const HOT_STANDBY_FEEDBACK_FIX: &str =
 
 /// What a failover slot and a standby source put at risk (docs/guide/operating.md): a line
 /// each, warnings where the setting leaves a hole. `failover`: `PG_SLOT_FAILOVER=true`.
-pub fn judge_high_availability(settings: &ServerSettings, failover: bool) -> Vec<Line> {
+pub fn judge_high_availability(settings: &Availability, failover: bool) -> Vec<Line> {
     let mut lines = Vec::new();
     if settings.in_recovery {
         lines.push(if settings.hot_standby_feedback {
@@ -324,6 +313,11 @@ mod tests {
             role: "slotline".into(),
             replication: true,
             superuser: false,
+        }
+    }
+
+    fn primary() -> Availability {
+        Availability {
             synchronized_standby_slots: Some(String::new()),
             in_recovery: false,
             hot_standby_feedback: false,
@@ -371,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_failover_slot_without_a_synchronized_standby_and_a_standby_without_feedback_are_warned() {
-        let lines = judge_high_availability(&settings(), true);
+        let lines = judge_high_availability(&primary(), true);
         assert_eq!(verdicts(&lines), [("failover", Verdict::Warn)]);
         assert!(lines[0]
             .message
@@ -381,25 +375,25 @@ mod tests {
             Some(SYNCHRONIZED_STANDBY_SLOTS_FIX)
         );
         assert!(
-            judge_high_availability(&settings(), false).is_empty(),
+            judge_high_availability(&primary(), false).is_empty(),
             "no failover slot, nothing to say"
         );
-        let named = ServerSettings {
+        let named = Availability {
             synchronized_standby_slots: Some("standby1".into()),
-            ..settings()
+            ..primary()
         };
         assert_eq!(
             verdicts(&judge_high_availability(&named, true)),
             [("failover", Verdict::Ok)]
         );
-        let standby = ServerSettings {
+        let standby = Availability {
             in_recovery: true,
-            ..settings()
+            ..primary()
         };
         let lines = judge_high_availability(&standby, true);
         assert_eq!(verdicts(&lines), [("standby", Verdict::Warn)]);
         assert_eq!(lines[0].fix.as_deref(), Some(HOT_STANDBY_FEEDBACK_FIX));
-        let fed = ServerSettings {
+        let fed = Availability {
             hot_standby_feedback: true,
             ..standby
         };
@@ -411,7 +405,7 @@ mod tests {
 
     #[test]
     fn settings_answers_parse_strictly() {
-        let row: [Option<&str>; 11] = [
+        let row: [Option<&str>; 8] = [
             Some("logical"),
             Some("10"),
             Some("2"),
@@ -420,25 +414,11 @@ mod tests {
             Some("slotline"),
             Some("t"),
             Some("f"),
-            None,
-            Some("t"),
-            Some("on"),
         ];
-        let parsed = parse_settings(&[&row]).unwrap();
-        assert_eq!(parsed.slots_used, 2);
-        assert_eq!(
-            (
-                parsed.synchronized_standby_slots,
-                parsed.in_recovery,
-                parsed.hot_standby_feedback
-            ),
-            (None, true, true),
-            "before 17 the setting does not exist"
-        );
+        assert_eq!(parse_settings(&[&row]).unwrap().slots_used, 2);
         let mut broken = row;
         broken[6] = Some("maybe");
         assert!(parse_settings(&[&broken]).is_err());
-        assert!(parse_settings(&[&row[..8]]).is_err(), "too short");
         assert!(parse_settings(&[]).is_err());
     }
 

@@ -31,6 +31,21 @@ pub struct SlotHealth {
     pub max_keep_bytes: Option<u64>,
     /// `None` when the slot does not exist.
     pub slot: Option<SlotState>,
+    /// What the server's settings say about failover and a standby source.
+    pub availability: Availability,
+}
+
+/// The server's settings that decide what a failover or a standby source puts at risk
+/// (`server::judge_high_availability`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Availability {
+    /// `synchronized_standby_slots` (17 and newer; `None` before): the physical slots of
+    /// the standbys a failover slot's changes wait for.
+    pub synchronized_standby_slots: Option<String>,
+    /// The server is a standby (`pg_is_in_recovery()`).
+    pub in_recovery: bool,
+    /// `hot_standby_feedback` is on.
+    pub hot_standby_feedback: bool,
 }
 
 /// What `pg_replication_slots` says about the slot.
@@ -78,10 +93,13 @@ pub fn slot_health_query(slot: &str, server_version: u32) -> Option<String> {
     };
     Some(format!(
         "SELECT w.lsn, w.keep_mb, s.slot_name, s.active, s.active_pid, s.confirmed_flush_lsn, \
-           s.restart_lsn, s.wal_status, s.safe_wal_size, {}, {}, {} \
+           s.restart_lsn, s.wal_status, s.safe_wal_size, {}, {}, {}, w.sync_slots, w.standby, w.feedback \
          FROM (SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_receive_lsn() \
                  ELSE pg_catalog.pg_current_wal_lsn() END AS lsn, \
-               (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'max_slot_wal_keep_size') AS keep_mb) AS w \
+               (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'max_slot_wal_keep_size') AS keep_mb, \
+               pg_catalog.current_setting('synchronized_standby_slots', true) AS sync_slots, \
+               pg_catalog.pg_is_in_recovery() AS standby, \
+               pg_catalog.current_setting('hot_standby_feedback') AS feedback) AS w \
          LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = {}",
         newer(160_000, "conflicting"),
         newer(170_000, "invalidation_reason"),
@@ -114,8 +132,8 @@ pub fn parse_slot_health(rows: &[Row<'_>]) -> Result<SlotHealth, CatalogError> {
     let [row] = rows else {
         return Err(bad(format!("{} rows, expected 1", rows.len())));
     };
-    if row.len() != 12 {
-        return Err(bad(format!("{} columns, expected 12", row.len())));
+    if row.len() != 15 {
+        return Err(bad(format!("{} columns, expected 15", row.len())));
     }
     let at = |i: usize| row[i];
     let current_wal = at(0).map(lsn).transpose()?.unwrap_or(Lsn::ZERO);
@@ -146,10 +164,16 @@ pub fn parse_slot_health(rows: &[Row<'_>]) -> Result<SlotHealth, CatalogError> {
             failover: at(11).map(flag).transpose()?,
         }),
     };
+    let availability = Availability {
+        synchronized_standby_slots: at(12).map(str::to_owned),
+        in_recovery: at(13).map(flag).transpose()?.unwrap_or(false),
+        hot_standby_feedback: at(14) == Some("on"),
+    };
     Ok(SlotHealth {
         current_wal,
         max_keep_bytes,
         slot,
+        availability,
     })
 }
 

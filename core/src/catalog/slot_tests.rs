@@ -4,7 +4,7 @@ fn row<'a>(values: &'a [Option<&'a str>]) -> Vec<Row<'a>> {
     vec![values]
 }
 
-const PRESENT: [Option<&str>; 12] = [
+const PRESENT: [Option<&str>; 15] = [
     Some("0/3000000"),
     Some("-1"),
     Some("slotline_p"),
@@ -17,6 +17,9 @@ const PRESENT: [Option<&str>; 12] = [
     Some("f"),
     None,
     Some("f"),
+    Some(""),
+    Some("f"),
+    Some("off"),
 ];
 
 #[test]
@@ -55,7 +58,7 @@ fn a_present_slot_gives_lag_and_retained_wal() {
 
 #[test]
 fn an_absent_slot_still_gives_the_servers_wal_position() {
-    let mut values = [None; 12];
+    let mut values = [None; 15];
     values[0] = Some("0/16B3748");
     values[1] = Some("1024");
     let health = parse_slot_health(&row(&values)).unwrap();

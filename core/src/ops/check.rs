@@ -285,13 +285,7 @@ impl Check {
             Extra::Settings => match server::parse_settings(&rows) {
                 Ok(settings) => {
                     self.role = settings.role.clone();
-                    let mut lines =
-                        server::judge_settings(&settings, self.conversation.slot().is_some());
-                    lines.extend(server::judge_high_availability(
-                        &settings,
-                        self.env.config.slot_failover,
-                    ));
-                    lines
+                    server::judge_settings(&settings, self.conversation.slot().is_some())
                 }
                 Err(e) => vec![Line::warn("server settings", e.to_string())],
             },
@@ -311,10 +305,11 @@ impl Check {
             Err(e) => return vec![Line::warn("slot health", e.to_string())],
         };
         let name = &self.env.config.slot;
+        let mut lines =
+            server::judge_high_availability(&health.availability, self.env.config.slot_failover);
         let Some(state) = &health.slot else {
-            return Vec::new();
+            return lines;
         };
-        let mut lines = Vec::new();
         if let Some(why) = slot::invalidation(state) {
             lines.push(Line::warn(
                 "slot health",

@@ -158,6 +158,10 @@ impl Status {
             "server WAL",
             format!("current position {}", health.current_wal),
         )];
+        lines.extend(crate::catalog::server::judge_high_availability(
+            &health.availability,
+            self.env.config.slot_failover,
+        ));
         let Some(state) = &health.slot else {
             self.slot_fact = json!({"name": name, "exists": false, "current_wal_lsn": health.current_wal.to_string()});
             lines.push(Line::info(

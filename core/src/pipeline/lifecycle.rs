@@ -86,6 +86,7 @@ impl Pipeline {
             crash: CrashInjector::new(config.crash),
             report: ProgressReport::new(now.mono, config.progress_interval_secs),
             last_failure: None,
+            availability_said: false,
             sessions: 0,
             last_cut: 0,
             batches_durable: 0,

@@ -9,6 +9,9 @@
 //! - retained WAL past a share of `max_slot_wal_keep_size` or `SLOT_WAL_WARN_BYTES` is
 //!   logged once as a warning (and once more when it is back under).
 //!
+//! The run's first sample also logs what a failover slot or a standby source puts at risk
+//! (`catalog::server::judge_high_availability`), once per run.
+//!
 //! The monitor never ends a session by itself for its own trouble: a control connection
 //! that breaks or a question that fails is logged and tried again at the next sample.
 //! `NO_PROGRESS_TIMEOUT_SECS` stays the last guard.
@@ -238,6 +241,26 @@ impl Monitor {
             }
         };
         let name = &cx.env.config.slot;
+        if !cx.run.availability_said {
+            // Once per run: what a failover or a standby source puts at risk, as `check`
+            // and `status` say it.
+            cx.run.availability_said = true;
+            let lines = crate::catalog::server::judge_high_availability(
+                &health.availability,
+                cx.env.config.slot_failover,
+            );
+            for line in lines {
+                let level = match line.verdict {
+                    crate::report::Verdict::Warn | crate::report::Verdict::Fail => Level::Warn,
+                    _ => Level::Info,
+                };
+                let text = match &line.fix {
+                    Some(fix) => crate::report::with_fix(&line.message, fix),
+                    None => line.message.clone(),
+                };
+                cx.queue.log(level, text);
+            }
+        }
         if let Some(why) = health.slot.as_ref().and_then(slot::invalidation) {
             return Some(Failure::new(
                 FailureKind::SlotLost,

@@ -24,6 +24,8 @@ pub(crate) struct Run {
     pub(crate) report: ProgressReport,
     /// The message of the last failure, for the reason of a no-progress exit.
     pub(crate) last_failure: Option<String>,
+    /// The slot monitor logged what failover or a standby source puts at risk.
+    pub(crate) availability_said: bool,
     pub(crate) sessions: u32,
     /// The last batch number used by an ended session (the next session's batches follow).
     pub(crate) last_cut: BatchSeq,

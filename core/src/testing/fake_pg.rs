@@ -573,6 +573,14 @@ impl Script {
                 ]);
             }
         }
+        // A primary naming no synchronized standby (the setting exists from 17).
+        let version = crate::wire::server_version::parse_server_version(&self.server_version)
+            .unwrap_or(150_000);
+        row.extend([
+            (version >= 170_000).then(String::new),
+            Some("f".into()),
+            Some("off".into()),
+        ]);
         row
     }
 
@@ -679,12 +687,8 @@ fn column_rows(table: &FakeTable, partition: Option<(bool, u32)>) -> Vec<Vec<Opt
 
 /// A server ready for slotline: wal_level logical, room for slots and senders, a role
 /// with REPLICATION.
-pub(super) fn default_settings() -> [String; 11] {
-    // A primary (17 or newer) naming no synchronized standby.
-    [
-        "logical", "10", "1", "10", "1", "slotline", "t", "f", "", "f", "off",
-    ]
-    .map(str::to_owned)
+pub(super) fn default_settings() -> [String; 8] {
+    ["logical", "10", "1", "10", "1", "slotline", "t", "f"].map(str::to_owned)
 }
 
 fn row(values: &[&str]) -> Vec<Option<String>> {

@@ -61,7 +61,7 @@ pub struct Script {
     pub slot_health: FakeSlotHealth,
     /// The fake server's answer to `check`'s settings question (wal_level, slots, senders,
     /// role), and to its SELECT privilege question (`t`/`f` for every table).
-    pub settings: [String; 11],
+    pub settings: [String; 8],
     pub select_granted: bool,
     /// The publication exists (else its questions find nothing).
     pub publication_exists: bool,

@@ -541,6 +541,41 @@ fn a_slot_invalidated_while_streaming_exits_1_with_the_action_never_recreating_i
 }
 
 #[test]
+fn a_failover_slot_on_a_primary_naming_no_synchronized_standby_is_warned_about_once_per_run() {
+    let mut pairs = vec![
+        TABLES,
+        ("SLOT_CHECK_INTERVAL_MS", "1000"),
+        ("PG_SLOT_FAILOVER", "true"),
+    ];
+    pairs.push(("SNAPSHOT_MODE", "never"));
+    let mut s = Script::new_tweaked(&pairs, pg(), SCHEMA, |s| s.set_server_version("17.2"));
+    s.advance(1000);
+    s.disconnect();
+    s.advance(31_000);
+    s.advance(1000);
+    let trace = s.take_trace();
+    assert_eq!(s.exit(), None, "{trace}");
+    assert!(
+        trace.matches("<slot health>").count() >= 3,
+        "sampled again: {trace}"
+    );
+    let warned: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("synchronized_standby_slots is empty"))
+        .collect();
+    assert_eq!(warned.len(), 1, "once per run, sessions included: {trace}");
+    assert!(
+        warned[0].contains("log warn:") && warned[0].contains("(fix: on the primary"),
+        "{}",
+        warned[0]
+    );
+    // Without a failover slot there is nothing to say.
+    let mut s = monitored(&[]);
+    s.advance(1000);
+    assert!(!s.take_trace().contains("synchronized_standby_slots"));
+}
+
+#[test]
 fn a_slot_found_lost_when_a_later_session_starts_exits_1() {
     let mut s = streaming(&[]);
     s.slot_health.wal_status = "lost".into();
