@@ -295,6 +295,78 @@ impl PgCluster {
         }
     }
 
+    /// A streaming standby of this cluster, with `options` (`hot_standby_feedback`, ...) on
+    /// top of the harness's: a physical slot `standby1` reserves WAL here, this server stops
+    /// cleanly, its data directory is copied (the npm packages have no `pg_basebackup`),
+    /// this server starts again, then the copy starts in recovery with `primary_conninfo`
+    /// (with `dbname`, for slot synchronisation) and `primary_slot_name` pointing here.
+    /// Returns once the standby replays this server's current WAL position.
+    pub fn standby(&self, options: ClusterOptions) -> PgCluster {
+        self.psql(
+            "postgres",
+            "SELECT pg_catalog.pg_create_physical_replication_slot('standby1', true)",
+        );
+        let dir = std::env::temp_dir().join(format!(
+            "slotline-pg-{}-{}-standby",
+            std::process::id(),
+            CLUSTER_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create the standby's directory");
+        let mut standby = PgCluster {
+            bin: self.bin.clone(),
+            dir,
+            port: free_port(),
+            as_postgres_user: self.as_postgres_user,
+            options,
+            watchdog: None,
+        };
+        standby.prepare_directory();
+        standby.start_watchdog();
+        let mut stop = self.command("pg_ctl");
+        stop.arg("-D").arg(self.data_dir());
+        stop.args(["-m", "fast", "-w", "-t", "30", "stop"]);
+        self.run("pg_ctl stop (to copy the data directory)", &mut stop);
+        let mut copy = Command::new("cp");
+        copy.arg("-a").arg(self.data_dir()).arg(standby.data_dir());
+        self.run("cp -a (the standby's data directory)", &mut copy);
+        let _ = std::fs::remove_file(standby.data_dir().join("postmaster.pid"));
+        std::fs::write(standby.data_dir().join("standby.signal"), "").expect("standby.signal");
+        let auto = standby.data_dir().join("postgresql.auto.conf");
+        let mut conf = std::fs::read_to_string(&auto).unwrap_or_default();
+        conf.push_str(&format!(
+            "primary_conninfo = 'host=127.0.0.1 port={} user=postgres dbname=postgres'\n\
+             primary_slot_name = 'standby1'\n",
+            self.port
+        ));
+        std::fs::write(&auto, conf).expect("write the standby's postgresql.auto.conf");
+        if self.as_postgres_user {
+            let mut chown = Command::new("chown");
+            chown
+                .args(["-R", "postgres:postgres"])
+                .arg(standby.data_dir());
+            self.run("chown the standby's data directory", &mut chown);
+        }
+        self.try_start()
+            .unwrap_or_else(|why| panic!("the primary did not start again: {why}"));
+        standby
+            .try_start()
+            .unwrap_or_else(|why| panic!("the standby did not start: {why}"));
+        let target = self.psql("postgres", "SELECT pg_catalog.pg_current_wal_lsn()");
+        let replayed = wait_for(Duration::from_secs(60), || {
+            (standby.psql(
+                "postgres",
+                &format!("SELECT pg_catalog.pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"),
+            ) == "t")
+                .then_some(())
+        });
+        assert!(
+            replayed.is_some(),
+            "the standby did not replay {target}:\n{}",
+            standby.server_log_tail()
+        );
+        standby
+    }
+
     /// Stops the server immediately (like a crash) and starts it again on the same port.
     pub fn restart(&self) {
         self.stop_server();

@@ -668,6 +668,43 @@ fn failover_slot_follows_the_server_version(shell: Shell) {
     }
 }
 
+/// A standby as the source: `check` says whether `hot_standby_feedback` keeps the primary
+/// from removing catalog rows logical decoding on the standby needs, with the fix.
+fn check_of_a_standby_source_names_hot_standby_feedback(shell: Shell) {
+    let env = Env::new("standby_src", SETUP, schema("INTEGER"));
+    let primary = PgCluster::start();
+    primary.create_database(&env.db);
+    primary.psql(&env.db, SETUP);
+    // hot_standby_feedback is off by default.
+    let standby = primary.standby(ClusterOptions::default());
+    let url = standby.url(&env.db);
+    let config = with(&env, &[("PG_URL", url.as_str())]);
+    let line = |check: &Outcome, verdict: &str| {
+        check
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{verdict} standby ")))
+            .map(str::to_owned)
+    };
+    let check = operation(shell, &config, &["check"]);
+    let warned = line(&check, "WARN").unwrap_or_else(|| panic!("no standby warning:\n{check}"));
+    assert!(
+        warned.contains("hot_standby_feedback off")
+            && warned.contains("(fix: ALTER SYSTEM SET hot_standby_feedback = on"),
+        "{warned}"
+    );
+    standby.psql("postgres", "ALTER SYSTEM SET hot_standby_feedback = on");
+    standby.psql("postgres", "SELECT pg_reload_conf()");
+    let fed = wait_for(Duration::from_secs(20), || {
+        line(&operation(shell, &config, &["check"]), "ok  ")
+    });
+    assert!(
+        fed.is_some_and(|l| l.contains("hot_standby_feedback on")),
+        "{}",
+        operation(shell, &config, &["check"])
+    );
+}
+
 slotline_tests::both_shells!(
     check_of_a_correct_setup_is_all_green,
     check_of_a_broken_setup_prints_one_line_per_problem,
@@ -681,4 +718,5 @@ slotline_tests::both_shells!(
     a_scrape_200_ms_after_a_change_sees_it,
     replication_lag_seconds_ages_while_nothing_is_acknowledged,
     failover_slot_follows_the_server_version,
+    check_of_a_standby_source_names_hot_standby_feedback,
 );
