@@ -705,6 +705,83 @@ fn check_of_a_standby_source_names_hot_standby_feedback(shell: Shell) {
     );
 }
 
+/// A hot standby as the source (PostgreSQL 16 and newer decode on a standby): the copy and
+/// the stream of changes written on the primary make Feldera equal to the primary, and a
+/// graceful stop confirms on the standby's slot. 15 cannot decode in recovery: the start is
+/// refused with the server's words and creates nothing.
+fn a_standby_is_a_source_copied_and_streamed(shell: Shell) {
+    const WAIT: Duration = Duration::from_secs(60);
+    let env = Env::new("standby_stream", SETUP, schema("INTEGER"));
+    let primary = PgCluster::start();
+    primary.create_database(&env.db);
+    primary.psql(&env.db, SETUP);
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g;
+         INSERT INTO items SELECT 'sku' || g, g FROM generate_series(1, 20) g;",
+    );
+    let version: u32 = primary
+        .psql("postgres", "SHOW server_version_num")
+        .parse()
+        .expect("a number");
+    let standby = primary.standby(ClusterOptions::default().setting("hot_standby_feedback", "on"));
+    let url = standby.url(&env.db);
+    let slot = env.slot_name();
+    let config = with(
+        &env,
+        &[("PG_URL", url.as_str()), ("SNAPSHOT_MODE", "initial")],
+    );
+    let mut connector = Connector::spawn(shell, &config, &env.name);
+    if version < 160_000 {
+        assert_eq!(
+            connector.wait_exit(WAIT),
+            Some(1),
+            "{}",
+            connector.log_text()
+        );
+        let log = connector.log_text();
+        assert!(log.contains("recovery"), "{log}");
+        return;
+    }
+    // A standby creates a logical slot once the primary logs its running transactions.
+    let created = wait_for(WAIT, || {
+        primary.psql("postgres", "SELECT pg_catalog.pg_log_standby_snapshot()");
+        std::thread::sleep(Duration::from_millis(200));
+        (standby.psql(
+            "postgres",
+            &format!("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+        ) == "1")
+            .then_some(())
+    });
+    assert!(created.is_some(), "{}", connector.log_text());
+    let primary_rows = |table: &str, key: &str| -> Value {
+        let json = primary.psql(
+            &env.db,
+            &format!(
+                "SELECT coalesce(json_agg(row_to_json(t) ORDER BY {key}::text), '[]') FROM {table} t"
+            ),
+        );
+        serde_json::from_str(&json).expect("rows as JSON")
+    };
+    let equal = |table: &str, key: &str| {
+        wait_for(WAIT, || {
+            (Value::Array(env.feldera_rows(table, key)) == primary_rows(table, key)).then_some(())
+        })
+        .is_some()
+    };
+    assert!(equal("users", "id"), "{}", connector.log_text());
+    assert!(equal("items", "sku"), "{}", connector.log_text());
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'w' || g FROM generate_series(101, 150) g;
+         UPDATE users SET name = 'changed' WHERE id <= 10; DELETE FROM users WHERE id > 140;
+         UPDATE items SET qty = -1 WHERE sku = 'sku1';",
+    );
+    assert!(equal("users", "id"), "{}", connector.log_text());
+    assert!(equal("items", "sku"), "{}", connector.log_text());
+    assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
+}
+
 slotline_tests::both_shells!(
     check_of_a_correct_setup_is_all_green,
     check_of_a_broken_setup_prints_one_line_per_problem,
@@ -719,4 +796,5 @@ slotline_tests::both_shells!(
     replication_lag_seconds_ages_while_nothing_is_acknowledged,
     failover_slot_follows_the_server_version,
     check_of_a_standby_source_names_hot_standby_feedback,
+    a_standby_is_a_source_copied_and_streamed,
 );
