@@ -779,6 +779,22 @@ fn a_standby_is_a_source_copied_and_streamed(shell: Shell) {
     );
     assert!(equal("users", "id"), "{}", connector.log_text());
     assert!(equal("items", "sku"), "{}", connector.log_text());
+    // The standby crashes and comes back (its slot with it): slotline reconnects and
+    // streams on, without copying again.
+    standby.restart();
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'after' || g FROM generate_series(151, 180) g;
+         UPDATE items SET qty = -2 WHERE sku = 'sku2';",
+    );
+    assert!(equal("users", "id"), "{}", connector.log_text());
+    assert!(equal("items", "sku"), "{}", connector.log_text());
+    assert!(connector.is_running(), "{}", connector.log_text());
+    let log = connector.log_text();
+    assert!(
+        log.contains("snapshot: plan: stream from the slot"),
+        "the session after the standby's restart streams on without a copy: {log}"
+    );
     assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
 }
 
