@@ -109,8 +109,9 @@ impl Stopping {
         {
             if self.streaming.leaves_feldera_transaction_open() {
                 // Feldera delays a checkpoint while a transaction is open (docs/feldera.md,
-                // "Checkpoints and incarnations"), and this stop leaves one open: waiting would only spend
-                // the completion timeout, past a service manager's stop timeout.
+                // "Checkpoints and incarnations"), and this stop leaves one open: waiting
+                // would only spend the completion timeout, past a service manager's stop
+                // timeout.
                 self.checkpoint_given_up = true;
                 cx.queue.log(
                     Level::Info,
