@@ -104,14 +104,20 @@ impl Instance {
     }
 }
 
+/// Both instances started, each once its own copy is complete.
+fn both_copied(env: &Env, first: &Instance, second: &Instance) -> (Connector, Connector) {
+    let a = first.start(env);
+    let b = second.start(env);
+    assert!(first.state_complete(env), "{}", a.log_text());
+    assert!(second.state_complete(env), "{}", b.log_text());
+    (a, b)
+}
+
 fn two_instances_share_a_database_and_a_pipeline(first: Shell, second: Shell) {
     let env = Env::new("instances", SETUP, schema());
     let orders = Instance::new(&env, "orders", first);
     let payments = Instance::new(&env, "payments", second);
-    let mut a = orders.start(&env);
-    let mut b = payments.start(&env);
-    assert!(orders.state_complete(&env), "{}", a.log_text());
-    assert!(payments.state_complete(&env), "{}", b.log_text());
+    let (mut a, mut b) = both_copied(&env, &orders, &payments);
     let writer = Writer::start(env.pg, &env.db, Duration::from_millis(2), |n| {
         let id = 10_000 + n;
         format!(
@@ -171,10 +177,7 @@ fn two_instances_with_feldera_transactions_on_one_pipeline_lose_nothing(shell: S
     let extra = [("FELDERA_TRANSACTIONS", "all"), ("BATCH_MAX_ROWS", "50")];
     let orders = Instance::with(&env, "orders", shell, &extra);
     let payments = Instance::with(&env, "payments", shell, &extra);
-    let mut a = orders.start(&env);
-    let mut b = payments.start(&env);
-    assert!(orders.state_complete(&env), "{}", a.log_text());
-    assert!(payments.state_complete(&env), "{}", b.log_text());
+    let (mut a, mut b) = both_copied(&env, &orders, &payments);
     let writer = Writer::start(env.pg, &env.db, Duration::from_millis(2), |n| {
         let id = 10_000 + n;
         format!(

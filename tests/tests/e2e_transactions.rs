@@ -5,7 +5,7 @@
 
 use serde_json::json;
 use slotline_core::feldera::{classify_query, FelderaEndpoint, QueryOutcome, Reply};
-use slotline_tests::e2e::{Env, Shell};
+use slotline_tests::e2e::{Connector, Env, Shell};
 use slotline_tests::pg::wait_for;
 use std::time::Duration;
 
@@ -47,17 +47,10 @@ fn calls(env: &Env, endpoint: &str) -> usize {
         .count()
 }
 
-fn a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole(shell: Shell) {
-    let env = Env::new("txn", SETUP, schema());
-    let mut connector = env.start(
-        shell,
-        &[
-            ("TABLES", "users"),
-            ("FELDERA_TRANSACTIONS", "large"),
-            ("BATCH_MAX_ROWS", "100"),
-            ("MAX_IN_FLIGHT_BATCHES", "4"),
-        ],
-    );
+/// Starts slotline on `env` with `config`, once its slot exists writes user 0, and returns
+/// it once the slot confirmed that row.
+fn started_with_one_row(env: &Env, shell: Shell, config: &[(&str, &str)]) -> Connector {
+    let connector = env.start(shell, config);
     assert!(
         wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
         "connector did not start:\n{}",
@@ -65,9 +58,24 @@ fn a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole
     );
     env.sql("INSERT INTO users VALUES (0, 'before')");
     assert!(
-        env.wait_caught_up(Duration::from_secs(20)),
+        env.wait_caught_up(Duration::from_secs(30)),
         "not caught up:\n{}",
         connector.log_text()
+    );
+    connector
+}
+
+fn a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole(shell: Shell) {
+    let env = Env::new("txn", SETUP, schema());
+    let mut connector = started_with_one_row(
+        &env,
+        shell,
+        &[
+            ("TABLES", "users"),
+            ("FELDERA_TRANSACTIONS", "large"),
+            ("BATCH_MAX_ROWS", "100"),
+            ("MAX_IN_FLIGHT_BATCHES", "4"),
+        ],
     );
     assert_eq!(count_users(&env), 1);
 
@@ -129,7 +137,8 @@ fn a_large_transaction_is_invisible_until_its_commit_finished_then_visible_whole
 /// is progress, so the process waits and acknowledges it.
 fn a_transaction_slower_than_the_no_progress_timeout_is_waited_for(shell: Shell) {
     let env = Env::new("txnslow", SETUP, schema());
-    let mut connector = env.start(
+    let mut connector = started_with_one_row(
+        &env,
         shell,
         &[
             ("TABLES", "users"),
@@ -137,17 +146,6 @@ fn a_transaction_slower_than_the_no_progress_timeout_is_waited_for(shell: Shell)
             ("BATCH_MAX_ROWS", "100"),
             ("NO_PROGRESS_TIMEOUT_SECS", "2"),
         ],
-    );
-    assert!(
-        wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
-        "connector did not start:\n{}",
-        connector.log_text()
-    );
-    env.sql("INSERT INTO users VALUES (0, 'before')");
-    assert!(
-        env.wait_caught_up(Duration::from_secs(20)),
-        "not caught up:\n{}",
-        connector.log_text()
     );
     // Ten batches of about 3 KiB each, read at 6 KiB/s: some 5 s of streaming.
     env.feldera
@@ -219,18 +217,7 @@ fn a_stop_inside_a_transaction_with_checkpoints_exits_at_once(shell: Shell) {
         ("FELDERA_TRANSACTIONS", "large"),
         ("BATCH_MAX_ROWS", "100"),
     ];
-    let mut connector = env.start(shell, &config);
-    assert!(
-        wait_for(Duration::from_secs(20), || env.slot_exists().then_some(())).is_some(),
-        "connector did not start:\n{}",
-        connector.log_text()
-    );
-    env.sql("INSERT INTO users VALUES (0, 'before')");
-    assert!(
-        env.wait_caught_up(Duration::from_secs(30)),
-        "not caught up:\n{}",
-        connector.log_text()
-    );
+    let mut connector = started_with_one_row(&env, shell, &config);
     // Complete, but no checkpoint holds it yet (the next is due an interval later): the
     // stop has something a checkpoint would acknowledge.
     env.sql("INSERT INTO users VALUES (-1, 'unsaved')");
