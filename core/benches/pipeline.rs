@@ -90,6 +90,8 @@ fn streaming_pipeline() -> (Pipeline, ConnId, Now) {
         truncate_published: true,
         slot_busy_answers: 0,
         temporary_slot_taken: 0,
+        timeline: 1,
+        timeline_history: None,
         system_id: "7000000000000000001".into(),
         via_root: false,
     };

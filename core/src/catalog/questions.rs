@@ -106,6 +106,52 @@ pub fn parse_identify_system(rows: &[Row<'_>]) -> Result<SystemIdentity, Catalog
     })
 }
 
+/// `TIMELINE_HISTORY n`: the timelines before `n`, each with the position where it ended
+/// (the next one branched off there), oldest first.
+pub fn timeline_history_command(timeline: u32) -> String {
+    format!("TIMELINE_HISTORY {timeline}")
+}
+
+/// One line of a timeline history file: `timeline` ended at `switch_point`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimelineSwitch {
+    pub timeline: u32,
+    pub switch_point: Lsn,
+}
+
+/// The answer to `TIMELINE_HISTORY`: one row, `filename` and `content`, the history file
+/// as text (`<timeline>\t<switch point>\t<reason>` per line; blank lines and `#` comments
+/// are skipped, as the server's own reader does).
+pub fn parse_timeline_history(rows: &[Row<'_>]) -> Result<Vec<TimelineSwitch>, CatalogError> {
+    const Q: &str = "TIMELINE_HISTORY";
+    let [row] = rows else {
+        return Err(bad(Q, format!("{} rows, expected 1", rows.len())));
+    };
+    let content = column(Q, row, 1)?;
+    let mut switches = Vec::new();
+    for line in content.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut fields = line.split_whitespace();
+        let (Some(timeline), Some(point)) = (fields.next(), fields.next()) else {
+            return Err(bad(Q, format!("line {line:?} has no switch point")));
+        };
+        let timeline = timeline
+            .parse()
+            .map_err(|_| bad(Q, format!("timeline {timeline:?} is not a number")))?;
+        let switch_point = point
+            .parse()
+            .map_err(|e: crate::lsn::ParseLsnError| bad(Q, format!("{point:?}: {e}")))?;
+        switches.push(TimelineSwitch {
+            timeline,
+            switch_point,
+        });
+    }
+    Ok(switches)
+}
+
 /// What a publication publishes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Publication {

@@ -332,3 +332,29 @@ fn qualified_names_print_quoted_only_when_needed() {
     assert_eq!(q("public", "Users"), "public.\"Users\"");
     assert_eq!(q("my schema", "t1"), "\"my schema\".t1");
 }
+
+#[test]
+fn a_timeline_history_is_read_line_by_line() {
+    let content = "1\t0/14FB910\tno recovery target specified\n\n# a comment\n2\t0/3000028\tbefore 2026-12-04 10:00:00+00\n";
+    let rows = [[Some("00000003.history"), Some(content)]];
+    let rows: Vec<Row<'_>> = rows.iter().map(|r| &r[..]).collect();
+    assert_eq!(
+        parse_timeline_history(&rows).unwrap(),
+        [
+            TimelineSwitch {
+                timeline: 1,
+                switch_point: Lsn(0x14F_B910)
+            },
+            TimelineSwitch {
+                timeline: 2,
+                switch_point: Lsn(0x300_0028)
+            },
+        ]
+    );
+    let bad = [[Some("00000002.history"), Some("1 nowhere")]];
+    let bad: Vec<Row<'_>> = bad.iter().map(|r| &r[..]).collect();
+    assert!(parse_timeline_history(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("nowhere"));
+}

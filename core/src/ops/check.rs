@@ -537,7 +537,7 @@ impl Check {
         let (Some(state), true) = (&self.state, self.slot_read) else {
             return Vec::new();
         };
-        let plan = self.conversation.plan(&self.env, state, None);
+        let plan = self.conversation.plan(&self.env, state, None, None);
         let mut lines: Vec<Line> = plan
             .warnings
             .iter()

@@ -45,6 +45,9 @@ pub(crate) struct StreamStart {
     pub(crate) ready: Ready,
     /// Events read after the stream opened, in the same read.
     pub(crate) pending: Vec<Event>,
+    /// The state file as written or read (`None` under `SNAPSHOT_MODE=never`): the stream
+    /// writes its `delivered` bound further (`streaming::bound`).
+    pub(crate) record: Option<StateFile>,
 }
 
 /// What the session learnt before streaming.

@@ -97,6 +97,8 @@ impl Pipeline {
             feldera: FelderaFacts::default(),
             commit_to_durable: Default::default(),
             txn_reach: Default::default(),
+            sent: Default::default(),
+            stale_state_writes: 0,
         };
         let mut pipeline = Pipeline {
             queue: Queue::new(now),
@@ -398,6 +400,14 @@ impl Pipeline {
         }
         // Answers to its requests find no owner from now on.
         self.keeper = None;
+        // The answer to a write of the stream's bound still comes, before any later write's.
+        let writing = match &self.phase {
+            Phase::Streaming(s) => s.writing_bound(),
+            Phase::Retracting(s) => s.streaming().writing_bound(),
+            Phase::Stopping(s) => s.streaming().writing_bound(),
+            _ => false,
+        };
+        self.run.stale_state_writes += u32::from(writing);
         let last_cut = match std::mem::replace(&mut self.phase, Phase::Exited) {
             Phase::Starting(s) => {
                 s.close(&mut self.queue);

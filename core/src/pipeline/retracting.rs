@@ -121,6 +121,9 @@ impl Retracting {
     fn advance(&mut self, cx: &mut Cx<'_>) -> Next {
         match self.stage {
             Stage::Draining if !self.streaming.drained() => self.streaming.drain_step(cx),
+            // The deletes act at the TRUNCATE's position: the state file's bound covers it
+            // first (`streaming::bound`).
+            Stage::Draining if !self.streaming.covers_read(cx) => Next::Stay,
             Stage::Draining => {
                 self.stage = Stage::Retracting;
                 match self.retraction.start(cx) {
@@ -245,6 +248,12 @@ impl Retracting {
             }
         }
         self.advance(cx)
+    }
+
+    /// The stream's write of the state file's bound ended: the retraction may go on.
+    pub(crate) fn on_state_written(&mut self, cx: &mut Cx<'_>, result: Result<(), String>) -> Next {
+        let next = self.streaming.on_state_written(cx, result);
+        self.then_advance(cx, next)
     }
 
     fn then_advance(&mut self, cx: &mut Cx<'_>, next: Next) -> Next {

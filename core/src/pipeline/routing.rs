@@ -103,6 +103,11 @@ impl Pipeline {
         if let Some(next) = self.dispatch_monitor(&input) {
             return next;
         }
+        if matches!(input, Input::StateWritten { .. }) && self.run.stale_state_writes > 0 {
+            // Writes are answered in order: the first answers belong to ended sessions.
+            self.run.stale_state_writes -= 1;
+            return Next::Stay;
+        }
         let (mut cx, phase) = self.cx();
         let cx = &mut cx;
         match input {
@@ -169,6 +174,9 @@ impl Pipeline {
             Input::StateWritten { result } => match phase {
                 Phase::Starting(s) => s.on_state_written(cx, result),
                 Phase::Snapshotting(s) => s.on_state_written(cx, result),
+                Phase::Streaming(s) => s.on_state_written(cx, result),
+                Phase::Retracting(s) => s.on_state_written(cx, result),
+                Phase::Stopping(s) => s.on_state_written(cx, result),
                 _ => Next::Stay,
             },
             // The pipeline never removes the state file.

@@ -9,7 +9,9 @@ use crate::ack::{AckTracker, BatchSeq};
 use crate::backoff::{Backoff, ProgressDeadline};
 use crate::crash::CrashInjector;
 use crate::progress::ProgressReport;
+use crate::snapshot::state::Delivered;
 use crate::time::Mono;
+use crate::Lsn;
 
 /// What outlives sessions: positions, retry state and counters.
 #[derive(Debug)]
@@ -51,6 +53,66 @@ pub(crate) struct Run {
     /// accepted into one, and the furthest one whose commit started. Getting further is
     /// progress; a replay getting as far again is not (`txn_accepted`, `commit_credit`).
     pub(crate) txn_reach: TxnReach,
+    /// How far in the WAL what this run sent reaches (`Sent`).
+    pub(crate) sent: Sent,
+    /// Writes of the state file issued by ended sessions whose answers have not come yet
+    /// (writes are answered in order, so the next answers are theirs).
+    pub(crate) stale_state_writes: u32,
+}
+
+/// How far in the WAL what Feldera holds may reach, as this run knows it: what the start
+/// plan compares with the server's timeline (docs/snapshot.md, "A timeline that forked").
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Sent {
+    /// The timeline of the server the current session reads (`IDENTIFY_SYSTEM`).
+    pub(crate) timeline: Option<u32>,
+    /// The state file's bound when this run first read the file (`Some(None)`: it had
+    /// none): what earlier processes may have sent. `None` until the file was read.
+    pub(crate) inherited: Option<Option<Delivered>>,
+    /// The furthest position this run sent rows read up to (or copied at), and the
+    /// timeline it was read from.
+    pub(crate) furthest: Option<Delivered>,
+}
+
+impl Sent {
+    /// Rows read up to `at` on the current timeline were sent.
+    pub(crate) fn note(&mut self, at: Lsn) {
+        let Some(timeline) = self.timeline else {
+            return;
+        };
+        let through = match self.furthest {
+            Some(d) if d.timeline == timeline => d.through.max(at),
+            _ => at,
+        };
+        self.furthest = Some(Delivered { timeline, through });
+    }
+
+    /// A copy at `point` replaced what Feldera held: nothing earlier counts any more.
+    pub(crate) fn copied_at(&mut self, point: Lsn) {
+        let Some(timeline) = self.timeline else {
+            return;
+        };
+        let copy = Delivered {
+            timeline,
+            through: point,
+        };
+        self.inherited = Some(Some(copy));
+        self.furthest = Some(copy);
+    }
+
+    /// What the run knows once it read the state file: its own furthest send on the
+    /// latest timeline it sent from, never below what earlier processes recorded.
+    pub(crate) fn known(&self) -> Option<Delivered> {
+        let inherited = self.inherited?;
+        match (inherited, self.furthest) {
+            (None, furthest) => furthest,
+            (Some(earlier), None) => Some(earlier),
+            (Some(earlier), Some(own)) => Some(Delivered {
+                timeline: own.timeline,
+                through: own.through.max(earlier.through),
+            }),
+        }
+    }
 }
 
 /// How far this run's Feldera transactions reached in the stream's order.

@@ -185,6 +185,12 @@ impl Stopping {
         self.then_advance(cx, next)
     }
 
+    /// The stream's write of the state file's bound ended: what waited for it may go out.
+    pub(crate) fn on_state_written(&mut self, cx: &mut Cx<'_>, result: Result<(), String>) -> Next {
+        let next = self.streaming.on_state_written(cx, result);
+        self.then_advance(cx, next)
+    }
+
     pub(crate) fn on_timer(&mut self, cx: &mut Cx<'_>, kind: TimerKind) -> Next {
         if kind == TimerKind::ShutdownConfirm {
             return self.on_confirm_timer(cx);

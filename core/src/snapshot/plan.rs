@@ -33,8 +33,10 @@
 //! pipeline's incarnation now: another one, on a pipeline whose restarts do not resume from
 //! a checkpoint, came back with empty tables.
 
-use super::state::{RoutePhase, SnapshotPhase, StateError, StateFile, StateRoute, WrittenUnder};
-use crate::catalog::questions::SlotInfo;
+use super::state::{
+    Delivered, RoutePhase, SnapshotPhase, StateError, StateFile, StateRoute, WrittenUnder,
+};
+use crate::catalog::questions::{SlotInfo, TimelineSwitch};
 use crate::config::{FelderaRestart, SnapshotMode};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -67,6 +69,21 @@ pub struct Configured<'a> {
     pub routes: &'a [StateRoute],
     /// The Feldera pipeline as this start found it (`None`: not known).
     pub feldera: Option<FelderaNow<'a>>,
+    /// The server's timeline as this start found it (`None`: not known).
+    pub timeline: Option<TimelineNow<'a>>,
+}
+
+/// The server's timeline now, and how far in the WAL what Feldera holds may reach.
+#[derive(Clone, Copy, Debug)]
+pub struct TimelineNow<'a> {
+    /// `IDENTIFY_SYSTEM`'s timeline.
+    pub timeline: u32,
+    /// The timelines it branched off from, with where each ended (`TIMELINE_HISTORY`;
+    /// empty on timeline 1; `None`: the server could not say).
+    pub history: Option<&'a [TimelineSwitch]>,
+    /// What this run sent, with what earlier processes recorded (`None`: only the state
+    /// file's record is known).
+    pub delivered: Option<Delivered>,
 }
 
 /// The Feldera pipeline now, and what the run knew of it before.
@@ -607,14 +624,22 @@ impl Planner<'_> {
                  retract leftovers"
                     .to_owned(),
             );
+            let promoted = match (self.configured.timeline, self.delivered(file)) {
+                (Some(now), Some(then)) if now.timeline != then.timeline => format!(
+                    " (the server is on timeline {}, slotline delivered on timeline {}: a standby promoted \
+                     without the slot synchronised to it, PG_SLOT_FAILOVER and sync_replication_slots)",
+                    now.timeline, then.timeline
+                ),
+                _ => String::new(),
+            };
             self.warnings.push(format!(
-                "replication slot {} is gone although {} records a complete copy: changes since the last \
-                 acknowledgement may be lost with it; {RECOPY}",
+                "replication slot {} is gone although {} records a complete copy{promoted}: changes since the \
+                 last acknowledgement may be lost with it; {RECOPY}",
                 self.configured.slot, self.configured.state_path
             ));
             return self.recopy();
         };
-        if lost || self.slot_older_than_copy(slot, file) {
+        if lost || self.slot_older_than_copy(slot, file) || self.timeline_forked(file) {
             return self.recopy();
         }
         if let Some(restarted) = self.feldera_lost(Some(file)) {
@@ -792,6 +817,64 @@ impl Planner<'_> {
              point {point} (recorded in {}): the database is older than the copy (restored from a \
              backup?); dropping the slot, {RECOPY}",
             self.configured.slot, self.configured.state_path
+        ));
+        true
+    }
+
+    /// How far what Feldera holds may reach: what this run knows, else the state file's
+    /// record.
+    fn delivered(&self, file: &StateFile) -> Option<Delivered> {
+        self.configured
+            .timeline
+            .and_then(|now| now.delivered)
+            .or(file.delivered)
+    }
+
+    /// The server's timeline branched off the one slotline read at a point behind what it
+    /// sent (a standby promoted without WAL the primary had, a restore to an earlier
+    /// point): Feldera may hold changes the server never had, and the slot's position may
+    /// skip some it has.
+    fn timeline_forked(&mut self, file: &StateFile) -> bool {
+        let (Some(now), Some(then)) = (self.configured.timeline, self.delivered(file)) else {
+            return false;
+        };
+        if now.timeline == then.timeline {
+            return false;
+        }
+        let (from, to, through) = (then.timeline, now.timeline, then.through);
+        let switch = now
+            .history
+            .and_then(|history| history.iter().find(|s| s.timeline == from))
+            .map(|s| s.switch_point);
+        let why = match (now.history, switch) {
+            (_, Some(point)) if through <= point => {
+                self.trace.push(format!(
+                    "state complete + timeline {from} -> {to}, which left {from} at {point}, after everything sent \
+                     (up to {through}): the same history: stream from the slot"
+                ));
+                return false;
+            }
+            (_, Some(point)) => format!(
+                "the server's timeline {to} left timeline {from} at {point}, behind what slotline sent (up to \
+                 {through})"
+            ),
+            (Some(_), None) => format!(
+                "the server's timeline {to} did not branch off timeline {from}, which slotline sent from (up to \
+                 {through})"
+            ),
+            (None, None) => format!(
+                "the server is on timeline {to}, slotline sent from timeline {from} (up to {through}), and the \
+                 server's timeline history could not be read"
+            ),
+        };
+        self.trace.push(format!(
+            "state complete + {why}: a fork: Feldera may hold changes the server never had: drop the slot, copy \
+             again, retract leftovers"
+        ));
+        self.warnings.push(format!(
+            "{why} (a standby promoted without WAL the primary had, or a restore to an earlier point): Feldera may \
+             hold changes this server never had, and miss some it has; dropping replication slot {}, {RECOPY}",
+            self.configured.slot
         ));
         true
     }

@@ -51,6 +51,7 @@ fn configured(mode: SnapshotMode, routes: &[StateRoute]) -> Configured<'_> {
         database: "app",
         routes,
         feldera: None,
+        timeline: None,
     }
 }
 
@@ -68,6 +69,7 @@ fn state(phase: SnapshotPhase) -> StateFile {
         updated_at: Some("2024-02-29T12:34:56Z".into()),
         feldera_incarnation: None,
         feldera_written_under: None,
+        delivered: None,
     }
 }
 
@@ -699,6 +701,7 @@ fn file(same: [bool; 6], complete: bool, point: Option<u64>) -> StateFile {
         updated_at: None,
         feldera_incarnation: None,
         feldera_written_under: None,
+        delivered: None,
     }
 }
 
@@ -1298,4 +1301,88 @@ fn a_feldera_that_does_not_say_whether_it_resumed_is_trusted_with_a_warning() {
     // still decides.
     let fresh = restarted_ft(&copied_to("inc-1"), Some("pid-1"), Some(false), Some(300));
     assert!(copies_again(&fresh), "{fresh}");
+}
+
+/// A complete file whose bound says Feldera may hold WAL of timeline 1 up to `through`,
+/// planned against a server on timeline 2 whose history is `history`.
+fn on_timeline_2(through: u64, history: Option<&[TimelineSwitch]>) -> Plan {
+    let state = complete_with(|f| {
+        f.delivered = Some(Delivered {
+            timeline: 1,
+            through: Lsn(through),
+        })
+    });
+    let routes = routes();
+    let configured = Configured {
+        timeline: Some(TimelineNow {
+            timeline: 2,
+            history,
+            delivered: None,
+        }),
+        ..configured(SnapshotMode::Initial, &routes)
+    };
+    plan_startup(&state, Some(&reserved()), &configured, SYSTEM)
+}
+
+#[test]
+fn a_timeline_that_left_at_or_after_the_bound_is_the_same_history() {
+    let history = [TimelineSwitch {
+        timeline: 1,
+        switch_point: Lsn(0x3000),
+    }];
+    for through in [0x2FFF, 0x3000] {
+        let plan = on_timeline_2(through, Some(&history));
+        assert_eq!(
+            plan.action,
+            Action::Stream,
+            "{through:#x}: {:?}",
+            plan.trace
+        );
+        assert!(plan.warnings.is_empty());
+    }
+}
+
+#[test]
+fn a_timeline_that_left_before_the_bound_or_not_from_it_is_a_fork() {
+    let left_early = [TimelineSwitch {
+        timeline: 1,
+        switch_point: Lsn(0x3000),
+    }];
+    let elsewhere = [TimelineSwitch {
+        timeline: 3,
+        switch_point: Lsn(0x1000),
+    }];
+    let recopy = Action::Snapshot {
+        drop_slot: true,
+        leftovers: Leftovers::Retract,
+    };
+    for (through, history) in [
+        (0x3001, Some(&left_early[..])),
+        (0x2000, Some(&elsewhere[..])),
+        (0x2000, None),
+    ] {
+        let plan = on_timeline_2(through, history);
+        assert_eq!(plan.action, recopy, "{through:#x} {history:?}");
+        assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
+        assert!(plan.warnings[0].contains("timeline"), "{:?}", plan.warnings);
+    }
+    rule!(
+        "state complete + the server's timeline 2 left timeline 1 at 0/3000, before what Feldera may hold (up to 0/3001): a fork: drop the slot, copy again, retract leftovers",
+        on_timeline_2(0x3001, Some(&left_early))
+    );
+}
+
+#[test]
+fn a_file_without_a_bound_is_not_judged_by_timeline() {
+    let routes = routes();
+    let configured = Configured {
+        timeline: Some(TimelineNow {
+            timeline: 2,
+            history: None,
+            delivered: None,
+        }),
+        ..configured(SnapshotMode::Initial, &routes)
+    };
+    let plan = plan_startup(&complete(), Some(&reserved()), &configured, SYSTEM);
+    assert_eq!(plan.action, Action::Stream);
 }

@@ -20,8 +20,9 @@ pub const FORMAT_VERSION: u32 = 1;
 const FIELDS: &str = "version, system_id, database, slot, publication, pipeline, \
 routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), \
 leaves [{oid (number), schema, name (text)}] and oid (number)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
-updated_at (text, or null), and optionally feldera_incarnation (text) and feldera_written_under \
-{pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)}";
+updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under \
+{pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), \
+through (an LSN)}";
 
 /// Whether the copy recorded by a state file finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,6 +248,38 @@ pub struct StateFile {
     /// written before slotline recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feldera_written_under: Option<WrittenUnder>,
+    /// How far in the WAL what Feldera holds may reach, and on which timeline it was read
+    /// (docs/snapshot.md, "A timeline that forked"). Absent in files written before
+    /// slotline recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<Delivered>,
+}
+
+/// A bound on the WAL Feldera may hold changes of: every row slotline sent (a copy's rows,
+/// streamed changes, a TRUNCATE's retraction) was read at or before `through`, from WAL of
+/// `timeline`. Written before anything past it is sent, so it may overstate, never
+/// understate, what was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delivered {
+    pub timeline: u32,
+    #[serde(with = "lsn_one")]
+    pub through: Lsn,
+}
+
+/// A required LSN, written as PostgreSQL prints it.
+mod lsn_one {
+    use crate::Lsn;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(lsn: &Lsn, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(lsn)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Lsn, D::Error> {
+        String::deserialize(d)?.parse().map_err(D::Error::custom)
+    }
 }
 
 /// The Feldera pipeline a copy was written to (docs/snapshot.md, "A restarted pipeline").

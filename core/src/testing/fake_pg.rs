@@ -136,6 +136,11 @@ pub struct FakePg {
     pub via_root: bool,
     /// How many `CREATE_REPLICATION_SLOT ... TEMPORARY` answer that the slot exists.
     pub temporary_slot_taken: u32,
+    /// `IDENTIFY_SYSTEM`'s timeline.
+    pub timeline: u32,
+    /// What `TIMELINE_HISTORY` answers (the history file's text; `None`: an error, as
+    /// for a history file that is missing).
+    pub timeline_history: Option<String>,
 }
 
 /// How the fake server answers the slot-health question (the monitor's, `status`'s and
@@ -237,7 +242,24 @@ impl Script {
             return answer;
         }
         let rows: Vec<Vec<Option<String>>> = if sql == "IDENTIFY_SYSTEM" {
-            vec![row(&[&self.pg.system_id, "1", "0/1000000", "app"])]
+            let timeline = self.pg.timeline.to_string();
+            vec![row(&[&self.pg.system_id, &timeline, "0/1000000", "app"])]
+        } else if let Some(timeline) = sql.strip_prefix("TIMELINE_HISTORY ") {
+            let Some(content) = self.pg.timeline_history.clone() else {
+                let error = crate::wire::testing::pg_error(
+                    "ERROR",
+                    "58P01",
+                    &format!(
+                        "could not open file \"pg_wal/{:0>8}.history\": No such file or directory",
+                        timeline
+                    ),
+                );
+                return vec![
+                    BackendMessage::ErrorResponse(Box::new(error)),
+                    BackendMessage::ReadyForQuery(TransactionStatus::Idle),
+                ];
+            };
+            vec![row(&[&format!("{timeline:0>8}.history"), &content])]
         } else if sql == "SHOW wal_sender_timeout" {
             vec![row(&[&self.pg.wal_sender_timeout])]
         } else if sql.contains("FROM pg_catalog.pg_publication ORDER BY") {

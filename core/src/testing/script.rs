@@ -714,6 +714,21 @@ impl Script {
         self.pg.slot_confirmed = None;
     }
 
+    /// The server is now on `timeline`, whose history file says `history` (`None`: it
+    /// cannot be read): a standby promoted, or a server restored to an earlier point.
+    pub fn switch_timeline(&mut self, timeline: u32, history: Option<&str>) {
+        self.note(format!(
+            "{} -- the server is on timeline {timeline} now (history: {})",
+            self.at(),
+            history.map_or("unreadable".to_owned(), |h| h
+                .trim()
+                .replace('\t', " ")
+                .replace('\n', "; "))
+        ));
+        self.pg.timeline = timeline;
+        self.pg.timeline_history = history.map(str::to_owned);
+    }
+
     /// The fake catalog changes (a partition attached or detached, ...): `what` says how,
     /// in the trace; the next session's startup reads the change.
     pub fn change_catalog(&mut self, what: &str, change: impl FnOnce(&mut FakePg)) {

@@ -26,7 +26,7 @@ use crate::retract::plan_keys;
 use crate::schema::Name;
 use crate::snapshot::progress::Progress;
 use crate::snapshot::ranges::WorkItem;
-use crate::snapshot::state::{rfc3339_utc, RoutePhase, SnapshotPhase, StateRoute};
+use crate::snapshot::state::{rfc3339_utc, Delivered, RoutePhase, SnapshotPhase, StateRoute};
 use crate::timer::{TimerKind, TimerTable};
 use crate::wire::PgError;
 use bytes::Bytes;
@@ -499,6 +499,7 @@ impl Snapshotting {
                     return Err(Next::Stream(Box::new(StreamStart {
                         ready,
                         pending: events.collect(),
+                        record: Some(self.start.state.clone()),
                     })));
                 }
                 Event::DataRow(row) if self.stage == Stage::CreatingSlot => {
@@ -734,10 +735,17 @@ impl Snapshotting {
         self.stage = Stage::WritingState;
         let point = self.start.ready.slot_confirmed;
         let state = &mut self.start.state;
+        // Feldera holds the copy: WAL up to its consistent point (`streaming::bound`).
+        let timeline = cx.run.sent.timeline;
         match &self.start.added {
             None => {
                 state.phase = SnapshotPhase::Complete;
                 state.consistent_point = Some(point);
+                state.delivered = timeline.map(|timeline| Delivered {
+                    timeline,
+                    through: point,
+                });
+                cx.run.sent.copied_at(point);
             }
             Some(added) => {
                 // Only the copied routes: the file's own copy and the other routes stay.
@@ -748,6 +756,17 @@ impl Snapshotting {
                         *recorded = recorded.with_phase(Some(RoutePhase::Complete), Some(point));
                     }
                 }
+                if let Some(timeline) = timeline {
+                    let earlier = state
+                        .delivered
+                        .filter(|d| d.timeline == timeline)
+                        .map_or(point, |d| d.through.max(point));
+                    state.delivered = Some(Delivered {
+                        timeline,
+                        through: earlier,
+                    });
+                }
+                cx.run.sent.note(point);
             }
         }
         state.updated_at = Some(rfc3339_utc(cx.queue.now.wall));

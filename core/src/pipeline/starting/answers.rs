@@ -20,6 +20,19 @@ impl Conversation {
         link: &mut PgLink,
     ) -> Result<Answer, ConversationError> {
         if let Some(error) = self.query_error.take() {
+            if self.step == Step::TimelineHistory {
+                // Without the history a changed timeline is taken as a fork (the plan).
+                queue.log(
+                    crate::io::Level::Warn,
+                    format!(
+                        "{} failed: {error}; a timeline other than the one slotline delivered on counts as a fork",
+                        self.step_name()
+                    ),
+                );
+                self.step = Step::WalSenderTimeout;
+                self.ask(queue, link, "SHOW wal_sender_timeout".to_owned())?;
+                return Ok(Answer::Asked);
+            }
             if self.step == Step::CreateTemporarySlot && error.contains(" 42710:") {
                 // Held by this process's earlier connection, whose walsender the server
                 // has not yet seen go (a temporary slot lives as long as its connection).
@@ -52,6 +65,29 @@ impl Conversation {
                     ),
                 );
                 self.system_id = identity.system_id;
+                self.timeline = identity.timeline;
+                if identity.timeline > 1 {
+                    self.step = Step::TimelineHistory;
+                    let command = questions::timeline_history_command(identity.timeline);
+                    self.ask(queue, link, command)?;
+                    return Ok(Answer::Asked);
+                }
+                self.history = Some(Vec::new());
+                self.step = Step::WalSenderTimeout;
+                self.ask(queue, link, "SHOW wal_sender_timeout".to_owned())?;
+                Ok(Answer::Asked)
+            }
+            Step::TimelineHistory => {
+                self.history = match questions::parse_timeline_history(&rows) {
+                    Ok(history) => Some(history),
+                    Err(error) => {
+                        queue.log(
+                            crate::io::Level::Warn,
+                            format!("{error}; a timeline other than the one slotline delivered on counts as a fork"),
+                        );
+                        None
+                    }
+                };
                 self.step = Step::WalSenderTimeout;
                 self.ask(queue, link, "SHOW wal_sender_timeout".to_owned())?;
                 Ok(Answer::Asked)

@@ -17,7 +17,7 @@
 
 use crate::catalog::checks::{self, Refusal};
 use crate::catalog::published::{Published, RowFilter};
-use crate::catalog::questions::{self, CatalogError, PublishedTable, SlotInfo};
+use crate::catalog::questions::{self, CatalogError, PublishedTable, SlotInfo, TimelineSwitch};
 use crate::contract::partitions::Partition;
 use crate::contract::partitions::Placement;
 use crate::contract::routes::Route;
@@ -27,7 +27,8 @@ use crate::pipeline::pg_link::PgLink;
 use crate::pipeline::queue::Queue;
 use crate::report::Line;
 use crate::schema::program::{Schema, Table};
-use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRead};
+use crate::snapshot::plan::{plan_startup, Configured, FelderaNow, Plan, StateRead, TimelineNow};
+use crate::snapshot::state::Delivered;
 use crate::snapshot::state::StateRoute;
 use crate::value::PgTypes;
 use crate::wire::DataRow;
@@ -37,6 +38,8 @@ use crate::Lsn;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Step {
     Identify,
+    /// The history of the server's timeline (asked only past timeline 1).
+    TimelineHistory,
     WalSenderTimeout,
     Publication,
     PublishedTables,
@@ -214,6 +217,11 @@ pub(crate) struct Conversation {
     pub(super) slot_info: Option<SlotInfo>,
     pub(super) created_at: Option<Lsn>,
     pub(super) system_id: String,
+    /// The server's timeline (`IDENTIFY_SYSTEM`).
+    pub(super) timeline: u32,
+    /// The timelines the server's branched off from, with where each ended (empty on
+    /// timeline 1; `None`: the server could not say).
+    pub(super) history: Option<Vec<TimelineSwitch>>,
     pub(super) truncate_published: bool,
     /// `PG_SLOT_FAILOVER`: create the slot as a failover slot (17+).
     pub(super) failover: bool,
@@ -256,6 +264,7 @@ impl Conversation {
         env: &crate::pipeline::env::Env,
         state: &StateRead,
         feldera: Option<FelderaNow<'_>>,
+        delivered: Option<Delivered>,
     ) -> Plan {
         let config = &env.config;
         let routes = self.state_routes(env);
@@ -269,6 +278,11 @@ impl Conversation {
             database: &config.pg.database,
             routes: &routes,
             feldera,
+            timeline: Some(TimelineNow {
+                timeline: self.timeline,
+                history: self.history.as_deref(),
+                delivered,
+            }),
         };
         plan_startup(state, self.slot(), &configured, self.system_id())
     }
@@ -301,6 +315,8 @@ impl Conversation {
             slot_info: None,
             created_at: None,
             system_id: String::new(),
+            timeline: 0,
+            history: None,
             truncate_published: false,
             failover: false,
             copies: true,
@@ -363,6 +379,11 @@ impl Conversation {
     /// The server's system identifier (`IDENTIFY_SYSTEM`).
     pub(crate) fn system_id(&self) -> &str {
         &self.system_id
+    }
+
+    /// The server's timeline and, when it could say, the timelines it branched off from.
+    pub(crate) fn timeline(&self) -> (u32, Option<&[TimelineSwitch]>) {
+        (self.timeline, self.history.as_deref())
     }
 
     /// Each route's table as the catalog describes it, in route order.
@@ -603,7 +624,7 @@ impl Conversation {
     /// survey's finding and a refused start both say. `None` past the slot's reading.
     pub(super) fn step_fix(&self, step: Step) -> Option<String> {
         Some(match step {
-            Step::Identify | Step::WalSenderTimeout => {
+            Step::Identify | Step::TimelineHistory | Step::WalSenderTimeout => {
                 "connect as a role with REPLICATION to a server with wal_level = logical".to_owned()
             }
             Step::Publication => checks::publication_fix(&self.publication),
@@ -626,6 +647,7 @@ impl Conversation {
     pub(super) fn step_name(&self) -> String {
         match self.step {
             Step::Identify => "IDENTIFY_SYSTEM".into(),
+            Step::TimelineHistory => questions::timeline_history_command(self.timeline),
             Step::WalSenderTimeout => "SHOW wal_sender_timeout".into(),
             Step::Publication => format!("reading publication {}", self.publication),
             Step::PublishedTables => {

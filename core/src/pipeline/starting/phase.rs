@@ -192,6 +192,7 @@ impl Starting {
                     return Next::Stream(Box::new(StreamStart {
                         ready,
                         pending: events.collect(),
+                        record: self.recorded_file(cx).cloned(),
                     }));
                 }
                 Err(failure) => return Next::Fail(failure),
@@ -598,7 +599,17 @@ impl Starting {
             initial_start_time: incarnation.initial_start_time,
             seen_under: seen_under.as_ref(),
         };
-        let plan = self.conversation.plan(cx.env, state, Some(feldera));
+        // The run knows what it sent itself; earlier processes left only the file's bound.
+        cx.run.sent.timeline = Some(self.conversation.timeline().0);
+        if cx.run.sent.inherited.is_none() {
+            if let StateRead::Present(file) = state {
+                cx.run.sent.inherited = Some(file.delivered);
+            }
+        }
+        let delivered = cx.run.sent.known();
+        let plan = self
+            .conversation
+            .plan(cx.env, state, Some(feldera), delivered);
         if self.describe || seen_before.as_ref() != Some(&incarnation.uuid) {
             self.describe_feldera(cx, &incarnation.uuid);
         }
@@ -679,6 +690,7 @@ impl Starting {
                     updated_at: Some(rfc3339_utc(cx.queue.now.wall)),
                     feldera_incarnation: cx.run.feldera.incarnation.clone(),
                     feldera_written_under: cx.run.feldera.under.clone(),
+                    delivered: None,
                 };
                 self.learn_catalog(cx, &mut state.routes);
                 if !record_first {

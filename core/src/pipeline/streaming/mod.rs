@@ -23,12 +23,15 @@
 //!   acknowledging once durable;
 //! - `placing`: which route each Relation, row and TRUNCATE belongs to (partitions included,
 //!   and what happens to a change the session's catalog cannot place);
-//! - `skipping`: what the stream skips (routes copied apart, removed routes).
+//! - `skipping`: what the stream skips (routes copied apart, removed routes);
+//! - `bound`: the state file's bound on the WAL Feldera may hold, written before a batch
+//!   past it is sent.
 //!
 //! Owns the replication connection, the relation cache, the outbox and the sink for one
 //! session. The positions live in the run's ack tracker, which alone decides how far the
 //! flush position may move; this phase reports it.
 
+mod bound;
 mod phase;
 mod placing;
 mod sending;

@@ -93,6 +93,8 @@ pub(crate) struct Streaming {
     pub(super) left_open_noted: bool,
     /// Each batch's newest source commit time, until it is durable (the freshness metric).
     pub(super) commit_times: crate::lag::BatchCommitTimes,
+    /// The state file's bound on the WAL Feldera may hold (`bound`).
+    pub(super) bound: super::bound::Bound,
 }
 
 pub(super) type Step = Result<(), Next>;
@@ -166,6 +168,7 @@ impl Streaming {
             in_source_tx: false,
             commit_times: Default::default(),
             left_open_noted: false,
+            bound: super::bound::Bound::new(start.record, cx.run.sent.timeline),
         };
         let next = next_of(streaming.pump(cx));
         (streaming, next)
@@ -258,6 +261,55 @@ impl Streaming {
         self.sink.has_room()
             && self.waiting.is_none()
             && self.txn.as_ref().is_none_or(FelderaTxn::accepts_batches)
+            && (self.outbox.is_empty() || self.bound.covers(self.reach()))
+    }
+
+    /// How far in the WAL the rows read so far reach: past the commit record of the
+    /// newest transaction read (its Begin's `final_lsn`). A timeline that left at or before
+    /// that record does not have the transaction committed; one that left after it does.
+    /// Never a keepalive's position: a standby promoted exactly there has everything sent.
+    pub(super) fn reach(&self) -> Lsn {
+        Lsn(self.transaction_at.0.saturating_add(1))
+    }
+
+    /// Rows wait to be sent past the state file's bound: write it further first.
+    fn extend_bound(&mut self, cx: &mut Cx<'_>) {
+        if !self.outbox.is_empty() {
+            self.bound
+                .extend(cx.queue, &cx.env.state_path, self.reach());
+        }
+    }
+
+    /// The bound covers everything read (a TRUNCATE's retraction reaches where it was
+    /// read), and the run counts it as sent; else the bound is being written further.
+    pub(crate) fn covers_read(&mut self, cx: &mut Cx<'_>) -> bool {
+        if self.bound.covers(self.reach()) {
+            cx.run.sent.note(self.reach());
+            return true;
+        }
+        self.bound
+            .extend(cx.queue, &cx.env.state_path, self.reach());
+        false
+    }
+
+    /// A write of the state file's bound is under way.
+    pub(crate) fn writing_bound(&self) -> bool {
+        self.bound.writing()
+    }
+
+    /// A state file write ended: the bound's, which lets what waited for it go out.
+    pub(crate) fn on_state_written(&mut self, cx: &mut Cx<'_>, result: Result<(), String>) -> Next {
+        if !self.bound.written(&result) {
+            return Next::Stay;
+        }
+        if let Err(e) = result {
+            return next_of(fail(
+                FailureKind::SetupRefused,
+                format!("cannot record in the state file how far Feldera's rows may reach in the WAL: {e}"),
+            ));
+        }
+        let step = self.pump(cx);
+        self.after(cx, step)
     }
 
     /// Closes the replication connection; returns the last batch number used.
@@ -394,6 +446,8 @@ impl Streaming {
     pub(super) fn pump(&mut self, cx: &mut Cx<'_>) -> Step {
         loop {
             if self.blocked(cx) {
+                // Rows due may be waiting for the bound alone.
+                self.extend_bound(cx);
                 if !self.backlog.is_empty() && !self.paused {
                     self.paused = true;
                     self.repl.pause_read(cx.queue);
@@ -633,6 +687,8 @@ impl Streaming {
     /// Feldera transaction starts it once every earlier batch is durable.
     pub(super) fn maybe_flush(&mut self, cx: &mut Cx<'_>) -> Step {
         self.start_waiting(cx);
+        // Written as soon as rows past it are buffered: the write overlaps the linger.
+        self.extend_bound(cx);
         if !self.can_send() {
             return Ok(());
         }
@@ -717,10 +773,14 @@ impl Streaming {
             }
             return Next::Stay;
         }
-        if !self.can_send() || self.outbox.is_empty() || self.stop_leaves_rest() {
+        if self.outbox.is_empty() || self.stop_leaves_rest() {
             return Next::Stay;
         }
         if self.draining && self.txn.is_some() && self.in_source_tx {
+            return Next::Stay;
+        }
+        self.extend_bound(cx);
+        if !self.can_send() {
             return Next::Stay;
         }
         next_of(self.cut_and_send(cx, CutReason::Drain))

@@ -22,6 +22,7 @@ impl Streaming {
             return Ok(());
         };
         self.cut_at_commit = false;
+        cx.run.sent.note(self.reach());
         self.commit_times.on_cut(batch.seq);
         cx.queue.note(
             Level::Debug,

@@ -120,6 +120,7 @@ mod tests {
             updated_at: None,
             feldera_incarnation: None,
             feldera_written_under: None,
+            delivered: None,
         }
     }
 

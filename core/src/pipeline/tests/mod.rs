@@ -31,6 +31,7 @@ mod snapshot;
 mod snapshot_properties;
 mod snapshot_regressions;
 mod stopping;
+mod timelines;
 mod transactions;
 mod truncate;
 mod types;
@@ -72,6 +73,8 @@ pub(super) fn pg_with(identity: ReplicaIdentity, wal_sender_timeout: &str) -> Fa
         truncate_published: true,
         slot_busy_answers: 0,
         temporary_slot_taken: 0,
+        timeline: 1,
+        timeline_history: None,
         system_id: "7000000000000000001".into(),
         via_root: false,
     }

@@ -416,6 +416,7 @@ fn streaming_metrics_copied() -> Script {
         updated_at: None,
         feldera_incarnation: None,
         feldera_written_under: None,
+        delivered: None,
     };
     let mut s = Script::with_state(
         &[

@@ -34,6 +34,7 @@ fn copied(routes: Vec<StateRoute>) -> Vec<u8> {
         updated_at: None,
         feldera_incarnation: None,
         feldera_written_under: None,
+        delivered: None,
     }
     .encode()
 }
