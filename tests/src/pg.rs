@@ -367,6 +367,31 @@ impl PgCluster {
         standby
     }
 
+    /// Stops the server immediately, like a crash; it stays down.
+    pub fn crash(&self) {
+        self.stop_server();
+    }
+
+    /// A standby leaves recovery (`pg_ctl promote`, waiting until it accepts writes).
+    pub fn promote(&self) {
+        let mut cmd = self.command("pg_ctl");
+        cmd.arg("-D").arg(self.data_dir());
+        cmd.args(["-w", "-t", "60", "promote"]);
+        self.run("pg_ctl promote", &mut cmd);
+    }
+
+    /// Stops the server cleanly and starts it on `port` (a promoted standby taking over
+    /// the address of the primary it replaces).
+    pub fn move_to_port(&mut self, port: u16) {
+        let mut stop = self.command("pg_ctl");
+        stop.arg("-D").arg(self.data_dir());
+        stop.args(["-m", "fast", "-w", "-t", "30", "stop"]);
+        self.run("pg_ctl stop (to move the server)", &mut stop);
+        self.port = port;
+        self.try_start()
+            .unwrap_or_else(|why| panic!("PostgreSQL did not start on port {port}: {why}"));
+    }
+
     /// Stops the server immediately (like a crash) and starts it again on the same port.
     pub fn restart(&self) {
         self.stop_server();
@@ -454,6 +479,21 @@ impl PgCluster {
         cmd.args(["-c", sql]);
         let out = self.run(&format!("psql {sql:?}"), &mut cmd);
         String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+    }
+
+    /// `psql`, with psql's error output as the error instead of a panic.
+    pub fn try_psql(&self, database: &str, sql: &str) -> Result<String, String> {
+        let mut cmd = self.psql_command(database);
+        cmd.args(["-c", sql]);
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
     }
 
     /// `psql` as the superuser on `database`: no psqlrc, quiet, unaligned, tuples only,

@@ -1,0 +1,130 @@
+//! End to end, both shells, PostgreSQL 17 and later (failover slots): a primary and a
+//! streaming standby that synchronises slotline's failover slot, without
+//! `synchronized_standby_slots` (PostgreSQL's default). The standby goes down, the primary
+//! commits on and slotline delivers and acknowledges those commits, the primary crashes and
+//! the standby, which never received that WAL, is promoted on the primary's address and
+//! written to. Its timeline forked behind what slotline delivered: the next session sees
+//! it (`TIMELINE_HISTORY`) and copies every table again, retracting what the new primary
+//! never had, so Feldera ends equal to the new primary without a restart by hand
+//! (docs/snapshot.md, "A timeline that forked").
+
+use serde_json::{json, Value};
+use slotline_tests::e2e::{Connector, Env, Shell};
+use slotline_tests::pg::{wait_for, ClusterOptions, PgCluster};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+const SETUP: &str = "CREATE TABLE users (id bigint PRIMARY KEY, name text);
+     CREATE PUBLICATION pub FOR TABLE users;";
+
+fn schema() -> Value {
+    let field = |name: &str, ty: &str, nullable: bool| json!({"name": name, "case_sensitive": false, "columntype": {"type": ty, "nullable": nullable}});
+    json!({"inputs": [{"name": "users", "case_sensitive": false, "materialized": true,
+        "properties": {}, "primary_key": ["id"],
+        "fields": [field("id", "BIGINT", false), field("name", "VARCHAR", true)]}],
+        "outputs": []})
+}
+
+fn rows(pg: &PgCluster, db: &str) -> Value {
+    let json = pg.psql(
+        db,
+        "SELECT coalesce(json_agg(row_to_json(t) ORDER BY id::text), '[]') FROM users t",
+    );
+    serde_json::from_str(&json).expect("rows as JSON")
+}
+
+fn equal(env: &Env, pg: &PgCluster) -> bool {
+    wait_for(WAIT, || {
+        (Value::Array(env.feldera_rows("users", "id")) == rows(pg, &env.db)).then_some(())
+    })
+    .is_some()
+}
+
+fn a_promotion_that_forked_behind_what_was_delivered_is_repaired(shell: Shell) {
+    let env = Env::new("fork", SETUP, schema());
+    let primary = PgCluster::start();
+    let version: u32 = primary
+        .psql("postgres", "SHOW server_version_num")
+        .parse()
+        .expect("a number");
+    if version < 170_000 {
+        // Failover slots (and their synchronisation to a standby) are PostgreSQL 17's.
+        return;
+    }
+    primary.create_database(&env.db);
+    primary.psql(&env.db, SETUP);
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
+    );
+    let mut standby = primary.standby(
+        ClusterOptions::default()
+            .setting("hot_standby_feedback", "on")
+            .setting("sync_replication_slots", "off"),
+    );
+    let address = primary.url(&env.db);
+    let config = env.config(&[
+        ("TABLES", "users"),
+        ("PG_URL", address.as_str()),
+        ("SNAPSHOT_MODE", "initial"),
+        ("PG_SLOT_FAILOVER", "true"),
+    ]);
+    let mut connector = Connector::spawn(shell, &config, &env.name);
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'v' || g FROM generate_series(101, 120) g",
+    );
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    // The standby takes the failover slot as slotline acknowledged it so far.
+    let slot = env.slot_name();
+    let synced = wait_for(WAIT, || {
+        let _ = standby.try_psql("postgres", "SELECT pg_catalog.pg_sync_replication_slots()");
+        (standby.psql(
+            "postgres",
+            &format!(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}' AND synced"
+            ),
+        ) == "1")
+            .then_some(())
+    });
+    assert!(synced.is_some(), "{}", standby.server_log_tail());
+    // The standby goes down; the primary commits on, and slotline delivers it all.
+    standby.crash();
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'ghost' || g FROM generate_series(1001, 1100) g;
+         UPDATE users SET name = 'never happened' WHERE id <= 40;
+         DELETE FROM users WHERE id BETWEEN 41 AND 70;",
+    );
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    let delivered = primary.psql(
+        "postgres",
+        &format!("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+    );
+    // The primary dies; the standby, without that WAL, is promoted on its address.
+    primary.crash();
+    standby.restart();
+    standby.promote();
+    standby.move_to_port(primary.port());
+    standby.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'new primary ' || g FROM generate_series(2001, 2010) g;
+         UPDATE users SET name = 'after promotion' WHERE id = 100;",
+    );
+    assert!(
+        equal(&env, &standby),
+        "Feldera is not equal to the new primary (slotline had acknowledged {delivered} on the old one): {}",
+        connector.log_text()
+    );
+    let log = connector.log_text();
+    assert!(log.contains("left timeline 1 at"), "{log}");
+    assert!(connector.is_running(), "{log}");
+    // And it streams on from the new slot.
+    standby.psql(&env.db, "DELETE FROM users WHERE id = 2001");
+    assert!(equal(&env, &standby), "{}", connector.log_text());
+    assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
+}
+
+slotline_tests::both_shells!(a_promotion_that_forked_behind_what_was_delivered_is_repaired);
