@@ -6,7 +6,8 @@
 //! written to. Its timeline forked behind what slotline delivered: the next session sees
 //! it (`TIMELINE_HISTORY`) and copies every table again, retracting what the new primary
 //! never had, so Feldera ends equal to the new primary without a restart by hand
-//! (docs/snapshot.md, "A timeline that forked").
+//! (docs/snapshot.md, "A timeline that forked"). With `synchronized_standby_slots` naming the
+//! standby, the same failover streams on from the synchronised slot and copies nothing again.
 
 use serde_json::{json, Value};
 use slotline_tests::e2e::{Connector, Env, Shell};
@@ -127,4 +128,86 @@ fn a_promotion_that_forked_behind_what_was_delivered_is_repaired(shell: Shell) {
     assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
 }
 
-slotline_tests::both_shells!(a_promotion_that_forked_behind_what_was_delivered_is_repaired);
+/// The same failover with the primary naming the standby in `synchronized_standby_slots`:
+/// slotline never gets WAL the standby lacks, so the promoted server's timeline left the old
+/// one after everything delivered, and the session streams on from the synchronised slot
+/// without copying again.
+fn a_promotion_with_synchronized_standby_slots_streams_on(shell: Shell) {
+    let env = Env::new("promoted", SETUP, schema());
+    let primary = PgCluster::start();
+    let version: u32 = primary
+        .psql("postgres", "SHOW server_version_num")
+        .parse()
+        .expect("a number");
+    if version < 170_000 {
+        return;
+    }
+    primary.create_database(&env.db);
+    primary.psql(&env.db, SETUP);
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
+    );
+    let mut standby = primary.standby(
+        ClusterOptions::default()
+            .setting("hot_standby_feedback", "on")
+            .setting("sync_replication_slots", "off"),
+    );
+    primary.psql(
+        "postgres",
+        "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'",
+    );
+    primary.psql("postgres", "SELECT pg_catalog.pg_reload_conf()");
+    let address = primary.url(&env.db);
+    let config = env.config(&[
+        ("TABLES", "users"),
+        ("PG_URL", address.as_str()),
+        ("SNAPSHOT_MODE", "initial"),
+        ("PG_SLOT_FAILOVER", "true"),
+    ]);
+    let mut connector = Connector::spawn(shell, &config, &env.name);
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'v' || g FROM generate_series(101, 150) g;
+         UPDATE users SET name = 'changed' WHERE id <= 20;
+         DELETE FROM users WHERE id BETWEEN 21 AND 30;",
+    );
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    let slot = env.slot_name();
+    let synced = wait_for(WAIT, || {
+        let _ = standby.try_psql("postgres", "SELECT pg_catalog.pg_sync_replication_slots()");
+        (standby.psql(
+            "postgres",
+            &format!(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}' AND synced"
+            ),
+        ) == "1")
+            .then_some(())
+    });
+    assert!(synced.is_some(), "{}", standby.server_log_tail());
+    let copies_before = connector.log_text().matches("plan: snapshot").count();
+    primary.crash();
+    standby.promote();
+    standby.move_to_port(primary.port());
+    standby.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'new primary ' || g FROM generate_series(2001, 2010) g;
+         UPDATE users SET name = 'after promotion' WHERE id = 100;",
+    );
+    assert!(equal(&env, &standby), "{}", connector.log_text());
+    let log = connector.log_text();
+    assert_eq!(
+        log.matches("plan: snapshot").count(),
+        copies_before,
+        "a promotion after everything delivered copies nothing again: {log}"
+    );
+    assert!(!log.contains("left timeline 1 at"), "{log}");
+    assert!(connector.is_running(), "{log}");
+    assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
+}
+
+slotline_tests::both_shells!(
+    a_promotion_that_forked_behind_what_was_delivered_is_repaired,
+    a_promotion_with_synchronized_standby_slots_streams_on,
+);
