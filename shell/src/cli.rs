@@ -87,6 +87,11 @@ pub struct Cli {
     /// (~/.pgpass if neither does)
     #[arg(long, global = true, help_heading = POSTGRES, env = "PGPASSFILE")]
     pub pg_passfile: Option<String>,
+    /// Which of several hosts (PG_URL or PGHOST listing them, comma-separated) a session
+    /// may use, unless PG_URL sets target_session_attrs: any, read-write, read-only,
+    /// primary, standby, prefer-standby (any if neither does)
+    #[arg(long, global = true, help_heading = POSTGRES, env = "PGTARGETSESSIONATTRS")]
+    pub pg_target_session_attrs: Option<String>,
     /// Publication to stream (required)
     #[arg(long, global = true, help_heading = POSTGRES, env = "PG_PUBLICATION")]
     pub pg_publication: Option<String>,

@@ -194,6 +194,7 @@ fn help_says_the_pg_variables_fill_in_what_pg_url_leaves_unset() {
         "PGSSLKEY",
         "PGCONNECT_TIMEOUT",
         "PGPASSFILE",
+        "PGTARGETSESSIONATTRS",
     ] {
         let block = help_block(&help, variable);
         assert!(block.contains("unless PG_URL"), "{variable}:\n{block}");

@@ -207,7 +207,104 @@ fn a_promotion_with_synchronized_standby_slots_streams_on(shell: Shell) {
     assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
 }
 
+/// A two-host `PG_URL` (`standby,primary`) with `target_session_attrs=primary`: the first
+/// session passes over the standby and streams from the primary; the primary dies and the
+/// standby is promoted where it is, and the next sessions find it: the dead host is passed
+/// over, the promoted one serves, with nothing lost and nothing copied again.
+fn two_hosts_survive_the_death_of_the_primary(shell: Shell) {
+    let env = Env::new("two_hosts", SETUP, schema());
+    let primary = PgCluster::start();
+    let version: u32 = primary
+        .psql("postgres", "SHOW server_version_num")
+        .parse()
+        .expect("a number");
+    if version < 170_000 {
+        return;
+    }
+    primary.create_database(&env.db);
+    primary.psql(&env.db, SETUP);
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
+    );
+    let standby = primary.standby(
+        ClusterOptions::default()
+            .setting("hot_standby_feedback", "on")
+            .setting("sync_replication_slots", "off"),
+    );
+    primary.psql(
+        "postgres",
+        "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'",
+    );
+    primary.psql("postgres", "SELECT pg_catalog.pg_reload_conf()");
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}?target_session_attrs=primary",
+        standby.port(),
+        primary.port(),
+        env.db
+    );
+    let config = env.config(&[
+        ("TABLES", "users"),
+        ("PG_URL", url.as_str()),
+        ("SNAPSHOT_MODE", "initial"),
+        ("PG_SLOT_FAILOVER", "true"),
+    ]);
+    let mut connector = Connector::spawn(shell, &config, &env.name);
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    let log = connector.log_text();
+    assert!(
+        log.contains(&format!(
+            "127.0.0.1:{} is a standby (in_hot_standby = on), not what target_session_attrs=primary asks for",
+            standby.port()
+        )),
+        "{log}"
+    );
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'v' || g FROM generate_series(101, 150) g;
+         UPDATE users SET name = 'changed' WHERE id <= 20;",
+    );
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    let slot = env.slot_name();
+    let synced = wait_for(WAIT, || {
+        let _ = standby.try_psql("postgres", "SELECT pg_catalog.pg_sync_replication_slots()");
+        (standby.psql(
+            "postgres",
+            &format!(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}' AND synced"
+            ),
+        ) == "1")
+            .then_some(())
+    });
+    assert!(synced.is_some(), "{}", standby.server_log_tail());
+    let copies_before = connector.log_text().matches("plan: snapshot").count();
+    primary.crash();
+    standby.promote();
+    standby.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'promoted ' || g FROM generate_series(2001, 2010) g;
+         DELETE FROM users WHERE id = 1;",
+    );
+    assert!(equal(&env, &standby), "{}", connector.log_text());
+    let log = connector.log_text();
+    assert!(
+        log.contains(&format!(
+            "replication connection to 127.0.0.1:{}",
+            primary.port()
+        )),
+        "the dead host's failure names it: {log}"
+    );
+    assert_eq!(
+        log.matches("plan: snapshot").count(),
+        copies_before,
+        "nothing is copied again: {log}"
+    );
+    assert!(connector.is_running(), "{log}");
+    assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
+}
+
 slotline_tests::both_shells!(
     a_promotion_that_forked_behind_what_was_delivered_is_repaired,
     a_promotion_with_synchronized_standby_slots_streams_on,
+    two_hosts_survive_the_death_of_the_primary,
 );

@@ -705,6 +705,76 @@ fn check_of_a_standby_source_names_hot_standby_feedback(shell: Shell) {
     );
 }
 
+/// `check` with several hosts in `PG_URL` asks each what it is: a dead host is warned about,
+/// a standby passed over under `target_session_attrs=read-write`, and the survey runs on
+/// the primary a start would use; without a host that serves, it fails saying so.
+fn check_tries_every_host_of_pg_url(shell: Shell) {
+    let env = Env::new("hosts_check", SETUP, schema("INTEGER"));
+    let primary = PgCluster::start();
+    primary.create_database(&env.db);
+    primary.psql(&env.db, SETUP);
+    let standby = primary.standby(ClusterOptions::default().setting("hot_standby_feedback", "on"));
+    let dead = free_port();
+    let url = |ports: &[u16]| {
+        let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        format!(
+            "postgres://postgres@{}/{}?target_session_attrs=read-write",
+            hosts.join(","),
+            env.db
+        )
+    };
+    let all = url(&[dead, standby.port(), primary.port()]);
+    let check = operation(shell, &with(&env, &[("PG_URL", all.as_str())]), &["check"]);
+    let has = |verdict: &str, text: &str| {
+        check
+            .stdout
+            .lines()
+            .any(|l| l.starts_with(verdict) && l.contains(text))
+    };
+    assert!(
+        has("WARN", &format!("host 1 of 3, 127.0.0.1:{dead}: ")),
+        "{check}"
+    );
+    assert!(
+        has(
+            "    ",
+            &format!(
+                "host 2 of 3, 127.0.0.1:{}: a standby; passed over",
+                standby.port()
+            )
+        ),
+        "{check}"
+    );
+    assert!(
+        has(
+            "ok  ",
+            &format!(
+                "host 3 of 3, 127.0.0.1:{}: a primary accepting writes; a start uses it",
+                primary.port()
+            )
+        ),
+        "{check}"
+    );
+    assert!(
+        has(
+            "ok  ",
+            &format!("connected to 127.0.0.1:{}", primary.port())
+        ),
+        "the survey runs on the primary: {check}"
+    );
+    assert_eq!(check.code, Some(0), "{check}");
+    let none = url(&[dead, standby.port()]);
+    let check = operation(shell, &with(&env, &[("PG_URL", none.as_str())]), &["check"]);
+    assert!(
+        check.stdout.lines().any(|l| l.starts_with("FAIL")
+            && l.contains(
+                "no host of PG_URL is what target_session_attrs=read-write asks for (2 listed)"
+            )),
+        "{check}"
+    );
+    assert_eq!(check.code, Some(1), "{check}");
+}
+
 /// A hot standby as the source (PostgreSQL 16 and newer decode on a standby): the copy and
 /// the stream of changes written on the primary make Feldera equal to the primary, and a
 /// graceful stop confirms on the standby's slot. 15 cannot decode in recovery: the start is
@@ -813,4 +883,5 @@ slotline_tests::both_shells!(
     failover_slot_follows_the_server_version,
     check_of_a_standby_source_names_hot_standby_feedback,
     a_standby_is_a_source_copied_and_streamed,
+    check_tries_every_host_of_pg_url,
 );

@@ -70,9 +70,87 @@ pub enum PassFile {
     Default,
 }
 
+/// `target_session_attrs` as libpq spells it: which of the hosts a session may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionAttrs {
+    /// The first host that accepts the connection.
+    Any,
+    /// A server that accepts writes (not in recovery, `default_transaction_read_only`
+    /// off).
+    ReadWrite,
+    /// A server that does not (a standby, or read-only by default).
+    ReadOnly,
+    /// A server not in recovery.
+    Primary,
+    /// A server in recovery.
+    Standby,
+    /// A standby if one of the hosts is, else any.
+    PreferStandby,
+}
+
+impl SessionAttrs {
+    const NAMES: [(&'static str, SessionAttrs); 6] = [
+        ("any", SessionAttrs::Any),
+        ("read-write", SessionAttrs::ReadWrite),
+        ("read-only", SessionAttrs::ReadOnly),
+        ("primary", SessionAttrs::Primary),
+        ("standby", SessionAttrs::Standby),
+        ("prefer-standby", SessionAttrs::PreferStandby),
+    ];
+
+    fn parse(variable: &str, raw: &str) -> Result<SessionAttrs, ConfigError> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == raw)
+            .map(|(_, m)| *m)
+            .ok_or_else(|| {
+                ConfigError::new(
+                    variable,
+                    Some(raw),
+                    "one of any, read-write, read-only, primary, standby, prefer-standby",
+                )
+            })
+    }
+
+    /// The setting as libpq spells it.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    /// Whether a server in recovery (`in_recovery`) or read-only by default (`read_only`)
+    /// serves a session; `standby_seen_none`: a round of every host found no standby
+    /// (`prefer-standby` then takes any).
+    pub fn accepts(self, in_recovery: bool, read_only: bool, standby_seen_none: bool) -> bool {
+        match self {
+            SessionAttrs::Any => true,
+            SessionAttrs::ReadWrite => !in_recovery && !read_only,
+            SessionAttrs::ReadOnly => in_recovery || read_only,
+            SessionAttrs::Primary => !in_recovery,
+            SessionAttrs::Standby => in_recovery,
+            SessionAttrs::PreferStandby => in_recovery || standby_seen_none,
+        }
+    }
+}
+
+/// One of the hosts `PG_URL` (or `PGHOST`) lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PgHost {
+    /// A host name or address, or a socket directory.
+    pub host: String,
+    pub port: u16,
+}
+
 /// Where and as whom to connect. `Debug` masks the password.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PgConnConfig {
+    /// Every host to try, in order (libpq's multi-host list); `host` and `port` are the
+    /// one a connection uses (the first unless `at` chose another).
+    pub hosts: Vec<PgHost>,
+    /// `target_session_attrs`: which of the hosts a session may use.
+    pub target_session_attrs: SessionAttrs,
     /// A host name or address, or a directory holding the server's Unix socket (a path
     /// starting with `/`, as libpq).
     pub host: String,
@@ -112,11 +190,12 @@ struct Parts {
     sslkey: Option<String>,
     connect_timeout: Option<String>,
     passfile: Option<String>,
+    target_session_attrs: Option<String>,
     keepalive: KeepaliveParts,
 }
 
 /// Each setting's conninfo key and libpq variable.
-const SETTINGS: [(&str, &str); 11] = [
+const SETTINGS: [(&str, &str); 12] = [
     ("host", "PGHOST"),
     ("port", "PGPORT"),
     ("user", "PGUSER"),
@@ -128,6 +207,7 @@ const SETTINGS: [(&str, &str); 11] = [
     ("sslkey", "PGSSLKEY"),
     ("connect_timeout", "PGCONNECT_TIMEOUT"),
     ("passfile", "PGPASSFILE"),
+    ("target_session_attrs", "PGTARGETSESSIONATTRS"),
 ];
 
 /// libpq's shortest connect timeout: smaller positive values are raised to it.
@@ -176,11 +256,10 @@ impl PgConnConfig {
         // Settings other than the password are not secret: their values are shown, named
         // where the user wrote them (`port in PG_URL`, `PGPORT`).
         let name = |key: &str| setting_name(url_keys.as_deref(), key);
-        let port = match parts.port.as_deref() {
-            None => 5432,
-            Some(raw) => raw.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                ConfigError::new(&name("port"), Some(raw), "a TCP port from 1 to 65535")
-            })?,
+        let hosts = hosts_of(parts.host.as_deref(), parts.port.as_deref(), &name)?;
+        let target_session_attrs = match parts.target_session_attrs.as_deref() {
+            None => SessionAttrs::Any,
+            Some(raw) => SessionAttrs::parse(&name("target_session_attrs"), raw)?,
         };
         let user = parts
             .user
@@ -222,8 +301,10 @@ impl PgConnConfig {
             (None, None) => Some(PassFile::Default),
         };
         Ok(PgConnConfig {
-            host: parts.host.unwrap_or_else(|| "localhost".to_owned()),
-            port,
+            host: hosts[0].host.clone(),
+            port: hosts[0].port,
+            hosts,
+            target_session_attrs,
             database: parts.database.unwrap_or_else(|| user.clone()),
             user,
             password: parts.password.map(Secret::new),
@@ -236,6 +317,16 @@ impl PgConnConfig {
             keepalive,
             url_keys,
         })
+    }
+
+    /// The same settings for the `index`-th host (of `hosts`, wrapping around).
+    pub fn at(&self, index: usize) -> PgConnConfig {
+        let mut one = self.clone();
+        if let Some(host) = self.hosts.get(index % self.hosts.len().max(1)) {
+            one.host = host.host.clone();
+            one.port = host.port;
+        }
+        one
     }
 
     /// How the user spells a setting: `PGSSLCERT`, or `sslcert in PG_URL`.
@@ -275,6 +366,60 @@ impl PgConnConfig {
 
 /// Where a setting was written: `sslcert in PG_URL` when the URL sets it, else its
 /// variable (`PGSSLCERT`).
+/// libpq's host list: `host` and `port` may each list several values separated by commas;
+/// a single port applies to every host, otherwise there is one port per host (an empty one
+/// is 5432).
+fn hosts_of(
+    host: Option<&str>,
+    port: Option<&str>,
+    name: &dyn Fn(&str) -> String,
+) -> Result<Vec<PgHost>, ConfigError> {
+    let names: Vec<&str> = match host {
+        None => vec!["localhost"],
+        Some(raw) => raw.split(',').map(str::trim).collect(),
+    };
+    if names.iter().any(|h| h.is_empty()) {
+        return Err(ConfigError::new(
+            &name("host"),
+            host,
+            "a host name, address or socket directory, or several separated by commas (none empty)",
+        ));
+    }
+    let ports: Vec<&str> = match port {
+        None => vec![""],
+        Some(raw) => raw.split(',').map(str::trim).collect(),
+    };
+    if ports.len() != 1 && ports.len() != names.len() {
+        return Err(ConfigError::new(
+            &name("port"),
+            port,
+            format!(
+                "one port for every host, or one per host ({} host(s) listed)",
+                names.len()
+            ),
+        ));
+    }
+    let parse = |raw: &str| -> Result<u16, ConfigError> {
+        if raw.is_empty() {
+            return Ok(5432);
+        }
+        raw.parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| ConfigError::new(&name("port"), port, "a TCP port from 1 to 65535"))
+    };
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            Ok(PgHost {
+                host: (*host).to_owned(),
+                port: parse(ports.get(i).or(ports.first()).copied().unwrap_or(""))?,
+            })
+        })
+        .collect()
+}
+
 fn setting_name(url_keys: Option<&[String]>, key: &str) -> String {
     let variable = variable_of(key);
     match url_keys {
@@ -465,10 +610,51 @@ fn masked_conninfo(raw: &str) -> Option<String> {
     }
 }
 
+/// The hosts of a URL's authority (`a:5432,b:5433`), as libpq takes them: the URL with only
+/// the first left (for the URL parser, which takes one), and the host and port lists as the
+/// conninfo form writes them. `None` with one host.
+fn split_url_hosts(raw: &str) -> Option<(String, String, String)> {
+    let scheme_end = raw.find("://")? + 3;
+    let rest = &raw[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let at = authority.rfind('@').map_or(0, |i| i + 1);
+    let list = &authority[at..];
+    if !list.contains(',') {
+        return None;
+    }
+    let (mut hosts, mut ports) = (Vec::new(), Vec::new());
+    for entry in list.split(',') {
+        let (host, port) = match entry.strip_prefix('[') {
+            Some(v6) => {
+                let (host, after) = v6.split_once(']')?;
+                (host, after.strip_prefix(':').unwrap_or(""))
+            }
+            None => match entry.rsplit_once(':') {
+                Some((host, port)) => (host, port),
+                None => (entry, ""),
+            },
+        };
+        hosts.push(percent_decode(host)?);
+        ports.push(port.to_owned());
+    }
+    let first = list.split(',').next().unwrap_or_default();
+    let url = format!(
+        "{}{}{}{}",
+        &raw[..scheme_end],
+        &authority[..at],
+        first,
+        &rest[authority_end..]
+    );
+    Some((url, hosts.join(","), ports.join(",")))
+}
+
 fn from_url_form(raw: &str) -> Result<Parts, ConfigError> {
     const SHAPE: &str =
-        "postgres://user[:password]@host[:port]/database[?sslmode=...] with one host";
-    let url = url::Url::parse(raw).map_err(|_| url_error(raw, SHAPE))?;
+        "postgres://user[:password]@host[:port][,host2[:port2]...]/database[?sslmode=...]";
+    let split = split_url_hosts(raw);
+    let one = split.as_ref().map_or(raw, |(url, _, _)| url.as_str());
+    let url = url::Url::parse(one).map_err(|_| url_error(raw, SHAPE))?;
     let decode = |s: &str| {
         percent_decode(s)
             .ok_or_else(|| url_error(raw, "percent-encoding in PG_URL must decode to UTF-8"))
@@ -486,8 +672,9 @@ fn from_url_form(raw: &str) -> Result<Parts, ConfigError> {
         database: Some(decode(url.path().trim_start_matches('/'))?).filter(|d| !d.is_empty()),
         ..Parts::default()
     };
-    if raw.contains(',') && parts.host.as_deref().is_some_and(|h| h.contains(',')) {
-        return Err(url_error(raw, SHAPE));
+    if let Some((_, hosts, ports)) = split {
+        parts.host = Some(hosts);
+        parts.port = Some(ports).filter(|p| p.chars().any(|c| c != ','));
     }
     for (key, value) in url.query_pairs() {
         set_part(&mut parts, &key, value.into_owned())?;
@@ -517,6 +704,7 @@ impl Parts {
             "sslkey" => &mut self.sslkey,
             "connect_timeout" => &mut self.connect_timeout,
             "passfile" => &mut self.passfile,
+            "target_session_attrs" => &mut self.target_session_attrs,
             "keepalives" => &mut self.keepalive.keepalives,
             "keepalives_idle" => &mut self.keepalive.idle,
             "keepalives_interval" => &mut self.keepalive.interval,
@@ -542,6 +730,7 @@ const PG_URL_PARAMETERS: &[&str] = &[
     "sslkey",
     "connect_timeout",
     "passfile",
+    "target_session_attrs",
     "keepalives",
     "keepalives_idle",
     "keepalives_interval",

@@ -216,6 +216,7 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("PGSSLKEY", None),
     ("PGCONNECT_TIMEOUT", None),
     ("PGPASSFILE", None),
+    ("PGTARGETSESSIONATTRS", None),
     ("PG_PUBLICATION", None),
     ("PG_SLOT", None),
     ("TABLES", None),

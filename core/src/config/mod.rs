@@ -14,7 +14,7 @@ mod pgpass;
 
 use std::collections::BTreeMap;
 
-pub use conninfo::{PassFile, PgConnConfig, RootCert, SslMode};
+pub use conninfo::{PassFile, PgConnConfig, PgHost, RootCert, SessionAttrs, SslMode};
 pub(crate) use input::Pairs;
 pub use input::{is_secret, ConfigError, Secret, VARIABLES};
 pub use keepalive::{

@@ -688,7 +688,7 @@ fn settings_inside_pg_url_are_named_as_such_with_their_value_but_no_password() {
 #[test]
 fn an_unknown_pg_url_parameter_is_named_with_the_one_it_is_closest_to_and_no_url() {
     let typo = error(&[("PG_URL", "postgres://u:hunter2@db/app?sslmod=require")]);
-    insta::assert_snapshot!(typo, @r#"PG_URL has an unknown parameter "sslmod": did you mean sslmode? accepted: host, hostaddr, port, user, password, dbname, sslmode, sslrootcert, sslcert, sslkey, connect_timeout, passfile, keepalives, keepalives_idle, keepalives_interval, keepalives_count, tcp_user_timeout, application_name"#);
+    insta::assert_snapshot!(typo, @r#"PG_URL has an unknown parameter "sslmod": did you mean sslmode? accepted: host, hostaddr, port, user, password, dbname, sslmode, sslrootcert, sslcert, sslkey, connect_timeout, passfile, target_session_attrs, keepalives, keepalives_idle, keepalives_interval, keepalives_count, tcp_user_timeout, application_name"#);
     let conninfo = error(&[("PG_URL", "host=db user=u password=hunter2 dbnam=app")]);
     assert!(
         conninfo.starts_with(
@@ -697,10 +697,10 @@ fn an_unknown_pg_url_parameter_is_named_with_the_one_it_is_closest_to_and_no_url
         "{conninfo}"
     );
     // Nothing close: no guess.
-    let far = error(&[("PG_URL", "postgres://u@db/app?target_session_attrs=any")]);
+    let far = error(&[("PG_URL", "postgres://u@db/app?load_balance_hosts=random")]);
     assert!(
         far.starts_with(
-            r#"PG_URL has an unknown parameter "target_session_attrs": accepted: host, "#
+            r#"PG_URL has an unknown parameter "load_balance_hosts": accepted: host, "#
         ),
         "{far}"
     );
@@ -852,7 +852,7 @@ fn feldera_url_errors_say_what_is_wrong_with_it() {
 #[test]
 fn a_malformed_pg_url_is_shown_with_its_password_masked() {
     let shown = |url: &'static str| error(&[("PG_URL", url)]);
-    insta::assert_snapshot!(shown("postgres://u:hunter2@db:99999/app"), @r#"PG_URL="postgres://u:***@db:99999/app" is invalid: postgres://user[:password]@host[:port]/database[?sslmode=...] with one host"#);
+    insta::assert_snapshot!(shown("postgres://u:hunter2@db:99999/app"), @r#"PG_URL="postgres://u:***@db:99999/app" is invalid: postgres://user[:password]@host[:port][,host2[:port2]...]/database[?sslmode=...]"#);
     let conninfo = shown("host=db password='hun ter2' port");
     assert_eq!(
         conninfo,
@@ -955,4 +955,73 @@ fn the_state_directory_is_absolute_and_says_whether_the_operator_chose_it() {
         Config::from_pairs_for(ddl, Purpose::Ddl, &homeless).is_ok(),
         "ddl writes no state file"
     );
+}
+
+#[test]
+fn several_hosts_in_pg_url_as_libpq_takes_them() {
+    let hosts = |url: &'static str| -> Vec<(String, u16)> {
+        with(&[("PG_URL", url)])
+            .unwrap()
+            .pg
+            .hosts
+            .into_iter()
+            .map(|h| (h.host, h.port))
+            .collect()
+    };
+    let owned = |list: &[(&str, u16)]| -> Vec<(String, u16)> {
+        list.iter().map(|(h, p)| ((*h).to_owned(), *p)).collect()
+    };
+    assert_eq!(
+        hosts("postgres://u:pw@a:5433,b,[::1]:5435/app"),
+        owned(&[("a", 5433), ("b", 5432), ("::1", 5435)])
+    );
+    assert_eq!(
+        hosts("host=a,b port=5433 user=u dbname=app"),
+        owned(&[("a", 5433), ("b", 5433)])
+    );
+    assert_eq!(
+        hosts("host=a,b port=5433,5434 user=u dbname=app"),
+        owned(&[("a", 5433), ("b", 5434)])
+    );
+    let pg = with(&[(
+        "PG_URL",
+        "postgres://u:pw@a,b/app?target_session_attrs=read-write",
+    )])
+    .unwrap()
+    .pg;
+    assert_eq!(
+        (
+            pg.host.as_str(),
+            pg.port,
+            pg.user.as_str(),
+            pg.database.as_str()
+        ),
+        ("a", 5432, "u", "app")
+    );
+    assert_eq!(pg.target_session_attrs, SessionAttrs::ReadWrite);
+    assert_eq!(pg.at(1).host, "b");
+    assert_eq!(pg.password.as_ref().map(Secret::expose), Some("pw"));
+    insta::assert_snapshot!(error(&[("PG_URL", "host=a,b,c port=1,2 user=u")]), @"port in PG_URL=\"1,2\" is invalid: one port for every host, or one per host (3 host(s) listed)");
+    insta::assert_snapshot!(error(&[("PG_URL", "host=a,,c user=u")]), @"host in PG_URL=\"a,,c\" is invalid: a host name, address or socket directory, or several separated by commas (none empty)");
+    insta::assert_snapshot!(error(&[("PG_URL", "postgres://u:pw@a,b/app?target_session_attrs=primry")]), @"target_session_attrs in PG_URL=\"primry\" is invalid: one of any, read-write, read-only, primary, standby, prefer-standby");
+}
+
+#[test]
+fn target_session_attrs_accept_what_libpq_accepts() {
+    use SessionAttrs as A;
+    // (in recovery, read only by default): a primary, a read-only primary, a standby.
+    let servers = [(false, false), (false, true), (true, true)];
+    let accepted = |attrs: A, round: bool| -> Vec<bool> {
+        servers
+            .iter()
+            .map(|&(recovery, read_only)| attrs.accepts(recovery, read_only, round))
+            .collect()
+    };
+    assert_eq!(accepted(A::Any, false), [true, true, true]);
+    assert_eq!(accepted(A::ReadWrite, false), [true, false, false]);
+    assert_eq!(accepted(A::ReadOnly, false), [false, true, true]);
+    assert_eq!(accepted(A::Primary, false), [true, true, false]);
+    assert_eq!(accepted(A::Standby, false), [false, false, true]);
+    assert_eq!(accepted(A::PreferStandby, false), [false, false, true]);
+    assert_eq!(accepted(A::PreferStandby, true), [true, true, true]);
 }

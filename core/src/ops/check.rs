@@ -54,6 +54,8 @@ impl Extra {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pg {
+    /// `PG_URL` lists several hosts: each is asked in turn what it is (`probes`).
+    Probing(usize),
     /// The startup conversation (survey) runs.
     Conversation,
     Extra(Extra),
@@ -85,6 +87,11 @@ pub struct Check {
     /// and the finding that waits for it to name them.
     listing: Option<(HttpId, String)>,
     state: Option<StateRead>,
+    /// With several hosts, what each answered: in recovery and read-only by default, or
+    /// why it could not be reached.
+    probes: Vec<Result<(bool, bool), String>>,
+    /// The host the survey runs on (as a start would choose it).
+    host: usize,
 }
 
 impl Check {
@@ -123,6 +130,8 @@ impl Check {
             probe: None,
             listing: None,
             state: None,
+            probes: Vec::new(),
+            host: 0,
             env,
         };
         check.begin();
@@ -130,11 +139,11 @@ impl Check {
     }
 
     fn begin(&mut self) {
-        let config = &self.env.config;
-        let name = format!("slotline-check/{}", config.slot);
-        match PgLink::open(&mut self.queue, &config.pg, true, &name) {
-            Ok(link) => self.link = Some(link),
-            Err(e) => self.pg_failed(format!("cannot connect: {e}")),
+        if self.env.config.pg.hosts.len() > 1 {
+            self.pg = Pg::Probing(0);
+            self.open_link(0);
+        } else {
+            self.open_link(0);
         }
         let id = self.queue.http_id();
         self.schema_request = Some(id);
@@ -145,6 +154,82 @@ impl Check {
         self.queue.push(Command::ReadState {
             path: self.env.state_path.clone(),
         });
+    }
+
+    /// A replication connection to the `index`-th host.
+    fn open_link(&mut self, index: usize) {
+        let config = &self.env.config;
+        let name = format!("slotline-check/{}", config.slot);
+        match PgLink::open(&mut self.queue, &config.pg.at(index), true, &name) {
+            Ok(link) => self.link = Some(link),
+            Err(e) => self.pg_failed(format!("cannot connect: {e}")),
+        }
+    }
+
+    /// The `index`-th host answered (or not): ask the next, or, once each has, say what
+    /// each is and survey the one a start would use.
+    fn probed(&mut self, index: usize, answer: Result<(bool, bool), String>) {
+        self.close_link();
+        self.probes.push(answer);
+        let pg = &self.env.config.pg;
+        if index + 1 < pg.hosts.len() {
+            self.pg = Pg::Probing(index + 1);
+            self.open_link(index + 1);
+            return;
+        }
+        let attrs = pg.target_session_attrs;
+        let serves = |round: bool| {
+            self.probes.iter().position(|p| {
+                p.as_ref()
+                    .is_ok_and(|&(recovery, read_only)| attrs.accepts(recovery, read_only, round))
+            })
+        };
+        let chosen = serves(false).or_else(|| serves(true));
+        let count = pg.hosts.len();
+        for (i, probe) in self.probes.iter().enumerate() {
+            let host = &pg.hosts[i];
+            let item = "postgres";
+            let at = format!("host {} of {count}, {}:{}", i + 1, host.host, host.port);
+            let line = match probe {
+                Ok((recovery, read_only)) => {
+                    let what = match (recovery, read_only) {
+                        (true, _) => "a standby",
+                        (false, true) => "a primary, read-only by default",
+                        (false, false) => "a primary accepting writes",
+                    };
+                    if Some(i) == chosen {
+                        Line::ok(
+                            item,
+                            format!(
+                                "{at}: {what}; a start uses it (target_session_attrs={})",
+                                attrs.name()
+                            ),
+                        )
+                    } else {
+                        Line::info(
+                            item,
+                            format!(
+                                "{at}: {what}; passed over (target_session_attrs={})",
+                                attrs.name()
+                            ),
+                        )
+                    }
+                }
+                Err(why) => Line::warn(item, format!("{at}: {why}; a start tries the next host")),
+            };
+            self.pg_lines.push(line);
+        }
+        match chosen {
+            Some(index) => {
+                self.host = index;
+                self.pg = Pg::Conversation;
+                self.open_link(index);
+            }
+            None => self.pg_failed(format!(
+                "no host of PG_URL is what target_session_attrs={} asks for ({count} listed)",
+                attrs.name()
+            )),
+        }
     }
 
     /// PostgreSQL cannot be asked (more): say so once, with how to fix it.
@@ -174,10 +259,22 @@ impl Check {
             let Some(link) = self.link.as_mut() else {
                 return;
             };
+            if let Pg::Probing(index) = self.pg {
+                // The rest of this connection's events do not matter once it answered.
+                match event {
+                    Event::Ready => {
+                        let on = |name: &str| link.parameter(name) == Some("on");
+                        let answer = (on("in_hot_standby"), on("default_transaction_read_only"));
+                        return self.probed(index, Ok(answer));
+                    }
+                    Event::Failed(error) => return self.probed(index, Err(error.to_string())),
+                    _ => continue,
+                }
+            }
             let queue = &mut self.queue;
             let step = match (self.pg, event) {
                 (Pg::Conversation, Event::Ready) => {
-                    let pg = &self.env.config.pg;
+                    let pg = &self.env.config.pg.at(self.host);
                     let tls = if link.is_encrypted() { " over TLS" } else { "" };
                     self.pg_lines.push(Line::ok(
                         "postgres",
@@ -692,7 +789,10 @@ impl Driver for Check {
                         | crate::pipeline::pg_link::LinkClosed::Fatal(why) => {
                             link.abandon(&mut self.queue);
                             self.link = None;
-                            self.pg_failed(why);
+                            match self.pg {
+                                Pg::Probing(index) => self.probed(index, Err(why)),
+                                _ => self.pg_failed(why),
+                            }
                         }
                     }
                 }

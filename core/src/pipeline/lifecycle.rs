@@ -98,6 +98,7 @@ impl Pipeline {
             commit_to_durable: Default::default(),
             txn_reach: Default::default(),
             sent: Default::default(),
+            hosts: Default::default(),
             stale_state_writes: 0,
         };
         let mut pipeline = Pipeline {
@@ -344,7 +345,10 @@ impl Pipeline {
         let situation = Situation {
             stopping: matches!(self.phase, Phase::Stopping(_)),
             progress_expired: self.run.progress.expired(now),
-            never_reached: self.run.reached.never(failure.kind),
+            // With several hosts, a run has not failed to reach PostgreSQL before it tried
+            // each of them.
+            never_reached: self.run.reached.never(failure.kind)
+                && self.run.hosts.tried_all(self.env.config.pg.hosts.len()),
         };
         let decision = policy::decide(failure.kind, situation);
         self.queue.note(
@@ -376,6 +380,9 @@ impl Pipeline {
     /// session replays it from the slot, which never moved past it.
     pub(super) fn end_session(&mut self) {
         self.close_phase();
+        self.run
+            .hosts
+            .on_session_end(self.env.config.pg.hosts.len());
         self.run.ack.reset_session(self.run.last_cut);
         self.run.ages.on_session_end();
         self.run.report.on_session_end();

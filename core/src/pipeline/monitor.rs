@@ -74,7 +74,8 @@ impl Monitor {
 
     fn connect(&mut self, cx: &mut Cx<'_>) {
         let name = format!("slotline-monitor/{}", cx.env.config.slot);
-        match PgLink::open(cx.queue, &cx.env.config.pg, false, &name) {
+        let pg = cx.env.config.pg.at(cx.run.hosts.index);
+        match PgLink::open(cx.queue, &pg, false, &name) {
             Ok(link) => {
                 self.link = Some(link);
                 self.stage = Stage::Connecting;

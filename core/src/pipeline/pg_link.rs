@@ -369,6 +369,16 @@ pub(crate) fn connect_fix(pg: &PgConnConfig, why: &str) -> String {
     }
 }
 
+/// ` to host:port` when `PG_URL` lists several hosts (`pg` is the one connected to), else
+/// nothing: which host failed matters only when there is a choice.
+fn to_host(pg: &PgConnConfig) -> String {
+    if pg.hosts.len() > 1 {
+        format!(" to {}:{}", pg.host, pg.port)
+    } else {
+        String::new()
+    }
+}
+
 /// What a failed connection means: server errors that no retry can fix (wrong password,
 /// unknown role or database, no privilege, an authentication method slotline lacks, TLS
 /// the server cannot or will not speak) refuse; everything else is a connection that may
@@ -389,7 +399,7 @@ pub(crate) fn conn_failure(pg: &PgConnConfig, error: ConnError) -> Failure {
     } else {
         Failure::new(
             Kind::PgUnreachable,
-            format!("replication connection failed: {error}"),
+            format!("replication connection{} failed: {error}", to_host(pg)),
         )
     }
 }
@@ -416,7 +426,7 @@ impl PgLink {
                 self.abandon(queue);
                 Next::Fail(Failure::new(
                     Kind::PgUnreachable,
-                    format!("{what} lost: {why}"),
+                    format!("{what}{} lost: {why}", to_host(pg)),
                 ))
             }
         }

@@ -55,9 +55,51 @@ pub(crate) struct Run {
     pub(crate) txn_reach: TxnReach,
     /// How far in the WAL what this run sent reaches (`Sent`).
     pub(crate) sent: Sent,
+    /// Which of `PG_URL`'s hosts sessions use (`Hosts`).
+    pub(crate) hosts: Hosts,
     /// Writes of the state file issued by ended sessions whose answers have not come yet
     /// (writes are answered in order, so the next answers are theirs).
     pub(crate) stale_state_writes: u32,
+}
+
+/// Which of `PG_URL`'s hosts a session connects to, as libpq goes through them: the first,
+/// then, while a host cannot be reached or is not what `target_session_attrs` asks for, the
+/// next (docs/guide/configuration.md, "Several hosts").
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Hosts {
+    /// The host the current session uses, as an index of `PgConnConfig::hosts`.
+    pub(crate) index: usize,
+    /// Hosts passed over in a row since a session last read its slot.
+    pub(crate) passed: usize,
+    /// The current session read the slot on its host: the host served it.
+    pub(crate) served: bool,
+}
+
+impl Hosts {
+    /// A session ended: after one its host served, the next starts again at the first
+    /// host; after one it could not use, at the next host.
+    pub(crate) fn on_session_end(&mut self, count: usize) {
+        if self.served || count <= 1 {
+            self.index = 0;
+            self.passed = 0;
+        } else {
+            self.index = (self.index + 1) % count;
+            self.passed += 1;
+        }
+        self.served = false;
+    }
+
+    /// Every host was tried since a session last read its slot (the one failing now
+    /// included).
+    pub(crate) fn tried_all(&self, count: usize) -> bool {
+        self.passed + 1 >= count
+    }
+
+    /// A whole round of the hosts went by without one serving (`prefer-standby` then takes
+    /// a primary).
+    pub(crate) fn round_passed(&self, count: usize) -> bool {
+        self.passed >= count
+    }
 }
 
 /// How far in the WAL what Feldera holds may reach, as this run knows it: what the start
@@ -223,4 +265,34 @@ pub(crate) fn no_progress_reason(env: &Env, run: &Run) -> String {
         reason.push_str(last);
     }
     reason
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Hosts;
+
+    #[test]
+    fn sessions_go_through_the_hosts_and_start_again_at_the_first_after_one_served() {
+        let mut hosts = Hosts::default();
+        assert!(
+            !hosts.tried_all(3),
+            "the first host failing is not all of them"
+        );
+        hosts.on_session_end(3);
+        assert_eq!((hosts.index, hosts.passed), (1, 1));
+        hosts.on_session_end(3);
+        assert_eq!((hosts.index, hosts.passed), (2, 2));
+        assert!(hosts.tried_all(3), "the third failing is the last untried");
+        assert!(!hosts.round_passed(3));
+        hosts.on_session_end(3);
+        assert_eq!(hosts.index, 0, "round and round");
+        assert!(hosts.round_passed(3));
+        hosts.served = true;
+        hosts.on_session_end(3);
+        assert_eq!((hosts.index, hosts.passed, hosts.served), (0, 0, false));
+        let mut one = Hosts::default();
+        assert!(one.tried_all(1));
+        one.on_session_end(1);
+        assert_eq!((one.index, one.passed), (0, 0));
+    }
 }

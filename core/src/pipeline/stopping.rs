@@ -147,7 +147,8 @@ impl Stopping {
         if target <= already || config.shutdown_confirm_ms == 0 {
             return Next::Stopped(format!("stopped at {target}"));
         }
-        let control = match PgLink::open(cx.queue, &config.pg, false, "slotline-confirm") {
+        let pg = config.pg.at(cx.run.hosts.index);
+        let control = match PgLink::open(cx.queue, &pg, false, "slotline-confirm") {
             Ok(link) => link,
             Err(e) => return Next::Stopped(format!("stopped at {target}, unconfirmed: {e}")),
         };

@@ -310,9 +310,12 @@ impl Snapshotting {
         match self.worker_of(conn) {
             Some(w) if self.workers[w].stage != WorkerStage::Closed => {
                 let what = format!("snapshot connection {w}");
-                self.workers[w]
-                    .link
-                    .closed(cx.queue, &cx.env.config.pg, error, &what)
+                self.workers[w].link.closed(
+                    cx.queue,
+                    &cx.env.config.pg.at(cx.run.hosts.index),
+                    error,
+                    &what,
+                )
             }
             _ => Next::Stay,
         }

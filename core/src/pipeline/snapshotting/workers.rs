@@ -24,7 +24,8 @@ impl Snapshotting {
     pub(super) fn open_worker(&mut self, cx: &mut Cx<'_>) -> Step {
         let index = self.workers.len();
         let name = format!("slotline/{}/copy-{index}", cx.env.config.slot);
-        let link = PgLink::open(cx.queue, &cx.env.config.pg, false, &name).map_err(|e| {
+        let pg = cx.env.config.pg.at(cx.run.hosts.index);
+        let link = PgLink::open(cx.queue, &pg, false, &name).map_err(|e| {
             Next::Fail(Failure::new(
                 FailureKind::ConfigInvalid,
                 format!("cannot connect to PostgreSQL: {e}"),

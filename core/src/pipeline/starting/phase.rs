@@ -103,6 +103,39 @@ impl From<ConversationError> for Failure {
     }
 }
 
+/// The host the session connected to is what `target_session_attrs` asks for (as the
+/// server reports `in_hot_standby` and `default_transaction_read_only` at login, as libpq
+/// reads them); else the session ends and the next host is tried.
+fn session_attrs_met(cx: &Cx<'_>, repl: &PgLink) -> Result<(), Failure> {
+    use crate::config::SessionAttrs;
+    let pg = &cx.env.config.pg;
+    let attrs = pg.target_session_attrs;
+    if attrs == SessionAttrs::Any {
+        return Ok(());
+    }
+    let on = |name: &str| repl.parameter(name) == Some("on");
+    let (in_recovery, read_only) = (on("in_hot_standby"), on("default_transaction_read_only"));
+    let round = cx.run.hosts.round_passed(pg.hosts.len());
+    if attrs.accepts(in_recovery, read_only, round) {
+        return Ok(());
+    }
+    let here = pg.at(cx.run.hosts.index);
+    let what = match (in_recovery, read_only) {
+        (true, _) => "a standby (in_hot_standby = on)",
+        (false, true) => "read-only (default_transaction_read_only = on)",
+        (false, false) => "a primary accepting writes",
+    };
+    Err(Failure::new(
+        FailureKind::PgUnreachable,
+        format!(
+            "{}:{} is {what}, not what target_session_attrs={} asks for: trying the next host",
+            here.host,
+            here.port,
+            attrs.name()
+        ),
+    ))
+}
+
 impl Starting {
     /// A new session: the replication connection and the schema request.
     pub(crate) fn begin(cx: &mut Cx<'_>) -> Result<Starting, Failure> {
@@ -113,9 +146,24 @@ impl Starting {
             config.feldera_transactions != crate::config::FelderaTransactions::Off,
         );
         let application_name = format!("slotline/{}", config.slot);
-        let repl = PgLink::open(cx.queue, &config.pg, true, &application_name).map_err(|e| {
+        let pg = config.pg.at(cx.run.hosts.index);
+        if config.pg.hosts.len() > 1 {
+            cx.queue.log(
+                Level::Info,
+                format!(
+                    "session {}: connecting to {}:{} (host {} of {}; target_session_attrs={})",
+                    cx.run.sessions,
+                    pg.host,
+                    pg.port,
+                    cx.run.hosts.index + 1,
+                    config.pg.hosts.len(),
+                    config.pg.target_session_attrs.name()
+                ),
+            );
+        }
+        let repl = PgLink::open(cx.queue, &pg, true, &application_name).map_err(|e| {
             let why = format!("cannot connect to PostgreSQL: {e}");
-            let fix = crate::pipeline::pg_link::connect_fix(&config.pg, &why);
+            let fix = crate::pipeline::pg_link::connect_fix(&pg, &why);
             Failure::new(FailureKind::ConfigInvalid, with_fix(&why, &fix))
         })?;
         let conversation = Conversation::new(
@@ -289,7 +337,10 @@ impl Starting {
     fn on_event(&mut self, cx: &mut Cx<'_>, event: Event) -> Result<Option<Ready>, Failure> {
         let conversation = &mut self.conversation;
         match event {
-            Event::Ready => conversation.on_ready(cx.queue, &mut self.repl)?,
+            Event::Ready => {
+                session_attrs_met(cx, &self.repl)?;
+                conversation.on_ready(cx.queue, &mut self.repl)?
+            }
             Event::DataRow(row) => conversation.on_row(&row)?,
             Event::QueryError(error) => conversation.on_query_error(error.to_string()),
             Event::QueryDone { .. } => {
@@ -298,7 +349,12 @@ impl Starting {
             }
             Event::StreamStarted(_) => return Ok(Some(conversation.on_stream_started()?)),
             Event::Notice(notice) => cx.queue.log(Level::Info, format!("PostgreSQL: {notice}")),
-            Event::Failed(error) => return Err(conn_failure(&cx.env.config.pg, error)),
+            Event::Failed(error) => {
+                return Err(conn_failure(
+                    &cx.env.config.pg.at(cx.run.hosts.index),
+                    error,
+                ))
+            }
             Event::XLogData(_) | Event::Keepalive(_) => {
                 return Err(Failure::new(
                     FailureKind::PgProtocol,
@@ -316,6 +372,7 @@ impl Starting {
             Answer::Asked => Ok(None),
             Answer::SlotRead => {
                 self.slot_read = true;
+                cx.run.hosts.served = true;
                 self.decide(cx).map(|()| None)
             }
             Answer::SlotDropped => match self.decision {
@@ -801,8 +858,12 @@ impl Starting {
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
-        self.repl
-            .closed(cx.queue, &cx.env.config.pg, error, "replication connection")
+        self.repl.closed(
+            cx.queue,
+            &cx.env.config.pg.at(cx.run.hosts.index),
+            error,
+            "replication connection",
+        )
     }
 }
 

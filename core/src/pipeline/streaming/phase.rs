@@ -328,8 +328,12 @@ impl Streaming {
     }
 
     pub(crate) fn on_pg_closed(&mut self, cx: &mut Cx<'_>, error: Option<ConnFailure>) -> Next {
-        self.repl
-            .closed(cx.queue, &cx.env.config.pg, error, "replication connection")
+        self.repl.closed(
+            cx.queue,
+            &cx.env.config.pg.at(cx.run.hosts.index),
+            error,
+            "replication connection",
+        )
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
@@ -477,7 +481,10 @@ impl Streaming {
                 cx.queue.log(Level::Info, format!("PostgreSQL: {notice}"));
                 Ok(())
             }
-            Event::Failed(error) => Err(Next::Fail(conn_failure(&cx.env.config.pg, error))),
+            Event::Failed(error) => Err(Next::Fail(conn_failure(
+                &cx.env.config.pg.at(cx.run.hosts.index),
+                error,
+            ))),
             _ => Ok(()),
         }
     }
