@@ -1,4 +1,4 @@
-//! End to end, both shells, PostgreSQL 17 and later (failover slots): a primary and a
+//! End to end, both shells, PostgreSQL 17 and later (failover slots) unless said: a primary and a
 //! streaming standby that synchronises slotline's failover slot, without
 //! `synchronized_standby_slots` (PostgreSQL's default). The standby goes down, the primary
 //! commits on and slotline delivers and acknowledges those commits, the primary crashes and
@@ -8,6 +8,8 @@
 //! never had, so Feldera ends equal to the new primary without a restart by hand
 //! (docs/snapshot.md, "A timeline that forked"). With `synchronized_standby_slots` naming the
 //! standby, the same failover streams on from the synchronised slot and copies nothing again.
+//! A two-host `PG_URL` rides through the same failover without a moving address. And on any
+//! version: a standby promoted without the slot is copied again, the warning naming why.
 
 use serde_json::{json, Value};
 use slotline_tests::e2e::{Connector, Env, Shell};
@@ -305,7 +307,67 @@ fn two_hosts_survive_the_death_of_the_primary(shell: Shell) {
     assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
 }
 
+/// A standby promoted without slotline's slot (not a failover slot, or not synchronised):
+/// the new primary has no slot, so the next session copies every table again, and the
+/// warning says the server is on another timeline than the one slotline delivered on. Any
+/// version (no failover slot is involved).
+fn a_promoted_server_without_the_slot_is_copied_again_naming_why(shell: Shell) {
+    let env = Env::new("no_slot", SETUP, schema());
+    let primary = PgCluster::start();
+    primary.create_database(&env.db);
+    primary.psql(&env.db, SETUP);
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
+    );
+    let mut standby = primary.standby(ClusterOptions::default());
+    let address = primary.url(&env.db);
+    let config = env.config(&[
+        ("TABLES", "users"),
+        ("PG_URL", address.as_str()),
+        ("SNAPSHOT_MODE", "initial"),
+    ]);
+    let mut connector = Connector::spawn(shell, &config, &env.name);
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'v' || g FROM generate_series(101, 150) g;
+         DELETE FROM users WHERE id <= 10;",
+    );
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    // Everything reached the standby, but the slot did not.
+    let target = primary.psql("postgres", "SELECT pg_catalog.pg_current_wal_lsn()");
+    let replayed = wait_for(WAIT, || {
+        (standby.psql(
+            "postgres",
+            &format!("SELECT pg_catalog.pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"),
+        ) == "t")
+            .then_some(())
+    });
+    assert!(replayed.is_some(), "{}", standby.server_log_tail());
+    primary.crash();
+    standby.promote();
+    standby.move_to_port(primary.port());
+    standby.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'new primary ' || g FROM generate_series(2001, 2010) g;
+         UPDATE users SET name = 'after promotion' WHERE id = 100;",
+    );
+    assert!(equal(&env, &standby), "{}", connector.log_text());
+    let log = connector.log_text();
+    assert!(
+        log.contains("is gone although")
+            && log.contains("the server is on timeline 2, slotline delivered on timeline 1"),
+        "{log}"
+    );
+    assert!(connector.is_running(), "{log}");
+    standby.psql(&env.db, "DELETE FROM users WHERE id = 2001");
+    assert!(equal(&env, &standby), "{}", connector.log_text());
+    assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
+}
+
 slotline_tests::both_shells!(
+    a_promoted_server_without_the_slot_is_copied_again_naming_why,
     a_promotion_that_forked_behind_what_was_delivered_is_repaired,
     a_promotion_with_synchronized_standby_slots_streams_on,
     two_hosts_survive_the_death_of_the_primary,
