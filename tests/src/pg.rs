@@ -367,6 +367,85 @@ impl PgCluster {
         standby
     }
 
+    /// Where `archive_command` copies WAL for `archive_options` (next to the data directory).
+    pub fn archive_dir(&self) -> PathBuf {
+        self.dir.join("archive")
+    }
+
+    /// Archives WAL into `archive_dir` from now on (the server must run with
+    /// `archive_mode = on`), for a point-in-time restore (`restore_to`).
+    pub fn enable_archive(&self) {
+        let archive = self.archive_dir();
+        std::fs::create_dir_all(&archive).expect("create the archive directory");
+        if self.as_postgres_user {
+            let mut chown = Command::new("chown");
+            chown.args(["postgres:postgres"]).arg(&archive);
+            self.run("chown the archive directory", &mut chown);
+        }
+        self.psql(
+            "postgres",
+            &format!(
+                "ALTER SYSTEM SET archive_command = 'cp %p {}/%f'",
+                archive.display()
+            ),
+        );
+        self.psql("postgres", "SELECT pg_catalog.pg_reload_conf()");
+    }
+
+    /// A base backup: the server stops cleanly, its data directory is copied next to it
+    /// (the npm packages have no `pg_basebackup`), and it starts again. Returns the copy.
+    pub fn base_backup(&self) -> PathBuf {
+        let backup = self.dir.join("backup");
+        let mut stop = self.command("pg_ctl");
+        stop.arg("-D").arg(self.data_dir());
+        stop.args(["-m", "fast", "-w", "-t", "30", "stop"]);
+        self.run("pg_ctl stop (for a base backup)", &mut stop);
+        let mut copy = Command::new("cp");
+        copy.arg("-a").arg(self.data_dir()).arg(&backup);
+        self.run("cp -a (the base backup)", &mut copy);
+        self.try_start()
+            .unwrap_or_else(|why| panic!("the server did not start after the backup: {why}"));
+        backup
+    }
+
+    /// A point-in-time restore: the server crashes, its data directory is replaced by
+    /// `backup`, and it recovers from the archive up to `target` (an LSN), then promotes:
+    /// a new timeline from there. Returns once it accepts writes.
+    pub fn restore_to(&self, backup: &Path, target: &str) {
+        self.stop_server();
+        let _ = std::fs::remove_dir_all(self.data_dir());
+        let mut copy = Command::new("cp");
+        copy.arg("-a").arg(backup).arg(self.data_dir());
+        self.run("cp -a (the backup back)", &mut copy);
+        let _ = std::fs::remove_file(self.data_dir().join("postmaster.pid"));
+        std::fs::write(self.data_dir().join("recovery.signal"), "").expect("recovery.signal");
+        let auto = self.data_dir().join("postgresql.auto.conf");
+        let mut conf = std::fs::read_to_string(&auto).unwrap_or_default();
+        // No connections before the restore ends (`hot_standby = off`): a client sees a
+        // server starting up, not one in recovery.
+        conf.push_str(&format!(
+            "restore_command = 'cp {}/%f %p'\nrecovery_target_lsn = '{target}'\n\
+             recovery_target_action = 'promote'\nhot_standby = off\n",
+            self.archive_dir().display()
+        ));
+        std::fs::write(&auto, conf).expect("write postgresql.auto.conf");
+        if self.as_postgres_user {
+            let mut chown = Command::new("chown");
+            chown.args(["-R", "postgres:postgres"]).arg(self.data_dir());
+            self.run("chown the restored data directory", &mut chown);
+        }
+        self.try_start()
+            .unwrap_or_else(|why| panic!("the restored server did not start: {why}"));
+        let promoted = wait_for(Duration::from_secs(60), || {
+            (self.psql("postgres", "SELECT pg_catalog.pg_is_in_recovery()") == "f").then_some(())
+        });
+        assert!(
+            promoted.is_some(),
+            "the restore did not finish:\n{}",
+            self.server_log_tail()
+        );
+    }
+
     /// Stops the server immediately, like a crash; it stays down.
     pub fn crash(&self) {
         self.stop_server();

@@ -9,7 +9,8 @@
 //! (docs/snapshot.md, "A timeline that forked"). With `synchronized_standby_slots` naming the
 //! standby, the same failover streams on from the synchronised slot and copies nothing again.
 //! A two-host `PG_URL` rides through the same failover without a moving address. And on any
-//! version: a standby promoted without the slot is copied again, the warning naming why.
+//! version: a standby promoted without the slot is copied again, the warning naming why,
+//! and a point-in-time restore behind what was delivered is copied again.
 
 use serde_json::{json, Value};
 use slotline_tests::e2e::{Connector, Env, Shell};
@@ -366,7 +367,71 @@ fn a_promoted_server_without_the_slot_is_copied_again_naming_why(shell: Shell) {
     assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
 }
 
+/// A point-in-time restore to a position between the copy's consistent point and what
+/// slotline last acknowledged: the restored server's slot (from the base backup) is past
+/// the copy's consistent point, so nothing else says the database went back; its new
+/// timeline left the old one behind what was delivered, and the run copies again. Any
+/// version.
+fn a_restore_to_a_point_behind_what_was_delivered_is_repaired(shell: Shell) {
+    let env = Env::new("restored", SETUP, schema());
+    let primary = PgCluster::start_with(ClusterOptions::default().setting("archive_mode", "on"));
+    primary.enable_archive();
+    primary.create_database(&env.db);
+    primary.psql(&env.db, SETUP);
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
+    );
+    let address = primary.url(&env.db);
+    let config = env.config(&[
+        ("TABLES", "users"),
+        ("PG_URL", address.as_str()),
+        ("SNAPSHOT_MODE", "initial"),
+    ]);
+    let mut connector = Connector::spawn(shell, &config, &env.name);
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    let backup = primary.base_backup();
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'kept' || g FROM generate_series(101, 120) g",
+    );
+    let target = primary.psql("postgres", "SELECT pg_catalog.pg_current_wal_lsn()");
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'ghost' || g FROM generate_series(1001, 1100) g;
+         UPDATE users SET name = 'never happened' WHERE id <= 40;
+         DELETE FROM users WHERE id BETWEEN 41 AND 70;",
+    );
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    // Everything up to the target is in the archive.
+    let segment = primary.psql(
+        "postgres",
+        "SELECT pg_catalog.pg_walfile_name(pg_catalog.pg_switch_wal())",
+    );
+    let archived = wait_for(WAIT, || {
+        (primary.psql(
+            "postgres",
+            &format!(
+                "SELECT coalesce(last_archived_wal >= '{segment}', false) FROM pg_stat_archiver"
+            ),
+        ) == "t")
+            .then_some(())
+    });
+    assert!(archived.is_some(), "{}", primary.server_log_tail());
+    primary.restore_to(&backup, &target);
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'restored ' || g FROM generate_series(2001, 2010) g",
+    );
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    let log = connector.log_text();
+    assert!(log.contains("left timeline 1 at"), "{log}");
+    assert!(connector.is_running(), "{log}");
+    assert_eq!(connector.stop(WAIT), Some(0), "{}", connector.log_text());
+}
+
 slotline_tests::both_shells!(
+    a_restore_to_a_point_behind_what_was_delivered_is_repaired,
     a_promoted_server_without_the_slot_is_copied_again_naming_why,
     a_promotion_that_forked_behind_what_was_delivered_is_repaired,
     a_promotion_with_synchronized_standby_slots_streams_on,
