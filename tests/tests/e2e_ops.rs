@@ -707,7 +707,8 @@ fn check_of_a_standby_source_names_hot_standby_feedback(shell: Shell) {
 
 /// `check` with several hosts in `PG_URL` asks each what it is: a dead host is warned about,
 /// a standby passed over under `target_session_attrs=read-write`, and the survey runs on
-/// the primary a start would use; without a host that serves, it fails saying so.
+/// the primary a start would use; `status` asks that primary too. Without a host that
+/// serves, both fail saying so.
 fn check_tries_every_host_of_pg_url(shell: Shell) {
     let env = Env::new("hosts_check", SETUP, schema("INTEGER"));
     let primary = PgCluster::start();
@@ -763,6 +764,16 @@ fn check_tries_every_host_of_pg_url(shell: Shell) {
         "the survey runs on the primary: {check}"
     );
     assert_eq!(check.code, Some(0), "{check}");
+    // status asks the host a start would use, passing over the dead one and the standby.
+    let status = operation(shell, &with(&env, &[("PG_URL", all.as_str())]), &["status"]);
+    assert!(
+        status.stdout.contains(&format!(
+            "asked 127.0.0.1:{} (target_session_attrs=read-write; of 3 hosts)",
+            primary.port()
+        )),
+        "{status}"
+    );
+    assert!(!status.stdout.contains("cannot ask PostgreSQL"), "{status}");
     let none = url(&[dead, standby.port()]);
     let check = operation(shell, &with(&env, &[("PG_URL", none.as_str())]), &["check"]);
     assert!(
@@ -773,6 +784,21 @@ fn check_tries_every_host_of_pg_url(shell: Shell) {
         "{check}"
     );
     assert_eq!(check.code, Some(1), "{check}");
+    let status = operation(
+        shell,
+        &with(&env, &[("PG_URL", none.as_str())]),
+        &["status"],
+    );
+    assert!(
+        status
+            .stdout
+            .contains("no host of PG_URL could be used (target_session_attrs=read-write)")
+            && status
+                .stdout
+                .contains("a standby, not what target_session_attrs=read-write asks for"),
+        "{status}"
+    );
+    assert_ne!(status.code, Some(0), "{status}");
 }
 
 /// A hot standby as the source (PostgreSQL 16 and newer decode on a standby): the copy and

@@ -119,7 +119,19 @@ impl Status {
                 }
             }
             Heard::Answer(Ok(rows)) => {
-                let lines = self.slot_lines(&rows);
+                let mut lines = Vec::new();
+                if self.env.config.pg.hosts.len() > 1 {
+                    lines.push(Line::info(
+                        "postgres",
+                        format!(
+                            "asked {} (target_session_attrs={}; of {} hosts)",
+                            control.host(),
+                            self.env.config.pg.target_session_attrs.name(),
+                            self.env.config.pg.hosts.len()
+                        ),
+                    ));
+                }
+                lines.extend(self.slot_lines(&rows));
                 self.pg_done(lines);
             }
             Heard::Answer(Err(error)) => self.pg_done(vec![Line::fail(
