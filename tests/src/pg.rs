@@ -436,8 +436,10 @@ impl PgCluster {
         }
         self.try_start()
             .unwrap_or_else(|why| panic!("the restored server did not start: {why}"));
+        // Refused while it recovers (`hot_standby = off`).
         let promoted = wait_for(Duration::from_secs(60), || {
-            (self.psql("postgres", "SELECT pg_catalog.pg_is_in_recovery()") == "f").then_some(())
+            let answer = self.try_psql("postgres", "SELECT pg_catalog.pg_is_in_recovery()");
+            (answer.as_deref() == Ok("f")).then_some(())
         });
         assert!(
             promoted.is_some(),
