@@ -45,16 +45,16 @@ fn equal(env: &Env, pg: &PgCluster) -> bool {
     .is_some()
 }
 
-fn a_promotion_that_forked_behind_what_was_delivered_is_repaired(shell: Shell) {
-    let env = Env::new("fork", SETUP, schema());
-    let primary = PgCluster::start();
+/// A primary holding users 1 to 100 in the test's database (started with `options`), or
+/// `None` below `min_version` (`server_version_num`).
+fn primary_with_users(env: &Env, options: ClusterOptions, min_version: u32) -> Option<PgCluster> {
+    let primary = PgCluster::start_with(options);
     let version: u32 = primary
         .psql("postgres", "SHOW server_version_num")
         .parse()
         .expect("a number");
-    if version < 170_000 {
-        // Failover slots (and their synchronisation to a standby) are PostgreSQL 17's.
-        return;
+    if version < min_version {
+        return None;
     }
     primary.create_database(&env.db);
     primary.psql(&env.db, SETUP);
@@ -62,26 +62,30 @@ fn a_promotion_that_forked_behind_what_was_delivered_is_repaired(shell: Shell) {
         &env.db,
         "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
     );
-    let mut standby = primary.standby(
+    Some(primary)
+}
+
+/// A standby of `primary` that can take slotline's failover slot (by
+/// `pg_sync_replication_slots`, when `slot_synced` asks); with `synchronized`, the primary
+/// names it in `synchronized_standby_slots`.
+fn failover_standby(primary: &PgCluster, synchronized: bool) -> PgCluster {
+    let standby = primary.standby(
         ClusterOptions::default()
             .setting("hot_standby_feedback", "on")
             .setting("sync_replication_slots", "off"),
     );
-    let address = primary.url(&env.db);
-    let config = env.config(&[
-        ("TABLES", "users"),
-        ("PG_URL", address.as_str()),
-        ("SNAPSHOT_MODE", "initial"),
-        ("PG_SLOT_FAILOVER", "true"),
-    ]);
-    let mut connector = Connector::spawn(shell, &config, &env.name);
-    assert!(equal(&env, &primary), "{}", connector.log_text());
-    primary.psql(
-        &env.db,
-        "INSERT INTO users SELECT g, 'v' || g FROM generate_series(101, 120) g",
-    );
-    assert!(equal(&env, &primary), "{}", connector.log_text());
-    // The standby takes the failover slot as slotline acknowledged it so far.
+    if synchronized {
+        primary.psql(
+            "postgres",
+            "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'",
+        );
+        primary.psql("postgres", "SELECT pg_catalog.pg_reload_conf()");
+    }
+    standby
+}
+
+/// The standby takes the failover slot as slotline acknowledged it so far.
+fn slot_synced(standby: &PgCluster, env: &Env) {
     let slot = env.slot_name();
     let synced = wait_for(WAIT, || {
         let _ = standby.try_psql("postgres", "SELECT pg_catalog.pg_sync_replication_slots()");
@@ -94,6 +98,36 @@ fn a_promotion_that_forked_behind_what_was_delivered_is_repaired(shell: Shell) {
             .then_some(())
     });
     assert!(synced.is_some(), "{}", standby.server_log_tail());
+}
+
+/// slotline on `url`, copying users first; with a failover slot when `failover`.
+fn connector_on(shell: Shell, env: &Env, url: &str, failover: bool) -> Connector {
+    let failover = if failover { "true" } else { "false" };
+    let config = env.config(&[
+        ("TABLES", "users"),
+        ("PG_URL", url),
+        ("SNAPSHOT_MODE", "initial"),
+        ("PG_SLOT_FAILOVER", failover),
+    ]);
+    Connector::spawn(shell, &config, &env.name)
+}
+
+fn a_promotion_that_forked_behind_what_was_delivered_is_repaired(shell: Shell) {
+    let env = Env::new("fork", SETUP, schema());
+    // Failover slots (and their synchronisation to a standby) are PostgreSQL 17's.
+    let Some(primary) = primary_with_users(&env, ClusterOptions::default(), 170_000) else {
+        return;
+    };
+    let mut standby = failover_standby(&primary, false);
+    let address = primary.url(&env.db);
+    let mut connector = connector_on(shell, &env, &address, true);
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    primary.psql(
+        &env.db,
+        "INSERT INTO users SELECT g, 'v' || g FROM generate_series(101, 120) g",
+    );
+    assert!(equal(&env, &primary), "{}", connector.log_text());
+    slot_synced(&standby, &env);
     // The standby goes down; the primary commits on, and slotline delivers it all.
     standby.crash();
     primary.psql(
@@ -105,7 +139,10 @@ fn a_promotion_that_forked_behind_what_was_delivered_is_repaired(shell: Shell) {
     assert!(equal(&env, &primary), "{}", connector.log_text());
     let delivered = primary.psql(
         "postgres",
-        &format!("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+        &format!(
+            "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{}'",
+            env.slot_name()
+        ),
     );
     // The primary dies; the standby, without that WAL, is promoted on its address.
     primary.crash();
@@ -137,38 +174,13 @@ fn a_promotion_that_forked_behind_what_was_delivered_is_repaired(shell: Shell) {
 /// without copying again.
 fn a_promotion_with_synchronized_standby_slots_streams_on(shell: Shell) {
     let env = Env::new("promoted", SETUP, schema());
-    let primary = PgCluster::start();
-    let version: u32 = primary
-        .psql("postgres", "SHOW server_version_num")
-        .parse()
-        .expect("a number");
-    if version < 170_000 {
+    // Failover slots (and their synchronisation to a standby) are PostgreSQL 17's.
+    let Some(primary) = primary_with_users(&env, ClusterOptions::default(), 170_000) else {
         return;
-    }
-    primary.create_database(&env.db);
-    primary.psql(&env.db, SETUP);
-    primary.psql(
-        &env.db,
-        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
-    );
-    let mut standby = primary.standby(
-        ClusterOptions::default()
-            .setting("hot_standby_feedback", "on")
-            .setting("sync_replication_slots", "off"),
-    );
-    primary.psql(
-        "postgres",
-        "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'",
-    );
-    primary.psql("postgres", "SELECT pg_catalog.pg_reload_conf()");
+    };
+    let mut standby = failover_standby(&primary, true);
     let address = primary.url(&env.db);
-    let config = env.config(&[
-        ("TABLES", "users"),
-        ("PG_URL", address.as_str()),
-        ("SNAPSHOT_MODE", "initial"),
-        ("PG_SLOT_FAILOVER", "true"),
-    ]);
-    let mut connector = Connector::spawn(shell, &config, &env.name);
+    let mut connector = connector_on(shell, &env, &address, true);
     assert!(equal(&env, &primary), "{}", connector.log_text());
     primary.psql(
         &env.db,
@@ -177,18 +189,7 @@ fn a_promotion_with_synchronized_standby_slots_streams_on(shell: Shell) {
          DELETE FROM users WHERE id BETWEEN 21 AND 30;",
     );
     assert!(equal(&env, &primary), "{}", connector.log_text());
-    let slot = env.slot_name();
-    let synced = wait_for(WAIT, || {
-        let _ = standby.try_psql("postgres", "SELECT pg_catalog.pg_sync_replication_slots()");
-        (standby.psql(
-            "postgres",
-            &format!(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}' AND synced"
-            ),
-        ) == "1")
-            .then_some(())
-    });
-    assert!(synced.is_some(), "{}", standby.server_log_tail());
+    slot_synced(&standby, &env);
     let copies_before = connector.log_text().matches("plan: snapshot").count();
     primary.crash();
     standby.promote();
@@ -216,43 +217,18 @@ fn a_promotion_with_synchronized_standby_slots_streams_on(shell: Shell) {
 /// nothing lost and nothing copied again.
 fn two_hosts_survive_the_death_of_the_primary(shell: Shell) {
     let env = Env::new("two_hosts", SETUP, schema());
-    let primary = PgCluster::start();
-    let version: u32 = primary
-        .psql("postgres", "SHOW server_version_num")
-        .parse()
-        .expect("a number");
-    if version < 170_000 {
+    // Failover slots (and their synchronisation to a standby) are PostgreSQL 17's.
+    let Some(primary) = primary_with_users(&env, ClusterOptions::default(), 170_000) else {
         return;
-    }
-    primary.create_database(&env.db);
-    primary.psql(&env.db, SETUP);
-    primary.psql(
-        &env.db,
-        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
-    );
-    let standby = primary.standby(
-        ClusterOptions::default()
-            .setting("hot_standby_feedback", "on")
-            .setting("sync_replication_slots", "off"),
-    );
-    primary.psql(
-        "postgres",
-        "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'",
-    );
-    primary.psql("postgres", "SELECT pg_catalog.pg_reload_conf()");
+    };
+    let standby = failover_standby(&primary, true);
     let url = format!(
         "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}?target_session_attrs=primary",
         primary.port(),
         standby.port(),
         env.db
     );
-    let config = env.config(&[
-        ("TABLES", "users"),
-        ("PG_URL", url.as_str()),
-        ("SNAPSHOT_MODE", "initial"),
-        ("PG_SLOT_FAILOVER", "true"),
-    ]);
-    let mut connector = Connector::spawn(shell, &config, &env.name);
+    let mut connector = connector_on(shell, &env, &url, true);
     assert!(equal(&env, &primary), "{}", connector.log_text());
     primary.psql(
         &env.db,
@@ -260,18 +236,7 @@ fn two_hosts_survive_the_death_of_the_primary(shell: Shell) {
          UPDATE users SET name = 'changed' WHERE id <= 20;",
     );
     assert!(equal(&env, &primary), "{}", connector.log_text());
-    let slot = env.slot_name();
-    let synced = wait_for(WAIT, || {
-        let _ = standby.try_psql("postgres", "SELECT pg_catalog.pg_sync_replication_slots()");
-        (standby.psql(
-            "postgres",
-            &format!(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}' AND synced"
-            ),
-        ) == "1")
-            .then_some(())
-    });
-    assert!(synced.is_some(), "{}", standby.server_log_tail());
+    slot_synced(&standby, &env);
     let copies_before = connector.log_text().matches("plan: snapshot").count();
     primary.crash();
     // Until the standby is promoted, sessions find the first host dead and pass over the
@@ -314,21 +279,10 @@ fn two_hosts_survive_the_death_of_the_primary(shell: Shell) {
 /// version (no failover slot is involved).
 fn a_promoted_server_without_the_slot_is_copied_again_naming_why(shell: Shell) {
     let env = Env::new("no_slot", SETUP, schema());
-    let primary = PgCluster::start();
-    primary.create_database(&env.db);
-    primary.psql(&env.db, SETUP);
-    primary.psql(
-        &env.db,
-        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
-    );
+    let primary = primary_with_users(&env, ClusterOptions::default(), 0).expect("any version");
     let mut standby = primary.standby(ClusterOptions::default());
     let address = primary.url(&env.db);
-    let config = env.config(&[
-        ("TABLES", "users"),
-        ("PG_URL", address.as_str()),
-        ("SNAPSHOT_MODE", "initial"),
-    ]);
-    let mut connector = Connector::spawn(shell, &config, &env.name);
+    let mut connector = connector_on(shell, &env, &address, false);
     assert!(equal(&env, &primary), "{}", connector.log_text());
     primary.psql(
         &env.db,
@@ -374,21 +328,15 @@ fn a_promoted_server_without_the_slot_is_copied_again_naming_why(shell: Shell) {
 /// version.
 fn a_restore_to_a_point_behind_what_was_delivered_is_repaired(shell: Shell) {
     let env = Env::new("restored", SETUP, schema());
-    let primary = PgCluster::start_with(ClusterOptions::default().setting("archive_mode", "on"));
+    let primary = primary_with_users(
+        &env,
+        ClusterOptions::default().setting("archive_mode", "on"),
+        0,
+    )
+    .expect("any version");
     primary.enable_archive();
-    primary.create_database(&env.db);
-    primary.psql(&env.db, SETUP);
-    primary.psql(
-        &env.db,
-        "INSERT INTO users SELECT g, 'u' || g FROM generate_series(1, 100) g",
-    );
     let address = primary.url(&env.db);
-    let config = env.config(&[
-        ("TABLES", "users"),
-        ("PG_URL", address.as_str()),
-        ("SNAPSHOT_MODE", "initial"),
-    ]);
-    let mut connector = Connector::spawn(shell, &config, &env.name);
+    let mut connector = connector_on(shell, &env, &address, false);
     assert!(equal(&env, &primary), "{}", connector.log_text());
     let backup = primary.base_backup();
     primary.psql(

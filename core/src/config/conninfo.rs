@@ -30,26 +30,33 @@ impl SslMode {
     ];
 
     fn parse(variable: &str, raw: &str) -> Result<SslMode, ConfigError> {
-        Self::NAMES
-            .iter()
-            .find(|(n, _)| *n == raw)
-            .map(|(_, m)| *m)
-            .ok_or_else(|| {
-                ConfigError::new(
-                    variable,
-                    Some(raw),
-                    "one of disable, allow, prefer, require, verify-ca, verify-full",
-                )
-            })
+        named(&Self::NAMES, variable, raw)
     }
 
     /// The mode as libpq spells it.
     pub fn name(self) -> &'static str {
-        Self::NAMES
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map_or("?", |(n, _)| n)
+        name_of(&Self::NAMES, self)
     }
+}
+
+/// The value `raw` names in `names` (libpq's spellings), or an error listing them all.
+fn named<T: Copy>(names: &[(&str, T)], variable: &str, raw: &str) -> Result<T, ConfigError> {
+    names
+        .iter()
+        .find(|(n, _)| *n == raw)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let all: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+            ConfigError::new(variable, Some(raw), format!("one of {}", all.join(", ")))
+        })
+}
+
+/// How `names` spells `value`.
+fn name_of<T: PartialEq>(names: &[(&'static str, T)], value: T) -> &'static str {
+    names
+        .iter()
+        .find(|(_, v)| *v == value)
+        .map_or("?", |(n, _)| n)
 }
 
 /// Where the trusted roots for the server's certificate come from (`sslrootcert`).
@@ -99,25 +106,12 @@ impl SessionAttrs {
     ];
 
     fn parse(variable: &str, raw: &str) -> Result<SessionAttrs, ConfigError> {
-        Self::NAMES
-            .iter()
-            .find(|(n, _)| *n == raw)
-            .map(|(_, m)| *m)
-            .ok_or_else(|| {
-                ConfigError::new(
-                    variable,
-                    Some(raw),
-                    "one of any, read-write, read-only, primary, standby, prefer-standby",
-                )
-            })
+        named(&Self::NAMES, variable, raw)
     }
 
     /// The setting as libpq spells it.
     pub fn name(self) -> &'static str {
-        Self::NAMES
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map_or("?", |(n, _)| n)
+        name_of(&Self::NAMES, self)
     }
 
     /// Whether a server in recovery (`in_recovery`) or read-only by default (`read_only`)

@@ -87,6 +87,45 @@ pub(super) fn pg() -> FakePg {
 /// Where the slot stands when a scripted session starts.
 pub(super) const START: crate::Lsn = crate::Lsn(0x1000);
 
+/// A route as a state file records it, with only its phase (`None`: the file's).
+pub(super) fn state_route(
+    source: &str,
+    target: &str,
+    phase: Option<crate::snapshot::state::RoutePhase>,
+) -> crate::snapshot::state::StateRoute {
+    crate::snapshot::state::StateRoute {
+        source: source.into(),
+        target: target.into(),
+        phase,
+        consistent_point: None,
+        published: None,
+        leaves: Vec::new(),
+        oid: None,
+    }
+}
+
+/// A complete copy of `routes` under the scripted slot, consistent at `START`.
+pub(super) fn complete_state(
+    routes: Vec<crate::snapshot::state::StateRoute>,
+) -> crate::snapshot::state::StateFile {
+    use crate::snapshot::state::{SnapshotPhase, StateFile, FORMAT_VERSION};
+    StateFile {
+        version: FORMAT_VERSION,
+        system_id: "7000000000000000001".into(),
+        database: "app".into(),
+        slot: "slotline_p".into(),
+        publication: "pub".into(),
+        pipeline: "p".into(),
+        routes,
+        phase: SnapshotPhase::Complete,
+        consistent_point: Some(START),
+        updated_at: None,
+        feldera_incarnation: None,
+        feldera_written_under: None,
+        delivered: None,
+    }
+}
+
 pub(super) const TABLES: (&str, &str) = ("TABLES", "users,public.items:lineitems");
 
 /// A streaming pipeline with the two routed tables, the given extra configuration, and the

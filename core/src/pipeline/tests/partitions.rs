@@ -394,30 +394,7 @@ fn a_mapping_warning_is_said_once_however_often_the_partitioned_tables_relation_
 /// Streaming metrics (`publish_via_partition_root = false`) from a complete copy whose
 /// state file was written before leaves were recorded.
 fn streaming_metrics_copied() -> Script {
-    use crate::snapshot::state::{SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION};
-    let state = StateFile {
-        version: FORMAT_VERSION,
-        system_id: "7000000000000000001".into(),
-        database: "app".into(),
-        slot: "slotline_p".into(),
-        publication: "pub".into(),
-        pipeline: "p".into(),
-        routes: vec![StateRoute {
-            source: "public.metrics".into(),
-            target: "metrics".into(),
-            phase: None,
-            consistent_point: None,
-            published: None,
-            leaves: Vec::new(),
-            oid: None,
-        }],
-        phase: SnapshotPhase::Complete,
-        consistent_point: Some(START),
-        updated_at: None,
-        feldera_incarnation: None,
-        feldera_written_under: None,
-        delivered: None,
-    };
+    let state = complete_state(vec![state_route("public.metrics", "metrics", None)]);
     let mut s = Script::with_state(
         &[
             ("TABLES", "metrics"),

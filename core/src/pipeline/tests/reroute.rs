@@ -4,39 +4,16 @@
 //! committed before the temporary slot's consistent point, and a removed route's changes.
 use super::snapshot::run_until_streaming;
 use super::*;
-use crate::snapshot::state::{RoutePhase, SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION};
+use crate::snapshot::state::{RoutePhase, StateFile, StateRoute};
 use crate::Lsn;
 
 fn route(source: &str, target: &str, phase: Option<RoutePhase>) -> StateRoute {
-    StateRoute {
-        source: source.into(),
-        target: target.into(),
-        phase,
-        consistent_point: None,
-        published: None,
-        leaves: Vec::new(),
-        oid: None,
-    }
+    state_route(source, target, phase)
 }
 
 /// A complete copy of `routes` under the scripted slot, consistent at 0/1000.
 fn copied(routes: Vec<StateRoute>) -> Vec<u8> {
-    StateFile {
-        version: FORMAT_VERSION,
-        system_id: "7000000000000000001".into(),
-        database: "app".into(),
-        slot: "slotline_p".into(),
-        publication: "pub".into(),
-        pipeline: "p".into(),
-        routes,
-        phase: SnapshotPhase::Complete,
-        consistent_point: Some(START),
-        updated_at: None,
-        feldera_incarnation: None,
-        feldera_written_under: None,
-        delivered: None,
-    }
-    .encode()
+    complete_state(routes).encode()
 }
 
 fn seeded() -> FakePg {

@@ -3,36 +3,15 @@
 //! how far what Feldera holds may reach (docs/snapshot.md, "A timeline that forked").
 use super::snapshot::run_until_streaming;
 use super::*;
-use crate::snapshot::state::{Delivered, SnapshotPhase, StateFile, StateRoute, FORMAT_VERSION};
+use crate::snapshot::state::{Delivered, StateFile};
 use crate::Lsn;
 
 /// A complete copy of users under the scripted slot, consistent at 0/1000, that records
 /// `delivered`.
 fn copied(delivered: Option<Delivered>) -> Vec<u8> {
-    StateFile {
-        version: FORMAT_VERSION,
-        system_id: "7000000000000000001".into(),
-        database: "app".into(),
-        slot: "slotline_p".into(),
-        publication: "pub".into(),
-        pipeline: "p".into(),
-        routes: vec![StateRoute {
-            source: "public.users".into(),
-            target: "users".into(),
-            phase: None,
-            consistent_point: None,
-            published: None,
-            leaves: Vec::new(),
-            oid: None,
-        }],
-        phase: SnapshotPhase::Complete,
-        consistent_point: Some(START),
-        updated_at: None,
-        feldera_incarnation: None,
-        feldera_written_under: None,
-        delivered,
-    }
-    .encode()
+    let mut file = complete_state(vec![state_route("public.users", "users", None)]);
+    file.delivered = delivered;
+    file.encode()
 }
 
 /// PostgreSQL holds users 1 and 2; the state file says they were copied.
