@@ -315,7 +315,7 @@ impl PgCluster {
         let mut standby = PgCluster {
             bin: self.bin.clone(),
             dir,
-            port: free_port(),
+            port: 0,
             as_postgres_user: self.as_postgres_user,
             options,
             watchdog: None,
@@ -348,9 +348,9 @@ impl PgCluster {
         }
         self.try_start()
             .unwrap_or_else(|why| panic!("the primary did not start again: {why}"));
-        standby
-            .try_start()
-            .unwrap_or_else(|why| panic!("the standby did not start: {why}"));
+        // The port chosen above may have been taken since (the copy takes a while, and
+        // other tests' clients bind ephemeral ports): a fresh one per attempt.
+        standby.start_server_on_free_port();
         let target = self.psql("postgres", "SELECT pg_catalog.pg_current_wal_lsn()");
         let replayed = wait_for(Duration::from_secs(60), || {
             (standby.psql(
