@@ -641,7 +641,38 @@ fn set_mode(path: &Path, mode: u32) {
         .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", path.display()));
 }
 
+/// A port for a server, below the kernel's ephemeral range: a stopped server's port (a
+/// restart, a promoted standby moving to its primary's address, a standby started after the
+/// copy) must not be taken meanwhile by the local end of some outgoing connection, which the
+/// kernel picks from that range. Ports are handed out once per process, starting at a place
+/// that depends on the process id (so two test processes rarely probe the same ones), and
+/// each is checked free by binding it.
 fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    const LOW: u32 = 10_000;
+    if ephemeral_low <= LOW + 1_000 {
+        return ephemeral_port();
+    }
+    let span = ephemeral_low - LOW;
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = LOW + (start + offset) % span;
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    ephemeral_port()
+}
+
+fn ephemeral_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
