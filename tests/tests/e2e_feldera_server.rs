@@ -621,6 +621,47 @@ fn a_pause_longer_than_the_ingress_timeout(shell: Shell) {
     stop_cleanly(&mut connector);
 }
 
+/// A process killed while Feldera is paused leaves the bodies of its requests in Feldera
+/// (the manager answered 503, the pipeline still holds them), and Feldera applies them when
+/// it resumes, after or among what the next process sends. The next process must not let
+/// them overwrite its replay: it finds the table's endpoint not reading at its start and
+/// writes to that table only once Feldera's counters show the endpoint read everything
+/// (docs/feldera.md, "Bodies that outlive their request").
+fn a_held_body_outlives_the_process_that_sent_it(shell: Shell) {
+    let timeout = Duration::from_secs(3);
+    let target = Target::with_ingress_timeout("srv_held", None, timeout);
+    let mut connector = target.start(shell, &[]);
+    target.wait_slot(&connector);
+    target
+        .env
+        .sql("INSERT INTO users SELECT g, 'v0', NULL, true, NULL FROM generate_series(1, 60) g");
+    target.wait_caught_up(&connector);
+    for round in 1..=3 {
+        target.pause();
+        target
+            .env
+            .sql(&format!("UPDATE users SET name = 'a{round}'"));
+        // The manager gives up on the request; Feldera keeps its body.
+        std::thread::sleep(timeout + Duration::from_secs(2));
+        connector.kill();
+        target
+            .env
+            .sql(&format!("UPDATE users SET name = 'b{round}'"));
+        connector = target.start(shell, &[]);
+        // The new process replays while Feldera is still paused, then Feldera resumes.
+        assert!(
+            connector.wait_log("may hold a body an earlier process sent", WAIT),
+            "the start did not see the endpoint that may hold a body:\n{}",
+            connector.log_text()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        target.resume();
+        target.wait_caught_up(&connector);
+        target.assert_equal(&connector);
+    }
+    stop_cleanly(&mut connector);
+}
+
 /// Each case runs in both shells: `<case>::tokio` and `<case>::blocking`.
 macro_rules! in_both_shells {
     ($($case:ident),* $(,)?) => {$(
@@ -648,4 +689,5 @@ in_both_shells!(
     checkpoints_that_always_fail_end_the_run,
     pipeline_crash_without_fault_tolerance_copies_again,
     a_pause_longer_than_the_ingress_timeout,
+    a_held_body_outlives_the_process_that_sent_it,
 );

@@ -6,6 +6,7 @@
 pub mod checkpoint;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
+pub mod ingress_stats;
 pub mod lifecycle;
 pub mod pipelines;
 pub mod query;

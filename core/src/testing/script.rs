@@ -124,6 +124,9 @@ pub struct Script {
     pub(super) watch_visible: bool,
     /// `global_metrics.state` in `GET .../stats` answers (`Running` by default).
     pub(super) pipeline_state: String,
+    /// The `inputs` list of `GET .../stats` answers, as JSON (`None`: the answers have no
+    /// such list, as by default).
+    pub(super) stats_inputs: Option<String>,
     /// Requests the trace does not show: traced ids are numbered without them.
     pub(super) unseen_ids: std::collections::BTreeSet<HttpId>,
     /// Feldera's `runtime_config.fault_tolerance.model` (`None`: no fault tolerance).
@@ -279,6 +282,7 @@ impl Script {
             replies: VecDeque::new(),
             watch_visible: false,
             pipeline_state: "Running".into(),
+            stats_inputs: None,
             unseen_ids: std::collections::BTreeSet::new(),
             fault_tolerance: None,
             checkpoints: Vec::new(),
@@ -325,8 +329,12 @@ impl Script {
                 started(line)
             )
         });
+        let inputs = self
+            .stats_inputs
+            .as_ref()
+            .map_or_else(String::new, |list| format!(",\"inputs\":{list}"));
         format!(
-            "{{\"global_metrics\":{{\"state\":\"{}\",\"incarnation_uuid\":\"incarnation-{}\"{times}}}}}",
+            "{{\"global_metrics\":{{\"state\":\"{}\",\"incarnation_uuid\":\"incarnation-{}\"{times}}}{inputs}}}",
             self.pipeline_state, self.incarnation
         )
     }
@@ -349,6 +357,22 @@ impl Script {
     /// `GET .../stats` answers show the pipeline in this state (`Running`, `Paused`, ...).
     pub fn set_pipeline_state(&mut self, state: &str) {
         self.pipeline_state = state.to_owned();
+    }
+
+    /// `GET .../stats` answers list these HTTP ingress endpoints from now on: `(table,
+    /// total_records, buffered_records)` each (Feldera's `inputs`).
+    pub fn set_ingress_endpoints(&mut self, endpoints: &[(&str, u64, u64)]) {
+        let list: Vec<String> = endpoints
+            .iter()
+            .map(|(table, total, buffered)| {
+                format!(
+                    "{{\"endpoint_name\":\"{table}.api-ingress-0123456789abcdef\",\"paused\":false,\
+                     \"metrics\":{{\"total_records\":{total},\"total_bytes\":{},\"buffered_records\":{buffered}}}}}",
+                    total * 40
+                )
+            })
+            .collect();
+        self.stats_inputs = Some(format!("[{}]", list.join(",")));
     }
 
     /// The fake server reports this `server_version` on connections opened from now on.

@@ -183,6 +183,14 @@ impl Ledger {
         self.parked.len() != parked
     }
 
+    /// The tables that have queries parked, each once.
+    pub(crate) fn parked_segments(&self) -> Vec<String> {
+        let mut segments: Vec<String> = self.parked.iter().map(|(s, _, _)| s.clone()).collect();
+        segments.sort();
+        segments.dedup();
+        segments
+    }
+
     /// The queries parked for `segment`, taken out.
     pub(crate) fn take_parked(&mut self, segment: &str) -> Vec<(HttpId, HttpRequest)> {
         let (go, stay) = std::mem::take(&mut self.parked)

@@ -23,7 +23,7 @@ use crate::pipeline::policy::Failure;
 use crate::pipeline::queue::Queue;
 use gate::Gate;
 use ledger::{Ended, Ledger};
-use quarantine::{Due, Quarantine};
+use quarantine::{Due, Freed, Quarantine};
 
 pub(crate) use ledger::Owner;
 
@@ -221,8 +221,7 @@ impl FelderaLink {
                 };
             }
             Owner::Probe if self.quarantine.probe_owns(id) => {
-                self.on_probe_reply(queue, reply);
-                return Delivery::Handled;
+                return self.on_probe_reply(queue, reply);
             }
             Owner::Phase | Owner::Gate | Owner::Probe => {}
         }
@@ -314,40 +313,95 @@ impl FelderaLink {
                 self.quarantine.asked(id);
                 false
             }
-            Due::Freed(freed) => {
-                for segment in &freed {
-                    queue.note(
-                        Level::Info,
-                        Topic::Batch,
-                        format!("{segment}: Feldera runs and has read what it held; writing to it again"),
-                    );
-                }
-                for segment in &freed {
-                    self.release_queries(queue, segment);
-                }
-                !freed.is_empty()
-            }
+            Due::Freed(freed) => self.release_freed(queue, freed),
         }
     }
 
-    /// The probe's `/stats` answer: `Running` starts the settling; anything else (paused,
-    /// no answer) asks again a little later.
-    fn on_probe_reply(&mut self, queue: &mut Queue, reply: Reply<'_>) {
-        let state = crate::feldera::pipeline_state(reply);
-        if !self.quarantine.on_state(queue.now.mono, state.as_deref()) {
+    /// A start's `/stats` answer: the tables whose ingress endpoints do not run are
+    /// quarantined, since a process before this one may have left a body there
+    /// (`quarantine`).
+    pub(crate) fn seed_quarantine(&mut self, queue: &mut Queue, reply: Reply<'_>) {
+        let Some(stats) = crate::feldera::ingress_stats::ingress_stats(reply) else {
             return;
+        };
+        let seeded = self.quarantine.seed(&stats);
+        let state = if stats.running {
+            "running"
+        } else {
+            "not running"
+        };
+        for segment in &seeded.tables {
+            queue.note(
+                Level::Info,
+                Topic::Batch,
+                format!(
+                    "{segment}: Feldera's ingress endpoint for it does not read now (pipeline {state}, or the endpoint paused or full), \
+                     and may hold a body an earlier process sent; nothing goes to that table until Feldera shows it read everything"
+                ),
+            );
         }
-        if state.as_deref() != Some("Running") {
+        if seeded.every_table {
+            queue.note(
+                Level::Info,
+                Topic::Batch,
+                "Feldera's pipeline does not run and its /stats lists no ingress endpoints: it may hold a body an earlier process \
+                 sent to any table, so nothing is written until it is seen running"
+                    .to_owned(),
+            );
+        }
+    }
+
+    /// Tables the quarantine let go: their parked queries go out; true when any went (the
+    /// phase's sinks may post again).
+    fn release_freed(&mut self, queue: &mut Queue, freed: Freed) -> bool {
+        for segment in &freed.tables {
+            queue.note(
+                Level::Info,
+                Topic::Batch,
+                format!(
+                    "{segment}: Feldera has read everything it held for it; writing to it again"
+                ),
+            );
+        }
+        if freed.every_table {
+            queue.note(
+                Level::Info,
+                Topic::Batch,
+                "Feldera runs again and has read what it held; writing to every table again"
+                    .to_owned(),
+            );
+            for segment in self.ledger.parked_segments() {
+                self.release_queries(queue, &segment);
+            }
+        }
+        for segment in &freed.tables {
+            self.release_queries(queue, segment);
+        }
+        !freed.is_empty()
+    }
+
+    /// The probe's `/stats` answer: frees the tables Feldera shows holding nothing (or
+    /// starts the settling, without endpoint evidence); the rest wait for the next look.
+    fn on_probe_reply(&mut self, queue: &mut Queue, reply: Reply<'_>) -> Delivery {
+        let stats = crate::feldera::ingress_stats::ingress_stats(reply);
+        let Some(freed) = self.quarantine.on_answer(queue.now.mono, stats.as_ref()) else {
+            return Delivery::Handled;
+        };
+        if !stats.as_ref().is_some_and(|s| s.running) {
             queue.note(
                 Level::Debug,
                 Topic::Batch,
                 format!(
                     "Feldera's pipeline state is {}; tables with a lingering request keep waiting",
-                    state
+                    crate::feldera::pipeline_state(reply)
                         .as_deref()
                         .unwrap_or("unknown (no usable /stats answer)")
                 ),
             );
+        }
+        match self.release_freed(queue, freed) {
+            true => Delivery::Freed,
+            false => Delivery::Handled,
         }
     }
 
@@ -374,7 +428,7 @@ impl FelderaLink {
         }
         if self.quarantine.holds(segment) {
             why.push(
-                "Feldera is seen running (a request that ended without its answer may still write to it)".to_owned(),
+                "Feldera shows it has read everything it held for it (a request that ended without its answer, or one of an earlier process, may still write to it)".to_owned(),
             );
         }
         format!(
@@ -392,7 +446,7 @@ fn note_quarantined(queue: &mut Queue, segment: &str, how: &str) {
         Topic::Batch,
         format!(
             "{segment}: an ingress request ended without Feldera's answer ({how}); the pipeline may still apply its body when it next runs \
-             (a paused pipeline reads it at the resume), so nothing more goes to that table until Feldera is seen running"
+             (a paused pipeline reads it at the resume), so nothing more goes to that table until Feldera shows it has read everything it held for it"
         ),
     );
 }

@@ -178,6 +178,7 @@ impl Starting {
         let failure = match classify_stats(reply) {
             StatsOutcome::Incarnation(incarnation) => {
                 self.incarnation = Some(incarnation);
+                cx.link.seed_quarantine(cx.queue, reply);
                 return match self.decide(cx) {
                     Ok(()) => Next::Stay,
                     Err(failure) => Next::Fail(failure),

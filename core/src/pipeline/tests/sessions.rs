@@ -83,6 +83,56 @@ fn a_request_without_feldera_s_answer_holds_its_table_until_feldera_is_seen_runn
     );
 }
 
+/// A process that died while Feldera was paused leaves the bodies of its requests in
+/// Feldera's endpoints, applied at the resume after whatever the next process sends. So a
+/// start that finds a table's endpoint not reading (here: the pipeline paused) quarantines
+/// that table until `/stats` shows its endpoints running and their counters still for a
+/// settle: the held body (3 records) read first, then the replay.
+#[test]
+fn a_start_holds_a_table_whose_endpoint_may_hold_an_earlier_process_s_body() {
+    let mut pairs = vec![TABLES, ("BATCH_LINGER_MS", "0")];
+    pairs.push(("NO_PROGRESS_TIMEOUT_SECS", "60"));
+    let mut s = Script::new_tweaked(&pairs, pg(), SCHEMA, |s| {
+        s.set_pipeline_state("Paused");
+        s.set_ingress_endpoints(&[("users", 10, 0)]);
+    });
+    s.wal(
+        "Relation users",
+        &[relation(&users(ReplicaIdentity::Default))],
+    );
+    s.show_feldera_watch();
+    s.take_trace();
+    insert_tx(&mut s, 700, 0x2100, &["1"]);
+    s.advance(3000);
+    let paused = s.take_trace();
+    assert!(
+        !paused.contains("POST ingress"),
+        "nothing to users while its endpoint does not read:\n{paused}"
+    );
+    // Feldera resumes and reads the held body: the counters move, then stay.
+    s.set_pipeline_state("Running");
+    s.set_ingress_endpoints(&[("users", 13, 3)]);
+    s.advance(700);
+    s.set_ingress_endpoints(&[("users", 13, 0)]);
+    s.advance(600);
+    let reading = s.take_trace();
+    assert!(
+        !reading.contains("POST ingress"),
+        "not while the counters move:\n{reading}"
+    );
+    s.advance(2500);
+    let resumed = s.take_trace();
+    assert_eq!(
+        resumed.matches("POST ingress").count(),
+        1,
+        "users once its endpoint read nothing for a settle:\n{resumed}"
+    );
+    rule!(
+        "A start that finds a table's ingress endpoint not reading (pipeline paused, endpoint paused or full) holds that table until two /stats answers 1 s apart show its endpoints running with counters unchanged.",
+        format!("{paused}--- Feldera resumes and reads the held body\n{reading}--- still\n{resumed}")
+    );
+}
+
 #[test]
 fn backoff_grows_without_progress_and_resets_only_on_durable_progress() {
     let mut s = streaming(&[("BATCH_LINGER_MS", "0")]);
