@@ -4,7 +4,8 @@
 //! `ControllerStatus::to_api_type`; the manager forwards the pipeline's answer unchanged).
 //!
 //! Every field of `global_metrics` is present; what the double does not model (memory,
-//! CPU, storage, bytes, output stalls) is 0, and `inputs`/`outputs` are empty. The
+//! CPU, storage, bytes, output stalls) is 0, `inputs` lists the ingress endpoints with
+//! their record counts (`Pipeline::inputs_json`) and `outputs` is empty. The
 //! incarnation, state, transaction, record and step counters and the checkpoint fields are
 //! the double's own.
 //!

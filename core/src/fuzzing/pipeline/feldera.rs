@@ -543,14 +543,30 @@ impl FakeFeldera {
         !self.waiting.is_empty()
     }
 
-    /// The answer to the oldest `GET .../stats` not answered yet: the incarnation. Stats
+    /// The answer to the oldest `GET .../stats` not answered yet: the incarnation, and an
+    /// ingress endpoint per table that records landed in, with how many did (Feldera's
+    /// `inputs`: the quarantine lets a table go only once that count stays still). Stats
     /// questions are answered at once, like the server's own reads (a restart still shows
     /// as a new incarnation in the next answer).
     pub(super) fn take_stats(&mut self) -> Option<(HttpId, String)> {
         let id = self.stats_questions.pop_front()?;
+        let mut landed: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, table, _) in &self.log {
+            *landed.entry(table).or_default() += 1;
+        }
+        let inputs: Vec<String> = landed
+            .iter()
+            .map(|(table, records)| {
+                format!(
+                    "{{\"endpoint_name\":\"{table}.api-ingress-0000000000000000\",\"paused\":false,\
+                     \"metrics\":{{\"total_records\":{records},\"buffered_records\":0}}}}"
+                )
+            })
+            .collect();
         let body = format!(
-            "{{\"global_metrics\":{{\"state\":\"Running\",\"incarnation_uuid\":\"incarnation-{}\"}}}}",
-            self.incarnation
+            "{{\"global_metrics\":{{\"state\":\"Running\",\"incarnation_uuid\":\"incarnation-{}\"}},\"inputs\":[{}]}}",
+            self.incarnation,
+            inputs.join(",")
         );
         Some((id, body))
     }

@@ -201,8 +201,9 @@ fn seeds() -> Vec<Seed> {
             events: [
                 stream(),
                 tx(&[0]).into(),
-                // The 503 leaves users quarantined: the probe (at once), the backoff and the
-                // settling each need their tick before the replay goes out.
+                // The 503 leaves users quarantined: the probe's first look (at once), the
+                // backoff and its second look a second later (the table's counters still)
+                // each need their tick before the replay goes out.
                 vec![
                     ingress_503(),
                     TickAtDeadline(0),
