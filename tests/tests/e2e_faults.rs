@@ -443,3 +443,108 @@ fn walsender_killed_mid_stream_reconnects_and_loses_nothing_tokio() {
 fn walsender_killed_mid_stream_reconnects_and_loses_nothing_blocking() {
     walsender_killed_mid_stream(Shell::Blocking);
 }
+
+/// Backpressure from a Running pipeline. Another writer fills `users`' ingress queue
+/// (100,000 records the circuit has not taken), so Feldera reads none of slotline's bodies
+/// and the manager gives up on them (503) while Feldera keeps them, to read once there is
+/// room, the newest waiting body first. Round 1: slotline is killed with its body held and
+/// a new process starts; round 2: the same within one process. Either way the table's
+/// newer changes must wait until Feldera read the held body, or the held body lands last
+/// with its older value.
+fn a_backpressured_body_is_read_before_the_replay(shell: Shell) {
+    // Feldera keeps one endpoint (and queue) per table and parser configuration: the
+    // other writer posts with slotline's parameters to share its queue.
+    fn fill_slotline_s_endpoint(env: &Env, rows: &[serde_json::Value]) {
+        let body: String = rows
+            .iter()
+            .map(|row| format!("{}\n", json!({ "insert": row })))
+            .collect();
+        let url = format!(
+            "{}/v0/pipelines/p/ingress/users?format=json&update_format=insert_delete&lines=single",
+            env.feldera.base_url()
+        );
+        let response = ureq::post(&url)
+            .send(body.as_bytes())
+            .expect("fill the queue");
+        assert_eq!(response.status().as_u16(), 200);
+    }
+    let env = Env::new("backpressure", SETUP, schema());
+    let config = [TABLES, LINGER_0];
+    let mut connector = env.start(shell, &config);
+    assert!(
+        env.wait_caught_up(Duration::from_secs(30)),
+        "not streaming:\n{}",
+        connector.log_text()
+    );
+    env.sql("INSERT INTO users SELECT g, 'v0' FROM generate_series(1, 60) g");
+    assert!(env.wait_caught_up(Duration::from_secs(30)));
+    let filler: Vec<serde_json::Value> = (0..100_000)
+        .map(|i| json!({"id": i % 60 + 1, "name": "v0"}))
+        .collect();
+    for round in 1..=2 {
+        let held_503s = |env: &Env| {
+            env.feldera
+                .requests()
+                .iter()
+                .filter(|r| r.endpoint == "ingress" && r.status == 503)
+                .count()
+        };
+        let before = held_503s(&env);
+        env.feldera.set_completion_delay(CompletionDelay::Never);
+        env.feldera.set_proxy_timeout(Duration::from_secs(30));
+        fill_slotline_s_endpoint(&env, &filler);
+        env.feldera.set_proxy_timeout(Duration::from_secs(2));
+        env.sql(&format!("UPDATE users SET name = 'a{round}'"));
+        assert!(
+            wait_for(Duration::from_secs(30), || (held_503s(&env) > before)
+                .then_some(()))
+            .is_some(),
+            "the manager never gave up on a body:\n{}",
+            connector.log_text()
+        );
+        if round == 1 {
+            connector.kill();
+        }
+        env.sql(&format!("UPDATE users SET name = 'b{round}'"));
+        if round == 1 {
+            connector = env.start(shell, &config);
+            assert!(
+                connector.wait_log(
+                    "may hold a body an earlier process sent",
+                    Duration::from_secs(30)
+                ),
+                "the start did not see the endpoint that may hold a body:\n{}",
+                connector.log_text()
+            );
+        }
+        // Time for a replay that does not wait to be sent, and to wait behind the held body.
+        std::thread::sleep(Duration::from_secs(3));
+        env.feldera
+            .set_completion_delay(CompletionDelay::Fixed(Duration::ZERO));
+        env.feldera.release_completions();
+        assert!(
+            env.wait_caught_up(Duration::from_secs(60)),
+            "no catch-up after the queue drained:\n{}",
+            connector.log_text()
+        );
+        // A body read after the replay would land within moments of it.
+        std::thread::sleep(Duration::from_secs(1));
+        env.assert_rows_equal("users", "users", "id");
+    }
+    assert_eq!(
+        connector.stop(Duration::from_secs(15)),
+        Some(0),
+        "{}",
+        connector.log_text()
+    );
+}
+
+#[test]
+fn a_backpressured_body_is_read_before_the_replay_tokio() {
+    a_backpressured_body_is_read_before_the_replay(Shell::Tokio);
+}
+
+#[test]
+fn a_backpressured_body_is_read_before_the_replay_blocking() {
+    a_backpressured_body_is_read_before_the_replay(Shell::Blocking);
+}

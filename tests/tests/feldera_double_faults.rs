@@ -690,3 +690,47 @@ fn slow_reading_is_planned_over_http_for_the_next_requests_of_one_table() {
     assert_eq!(double.status()["slow_reads"], json!([]), "one request only");
     assert_eq!(ids(&double).len(), 40);
 }
+
+/// Backpressure from a Running pipeline: a table's endpoint whose queue is full (100,000
+/// records the circuit has not taken) reads no more; a request waiting for room gets the
+/// manager's 503 and is still applied once there is room, the newest waiting request first.
+#[test]
+fn a_full_queue_answers_503_after_the_ingress_timeout_and_applies_the_bodies_later() {
+    let double = start_with(config().with_completion_delay(CompletionDelay::Never));
+    let c = Client::new(&double);
+    let filler: String = (1_000..101_000)
+        .map(|id| format!("{{\"insert\": {{\"id\": {id}}}}}\n"))
+        .collect();
+    c.ingest_ok("t", &filler);
+    let stats = c.get(&format!("/v0/pipelines/{PIPELINE}/stats")).json();
+    let input = &stats["inputs"][0];
+    assert_eq!(input["metrics"]["buffered_records"], 100_000, "{input}");
+
+    double.set_proxy_timeout(Duration::from_millis(300));
+    let older = c.ingress("t", r#"{"insert": {"id": 1, "name": "older"}}"#);
+    assert_eq!(older.status, 503, "{}", older.text);
+    assert_eq!(older.error_code(), "PipelineInteractionUnreachable");
+    let newer = c.ingress("t", r#"{"insert": {"id": 1, "name": "newer"}}"#);
+    assert_eq!(newer.status, 503, "{}", newer.text);
+    let again = c.get(&format!("/v0/pipelines/{PIPELINE}/stats")).json();
+    assert_eq!(
+        again["inputs"][0]["metrics"]["total_records"], 100_000,
+        "the waiting bodies are not read: {again}"
+    );
+    assert_eq!(again["global_metrics"]["state"], "Running");
+
+    double.set_completion_delay(CompletionDelay::Fixed(Duration::ZERO));
+    double.release_completions();
+    wait_until("both waiting bodies are read", || {
+        let stats = c.get(&format!("/v0/pipelines/{PIPELINE}/stats")).json();
+        stats["inputs"][0]["metrics"]["total_records"] == 100_002
+    });
+    wait_until("both waiting bodies are processed", || {
+        double.processed_records() >= 100_002
+    });
+    assert_eq!(
+        name_of(&double, 1).as_deref(),
+        Some("older"),
+        "the newest waiting request is read first, so the older one lands last"
+    );
+}

@@ -42,6 +42,8 @@ const MAX_DRAINED_BYTES: usize = 256 * 1024 * 1024;
 const SLOW_PIECES_PER_SEC: u64 = 20;
 /// The largest piece a slow read takes at once.
 const MAX_SLOW_PIECE_BYTES: usize = 64 * 1024;
+/// How often a reader waiting for room in a full queue looks again.
+const ROOM_POLL: Duration = Duration::from_millis(5);
 
 pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -204,6 +206,9 @@ async fn ingress_inner(
     params: &BTreeMap<String, String>,
     body: &mut Body,
 ) -> Response {
+    // The manager's timeout runs from the request's arrival, whatever keeps the pipeline
+    // from answering: a pause, a full queue, a slow read.
+    let arrived = Instant::now();
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(pipeline);
     }
@@ -271,7 +276,48 @@ async fn ingress_inner(
     if let Some(f) = failure.as_ref().filter(|f| f.mode == FailMode::BeforeApply) {
         return injected_503(&f.error_code, false);
     }
-    let (events, errors) = match read_body(shared, &upload, mode, slow, body).await {
+    // The pipeline reads the body in its own task, which goes on when the manager gives
+    // up (below): Feldera keeps reading a request whose client got a 503, and applies what
+    // it reads, however late (docs/feldera.md, "Answers while the pipeline is not running").
+    let mut reading = {
+        let shared = shared.clone();
+        let upload = upload.clone();
+        let mut owned = std::mem::replace(body, Body::empty());
+        tokio::spawn(async move {
+            let read = read_body(&shared, &upload, mode, slow, &mut owned).await;
+            (read, owned)
+        })
+    };
+    let timeout = shared
+        .state()
+        .proxy_timeout
+        .saturating_sub(arrived.elapsed());
+    let read = match tokio::time::timeout(timeout, &mut reading).await {
+        Ok(Ok((read, rest))) => {
+            // What an early answer left unread is drained by the caller.
+            *body = rest;
+            read
+        }
+        Ok(Err(panicked)) => {
+            return api_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal",
+                format!("the double's reader failed: {panicked}"),
+                json!({}),
+            )
+        }
+        Err(_) => {
+            // A full queue (backpressure) or a slow read outlasted the manager's timeout:
+            // the same 503 the manager answers for a pause; the body is still being read.
+            return api_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "PipelineInteractionUnreachable",
+                "timed out waiting for the pipeline to read the request",
+                json!({}),
+            );
+        }
+    };
+    let (events, errors) = match read {
         Ok(read) => read,
         Err(resp) => return *resp,
     };
@@ -313,6 +359,7 @@ async fn read_body(
         };
         for piece in chunk.chunks(piece_len) {
             let done = reader.feed(piece).map_err(|_| Box::new(line_too_long()))?;
+            wait_for_room(shared, upload, &done).await?;
             queue(shared, upload, done)?;
             if let Some(rate) = slow {
                 let secs = piece.len() as f64 / rate as f64;
@@ -322,6 +369,27 @@ async fn read_body(
     }
     queue(shared, upload, reader.finish())?;
     Ok((reader.events, reader.errors))
+}
+
+/// Backpressure: a piece with records waits while its endpoint's queue is full (see
+/// `Pipeline::admit`), as Feldera's endpoint stops reading then.
+async fn wait_for_room(
+    shared: &Shared,
+    upload: &Upload,
+    done: &Completed,
+) -> Result<(), Box<Response>> {
+    if done.records == 0 {
+        return Ok(());
+    }
+    let mut ticket = None;
+    loop {
+        match shared.state().admit(upload, &mut ticket, Instant::now()) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(Restarted) => return Err(Box::new(restarted_mid_body())),
+        }
+        tokio::time::sleep(ROOM_POLL).await;
+    }
 }
 
 fn queue(shared: &Shared, upload: &Upload, done: Completed) -> Result<(), Box<Response>> {

@@ -49,6 +49,11 @@ use super::token::CompletionToken;
 /// Feldera refuses more distinct HTTP input endpoints than this (429 ApiConnectionLimit).
 pub const MAX_INGRESS_ENDPOINTS: usize = 100;
 
+/// An HTTP ingress endpoint's queue is full at this many buffered records: its readers
+/// stop reading until the circuit takes some (`HttpInputTransport::default_max_buffered_records`
+/// in Feldera's `transport/http/input.rs`, applied by the controller's backpressure).
+pub const INGRESS_QUEUE_RECORDS: u64 = 100_000;
+
 /// How long after their arrival records are processed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompletionDelay {
@@ -172,6 +177,11 @@ pub struct Pipeline {
     txn: Option<(u64, Vec<Batch>)>,
     txn_started: Option<Instant>,
     next_txn_id: u64,
+    /// Records an endpoint may buffer before its readers wait (`INGRESS_QUEUE_RECORDS`).
+    pub queue_records: u64,
+    /// Readers waiting for room in an endpoint's queue, by endpoint: their tickets.
+    waiting: BTreeMap<u64, BTreeSet<u64>>,
+    next_ticket: u64,
 }
 
 /// The transaction state `/stats` reports.
@@ -214,6 +224,9 @@ impl Pipeline {
             txn: None,
             txn_started: None,
             next_txn_id: 1,
+            queue_records: INGRESS_QUEUE_RECORDS,
+            waiting: BTreeMap::new(),
+            next_ticket: 1,
         }
     }
 
@@ -303,6 +316,52 @@ impl Pipeline {
         let held = self.txn.iter().flat_map(|(_, batches)| batches);
         let pending = self.pending.iter().flat_map(|g| &g.batches);
         held.chain(pending).map(|b| b.records).sum()
+    }
+
+    /// Records of `endpoint` in its queue: arrived and not taken by the circuit yet.
+    /// Records an open transaction holds, or a committed one, are in the circuit
+    /// (Feldera's steps go on inside a transaction), so they are not buffered.
+    pub fn buffered(&self, endpoint: u64) -> u64 {
+        self.pending
+            .iter()
+            .filter(|g| g.transaction.is_none())
+            .flat_map(|g| &g.batches)
+            .filter(|b| b.endpoint == endpoint)
+            .map(|b| b.records)
+            .sum()
+    }
+
+    /// Backpressure: whether a reader of `upload` may queue more records now. An endpoint
+    /// whose queue is full (`queue_records`) makes its readers wait, each joining the
+    /// endpoint's waiters with a ticket; once there is room the newest waiter goes first
+    /// (Feldera wakes waiting readers in no defined order; the double takes the one that
+    /// reorders requests of one table). `Err` once the pipeline restarted.
+    pub fn admit(
+        &mut self,
+        upload: &Upload,
+        ticket: &mut Option<u64>,
+        now: Instant,
+    ) -> Result<bool, Restarted> {
+        if upload.incarnation != self.incarnation {
+            return Err(Restarted);
+        }
+        self.advance(now);
+        let full = self.buffered(upload.endpoint) >= self.queue_records;
+        let waiters = self.waiting.entry(upload.endpoint).or_default();
+        if ticket.is_none() && waiters.is_empty() && !full {
+            return Ok(true);
+        }
+        let mine = *ticket.get_or_insert_with(|| {
+            self.next_ticket += 1;
+            self.next_ticket
+        });
+        waiters.insert(mine);
+        if !full && waiters.last() == Some(&mine) {
+            waiters.remove(&mine);
+            *ticket = None;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     fn ready_at(&self, now: Instant) -> Option<Instant> {
@@ -466,7 +525,7 @@ impl Pipeline {
                     "config": {"stream": stream},
                     "metrics": {
                         "total_records": counters.queued,
-                        "buffered_records": counters.queued - counters.processed,
+                        "buffered_records": self.buffered(id),
                         "num_transport_errors": 0,
                         "end_of_input": false,
                     },
@@ -589,6 +648,7 @@ impl Pipeline {
         self.endpoints.clear();
         self.removed.clear();
         self.counters.clear();
+        self.waiting.clear();
         self.paused = false;
         self.phase = Phase::Running;
         self.started_at = SystemTime::now();

@@ -268,3 +268,62 @@ fn without_apply_times_nothing_is_stamped() {
     accept(&mut p, e, insert(1), Instant::now());
     assert_eq!((rows(&p), p.apply_times.is_none()), (1, true));
 }
+
+#[test]
+fn a_full_queue_holds_its_readers_and_lets_the_newest_go_first_once_there_is_room() {
+    let mut p = pipeline(CompletionDelay::Never);
+    p.queue_records = 3;
+    let now = Instant::now();
+    let e = p.endpoint_for("t").unwrap();
+    let other = p.endpoint_for("t-other").unwrap();
+    accept(
+        &mut p,
+        e,
+        [1, 2, 3].into_iter().flat_map(insert).collect(),
+        now,
+    );
+    assert_eq!(p.buffered(e), 3);
+    let (older, newer) = (p.begin_upload(0, e), p.begin_upload(0, e));
+    let (mut older_ticket, mut newer_ticket) = (None, None);
+    assert_eq!(p.admit(&older, &mut older_ticket, now), Ok(false), "full");
+    assert_eq!(p.admit(&newer, &mut newer_ticket, now), Ok(false), "full");
+    // Another endpoint's queue is its own.
+    let mut ticket = None;
+    assert_eq!(
+        p.admit(&p.begin_upload(0, other), &mut ticket, now),
+        Ok(true)
+    );
+
+    p.release_completions(now);
+    assert_eq!(
+        p.admit(&older, &mut older_ticket, now),
+        Ok(false),
+        "the newer waits too"
+    );
+    assert_eq!(p.admit(&newer, &mut newer_ticket, now), Ok(true));
+    p.queue(&newer, insert(4), 1, now).unwrap();
+    assert_eq!(p.admit(&older, &mut older_ticket, now), Ok(true));
+    assert_eq!((older_ticket, newer_ticket), (None, None));
+
+    // A restart ends every wait.
+    accept(&mut p, e, insert(5), now);
+    let mut ticket = None;
+    let stale = p.begin_upload(0, e);
+    p.queue_records = 1;
+    assert_eq!(p.admit(&stale, &mut ticket, now), Ok(false));
+    p.restart(true, now);
+    assert_eq!(p.admit(&stale, &mut ticket, now), Err(Restarted));
+}
+
+#[test]
+fn records_a_transaction_holds_are_in_the_circuit_not_buffered() {
+    let mut p = pipeline(CompletionDelay::Never);
+    let now = Instant::now();
+    let e = p.endpoint_for("t").unwrap();
+    accept(&mut p, e, insert(1), now);
+    p.start_transaction(now).expect("none open");
+    accept(&mut p, e, insert(2), now);
+    assert_eq!(p.buffered(e), 0, "taken in by the transaction");
+    assert_eq!(p.inputs_json()[0]["metrics"]["buffered_records"], 0);
+    assert_eq!(p.inputs_json()[0]["metrics"]["total_records"], 2);
+}
