@@ -38,6 +38,23 @@
 //!   resumes from the last successful checkpoint (empty without one), or after a suspend
 //!   that checkpointed everything; what is durable is what a successful checkpoint held
 //!   (`holds`).
+//! - Bodies outlive their request (docs/feldera.md, "Bodies that outlive their request").
+//!   When the process that sent a request dies (`sender_died`), Feldera keeps every request
+//!   it holds: a body keeps landing records (`upload`, or all at once when the fuzz input
+//!   answers it), a transaction request still opens or commits, but nothing is answered to
+//!   anyone (an orphan). The fuzz input may pause the pipeline (`pause`): a paused endpoint
+//!   reads nothing, so an ingress request Feldera would answer 200 gets the manager's 503
+//!   after its timeout instead and its body stays, unread, an orphan too; completions stay
+//!   in progress (nothing is processed). The resume reads every held body at once, in an
+//!   order the input picks (the live process's among them). While the pipeline runs an
+//!   endpoint reads a body at once: the fake may still land an orphan's records late, but
+//!   they are queued (`buffered_records`, `buffered_bytes` in `/stats`) and so reach the
+//!   table before any record of a later request to the same endpoint (`land_held_before`).
+//! - `GET .../stats` shows each table's ingress endpoint as Feldera does: created by the
+//!   first request to the table in this incarnation (a restarted pipeline has none), with
+//!   the records and bytes landed through it (`total_records`, `total_bytes`) and the
+//!   records of bodies it is reading, not yet landed, as buffered; the pipeline's state is
+//!   `Paused` while paused (an endpoint holding an unread body then does not run).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
@@ -244,6 +261,10 @@ pub(super) const QUERY_ANSWERS: [(u16, &str); 8] = [
     (502, ""),
 ];
 
+/// What a manager answers an ingress request whose body a paused pipeline never read (its
+/// proxy timeout).
+const UNREAD: (u16, &str) = INGRESS_ANSWERS[7];
+
 /// The tables the fake holds, with their key column (the same as `PIPELINE`'s schema).
 const TABLES: [(&str, &str); 2] = [("users", "id"), ("items", "sku")];
 
@@ -370,6 +391,27 @@ pub(super) struct FakeFeldera {
     /// A restart that keeps only what a completion vouched for empties the tables instead
     /// (the snapshot phase without fault tolerance).
     empties_on_restart: bool,
+    /// The pipeline is paused: its endpoints read nothing (see the module docs).
+    paused: bool,
+    /// Waiting requests whose answer goes nowhere: their sender died, or (an ingress body
+    /// held while paused) it got the manager's 503 already.
+    orphans: BTreeSet<HttpId>,
+    /// The ingress endpoint of each table this incarnation: what landed through it.
+    ingress: BTreeMap<&'static str, Endpoint>,
+    /// Times the pipeline was paused, and bodies of orphans that landed records.
+    pub(super) pauses: u32,
+    pub(super) orphans_landed: u32,
+    /// A broken fake for the harness's own tests: `/stats` says `Running` while paused, so
+    /// a start cannot see a body held unread.
+    #[cfg(test)]
+    pub(super) hide_pause: bool,
+}
+
+/// One table's HTTP ingress endpoint: records and bytes landed through it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Endpoint {
+    records: u64,
+    bytes: u64,
 }
 
 /// Which answer a class byte picks: half of all values give the good answer, an eighth
@@ -499,6 +541,8 @@ impl FakeFeldera {
                 ));
             };
             self.requests += 1;
+            // Feldera creates the endpoint before it reads the first body.
+            self.ingress.entry(table).or_default();
             let text = String::from_utf8_lossy(&request.body);
             Waiting::Ingress(Upload {
                 table,
@@ -543,37 +587,155 @@ impl FakeFeldera {
         !self.waiting.is_empty()
     }
 
-    /// The answer to the oldest `GET .../stats` not answered yet: the incarnation, and an
-    /// ingress endpoint per table that records landed in, with how many did (Feldera's
-    /// `inputs`: the quarantine lets a table go only once that count stays still). Stats
-    /// questions are answered at once, like the server's own reads (a restart still shows
-    /// as a new incarnation in the next answer).
+    /// The answer to the oldest `GET .../stats` not answered yet: the incarnation, the
+    /// pipeline's state (`Paused` while paused), and each table's ingress endpoint (see the
+    /// module docs): what landed through it, and, while the pipeline runs, the records of
+    /// the bodies it is reading as buffered (a paused endpoint reads nothing, so nothing is
+    /// buffered: its body waits unread). Stats questions are answered at once, like the
+    /// server's own reads (a restart still shows as a new incarnation in the next answer).
     pub(super) fn take_stats(&mut self) -> Option<(HttpId, String)> {
         let id = self.stats_questions.pop_front()?;
-        let mut landed: BTreeMap<&str, usize> = BTreeMap::new();
-        for (_, table, _) in &self.log {
-            *landed.entry(table).or_default() += 1;
-        }
-        let inputs: Vec<String> = landed
+        #[cfg(test)]
+        let paused = self.paused && !self.hide_pause;
+        #[cfg(not(test))]
+        let paused = self.paused;
+        let inputs: Vec<String> = self
+            .ingress
             .iter()
-            .map(|(table, records)| {
+            .map(|(table, endpoint)| {
+                let (buffered_records, buffered_bytes) = match paused {
+                    true => (0, 0),
+                    false => self.unread(table),
+                };
                 format!(
                     "{{\"endpoint_name\":\"{table}.api-ingress-0000000000000000\",\"paused\":false,\
-                     \"metrics\":{{\"total_records\":{records},\"buffered_records\":0}}}}"
+                     \"metrics\":{{\"total_records\":{},\"total_bytes\":{},\
+                     \"buffered_records\":{buffered_records},\"buffered_bytes\":{buffered_bytes}}}}}",
+                    endpoint.records, endpoint.bytes
                 )
             })
             .collect();
+        let state = if paused { "Paused" } else { "Running" };
         let body = format!(
-            "{{\"global_metrics\":{{\"state\":\"Running\",\"incarnation_uuid\":\"incarnation-{}\"}},\"inputs\":[{}]}}",
+            "{{\"global_metrics\":{{\"state\":\"{state}\",\"incarnation_uuid\":\"incarnation-{}\"}},\"inputs\":[{}]}}",
             self.incarnation,
             inputs.join(",")
         );
         Some((id, body))
     }
 
+    /// The records (and their bytes, a newline each) of `table`'s bodies not landed yet.
+    fn unread(&self, table: &str) -> (u64, u64) {
+        let mut sum = (0u64, 0u64);
+        for (_, waiting, dead) in &self.waiting {
+            if let (Waiting::Ingress(upload), false) = (waiting, dead) {
+                if upload.table == table {
+                    sum.0 += upload.pending.len() as u64;
+                    sum.1 += upload
+                        .pending
+                        .iter()
+                        .map(|r| r.len() as u64 + 1)
+                        .sum::<u64>();
+                }
+            }
+        }
+        sum
+    }
+
+    /// The stats body as the next `take_stats` would give it (for tests).
+    #[cfg(test)]
+    pub(super) fn stats_now(&mut self) -> String {
+        self.stats_questions.push_front(HttpId(u64::MAX));
+        self.take_stats().map(|(_, body)| body).unwrap_or_default()
+    }
+
+    /// The process that sent every waiting request died (see the module docs): Feldera keeps
+    /// them, and answers none of them to anyone; its `/stats` questions go unanswered.
+    pub(super) fn sender_died(&mut self) {
+        self.orphans
+            .extend(self.waiting.iter().map(|(id, _, _)| *id));
+        self.stats_questions.clear();
+    }
+
+    /// The pipeline pauses, or (when paused) resumes: every body held is read at once, each
+    /// request's records in a row, in arrival order rotated by `arg >> 1`, reversed with
+    /// bit 0 (see the module docs).
+    pub(super) fn pause(&mut self, arg: u8) {
+        if !self.paused {
+            self.paused = true;
+            self.pauses += 1;
+            return;
+        }
+        self.paused = false;
+        let mut order: Vec<usize> = (0..self.waiting.len())
+            .filter(|i| matches!(&self.waiting[*i], (_, Waiting::Ingress(_), false)))
+            .collect();
+        if arg & 1 != 0 {
+            order.reverse();
+        }
+        if !order.is_empty() {
+            let by = usize::from(arg >> 1) % order.len();
+            order.rotate_left(by);
+        }
+        for at in order {
+            self.land_pending(at);
+        }
+    }
+
+    /// The world turns healthy: a paused pipeline resumes.
+    pub(super) fn heal(&mut self) {
+        if self.paused {
+            self.pause(0);
+        }
+    }
+
+    /// Every record of the waiting ingress request at `at` not landed yet lands.
+    fn land_pending(&mut self, at: usize) {
+        let (id, records) = match &mut self.waiting[at] {
+            (id, Waiting::Ingress(upload), _) => {
+                let records: Vec<String> = upload.pending.drain(..).collect();
+                (*id, (upload.request, upload.table, records))
+            }
+            _ => return,
+        };
+        let (request, table, records) = records;
+        if !records.is_empty() && self.orphans.contains(&id) {
+            self.orphans_landed += 1;
+        }
+        for record in records {
+            self.land(request, table, record);
+        }
+    }
+
+    /// Before a record of `request` lands in `table` of a running pipeline, every orphan's
+    /// body to the same table that arrived before it lands whole: the endpoint read those at
+    /// once and queued their records ahead (they were buffered, `unread`).
+    fn land_held_before(&mut self, table: &'static str, request: u32) {
+        if self.paused {
+            return;
+        }
+        let earlier: Vec<usize> = (0..self.waiting.len())
+            .filter(|i| match &self.waiting[*i] {
+                (id, Waiting::Ingress(upload), false) => {
+                    self.orphans.contains(id)
+                        && upload.table == table
+                        && upload.request < request
+                        && !upload.pending.is_empty()
+                }
+                _ => false,
+            })
+            .collect();
+        for at in earlier {
+            self.land_pending(at);
+        }
+    }
+
     /// Up to `n` more records of one uploading request (`pick` modulo how many upload) land
     /// in its table.
     pub(super) fn upload(&mut self, pick: u8, n: u8) {
+        if self.paused {
+            return;
+        }
         let uploading: Vec<usize> = (0..self.waiting.len())
             .filter(|i| match &self.waiting[*i] {
                 (_, Waiting::Ingress(upload), false) => !upload.pending.is_empty(),
@@ -591,6 +753,13 @@ impl FakeFeldera {
             self.interleaved += 1;
         }
         let mut records = Vec::new();
+        if let (id, Waiting::Ingress(upload), _) = &self.waiting[at] {
+            if self.orphans.contains(id) {
+                self.orphans_landed += 1;
+            }
+            let (table, request) = (upload.table, upload.request);
+            self.land_held_before(table, request);
+        }
         if let (_, Waiting::Ingress(upload), _) = &mut self.waiting[at] {
             for _ in 0..n {
                 let Some(record) = upload.pending.pop_front() else {
@@ -620,6 +789,10 @@ impl FakeFeldera {
         if let Some(key) = apply(&mut self.tables, table, &record) {
             self.touched.insert(key);
         }
+        if let Some(endpoint) = self.ingress.get_mut(table) {
+            endpoint.records += 1;
+            endpoint.bytes += record.len() as u64 + 1;
+        }
         if self.durable.contains(&request) {
             self.durable_lines.insert(record.clone());
         }
@@ -636,6 +809,9 @@ impl FakeFeldera {
         self.touched.extend(self.tables.keys().cloned());
         self.incarnation += 1;
         self.endpoints.clear();
+        // A restarted pipeline runs, and has no endpoint until the next request.
+        self.ingress.clear();
+        self.paused = false;
         self.transaction = false;
         self.in_transaction.clear();
         for (_, waiting, dead) in &mut self.waiting {
@@ -680,6 +856,9 @@ impl FakeFeldera {
         self.touched.extend(self.tables.keys().cloned());
         self.incarnation += 1;
         self.endpoints.clear();
+        // A restarted pipeline runs, and has no endpoint until the next request.
+        self.ingress.clear();
+        self.paused = false;
         self.transaction = false;
         self.in_transaction.clear();
         for (_, waiting, dead) in &mut self.waiting {
@@ -824,20 +1003,50 @@ impl FakeFeldera {
         self.waiting.len() != before
     }
 
-    /// Answers one waiting request (see `Event::Answer`).
+    /// Answers one waiting request (see `Event::Answer`): `None` when none waits, or when
+    /// the answer goes nowhere (an orphan's: its effect on Feldera happens all the same).
     pub(super) fn answer(&mut self, pick: u8, class: u8) -> Option<(HttpId, Answer)> {
         if self.waiting.is_empty() {
             return None;
         }
-        let (id, waiting, dead) = self.waiting.remove(usize::from(pick) % self.waiting.len());
+        let at = usize::from(pick) % self.waiting.len();
+        let (id, waiting, dead) = &self.waiting[at];
+        // A paused endpoint reads nothing: instead of the 200 of a body read whole, the
+        // manager's 503 after its timeout, and the body stays held.
+        let unread = matches!(waiting, Waiting::Ingress(upload) if !upload.pending.is_empty());
+        if self.paused && !dead && unread && index(class, INGRESS_ANSWERS.len()) < 2 {
+            let id = *id;
+            return match self.orphans.insert(id) {
+                true => Some((id, done(UNREAD.0, UNREAD.1.to_owned()))),
+                false => None,
+            };
+        }
+        if self.orphans.contains(id) && unread && index(class, INGRESS_ANSWERS.len()) < 2 {
+            self.orphans_landed += 1;
+        }
+        let (id, answer) = self.answer_at(at, class)?;
+        match self.orphans.remove(&id) {
+            true => None,
+            false => Some((id, answer)),
+        }
+    }
+
+    fn answer_at(&mut self, at: usize, class: u8) -> Option<(HttpId, Answer)> {
+        let (id, waiting, dead) = self.waiting.remove(at);
         if dead {
             return Some((id, Answer::Failed("connection reset by peer".to_owned())));
         }
         let (status, body) = match waiting {
             Waiting::Pipeline | Waiting::Other => {
                 let i = index(class, PIPELINE_ANSWERS.len());
-                if i == 0 && self.fault_tolerance {
-                    let body = PIPELINE.replacen("{", &format!("{{{FAULT_TOLERANCE}"), 1);
+                if i == 0 {
+                    let mut body = PIPELINE.to_owned();
+                    if self.fault_tolerance {
+                        body = body.replacen("{", &format!("{{{FAULT_TOLERANCE}"), 1);
+                    }
+                    if self.paused {
+                        body = body.replacen("\"Running\"", "\"Paused\"", 1);
+                    }
                     return Some((id, done(200, body)));
                 }
                 PIPELINE_ANSWERS[i]
@@ -888,10 +1097,12 @@ impl FakeFeldera {
                 let body = match i {
                     0 | 1 => {
                         self.queries += 1;
-                        if i == 0 {
+                        // A paused pipeline processes nothing: the query sees what
+                        // completions reported.
+                        if i == 0 && !self.paused {
                             self.process();
                         }
-                        self.query(&sql, i == 1)
+                        self.query(&sql, i == 1 || self.paused)
                     }
                     6 => format!("{}{}\n", self.query(&sql, false), QUERY_ANSWERS[6].1),
                     _ => QUERY_ANSWERS[i].1.to_owned(),
@@ -977,6 +1188,7 @@ impl FakeFeldera {
 
     /// The whole body was read: the rest of its records land, and a token is given out.
     fn accept(&mut self, mut upload: Upload, status: u16) -> Answer {
+        self.land_held_before(upload.table, upload.request);
         for record in std::mem::take(&mut upload.pending) {
             self.land(upload.request, upload.table, record);
         }
@@ -1025,7 +1237,8 @@ impl FakeFeldera {
         if issued.incarnation != self.incarnation {
             return RESTARTED;
         }
-        if i == 1 {
+        // A paused pipeline processes nothing.
+        if i == 1 || self.paused {
             return COMPLETION_ANSWERS[1];
         }
         if self.in_transaction.contains(&issued.request) {

@@ -1,6 +1,7 @@
 //! The fuzz input of the pipeline target: a four-byte setup (five when bit 2 of the fourth
 //! byte asks for the snapshot phase), then events, each an opcode byte followed by its
-//! argument bytes. Without a crash point, bits 3-4 of the third byte (otherwise
+//! argument bytes (an opcode is taken modulo 14, but for the bytes 0xe2 to 0xf9, which
+//! no committed seed used while they meant that: `PROCESS_OPCODES`). Without a crash point, bits 3-4 of the third byte (otherwise
 //! `CRASH_AFTER_BATCHES`) choose the publication's row filters and column lists
 //! (`Setup::publication`). Every byte string decodes (missing bytes read as zero), and
 //! `encode` writes the same layout, so the hand-written seeds are built from events rather
@@ -379,17 +380,38 @@ pub enum Event {
     /// is restored from a backup `1 + (arg >> 1) % 4` transactions back, which holds no
     /// slot (every connection ends). The next session creates the slot again.
     SlotGone(u8),
+    /// The slotline process is killed (SIGKILL) and started again with the same
+    /// configuration: the old one gets nothing more and its commands are gone, its
+    /// connections are dead (with bit 0 the server notices only a little later: the slot
+    /// answers "active" once more), the state file is as last written, Feldera keeps every
+    /// request of it (answered to nobody). Also after an `Exit`. Opcode bytes 0xe2, 0xe4, ...
+    /// 0xf8 (even), then one argument byte.
+    ProcessRestart(u8),
+    /// Feldera's pipeline is paused, or, when paused, resumed: every body it holds is then
+    /// read at once, in arrival order rotated by `arg >> 1`, reversed with bit 0. Opcode
+    /// bytes 0xe3, 0xe5, ... 0xf9 (odd), then one argument byte.
+    FelderaPause(u8),
 }
 
 /// Events per opcode: the opcode byte is taken modulo this.
 const OPCODES: u8 = 14;
+/// The opcode bytes of `ProcessRestart` (even) and `FelderaPause` (odd): no committed seed
+/// held one of them when they were taken from `byte % OPCODES`.
+const PROCESS_OPCODES: std::ops::RangeInclusive<u8> = 0xe2..=0xf9;
 /// Most changes in one transaction, and most body bytes of a corrupt frame.
 pub(super) const MAX_CHANGES: usize = 5;
 const MAX_CORRUPT_BODY: u8 = 31;
 
 impl Event {
     pub(super) fn read(input: &mut Cursor<'_>) -> Event {
-        match input.byte() % OPCODES {
+        let opcode = input.byte();
+        if PROCESS_OPCODES.contains(&opcode) {
+            return match opcode % 2 {
+                0 => Event::ProcessRestart(input.byte()),
+                _ => Event::FelderaPause(input.byte()),
+            };
+        }
+        match opcode % OPCODES {
             0 => {
                 let n = usize::from(input.byte()) % (MAX_CHANGES + 1);
                 Event::Tx(input.bytes(n))
@@ -453,6 +475,8 @@ impl Event {
             Event::Upload { pick, n } => (11, vec![*pick, *n]),
             Event::FelderaRestart(flags) => (12, vec![*flags]),
             Event::SlotGone(arg) => (13, vec![*arg]),
+            Event::ProcessRestart(flags) => (*PROCESS_OPCODES.start(), vec![*flags]),
+            Event::FelderaPause(arg) => (PROCESS_OPCODES.start() + 1, vec![*arg]),
         };
         out.push(opcode);
         out.extend(args);
@@ -523,6 +547,8 @@ mod tests {
             Event::Upload { pick: 3, n: 1 },
             Event::FelderaRestart(1),
             Event::SlotGone(3),
+            Event::ProcessRestart(1),
+            Event::FelderaPause(2),
         ];
         let bytes = encode(&setup, &events);
         let mut input = Cursor::new(&bytes);
@@ -532,6 +558,20 @@ mod tests {
             read.push(Event::read(&mut input));
         }
         assert_eq!(read, events);
+    }
+
+    #[test]
+    fn the_process_opcodes_take_only_bytes_that_meant_nothing_else_to_committed_seeds() {
+        let mut input = Cursor::new(&[0xe1, 5, 0xe2, 7, 0xf9, 3, 0xfa, 1]);
+        assert_eq!(Event::read(&mut input), Event::Deliver(5), "0xe1 % 14 is 1");
+        assert_eq!(Event::read(&mut input), Event::ProcessRestart(7));
+        assert_eq!(Event::read(&mut input), Event::FelderaPause(3));
+        assert_eq!(
+            Event::read(&mut input),
+            Event::FelderaRestart(1),
+            "0xfa % 14 is 12"
+        );
+        assert!(!input.more());
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! arrive in chunks of any size (with the occasional damaged frame), Feldera answers any
 //! waiting request with any class of answer (checkpoints among them, when the pipeline has
 //! fault tolerance), Feldera restarts or checkpoints on its own, time passes (ticks at,
-//! past and between deadlines), connections break, the operator asks for a stop. The world
+//! past and between deadlines), connections break, the operator asks for a stop, Feldera's
+//! pipeline is paused and resumed, and the slotline process is killed (as by SIGKILL, or
+//! after it exited) and a new `Pipeline` started with the same configuration
+//! (`restart_process`). The world
 //! is a fake PostgreSQL (`pg`) and a fake Feldera (`feldera`) that answer through the
 //! pipeline's public drive contract only (`Driver`, `health()`), so the harness does not
 //! depend on how the pipeline is built inside.
@@ -57,6 +60,18 @@
 //!   Feldera carries a value of a left-out column (in its URL or body), and a COPY or a
 //!   leftover question that does not apply exactly the publication's filter and columns is
 //!   a failure, never answered.
+//!
+//! Across processes: the fake PostgreSQL keeps the slot (the dead process's connections
+//! end; a new session reconnects), the state file is as last written, and the fake Feldera
+//! keeps every request of the dead process, answered to nobody: its bodies still land,
+//! later, while the new process runs (while paused: at the resume, in any order with the
+//! new process's; while running: ahead of a later request to the same table, as an endpoint
+//! reads a body at once), and `/stats` shows them (the pipeline `Paused`, or buffered
+//! records). The new process's ids are numbered above every id an earlier one used, and the
+//! harness feeds nothing to a dead process. The checks on the world above (flush and
+//! durability, the tables against the slot, ids, the end) hold across processes; those on
+//! one process's behaviour (the `health()` flush within a session, nothing after `Exit`,
+//! exit 0 only after a stop asked of it) hold per process.
 //!
 //! When the input is used up and the pipeline is still running, the world turns healthy
 //! (`catch_up`): every byte is delivered, every request answered well, time moves from
@@ -196,6 +211,14 @@ pub struct PipelineRun {
     pub completes: u32,
     /// State-file reads and writes answered with an error.
     pub state_failures: u32,
+    /// Times the slotline process was killed and started again (`Event::ProcessRestart`).
+    pub process_restarts: u32,
+    /// Times Feldera's pipeline was paused.
+    pub feldera_pauses: u32,
+    /// Bodies nobody waited for any more (their sender dead, or answered 503 while paused)
+    /// that landed records in Feldera afterwards.
+    pub orphans_landed: u32,
+    /// The last process's exit.
     pub exit: Option<i32>,
 }
 
@@ -226,12 +249,25 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
     harness.run.slot_below_flush = harness.pg.created_below;
     (harness.run.checkpoints, harness.run.checkpoints_joined) = harness.feldera.checkpoint_counts();
     harness.run.resumed = harness.feldera.resumed;
+    harness.run.feldera_pauses = harness.feldera.pauses;
+    harness.run.orphans_landed = harness.feldera.orphans_landed;
     harness.run.exports = harness.pg.exports.len() as u32;
     harness.run
 }
 
 struct Harness {
     pipeline: Pipeline,
+    /// What every process of the run starts with (`Event::ProcessRestart`).
+    config: Config,
+    jitter_seed: u64,
+    /// The ids of the current process are its own plus these: ids never collide between
+    /// processes (each begins above every id an earlier one used), and an id below them
+    /// belongs to a dead process, which is told nothing.
+    conn_base: u32,
+    http_base: u64,
+    /// The highest ids seen (in the world's numbering).
+    conn_max: u32,
+    http_max: u64,
     now: Now,
     pg: FakePg,
     feldera: FakeFeldera,
@@ -302,7 +338,7 @@ impl Harness {
             mono: Mono(0),
             wall: PgTime(800_000_000_000_000),
         };
-        let pipeline = match Pipeline::new(config, u64::from(setup.seed), now) {
+        let pipeline = match Pipeline::new(config.clone(), u64::from(setup.seed), now) {
             Ok(pipeline) => pipeline,
             Err(e) => panic!("the pipeline refused a valid configuration: {e}"),
         };
@@ -324,6 +360,12 @@ impl Harness {
             .flatten();
         let mut harness = Harness {
             pipeline,
+            config,
+            jitter_seed: u64::from(setup.seed),
+            conn_base: 0,
+            http_base: 0,
+            conn_max: 0,
+            http_max: 0,
             now,
             pg,
             feldera,
@@ -419,6 +461,11 @@ impl Harness {
                 }
                 self.check_tables();
             }
+            Event::ProcessRestart(flags) => self.restart_process(*flags),
+            Event::FelderaPause(arg) => {
+                self.feldera.pause(*arg);
+                self.check_tables();
+            }
             Event::SlotGone(arg) => {
                 for conn in self.pg.slot_gone(*arg) {
                     let error = ConnFailure::new(
@@ -430,6 +477,94 @@ impl Harness {
                 self.check_tables();
             }
         }
+    }
+
+    /// The slotline process dies as by SIGKILL and a new one starts (see
+    /// `Event::ProcessRestart`): the old one is told nothing more, and what it asked for and
+    /// nobody carried out yet is gone (connection attempts, state-file answers, streamed
+    /// answers); its connections end (the server may notice the walsender's end late: with
+    /// bit 0 the slot answers "active" once more); Feldera keeps every request it holds, to
+    /// be answered to nobody. The new process has the same configuration and finds the
+    /// state file as last written.
+    fn restart_process(&mut self, flags: u8) {
+        if tracing() {
+            eprintln!("== the process is killed and started again");
+        }
+        for (conn, _) in std::mem::take(&mut self.queued) {
+            self.pg.close(conn);
+            self.closed.insert(conn);
+        }
+        let open: Vec<ConnId> = self.conns.difference(&self.closed).copied().collect();
+        for conn in open {
+            self.pg.close(conn);
+            self.closed.insert(conn);
+        }
+        if flags & 1 != 0 {
+            self.pg.hold_slot();
+        }
+        self.state_answers.clear();
+        self.stream_answers.clear();
+        self.streams.clear();
+        self.feldera.sender_died();
+        self.conn_base = self.conn_max.saturating_add(1);
+        self.http_base = self.http_max.saturating_add(1);
+        self.pipeline = match Pipeline::new(self.config.clone(), self.jitter_seed, self.now) {
+            Ok(pipeline) => pipeline,
+            Err(e) => panic!("the pipeline refused a configuration it ran with: {e}"),
+        };
+        self.exited = None;
+        self.stop_requested = false;
+        // The new process's sessions count from the start; it has streamed from no slot.
+        self.status_flush = (0, false, Lsn::ZERO);
+        self.streamed_life = None;
+        self.run.exit = None;
+        self.run.process_restarts += 1;
+        self.drain();
+        self.check();
+    }
+
+    /// A command of the current process, with its ids in the world's numbering.
+    fn in_world(&mut self, mut command: Command) -> Command {
+        match &mut command {
+            Command::PgConnect { conn, .. }
+            | Command::PgStartTls { conn, .. }
+            | Command::PgWrite { conn, .. }
+            | Command::PgPauseRead { conn }
+            | Command::PgResumeRead { conn }
+            | Command::PgClose { conn } => {
+                conn.0 = conn
+                    .0
+                    .checked_add(self.conn_base)
+                    .expect("connection ids ran out");
+                self.conn_max = self.conn_max.max(conn.0);
+            }
+            Command::Http { id, .. } | Command::HttpRead { id } | Command::HttpCancel { id } => {
+                id.0 =
+                    id.0.checked_add(self.http_base)
+                        .expect("request ids ran out");
+                self.http_max = self.http_max.max(id.0);
+            }
+            _ => {}
+        }
+        command
+    }
+
+    /// An input of the world in the current process's numbering; `None` when it concerns a
+    /// dead process (the harness drops everything of one, so that is never expected).
+    fn in_process(&self, mut input: Input) -> Option<Input> {
+        match &mut input {
+            Input::PgConnected { conn }
+            | Input::PgTlsReady { conn, .. }
+            | Input::PgBytes { conn, .. }
+            | Input::PgClosed { conn, .. } => conn.0 = conn.0.checked_sub(self.conn_base)?,
+            Input::HttpChunk { id, .. }
+            | Input::HttpDone { id, .. }
+            | Input::HttpFailed { id, .. } => {
+                id.0 = id.0.checked_sub(self.http_base)?;
+            }
+            _ => {}
+        }
+        Some(input)
     }
 
     /// A new life of the slot (dropped, restored, created): the WAL the positions above
@@ -462,6 +597,8 @@ impl Harness {
             return;
         }
         self.pg.heal();
+        self.feldera.heal();
+        self.check_tables();
         self.state_failures = 0;
         let start = self.now.mono;
         for _ in 0..CATCH_UP_ROUNDS {
@@ -709,6 +846,9 @@ impl Harness {
         if tracing() {
             eprintln!("<- {input:?}");
         }
+        let Some(input) = self.in_process(input) else {
+            panic!("an input for a dead process was about to be fed to the new one");
+        };
         if let Some(command) = self.pipeline.poll_command() {
             panic!(
                 "{command:?} was still queued when the next input came: the harness did not drain"
@@ -729,6 +869,7 @@ impl Harness {
     }
 
     fn execute(&mut self, command: Command) {
+        let command = self.in_world(command);
         if tracing() {
             eprintln!("-> {command:?}");
         }

@@ -249,6 +249,12 @@ impl FakePg {
         self.refusals += attempts;
     }
 
+    /// The slot answers "active" to the next startup once more: the server has not yet
+    /// noticed that the walsender holding it ended (a killed process).
+    pub(super) fn hold_slot(&mut self) {
+        self.busy_answers += 1;
+    }
+
     /// The server turns healthy: no more refused connections, the slot is free.
     pub(super) fn heal(&mut self) {
         self.refusals = 0;

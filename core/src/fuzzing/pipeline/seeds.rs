@@ -89,6 +89,31 @@ fn copy_rounds(n: usize, chunk: u8) -> Vec<Event> {
         .collect()
 }
 
+/// The run of `hand-restart-paused-body` (see there): a body held unread while Feldera is
+/// paused outlives the process that sent it, and lands after the new process's at the
+/// resume.
+pub(super) fn restart_paused_body() -> (Setup, Vec<Event>) {
+    let setup = Setup {
+        window: 1,
+        ..Setup::default()
+    };
+    let events = [
+        stream(),
+        tx(&[0]).into(),
+        vec![TickAtDeadline(0), GOOD, GOOD, TickAtDeadline(0)],
+        vec![FelderaPause(0)],
+        tx(&[2]).into(),
+        vec![TickAtDeadline(0), ProcessRestart(0), LATEST, Deliver(0)],
+        tx(&[2]).into(),
+        vec![TickAtDeadline(0), TickAtDeadline(0), TickAtDeadline(0)],
+        vec![FelderaPause(1), TickAtDeadline(0), TickAtDeadline(0)],
+        vec![TickAtDeadline(0), LATEST, LATEST, TickAtDeadline(0), LATEST],
+        vec![TickAtDeadline(0), LATEST, LATEST],
+    ]
+    .concat();
+    (setup, events)
+}
+
 struct Seed {
     name: &'static str,
     setup: Setup,
@@ -403,6 +428,26 @@ fn seeds() -> Vec<Seed> {
             ]
             .concat(),
             reached: |run| run.streams == 2 && run.converged && run.reported_flush > START,
+        },
+        Seed {
+            // The process dies with a body Feldera holds unread while paused: user 1 is
+            // inserted and acknowledged, Feldera pauses, the rename's body waits unread (its
+            // answer would be the manager's 503), and the process is killed. The new one
+            // starts while Feldera is paused, streams the rename again and a second rename
+            // after it; at the resume Feldera reads the dead process's body after the new
+            // one's (reversed order). Only the start's quarantine of users (its endpoint
+            // does not read) keeps the new process from writing before that: without it
+            // Feldera ends with the first rename while the slot covers the second.
+            name: "hand-restart-paused-body",
+            setup: restart_paused_body().0,
+            events: restart_paused_body().1,
+            reached: |run| {
+                run.process_restarts == 1
+                    && run.feldera_pauses == 1
+                    && run.orphans_landed == 1
+                    && run.converged
+                    && run.reported_flush > START
+            },
         },
         Seed {
             // Feldera restarts and loses a batch it had accepted but not completed; the next

@@ -3,7 +3,7 @@
 use super::input::{Event, Setup};
 use super::pg::START;
 use super::Harness;
-use crate::io::{Command, ConnId};
+use crate::io::{Command, ConnId, Input};
 use crate::Lsn;
 use bytes::Bytes;
 
@@ -12,7 +12,11 @@ use Event::*;
 const GOOD: Event = Answer { pick: 0, class: 0 };
 
 fn after(events: &[Event]) -> Harness {
-    let mut harness = Harness::start(&Setup::default());
+    after_with(&Setup::default(), events)
+}
+
+fn after_with(setup: &Setup, events: &[Event]) -> Harness {
+    let mut harness = Harness::start(setup);
     harness.settle();
     for event in events {
         harness.apply(event);
@@ -776,4 +780,125 @@ fn a_leftover_question_without_the_row_filter_is_caught() {
         &publication,
         r#"SELECT t."id" FROM "public"."users" AS t WHERE (t."id") IN (VALUES ('3'::pg_catalog.int8))"#,
     );
+}
+
+/// The run of `hand-restart-paused-body` to its end, with Feldera's `/stats` hiding the
+/// pause when `hide_pause`.
+fn restart_paused_body(hide_pause: bool) -> Harness {
+    let (setup, events) = super::seeds::restart_paused_body();
+    let mut harness = Harness::start(&setup);
+    harness.feldera.hide_pause = hide_pause;
+    harness.settle();
+    for event in &events {
+        harness.apply(event);
+        harness.settle();
+    }
+    harness.catch_up();
+    harness
+}
+
+#[test]
+fn a_body_held_while_paused_outlives_its_process_and_the_new_one_waits_for_it() {
+    let harness = restart_paused_body(false);
+    assert_eq!(harness.run.process_restarts, 1);
+    assert_eq!(
+        harness.feldera.orphans_landed, 1,
+        "the dead process's rename landed at the resume"
+    );
+    assert!(harness.run.converged, "{:?}", harness.run);
+    let row = harness.feldera.tables.get(&("users", "1".to_owned()));
+    assert_eq!(row, Some(&serde_json::json!({"id": 1, "name": "r3"})));
+    // The new process's ids begin above the old one's.
+    assert!(
+        harness.http_base > 1 && harness.conn_base > 1,
+        "bases {} and {}",
+        harness.http_base,
+        harness.conn_base
+    );
+}
+
+#[test]
+#[should_panic(expected = "so only")]
+fn a_start_that_cannot_see_the_held_body_lets_it_land_after_an_acknowledged_value_and_is_caught() {
+    restart_paused_body(true);
+}
+
+/// Streaming, user 1's insert posted and unanswered, the process killed.
+fn killed_with_a_body_out() -> Harness {
+    after(&[
+        GOOD,
+        Deliver(0),
+        Tx(vec![0]),
+        Deliver(0),
+        TickAtDeadline(0),
+        ProcessRestart(0),
+    ])
+}
+
+#[test]
+fn stats_show_a_dead_process_s_body_buffered_while_running_and_unread_while_paused() {
+    let mut harness = killed_with_a_body_out();
+    let running = harness.feldera.stats_now();
+    assert!(running.contains(r#""state":"Running""#), "{running}");
+    assert!(
+        running.contains(r#""total_records":0,"total_bytes":0,"buffered_records":1,"#),
+        "read at once: its record is queued, not yet in the table: {running}"
+    );
+    harness.apply(&FelderaPause(0));
+    let paused = harness.feldera.stats_now();
+    assert!(paused.contains(r#""state":"Paused""#), "{paused}");
+    assert!(
+        paused.contains(r#""users.api-ingress-0000000000000000""#)
+            && paused.contains(r#""buffered_records":0,"buffered_bytes":0"#),
+        "the endpoint exists and reads nothing: {paused}"
+    );
+    harness.apply(&FelderaPause(0));
+    assert_eq!(harness.feldera.orphans_landed, 1, "read at the resume");
+    let resumed = harness.feldera.stats_now();
+    assert!(
+        resumed.contains(r#""total_records":1,"#) && resumed.contains(r#""buffered_records":0,"#),
+        "{resumed}"
+    );
+    assert!(harness
+        .feldera
+        .tables
+        .contains_key(&("users", "1".to_owned())));
+}
+
+#[test]
+fn a_dead_process_s_body_lands_before_a_later_request_to_its_table_while_running() {
+    let mut harness = killed_with_a_body_out();
+    assert!(harness.feldera.tables.is_empty());
+    // The new process streams the insert again and a rename after it; its request lands
+    // whole with its 200, and the dead one's record (queued first) before it.
+    let latest = Answer {
+        pick: 0xff,
+        class: 0,
+    };
+    for event in [
+        latest.clone(),
+        Deliver(0),
+        Tx(vec![2]),
+        Deliver(0),
+        TickAtDeadline(0),
+    ] {
+        harness.apply(&event);
+        harness.settle();
+    }
+    for _ in 0..8 {
+        harness.apply(&latest);
+        harness.settle();
+        harness.apply(&TickAtDeadline(0));
+        harness.settle();
+    }
+    assert_eq!(harness.feldera.orphans_landed, 1);
+    let row = harness.feldera.tables.get(&("users", "1".to_owned()));
+    assert_eq!(row, Some(&serde_json::json!({"id": 1, "name": "r2"})));
+}
+
+#[test]
+#[should_panic(expected = "an input for a dead process")]
+fn an_input_for_a_dead_process_is_never_fed_to_the_new_one() {
+    let mut harness = killed_with_a_body_out();
+    harness.feed(Input::PgConnected { conn: ConnId(1) });
 }
