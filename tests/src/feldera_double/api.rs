@@ -27,6 +27,7 @@ use super::faults::FailMode;
 use super::ingress::{errors_details, BodyMode, BodyReader, Completed, ParseError};
 use super::ingress_format;
 use super::log::{LogDeferred, LogTicket};
+use super::manager::{self, Resources, Route};
 use super::query;
 use super::shared::Shared;
 use super::state::{Completion, Restarted, TokenError, Upload};
@@ -49,6 +50,7 @@ pub fn routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/v0/pipelines", get(list_pipelines))
         .route("/v0/pipelines/{pipeline}", get(get_pipeline))
+        .route("/v0/pipelines/{pipeline}/start", post(start_pipeline))
         .route("/v0/pipelines/{pipeline}/ingress/{table}", post(ingress))
         .route(
             "/v0/pipelines/{pipeline}/completion_status",
@@ -71,20 +73,17 @@ pub fn routes() -> Router<Arc<Shared>> {
         )
 }
 
-/// Middleware: while an unavailability window is open every `/v0` call gets 503; while the
-/// pipeline is not running (`phase`), every pipeline endpoint gets that phase's answer.
+/// Middleware: while an unavailability window is open every `/v0` call gets 503. Then the
+/// manager's part (`manager`): a pipeline endpoint of a deployment that is not provisioned
+/// answers 503 `PipelineInteractionNotDeployed`; a request forwarded whole has the
+/// manager's timeout and its one retry. Behind that, the pipeline's: while it is not
+/// running (`phase`), every pipeline endpoint gets that phase's answer.
 pub async fn unavailable_gate(
     State(shared): State<Arc<Shared>>,
     req: Request,
     next: Next,
 ) -> Response {
-    let (code, phase) = {
-        let mut st = shared.state();
-        (
-            st.faults.unavailable_code(Instant::now()),
-            st.phase.answer(),
-        )
-    };
+    let code = shared.state().faults.unavailable_code(Instant::now());
     if let Some(code) = code {
         return api_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -93,22 +92,171 @@ pub async fn unavailable_gate(
             json!({}),
         );
     }
-    // The pipeline GET is the manager's database; every endpoint below it is the pipeline's.
-    // Of those, `checkpoint_status` answers in every phase: Feldera's handler never asks for
-    // the controller (`server.rs`, `checkpoint_status`), whose absence makes the others'
-    // phase errors.
+    // The pipeline GET and the list are the manager's database, and so is an unknown name
+    // (the handlers' 404); every endpoint below a known pipeline is forwarded.
     let segments: Vec<&str> = req
         .uri()
         .path()
         .split('/')
         .filter(|s| !s.is_empty())
         .collect();
-    let pipeline_endpoint = segments.len() > 3 && segments[3] != "checkpoint_status";
-    match phase {
-        Some((status, code, message)) if pipeline_endpoint => {
-            api_error(status, &code, message, json!(null))
+    if segments.len() <= 3 || segments[2] != shared.pipeline_name {
+        return next.run(req).await;
+    }
+    let endpoint = segments[3..].join("/");
+    let request_timeout = shared.manager().request_timeout;
+    match manager::route(req.method(), &endpoint, request_timeout) {
+        Route::Manager => next.run(req).await,
+        Route::Streamed => {
+            let checked = shared.manager().check(Instant::now());
+            match checked {
+                Ok(_) => pipeline_answer(&shared, req, next).await,
+                Err(resources) => not_deployed(&shared.pipeline_name, resources),
+            }
         }
+        Route::Whole(timeout) => forward_whole(shared, req, next, timeout).await,
+    }
+}
+
+/// `forward_http_request_to_pipeline_by_name`: the pipeline gets no body, and `timeout` to
+/// answer. A failure (here: no answer in time) with a cached status drops the entry and
+/// sends the request again, checked afresh, so at most once more; the first attempt is not
+/// called back: the pipeline carries it out when it gets to it, before the second, and its
+/// answer goes nowhere.
+async fn forward_whole(
+    shared: Arc<Shared>,
+    req: Request,
+    next: Next,
+    timeout: Duration,
+) -> Response {
+    let (parts, _) = req.into_parts();
+    let mut earlier: Option<tokio::task::JoinHandle<Response>> = None;
+    loop {
+        let cache_hit = match shared.manager().check(Instant::now()) {
+            Ok(hit) => hit,
+            Err(resources) => return not_deployed(&shared.pipeline_name, resources),
+        };
+        let req = Request::from_parts(parts.clone(), Body::empty());
+        let (pipeline, next, before) = (shared.clone(), next.clone(), earlier.take());
+        let mut attempt = tokio::spawn(async move {
+            pipeline.wait_unstalled().await;
+            if let Some(before) = before {
+                let _ = before.await;
+            }
+            pipeline_answer(&pipeline, req, next).await
+        });
+        match tokio::time::timeout(timeout, &mut attempt).await {
+            Ok(Ok(answer)) => return answer,
+            Ok(Err(e)) => {
+                return api_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "PipelineInteractionInvalidResponse",
+                    format!("the double's handler failed: {e}"),
+                    json!({}),
+                )
+            }
+            Err(_) if cache_hit => {
+                shared.manager().evict();
+                earlier = Some(attempt);
+            }
+            Err(_) => {
+                return api_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "PipelineInteractionUnreachable",
+                    format!(
+                        "Error sending HTTP request to pipeline '{}': timeout ({}s) was reached: \
+                         this means the pipeline took too long to respond",
+                        shared.pipeline_name,
+                        timeout.as_secs()
+                    ),
+                    json!({}),
+                )
+            }
+        }
+    }
+}
+
+/// The pipeline's own answer: its phase's error while not running (`checkpoint_status`
+/// answers in every phase: Feldera's handler never asks for the controller, `server.rs`,
+/// `checkpoint_status`, whose absence makes the others' phase errors), else the handler's.
+async fn pipeline_answer(shared: &Shared, req: Request, next: Next) -> Response {
+    let phase = shared.state().phase.answer();
+    let exempt = req.uri().path().ends_with("/checkpoint_status");
+    match phase {
+        Some((status, code, message)) if !exempt => api_error(status, &code, message, json!(null)),
         _ => next.run(req).await,
+    }
+}
+
+/// `RunnerError::PipelineInteractionNotDeployed` (`runner/error.rs`).
+fn not_deployed(pipeline: &str, resources: Resources) -> Response {
+    api_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "PipelineInteractionNotDeployed",
+        format!(
+            "Unable to interact with pipeline because the deployment status ({}) indicates it \
+             is not (yet) fully provisioned (pipeline: '{pipeline}')",
+            resources.name()
+        ),
+        json!({}),
+    )
+}
+
+/// `POST /v0/pipelines/{p}/start` (`pipeline_management.rs`, `post_pipeline_start`): 202
+/// once it starts; 400 `IllegalPipelineAction` while it is stopping.
+async fn start_pipeline(
+    State(shared): State<Arc<Shared>>,
+    Path(pipeline): Path<String>,
+) -> Response {
+    if pipeline != shared.pipeline_name {
+        return unknown_pipeline(&pipeline);
+    }
+    match shared.start_pipeline() {
+        Ok(_) => (StatusCode::ACCEPTED, Json(json!("Pipeline is starting"))).into_response(),
+        Err(_) => api_error(
+            StatusCode::BAD_REQUEST,
+            "IllegalPipelineAction",
+            "Cannot restart the pipeline while it is stopping. Wait until it is stopped before \
+             starting the pipeline again.",
+            json!({}),
+        ),
+    }
+}
+
+/// `deployment_status`, `deployment_desired_status`, `deployment_resources_status`,
+/// `deployment_runtime_status` and `deployment_error` as the manager combines them
+/// (`db/types/combined_status.rs`, `CombinedStatus::new`).
+fn deployment(shared: &Shared) -> serde_json::Map<String, serde_json::Value> {
+    let (resources, error) = {
+        let m = shared.manager();
+        (m.resources(Instant::now()), m.deployment_error())
+    };
+    let runtime = {
+        let st = shared.state();
+        match st.phase.runtime_status() {
+            "Running" if st.paused => "Paused",
+            status => status,
+        }
+    };
+    let fields = match resources {
+        Resources::Provisioned => json!({
+            "deployment_status": runtime,
+            "deployment_desired_status": runtime,
+            "deployment_resources_status": "Provisioned",
+            "deployment_runtime_status": runtime,
+            "deployment_error": error,
+        }),
+        other => json!({
+            "deployment_status": other.name(),
+            "deployment_desired_status": "Stopped",
+            "deployment_resources_status": other.name(),
+            "deployment_runtime_status": null,
+            "deployment_error": error,
+        }),
+    };
+    match fields {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("an object literal"),
     }
 }
 
@@ -116,13 +264,9 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
     if pipeline != shared.pipeline_name {
         return unknown_pipeline(&pipeline);
     }
+    let deployment = deployment(&shared);
     let st = shared.state();
-    let runtime = match st.phase.runtime_status() {
-        "Running" if st.paused => "Paused",
-        status => status,
-    };
-    let deployment = runtime;
-    Json(json!({
+    let mut body = json!({
         "id": shared.pipeline_id(),
         "name": shared.pipeline_name,
         "description": "",
@@ -141,13 +285,12 @@ async fn get_pipeline(State(shared): State<Arc<Shared>>, Path(pipeline): Path<St
             "output_connectors": {},
             "dataflow": null,
         },
-        "deployment_status": deployment,
-        "deployment_desired_status": deployment,
-        "deployment_error": null,
-        "deployment_runtime_status": runtime,
         "incarnation_uuid": st.incarnation,
-    }))
-    .into_response()
+    });
+    if let Some(map) = body.as_object_mut() {
+        map.extend(deployment);
+    }
+    Json(body).into_response()
 }
 
 /// `GET /v0/pipelines`: the one pipeline the double serves, with the fields Feldera's
@@ -162,23 +305,21 @@ async fn list_pipelines(State(shared): State<Arc<Shared>>, Query(params): Params
             ))
         }
     }
-    let st = shared.state();
-    let status = match st.phase.runtime_status() {
-        "Running" if st.paused => "Paused",
-        status => status,
-    };
-    Json(json!([{
+    let mut entry = json!({
         "id": shared.pipeline_id(),
         "name": shared.pipeline_name,
         "description": "",
         "version": 1,
         "program_version": 1,
         "program_status": "Success",
-        "deployment_status": status,
-        "deployment_desired_status": status,
-        "deployment_error": null,
-    }]))
-    .into_response()
+    });
+    if let Some(map) = entry.as_object_mut() {
+        let mut deployment = deployment(&shared);
+        deployment.remove("deployment_resources_status");
+        deployment.remove("deployment_runtime_status");
+        map.extend(deployment);
+    }
+    Json(json!([entry])).into_response()
 }
 
 /// Reads the body as it arrives (see `read_body`); the answer waits for its end.

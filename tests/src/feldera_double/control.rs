@@ -35,6 +35,10 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/control/unavailable", post(unavailable).delete(available))
         .route("/control/restart", post(restart))
         .route("/control/crash_restart", post(crash_restart))
+        .route("/control/crash", post(crash))
+        .route("/control/start", post(start))
+        .route("/control/stall", post(stall))
+        .route("/control/request_timeout", post(request_timeout))
         .route("/control/fault_tolerance", post(fault_tolerance))
         .route("/control/checkpoint_delay", post(checkpoint_delay))
         .route("/control/hold_checkpoints", post(hold_checkpoints))
@@ -231,6 +235,52 @@ async fn restart(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
 
 async fn crash_restart(State(shared): State<Arc<Shared>>) -> Response {
     ok(json!({"incarnation": shared.crash_restart()}))
+}
+
+async fn crash(State(shared): State<Arc<Shared>>) -> Response {
+    shared.crash();
+    ok(json!({"crashed": true}))
+}
+
+async fn start(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.start_pipeline() {
+        Ok(started) => ok(json!({"started": started, "incarnation": shared.incarnation()})),
+        Err(resources) => api_error(
+            StatusCode::BAD_REQUEST,
+            "IllegalPipelineAction",
+            format!(
+                "the pipeline is {}: wait until it is stopped",
+                resources.name()
+            ),
+            json!({}),
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Stall {
+    ms: u64,
+}
+
+async fn stall(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match decode::<Stall>(&body) {
+        Ok(req) => {
+            shared.stall_answers(Duration::from_millis(req.ms));
+            ok(json!({"stall_ms": req.ms}))
+        }
+        Err(resp) => *resp,
+    }
+}
+
+async fn request_timeout(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match decode::<ProxyTimeout>(&body) {
+        Ok(req) => {
+            shared.set_request_timeout(Duration::from_millis(req.ms));
+            ok(json!({"request_timeout_ms": req.ms}))
+        }
+        Err(resp) => *resp,
+    }
 }
 
 #[derive(Deserialize)]

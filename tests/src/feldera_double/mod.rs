@@ -61,6 +61,7 @@ mod faults;
 mod ingress;
 mod ingress_format;
 mod log;
+mod manager;
 mod phase;
 mod query;
 mod query_parse;
@@ -92,6 +93,7 @@ pub use checkpoint::{
 };
 pub use faults::FailMode;
 pub use log::RequestRecord;
+pub use manager::{CACHE_TTL, REQUEST_TIMEOUT, STOPPING_FOR};
 pub use phase::Phase;
 pub use state::CompletionDelay;
 pub use token::CompletionToken;
@@ -134,6 +136,9 @@ pub struct DoubleConfig {
     pub capture_bodies: bool,
     /// Stamp every applied change with when it became visible (see `with_apply_times`).
     pub apply_times: bool,
+    /// How long the manager waits for the pipeline's answer to a request it forwards whole
+    /// (completion, stats, transactions, checkpoint status): Feldera's 10 s by default.
+    pub request_timeout: Duration,
 }
 
 /// The server's identity for HTTPS: PEM text, as files hold it.
@@ -169,7 +174,14 @@ impl DoubleConfig {
             edition: Edition::Enterprise,
             capture_bodies: false,
             apply_times: false,
+            request_timeout: REQUEST_TIMEOUT,
         }
+    }
+
+    /// The manager's timeout for requests it forwards whole (see `request_timeout`).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> DoubleConfig {
+        self.request_timeout = timeout;
+        self
     }
 
     pub fn with_port(mut self, port: u16) -> DoubleConfig {
@@ -313,6 +325,7 @@ impl FelderaDouble {
             config.inprogress_202,
         );
         shared.discard = config.discard;
+        shared.set_request_timeout(config.request_timeout);
         shared.capture = config.capture_bodies.then(capture::Captured::default);
         shared.state().edition = config.edition;
         shared.state().apply_times = config
@@ -467,6 +480,43 @@ impl FelderaDouble {
     /// UUID.
     pub fn crash_restart(&self) -> String {
         self.shared.crash_restart()
+    }
+
+    /// The pipeline process dies as the pipeline manager sees it (docs/feldera.md, "Against
+    /// Feldera's own server"): the deployment is `Stopping` (desired `Stopped`, a
+    /// `RunnerCheckError` in `deployment_error`), `Stopped` `STOPPING_FOR` later with the
+    /// error kept, and stays so; every pipeline endpoint answers 503
+    /// `PipelineInteractionNotDeployed` until `start_pipeline`. The tables then come back as
+    /// `crash_restart` brings them back.
+    pub fn crash(&self) {
+        self.shared.crash();
+    }
+
+    /// `POST /v0/pipelines/{p}/start`: a stopped pipeline starts a new process (its error
+    /// dismissed), running at once. `InvalidInput` while it is still `Stopping` (the manager
+    /// refuses it); nothing happens to a pipeline that runs.
+    pub fn start_pipeline(&self) -> io::Result<()> {
+        self.shared.start_pipeline().map(|_| ()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the pipeline is stopping: wait until it is stopped",
+            )
+        })
+    }
+
+    /// For `duration`, the pipeline answers none of the requests the manager forwards whole
+    /// (completion status, stats, transactions, checkpoints): each waits, is carried out when
+    /// the stall ends, and the manager answers 503 `PipelineInteractionUnreachable` if that
+    /// is past its timeout; with a status it read from its cache it first sends the request
+    /// once more (both attempts are then carried out, in order). Ingress and queries are not
+    /// held.
+    pub fn stall_answers(&self, duration: Duration) {
+        self.shared.stall_answers(duration);
+    }
+
+    /// The manager's timeout for requests it forwards whole, from now on.
+    pub fn set_request_timeout(&self, timeout: Duration) {
+        self.shared.set_request_timeout(timeout);
     }
 
     /// Feldera's fault-tolerance model: `None` or `"none"` (the default; the double then

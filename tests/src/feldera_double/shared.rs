@@ -17,6 +17,7 @@ use super::capture::Captured;
 use super::checkpoint::{CheckpointCounts, Edition, FtModel, COMMUNITY_FAULT_TOLERANCE_ERROR};
 use super::faults::FailMode;
 use super::log::{RequestLog, RequestRecord};
+use super::manager::{ManagerState, Resources};
 use super::schema::Schema;
 use super::state::{CompletionDelay, Pipeline};
 use super::table::TableState;
@@ -41,6 +42,8 @@ pub struct Shared {
     scan_row_cost: Mutex<Duration>,
     /// Mirrors `Pipeline::paused` so ingress can wait for a resume without a lock.
     paused: watch::Sender<bool>,
+    /// The pipeline manager's side: deployment status, cache, stall (`manager`).
+    manager: Mutex<ManagerState>,
 }
 
 impl Shared {
@@ -64,7 +67,54 @@ impl Shared {
             queries: Mutex::new(QueryStats::default()),
             scan_row_cost: Mutex::new(Duration::ZERO),
             paused,
+            manager: Mutex::new(ManagerState::default()),
         }
+    }
+
+    pub fn manager(&self) -> MutexGuard<'_, ManagerState> {
+        self.manager.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The pipeline process dies and the manager's automaton finds it so: `Stopping`, then
+    /// `Stopped`, with a `deployment_error`, until `start_pipeline`. What the process held
+    /// is gone at once (its uploads answer 503, its tokens will answer 410); the next process
+    /// brings back what fault tolerance kept (`Pipeline::crash_restart`). A pause stays
+    /// until the start, so a body waiting on it dies with the process.
+    pub fn crash(&self) {
+        self.state().crash_restart(Instant::now());
+        self.manager().crash(Instant::now());
+    }
+
+    /// `POST /v0/pipelines/{p}/start` after a crash: a new process, running. `Err` while
+    /// the pipeline is still stopping (the manager refuses it); `Ok(false)` if it runs.
+    pub fn start_pipeline(&self) -> Result<bool, Resources> {
+        let started = self.manager().start(Instant::now())?;
+        if started {
+            self.state().paused = false;
+            self.paused.send_replace(false);
+        }
+        Ok(started)
+    }
+
+    /// The pipeline answers none of the requests the manager forwards whole for `duration`
+    /// (see `FelderaDouble::stall_answers`).
+    pub fn stall_answers(&self, duration: Duration) {
+        self.manager().stall(Instant::now(), duration);
+    }
+
+    /// Waits out a stall, however often it is extended.
+    pub async fn wait_unstalled(&self) {
+        loop {
+            let until = self.manager().stalled_until(Instant::now());
+            match until {
+                Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+                None => return,
+            }
+        }
+    }
+
+    pub fn set_request_timeout(&self, timeout: Duration) {
+        self.manager().request_timeout = timeout;
     }
 
     /// The pipeline state. A panic while holding the lock leaves consistent data (every
@@ -198,6 +248,7 @@ impl Shared {
 
     /// New incarnation; returns its UUID. Also resumes a paused pipeline.
     pub fn restart(&self, keep_state: bool) -> String {
+        self.manager().evict();
         let incarnation = {
             let mut st = self.state();
             st.restart(keep_state, Instant::now());
@@ -208,8 +259,10 @@ impl Shared {
     }
 
     /// A pipeline process restart with the tables fault tolerance brings back (see
-    /// `Pipeline::crash_restart`); returns the new incarnation. Also resumes.
+    /// `Pipeline::crash_restart`); returns the new incarnation. Also resumes. The manager
+    /// is not involved: see `crash` and `start_pipeline` for a crash as it sees one.
     pub fn crash_restart(&self) -> String {
+        self.manager().evict();
         let incarnation = {
             let mut st = self.state();
             st.crash_restart(Instant::now());
@@ -259,6 +312,7 @@ impl Shared {
     }
 
     pub fn pause(&self, proxy_timeout: Option<Duration>) {
+        self.manager().evict();
         {
             let mut st = self.state();
             st.paused = true;
@@ -270,6 +324,7 @@ impl Shared {
     }
 
     pub fn resume(&self) {
+        self.manager().evict();
         {
             let mut st = self.state();
             let was_paused = std::mem::replace(&mut st.paused, false);
