@@ -502,6 +502,9 @@ fn a_backpressured_body_is_read_before_the_replay(shell: Shell) {
             "the manager never gave up on a body:\n{}",
             connector.log_text()
         );
+        // From now on the manager waits: a request sent after this one is still waiting
+        // when the queue drains, so if it went out it would be read first.
+        env.feldera.set_proxy_timeout(Duration::from_secs(30));
         if round == 1 {
             connector.kill();
         }
