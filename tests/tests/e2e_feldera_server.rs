@@ -259,6 +259,97 @@ impl Target {
         }
     }
 
+    /// The pipeline process dies and stays dead: the manager stops the pipeline (the
+    /// stand-in's `kill`, the double's `crash`).
+    fn kill(&self) {
+        match &self.server {
+            Some(url) => {
+                let answer = ureq::post(&format!("{url}/control/pipelines/{}/kill", self.env.name))
+                    .config()
+                    .http_status_as_error(false)
+                    .build()
+                    .send_empty()
+                    .expect("reach the Feldera manager stand-in");
+                assert_eq!(answer.status().as_u16(), 200, "killing the pipeline");
+            }
+            None => self.env.feldera.crash(),
+        }
+    }
+
+    /// `POST /v0/pipelines/{p}/start`, once the pipeline is no longer stopping.
+    fn start_pipeline(&self) {
+        let started = wait_for(WAIT, || {
+            let answer = ureq::post(&format!("{}/start", self.pipeline_url()))
+                .config()
+                .http_status_as_error(false)
+                .build()
+                .send_empty()
+                .expect("reach Feldera");
+            (answer.status().as_u16() == 202).then_some(())
+        });
+        assert!(started.is_some(), "the pipeline never started");
+    }
+
+    /// `GET /v0/pipelines/{p}`.
+    fn deployment(&self) -> Value {
+        let text = ureq::get(&self.pipeline_url())
+            .call()
+            .expect("reach Feldera")
+            .into_body()
+            .read_to_string()
+            .expect("pipeline");
+        serde_json::from_str(&text).expect("pipeline JSON")
+    }
+
+    /// The status and error code of `GET /v0/pipelines/{p}/stats`.
+    fn stats_answer(&self) -> (u16, Value) {
+        let answer = ureq::get(&format!("{}/stats", self.pipeline_url()))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .call()
+            .expect("reach Feldera");
+        let status = answer.status().as_u16();
+        let text = answer.into_body().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// `total_records` of `table`'s ingress endpoints (`/stats` `inputs`).
+    fn records_read(&self, table: &str) -> u64 {
+        let (status, stats) = self.stats_answer();
+        assert_eq!(status, 200, "stats: {stats}");
+        stats["inputs"]
+            .as_array()
+            .expect("inputs")
+            .iter()
+            .filter(|input| input["config"]["stream"] == table)
+            .map(|input| input["metrics"]["total_records"].as_u64().unwrap_or(0))
+            .sum()
+    }
+
+    /// One ingress request of `records` (inserts), its status and body.
+    fn post_ingress(&self, table: &str, records: &[Value]) -> (u16, String) {
+        let body: String = records
+            .iter()
+            .map(|r| json!({ "insert": r }).to_string() + "\n")
+            .collect();
+        let answer = ureq::post(&format!("{}/ingress/{table}", self.pipeline_url()))
+            .query("format", "json")
+            .query("update_format", "insert_delete")
+            .query("lines", "multiple")
+            .config()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(120)))
+            .build()
+            .send(body.as_bytes())
+            .expect("reach Feldera");
+        let status = answer.status().as_u16();
+        (
+            status,
+            answer.into_body().read_to_string().unwrap_or_default(),
+        )
+    }
+
     /// Rows straight into Feldera's ingress, as another writer (or an earlier copy) left them.
     fn ingest(&self, table: &str, records: &[Value]) {
         let body: String = records
@@ -662,6 +753,90 @@ fn a_held_body_outlives_the_process_that_sent_it(shell: Shell) {
     stop_cleanly(&mut connector);
 }
 
+/// The manager leaves a crashed pipeline stopped, with its error, until someone starts it
+/// (`runner/pipeline_automata.rs`); meanwhile every pipeline endpoint answers 503
+/// `PipelineInteractionNotDeployed`, and slotline waits, then copies again.
+fn a_crashed_pipeline_stays_stopped_until_started(shell: Shell) {
+    let target = Target::new("srv_stopped", None);
+    let mut connector = target.start_copied(shell);
+    workload(&target, 1000);
+    target.wait_caught_up(&connector);
+    target.assert_equal(&connector);
+    target.kill();
+    let stopped = wait_for(Duration::from_secs(20), || {
+        (target.deployment()["deployment_status"] == "Stopped").then_some(())
+    });
+    assert!(stopped.is_some(), "not stopped: {}", target.deployment());
+    let pipeline = target.deployment();
+    assert_eq!(pipeline["deployment_desired_status"], "Stopped");
+    assert_eq!(
+        pipeline["deployment_error"]["error_code"],
+        "RunnerCheckError"
+    );
+    workload(&target, 2000);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        target.deployment()["deployment_status"],
+        "Stopped",
+        "nothing restarted it"
+    );
+    let (status, error) = target.stats_answer();
+    assert_eq!(
+        (status, &error["error_code"]),
+        (503, &json!("PipelineInteractionNotDeployed"))
+    );
+    target.start_pipeline();
+    let copied_again = wait_for(WAIT, || {
+        (target.env.wait_caught_up(Duration::from_secs(1))
+            && target.rows("users") == target.pg_rows("users")
+            && target.rows("lines") == target.pg_rows("lines"))
+        .then_some(())
+    });
+    assert!(
+        copied_again.is_some(),
+        "Feldera never held PostgreSQL's rows again:\n{}",
+        connector.log_text()
+    );
+    stop_cleanly(&mut connector);
+}
+
+/// Two requests of one table: `A`, which the manager gave up on during a pause, and `B`,
+/// sent after the resume. The manager streams ingress and never sends it again (only the
+/// requests without a body are retried), so `A` is read once, at the resume, before `B`.
+#[test]
+fn an_abandoned_ingress_lands_once_before_the_next_request_of_its_table() {
+    let target = Target::with_ingress_timeout("srv_once", None, Duration::from_secs(2));
+    let rows = |name: &str| -> Vec<Value> {
+        (1..=20)
+            .map(|id| json!({"id": id, "name": name, "active": true}))
+            .collect()
+    };
+    let names = || -> Vec<String> {
+        target
+            .rows("users")
+            .into_iter()
+            .map(|row| row[1].clone())
+            .collect()
+    };
+    target.pause();
+    let (status, text) = target.post_ingress("users", &rows("a"));
+    assert_eq!(status, 503, "A during the pause: {text}");
+    assert!(text.contains("PipelineInteractionUnreachable"), "{text}");
+    target.resume();
+    let landed = wait_for(WAIT, || (names().len() == 20).then_some(()));
+    assert!(landed.is_some(), "A never landed: {:?}", names());
+    assert_eq!(target.records_read("users"), 20, "A was read once");
+    let (status, text) = target.post_ingress("users", &rows("b"));
+    assert_eq!(status, 200, "B: {text}");
+    let b_won = wait_for(WAIT, || {
+        (target.records_read("users") == 40 && names().iter().all(|n| n == "b")).then_some(())
+    });
+    assert!(b_won.is_some(), "B did not win: {:?}", names());
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(names().iter().all(|n| n == "b"), "A after B: {:?}", names());
+    assert_eq!(target.records_read("users"), 40, "A once and B once");
+}
+
 /// Each case runs in both shells: `<case>::tokio` and `<case>::blocking`.
 macro_rules! in_both_shells {
     ($($case:ident),* $(,)?) => {$(
@@ -690,4 +865,5 @@ in_both_shells!(
     pipeline_crash_without_fault_tolerance_copies_again,
     a_pause_longer_than_the_ingress_timeout,
     a_held_body_outlives_the_process_that_sent_it,
+    a_crashed_pipeline_stays_stopped_until_started,
 );
