@@ -183,7 +183,12 @@ async fn pipeline_answer(shared: &Shared, req: Request, next: Next) -> Response 
     let phase = shared.state().phase.answer();
     let exempt = req.uri().path().ends_with("/checkpoint_status");
     match phase {
-        Some((status, code, message)) if !exempt => api_error(status, &code, message, json!(null)),
+        Some((status, code, message)) if !exempt => {
+            // Read what the client sends first (see `ingress`): an answer before the end of
+            // its body can be destroyed by the reset of a socket closed with unread data.
+            drain(&mut req.into_body()).await;
+            api_error(status, &code, message, json!(null))
+        }
         _ => next.run(req).await,
     }
 }
@@ -380,6 +385,7 @@ async fn ingress_inner(
     };
     // Only the start waits for a pause: records arriving after a pause began mid-body are
     // queued, and wait with everything else until the resume.
+    let arrived_in = shared.state().incarnation.clone();
     if !shared.wait_unpaused().await {
         // The manager gives up and answers 503, but the pipeline keeps the request: its
         // handler reads what the client sent once the pipeline resumes and applies it then,
@@ -387,7 +393,7 @@ async fn ingress_inner(
         // server, docs/feldera.md). Unless the process restarts meanwhile: its connections
         // die with it.
         let sent = collect(body).await;
-        let incarnation = shared.state().incarnation.clone();
+        let incarnation = arrived_in;
         let late = shared.clone();
         tokio::spawn(async move {
             late.wait_unpaused_for_ever().await;
@@ -403,6 +409,10 @@ async fn ingress_inner(
             "timed out waiting for the paused pipeline to answer",
             json!({}),
         );
+    }
+    // A request that waited for a pause through a restart went to the process that died.
+    if shared.state().incarnation != arrived_in {
+        return restarted_mid_body();
     }
     let (failure, upload, slow) = {
         let mut st = shared.state();
@@ -500,8 +510,7 @@ async fn read_body(
         };
         for piece in chunk.chunks(piece_len) {
             let done = reader.feed(piece).map_err(|_| Box::new(line_too_long()))?;
-            wait_for_room(shared, upload, &done).await?;
-            queue(shared, upload, done)?;
+            queue_when_room(shared, upload, done).await?;
             if let Some(rate) = slow {
                 let secs = piece.len() as f64 / rate as f64;
                 tokio::time::sleep(Duration::from_secs_f64(secs)).await;
@@ -513,21 +522,30 @@ async fn read_body(
 }
 
 /// Backpressure: a piece with records waits while its endpoint's queue is full (see
-/// `Pipeline::admit`), as Feldera's endpoint stops reading then.
-async fn wait_for_room(
+/// `Pipeline::admit`), as Feldera's endpoint stops reading then; admitted, it is queued
+/// under the same lock, so no other waiter slips in between.
+async fn queue_when_room(
     shared: &Shared,
     upload: &Upload,
-    done: &Completed,
+    done: Completed,
 ) -> Result<(), Box<Response>> {
     if done.records == 0 {
-        return Ok(());
+        return queue(shared, upload, done);
     }
     let mut ticket = None;
     loop {
-        match shared.state().admit(upload, &mut ticket, Instant::now()) {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(Restarted) => return Err(Box::new(restarted_mid_body())),
+        {
+            let mut st = shared.state();
+            let now = Instant::now();
+            match st.admit(upload, &mut ticket, now) {
+                Ok(true) => {
+                    return st
+                        .queue(upload, done.changes, done.records, now)
+                        .map_err(|Restarted| Box::new(restarted_mid_body()));
+                }
+                Ok(false) => {}
+                Err(Restarted) => return Err(Box::new(restarted_mid_body())),
+            }
         }
         tokio::time::sleep(ROOM_POLL).await;
     }
