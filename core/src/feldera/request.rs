@@ -125,8 +125,10 @@ impl std::error::Error for EndpointError {}
 
 /// How long slotline waits for a request Feldera's manager forwards to the pipeline and
 /// that may take long (ingress, `start_transaction`, `commit_transaction`): the manager
-/// gives up after 30 s and answers 503, so slotline waits a little longer to hear that
-/// answer rather than cut the request off itself.
+/// gives up on an ingress request after 30 s, and on a transaction request after 10 s, or
+/// 20 s when it sends it once more (docs/feldera.md, "The manager in front of the
+/// pipeline"), and answers 503, so slotline waits a little longer to hear that answer
+/// rather than cut the request off itself.
 pub const FORWARDED_TIMEOUT_MS: u64 = 35_000;
 
 /// How long slotline waits for a question's answer (completion, stats, the pipeline's
