@@ -121,6 +121,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ack;
+pub mod backfill;
 pub mod backoff;
 pub mod catalog;
 pub mod completion;
