@@ -125,9 +125,11 @@ const LAYERS: &[(&str, u32)] = &[
     // The commands and inputs a shell executes, and the connections speaking through them.
     ("io", 7),
     ("conn", 8),
+    // The online copy's parts, read from a connection's events (docs/online-copy.md).
+    ("backfill", 9),
     // The state machine that drives everything, then the operator's commands over its parts.
-    ("pipeline", 9),
-    ("ops", 10),
+    ("pipeline", 10),
+    ("ops", 11),
 ];
 
 /// Whether a file using an item defined in an ancestor module's file fails the check (off:

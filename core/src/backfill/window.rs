@@ -19,10 +19,13 @@
 //! chunk is dropped ([`Retained::close_by_positions`]).
 //!
 //! The stream's transactions are kept from when the copy of a table begins (or the previous
-//! chunk closed) on. One older than that and still not visible is found through the commit
-//! log (`pg_xact_status` of the snapshot's running transactions): its keys are unknown, so
-//! the chunk is read again later ([`Verdict::Retry`]). Transactions the last snapshot did not
-//! see are kept for the next chunk, so such a transaction costs one retry at most.
+//! chunk closed) on. One older than that which the snapshot listed as running and which has
+//! finished since is reported by the chunk's `pg_xact_status` question: its keys are
+//! unknown, so the chunk is read again later ([`Verdict::Retry`]). `pg_xact_status` calls a
+//! transaction still running (one waiting for a synchronous standby among them) "in
+//! progress", so one older than the record and still waiting when the chunk finishes is not
+//! found (docs/online-copy.md names this gap). Transactions the last snapshot did not see are
+//! kept for the next chunk, so such a transaction costs one retry at most.
 
 use super::xid::TxSnapshot;
 use crate::Lsn;

@@ -4,6 +4,12 @@
 //! chunk's emission at its high watermark. Whatever the interleaving, a chunk emitted leaves
 //! Feldera equal to the table once every transaction is visible, and a chunk is read again
 //! only when a transaction it cannot judge exists.
+//!
+//! The model's commit-log answer is an ideal one: every transaction committed and not yet
+//! visible. PostgreSQL's `pg_xact_status` calls one still waiting (for a synchronous
+//! standby) "in progress", so a transaction committed before the copy began and still
+//! waiting when a chunk finishes is a case this model covers and the server does not: the
+//! gap docs/online-copy.md names.
 
 use super::*;
 use proptest::prelude::*;
