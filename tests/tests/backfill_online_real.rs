@@ -934,18 +934,7 @@ fn a_commit_visible_only_after_the_read_is_dropped_from_the_chunk() {
         "r2",
         None,
     );
-    let sql = reader2.next_query().unwrap().unwrap();
-    chunks.conn().query(&sql).unwrap();
-    chunks.flush().unwrap();
-    let blocked = wait_for(Duration::from_secs(10), || {
-        let rows = pg.query_rows(
-            &db,
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE application_name = 'backfill-chunks' AND wait_event = 'advisory'",
-        );
-        (rows[0][0].as_deref() == Some("1")).then_some(())
-    });
-    assert!(blocked.is_some(), "the chunk's COPY waits on the lock");
+    start_read_held_by_the_lock(&pg, &db, &mut chunks, &mut reader2);
     pg.psql(&db, &format!("SELECT pg_cancel_backend({pid})"));
     let tail = hung
         .until(|e| matches!(e, Event::QueryDone { .. }))
@@ -1092,18 +1081,7 @@ fn a_commit_outside_the_publication_during_a_read_costs_a_retry() {
         "s",
         None,
     );
-    let sql = reader.next_query().unwrap().unwrap();
-    chunks.conn().query(&sql).unwrap();
-    chunks.flush().unwrap();
-    let blocked = wait_for(Duration::from_secs(10), || {
-        let rows = pg.query_rows(
-            &db,
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE application_name = 'backfill-chunks' AND wait_event = 'advisory'",
-        );
-        (rows[0][0].as_deref() == Some("1")).then_some(())
-    });
-    assert!(blocked.is_some(), "the chunk's COPY waits on the lock");
+    start_read_held_by_the_lock(&pg, &db, &mut chunks, &mut reader);
     exec(&mut side, "COMMIT");
     exec(&mut locker, "SELECT pg_advisory_unlock(4242)");
     let chunk = loop {
@@ -1163,4 +1141,21 @@ fn a_commit_outside_the_publication_during_a_read_costs_a_retry() {
     side.close().unwrap();
     locker.close().unwrap();
     chunks.close().unwrap();
+}
+
+/// Sends the reader's chunk read on `chunks` and waits until its COPY waits on the advisory
+/// lock its filter takes (after the chunk's snapshot was taken).
+fn start_read_held_by_the_lock(pg: &PgCluster, db: &str, chunks: &mut Driver, reader: &mut Reader) {
+    let sql = reader.next_query().unwrap().unwrap();
+    chunks.conn().query(&sql).unwrap();
+    chunks.flush().unwrap();
+    let blocked = wait_for(Duration::from_secs(10), || {
+        let rows = pg.query_rows(
+            db,
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE application_name = 'backfill-chunks' AND wait_event = 'advisory'",
+        );
+        (rows[0][0].as_deref() == Some("1")).then_some(())
+    });
+    assert!(blocked.is_some(), "the chunk's COPY waits on the lock");
 }
