@@ -159,6 +159,14 @@ impl TableCopy {
         }
     }
 
+    /// Judges the waiting chunk at `at`, where the stream stands between two transactions:
+    /// for a chunk whose watermark the stream passed before the chunk's answer came (every
+    /// transaction streamed since the copy began is in the record, those after the
+    /// watermark too, and none of those was seen by the chunk's snapshot).
+    pub fn judge_now(&mut self, at: Lsn) -> Option<Emission> {
+        self.judge(at)
+    }
+
     fn judge(&mut self, at: Lsn) -> Option<Emission> {
         let chunk = self.pending.take()?;
         let end_key = chunk.end_key();

@@ -633,12 +633,15 @@ pub fn drop_slot_command(slot: &str) -> Option<String> {
     Some(format!("DROP_REPLICATION_SLOT {}", quote_ident(slot)?))
 }
 
-/// `START_REPLICATION` from the slot's own position (`0/0`), pgoutput protocol 1.
-pub fn start_replication_command(slot: &str, publication: &str) -> Option<String> {
+/// `START_REPLICATION` from the slot's own position (`0/0`), pgoutput protocol 1; with
+/// `messages`, logical decoding messages too (an online copy's watermarks,
+/// docs/online-copy.md).
+pub fn start_replication_command(slot: &str, publication: &str, messages: bool) -> Option<String> {
     let names = quote_literal(&quote_ident(publication)?)?;
     Some(format!(
-        "START_REPLICATION SLOT {} LOGICAL 0/0 (proto_version '1', publication_names {names})",
-        quote_ident(slot)?
+        "START_REPLICATION SLOT {} LOGICAL 0/0 (proto_version '1', publication_names {names}{})",
+        quote_ident(slot)?,
+        if messages { ", messages 'true'" } else { "" }
     ))
 }
 

@@ -22,8 +22,12 @@ fn replication_commands_spell_out_snapshot_and_protocol() {
         .unwrap()
         .ends_with("(SNAPSHOT 'export')"));
     assert_eq!(
-        start_replication_command("s", "my pub").unwrap(),
+        start_replication_command("s", "my pub", false).unwrap(),
         "START_REPLICATION SLOT \"s\" LOGICAL 0/0 (proto_version '1', publication_names '\"my pub\"')"
+    );
+    assert_eq!(
+        start_replication_command("s", "p", true).unwrap(),
+        "START_REPLICATION SLOT \"s\" LOGICAL 0/0 (proto_version '1', publication_names '\"p\"', messages 'true')"
     );
 }
 

@@ -240,6 +240,7 @@ pub const VARIABLES: &[(&str, Option<&str>)] = &[
     ("FELDERA_CHECKPOINT_INTERVAL_SECS", Some("60")),
     ("FELDERA_RESTART", Some("resnapshot")),
     ("SNAPSHOT_WORKERS", Some("4")),
+    ("COPY_CHUNK_ROWS", Some("10000")),
     ("RETRACT_PAGE_ROWS", Some("10000")),
     ("QUERY_TIMEOUT_SECS", Some("600")),
     ("NO_PROGRESS_TIMEOUT_SECS", Some("300")),

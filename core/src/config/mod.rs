@@ -198,6 +198,8 @@ pub struct Config {
     pub feldera_restart: FelderaRestart,
     /// `SNAPSHOT_WORKERS`: connections copying in parallel (never more than the work).
     pub snapshot_workers: usize,
+    /// `COPY_CHUNK_ROWS`: rows an online copy reads in one chunk (docs/online-copy.md).
+    pub copy_chunk_rows: u64,
     /// `RETRACT_PAGE_ROWS`: keys of a re-snapshot's leftover check asked about in one
     /// PostgreSQL question.
     pub retract_page_rows: u32,
@@ -491,6 +493,7 @@ impl Config {
                 ],
             )?,
             snapshot_workers: parse_u64_in(&pairs, "SNAPSHOT_WORKERS", 1, 64)? as usize,
+            copy_chunk_rows: parse_u64_in(&pairs, "COPY_CHUNK_ROWS", 1, 1_000_000)?,
             retract_page_rows: parse_u64_in(&pairs, "RETRACT_PAGE_ROWS", 1, 1_000_000)? as u32,
             query_timeout_secs: parse_u64_in(&pairs, "QUERY_TIMEOUT_SECS", 1, 86_400)?,
             no_progress_timeout_secs: parse_u64_in(

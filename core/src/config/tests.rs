@@ -243,6 +243,12 @@ fn snapshot_workers_and_retract_page_rows_default_and_bounds() {
     assert_eq!((c.snapshot_workers, c.retract_page_rows), (1, 1_000_000));
     insta::assert_snapshot!(error(&[("SNAPSHOT_WORKERS", "0")]), @r#"SNAPSHOT_WORKERS="0" is invalid: a whole number from 1 to 64"#);
     insta::assert_snapshot!(error(&[("SNAPSHOT_WORKERS", "65")]), @r#"SNAPSHOT_WORKERS="65" is invalid: a whole number from 1 to 64"#);
+    assert_eq!(with(&[]).unwrap().copy_chunk_rows, 10_000);
+    assert_eq!(
+        with(&[("COPY_CHUNK_ROWS", "1")]).unwrap().copy_chunk_rows,
+        1
+    );
+    insta::assert_snapshot!(error(&[("COPY_CHUNK_ROWS", "0")]), @r#"COPY_CHUNK_ROWS="0" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "0")]), @r#"RETRACT_PAGE_ROWS="0" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "1000001")]), @r#"RETRACT_PAGE_ROWS="1000001" is invalid: a whole number from 1 to 1000000"#);
     insta::assert_snapshot!(error(&[("RETRACT_PAGE_ROWS", "10k")]), @r#"RETRACT_PAGE_ROWS="10k" is invalid: a whole number from 1 to 1000000"#);

@@ -48,6 +48,8 @@ pub(crate) struct StreamStart {
     /// The state file as written or read (`None` under `SNAPSHOT_MODE=never`): the stream
     /// writes its `delivered` bound further (`streaming::bound`).
     pub(crate) record: Option<StateFile>,
+    /// Routes to copy online while streaming (docs/online-copy.md), in order.
+    pub(crate) online: Vec<crate::pipeline::streaming::OnlineCopy>,
 }
 
 /// What the session learnt before streaming.

@@ -75,6 +75,11 @@ impl Retracting {
         &self.streaming
     }
 
+    /// The held stream's own connections (its online copy's) still read and write.
+    pub(crate) fn streaming_mut(&mut self) -> &mut Streaming {
+        &mut self.streaming
+    }
+
     /// An ingress request of an ended session ended: lanes it held back may post now.
     pub(crate) fn resume_writes(&mut self, cx: &mut Cx<'_>) {
         self.streaming.resume_writes(cx);

@@ -52,6 +52,43 @@ impl Pipeline {
         })
     }
 
+    /// An input for the online copy's connection (docs/online-copy.md): `None` when it is
+    /// not one.
+    fn dispatch_copier(&mut self, input: &Input) -> Option<Next> {
+        let conn = match input {
+            Input::PgConnected { conn }
+            | Input::PgTlsReady { conn, .. }
+            | Input::PgBytes { conn, .. }
+            | Input::PgClosed { conn, .. } => *conn,
+            _ => return None,
+        };
+        let (mut cx, phase) = self.cx();
+        let streaming = match phase {
+            Phase::Streaming(s) => s,
+            Phase::Retracting(s) => s.streaming_mut(),
+            _ => return None,
+        };
+        if !streaming.owns_copier_conn(conn) {
+            return None;
+        }
+        let cx = &mut cx;
+        Some(match input {
+            Input::PgConnected { .. } => {
+                streaming.on_copier_connected(cx);
+                Next::Stay
+            }
+            Input::PgTlsReady {
+                server_certificate, ..
+            } => {
+                streaming.on_copier_tls_ready(cx, server_certificate.as_deref());
+                Next::Stay
+            }
+            Input::PgBytes { bytes, .. } => streaming.on_copier_bytes(cx, bytes),
+            Input::PgClosed { error, .. } => streaming.on_copier_closed(cx, error.clone()),
+            _ => Next::Stay,
+        })
+    }
+
     /// A request ended: the link does its part of the end and says whom the answer is for.
     fn on_http_end(&mut self, id: HttpId, answered: bool, how: &str, reply: Reply<'_>) -> Next {
         let delivery = self.link.deliver(&mut self.queue, id, answered, how, reply);
@@ -100,7 +137,10 @@ impl Pipeline {
     }
 
     pub(super) fn dispatch(&mut self, input: Input) -> Next {
-        if let Some(next) = self.dispatch_monitor(&input) {
+        if let Some(next) = self
+            .dispatch_monitor(&input)
+            .or_else(|| self.dispatch_copier(&input))
+        {
             return next;
         }
         if matches!(input, Input::StateWritten { .. }) && self.run.stale_state_writes > 0 {

@@ -27,6 +27,7 @@ fn routes() -> Vec<StateRoute> {
             published: None,
             leaves: Vec::new(),
             oid: None,
+            copied_through: None,
         },
         StateRoute {
             source: "public.items".into(),
@@ -36,6 +37,7 @@ fn routes() -> Vec<StateRoute> {
             published: None,
             leaves: Vec::new(),
             oid: None,
+            copied_through: None,
         },
     ]
 }
@@ -327,6 +329,7 @@ fn complete_state_for_other_routes_copies_only_the_added_ones() {
                 published: None,
                 leaves: Vec::new(),
                 oid: None,
+                copied_through: None,
             });
         }),
         Some(&reserved()),

@@ -19,7 +19,7 @@ pub const FORMAT_VERSION: u32 = 1;
 /// What a state file holds, for error messages.
 const FIELDS: &str = "version, system_id, database, slot, publication, pipeline, \
 routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), \
-leaves [{oid (number), schema, name (text)}] and oid (number)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
+leaves [{oid (number), schema, name (text)}], oid (number) and copied_through (a list of text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), \
 updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under \
 {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), \
 through (an LSN)}";
@@ -106,6 +106,12 @@ pub struct StateRoute {
     /// recorded, whose removed routes are matched by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oid: Option<u32>,
+    /// With `phase` `pending`, a route being copied online (docs/online-copy.md): the key
+    /// (each column's value as COPY's text prints it, in key order) of the last row of the
+    /// last chunk Feldera holds durably; a restart goes on after it. Absent before the first
+    /// chunk is durable and for every other route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_through: Option<Vec<String>>,
 }
 
 /// A leaf partition of a routed table, as a state file records it.
@@ -130,6 +136,7 @@ impl StateRoute {
             published: None,
             leaves: Vec::new(),
             oid: None,
+            copied_through: None,
         }
     }
 
@@ -141,6 +148,7 @@ impl StateRoute {
             published: None,
             leaves: Vec::new(),
             oid: None,
+            copied_through: None,
             ..self.clone()
         }
     }
@@ -188,6 +196,11 @@ impl StateRoute {
         StateRoute {
             phase,
             consistent_point: point,
+            // An online copy's progress belongs to its pending copy only.
+            copied_through: self
+                .copied_through
+                .clone()
+                .filter(|_| phase == Some(RoutePhase::Pending)),
             ..self.clone()
         }
     }

@@ -18,6 +18,7 @@ fn complete() -> StateFile {
                 published: None,
                 leaves: Vec::new(),
                 oid: None,
+                copied_through: None,
             },
             StateRoute {
                 source: "\"Sales\".\"Items\"".into(),
@@ -27,6 +28,7 @@ fn complete() -> StateFile {
                 published: None,
                 leaves: Vec::new(),
                 oid: None,
+                copied_through: None,
             },
         ],
         phase: SnapshotPhase::Complete,
@@ -189,13 +191,13 @@ fn every_missing_field_is_named() {
             "without {key}"
         );
     }
-    insta::assert_snapshot!(error(&edited("  \"slot\": \"slotline_shop\",\n", "")), @"missing field `slot`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), leaves [{oid (number), schema, name (text)}] and oid (number)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), through (an LSN)}");
+    insta::assert_snapshot!(error(&edited("  \"slot\": \"slotline_shop\",\n", "")), @"missing field `slot`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), leaves [{oid (number), schema, name (text)}], oid (number) and copied_through (a list of text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), through (an LSN)}");
 }
 
 #[test]
 fn unknown_fields_are_refused_with_the_known_ones() {
-    insta::assert_snapshot!(error(&edited("\"version\": 1,", "\"version\": 1,\n  \"tables\": [],")), @"unknown field `tables`, expected one of `version`, `system_id`, `database`, `slot`, `publication`, `pipeline`, `routes`, `phase`, `consistent_point`, `updated_at`, `feldera_incarnation`, `feldera_written_under`, `delivered`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), leaves [{oid (number), schema, name (text)}] and oid (number)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), through (an LSN)}");
-    insta::assert_snapshot!(error(&edited("\"target\": \"users\"", "\"target\": \"users\", \"key\": \"id\"")), @"at routes[0]: unknown field `key`, expected one of `source`, `target`, `phase`, `consistent_point`, `published`, `leaves`, `oid`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), leaves [{oid (number), schema, name (text)}] and oid (number)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), through (an LSN)}");
+    insta::assert_snapshot!(error(&edited("\"version\": 1,", "\"version\": 1,\n  \"tables\": [],")), @"unknown field `tables`, expected one of `version`, `system_id`, `database`, `slot`, `publication`, `pipeline`, `routes`, `phase`, `consistent_point`, `updated_at`, `feldera_incarnation`, `feldera_written_under`, `delivered`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), leaves [{oid (number), schema, name (text)}], oid (number) and copied_through (a list of text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), through (an LSN)}");
+    insta::assert_snapshot!(error(&edited("\"target\": \"users\"", "\"target\": \"users\", \"key\": \"id\"")), @"at routes[0]: unknown field `key`, expected one of `source`, `target`, `phase`, `consistent_point`, `published`, `leaves`, `oid`, `copied_through`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), leaves [{oid (number), schema, name (text)}], oid (number) and copied_through (a list of text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), through (an LSN)}");
 }
 
 #[test]
@@ -219,7 +221,7 @@ fn a_duplicated_key_is_refused() {
         "\"phase\": \"complete\",",
         "\"phase\": \"pending\",\n  \"phase\": \"complete\",",
     );
-    insta::assert_snapshot!(StateFile::parse(twice.as_bytes()).unwrap_err(), @"duplicate field `phase`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), leaves [{oid (number), schema, name (text)}] and oid (number)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), through (an LSN)}");
+    insta::assert_snapshot!(StateFile::parse(twice.as_bytes()).unwrap_err(), @"duplicate field `phase`; a state file holds version, system_id, database, slot, publication, pipeline, routes [{source, target, and optionally phase (pending, complete or removed), consistent_point, published (text), leaves [{oid (number), schema, name (text)}], oid (number) and copied_through (a list of text)}], phase (pending or complete), consistent_point (an LSN like 16/B374D848, or null), updated_at (text, or null), and optionally feldera_incarnation (text), feldera_written_under {pipeline_id (text), fault_tolerance (text), initial_start_time (seconds)} and delivered {timeline (number), through (an LSN)}");
 }
 
 #[test]
@@ -330,6 +332,7 @@ fn arb_state() -> impl Strategy<Value = StateFile> {
                             published: None,
                             leaves: Vec::new(),
                             oid: None,
+                            copied_through: None,
                         })
                         .collect(),
                     phase: if done {

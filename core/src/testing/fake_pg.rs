@@ -143,6 +143,34 @@ pub struct FakePg {
     pub timeline_history: Option<String>,
 }
 
+/// How the fake server answers an online copy (docs/online-copy.md): each chunk's snapshot
+/// and committed-but-running xids, and where each watermark lands in the stream.
+#[derive(Clone, Debug)]
+pub struct FakeOnline {
+    /// `pg_current_snapshot()` of the next chunks (`xmin:xmax:xip,...`).
+    pub snapshot: String,
+    /// The xids the committed-but-running question names.
+    pub committed: Vec<u64>,
+    /// Where the next watermark's message is written.
+    pub next_watermark: Lsn,
+    /// Watermarks are not carried by the stream until `Script::release_watermarks`.
+    pub hold: bool,
+    /// Watermark messages held back.
+    pub held: Vec<(Lsn, String)>,
+}
+
+impl Default for FakeOnline {
+    fn default() -> Self {
+        FakeOnline {
+            snapshot: "100:100:".into(),
+            committed: Vec::new(),
+            next_watermark: Lsn(0x5000),
+            hold: false,
+            held: Vec::new(),
+        }
+    }
+}
+
 /// How the fake server answers the slot-health question (the monitor's, `status`'s and
 /// `check`'s).
 #[derive(Clone, Debug)]
@@ -238,7 +266,10 @@ impl Script {
                 BackendMessage::ReadyForQuery(TransactionStatus::Idle),
             ];
         }
-        if let Some(answer) = self.answer_snapshot_query(sql) {
+        if let Some(answer) = self
+            .answer_online_copy(sql)
+            .or_else(|| self.answer_snapshot_query(sql))
+        {
             return answer;
         }
         let rows: Vec<Vec<Option<String>>> = if sql == "IDENTIFY_SYSTEM" {
@@ -392,6 +423,119 @@ impl Script {
         });
         answer.push(BackendMessage::ReadyForQuery(TransactionStatus::Idle));
         answer
+    }
+
+    /// An online copy's chunk read (one string: its transaction, snapshot, keyset COPY,
+    /// committed-but-running xids and COMMIT) and its watermark, whose message the stream
+    /// then carries (at once, or when released).
+    fn answer_online_copy(&mut self, sql: &str) -> Option<Vec<BackendMessage>> {
+        if let Some(args) = sql.strip_prefix("SELECT pg_logical_emit_message(false, 'slotline', '")
+        {
+            let content = args.split('\'').next().unwrap_or_default().to_owned();
+            let at = self.online.next_watermark;
+            self.online.next_watermark = Lsn(at.0 + 0x100);
+            let answer = single_column(&[at.to_string()], "SELECT 1", TransactionStatus::Idle);
+            if self.online.hold {
+                self.online.held.push((at, content));
+            } else {
+                self.send_watermarks(vec![(at, content)]);
+            }
+            return Some(answer);
+        }
+        if !sql.starts_with(crate::backfill::keyset::chunk_begin()) {
+            return None;
+        }
+        let copy = sql.split("; COPY (").nth(1)?;
+        let table = self
+            .pg
+            .tables
+            .iter()
+            .find(|t| copy.contains(&format!("FROM \"public\".\"{}\"", t.relation.name)))?;
+        let limit: usize = copy
+            .split(" LIMIT ")
+            .nth(1)?
+            .split(')')
+            .next()?
+            .parse()
+            .ok()?;
+        // The fake's tables are keyed by their first column, compared as text.
+        let after = copy
+            .split(") > ('")
+            .nth(1)
+            .and_then(|rest| rest.split("')").next())
+            .map(|v| v.replace("''", "'"));
+        let mut rows: Vec<&Vec<Option<String>>> = table
+            .heaps()
+            .into_iter()
+            .flat_map(|heap| heap.rows.iter())
+            .filter(|r| {
+                let key = r.first().and_then(|c| c.as_deref()).unwrap_or_default();
+                after.as_deref().is_none_or(|after| key > after)
+            })
+            .collect();
+        rows.sort_by(|a, b| a.first().cmp(&b.first()));
+        rows.truncate(limit);
+        let columns = table.relation.columns.len();
+        let mut answer = vec![BackendMessage::CommandComplete {
+            tag: "BEGIN".into(),
+        }];
+        answer.extend(
+            single_column(
+                std::slice::from_ref(&self.online.snapshot),
+                "SELECT 1",
+                TransactionStatus::InTransaction,
+            )
+            .into_iter()
+            .filter(|m| !matches!(m, BackendMessage::ReadyForQuery(_))),
+        );
+        answer.push(BackendMessage::CopyOutResponse(CopyResponse {
+            format: 0,
+            column_formats: vec![0; columns],
+        }));
+        for row in &rows {
+            let fields: Vec<Option<&[u8]>> = row
+                .iter()
+                .map(|v| v.as_deref().map(str::as_bytes))
+                .collect();
+            answer.push(BackendMessage::CopyData(Bytes::from(
+                crate::copy::encode_row(&fields),
+            )));
+        }
+        answer.push(BackendMessage::CopyDone);
+        answer.push(BackendMessage::CommandComplete {
+            tag: format!("COPY {}", rows.len()),
+        });
+        let committed: Vec<String> = self.online.committed.iter().map(u64::to_string).collect();
+        let tag = format!("SELECT {}", committed.len());
+        answer.extend(
+            single_column(&committed, &tag, TransactionStatus::InTransaction)
+                .into_iter()
+                .filter(|m| !matches!(m, BackendMessage::ReadyForQuery(_))),
+        );
+        answer.push(BackendMessage::CommandComplete {
+            tag: "COMMIT".into(),
+        });
+        answer.push(BackendMessage::ReadyForQuery(TransactionStatus::Idle));
+        Some(answer)
+    }
+
+    /// The stream carries these watermark messages.
+    fn send_watermarks(&mut self, marks: Vec<(Lsn, String)>) {
+        for (at, content) in marks {
+            let message = crate::pgoutput::encode::logical_message(
+                false,
+                at,
+                crate::backfill::chunk::WATERMARK_PREFIX,
+                content.as_bytes(),
+            );
+            self.wal(&format!("watermark {content:?} at {at}"), &[(at, message)]);
+        }
+    }
+
+    /// Watermarks held back (`FakeOnline::hold`) reach the stream now.
+    pub fn release_watermarks(&mut self) {
+        let held = std::mem::take(&mut self.online.held);
+        self.send_watermarks(held);
     }
 
     /// Statements a snapshot sends that do not answer with a plain result set: transaction
@@ -715,6 +859,29 @@ pub(super) fn default_settings() -> [String; 8] {
 
 fn row(values: &[&str]) -> Vec<Option<String>> {
     values.iter().map(|v| Some((*v).to_owned())).collect()
+}
+
+/// A one-column text result set: its rows, command tag and readiness.
+fn single_column(values: &[String], tag: &str, status: TransactionStatus) -> Vec<BackendMessage> {
+    let mut answer = vec![BackendMessage::RowDescription(RowDescription {
+        fields: vec![crate::wire::backend::FieldDescription {
+            name: "c0".into(),
+            table_oid: 0,
+            column_id: 0,
+            type_oid: 25,
+            type_size: -1,
+            type_modifier: -1,
+            format: 0,
+        }],
+    })];
+    answer.extend(values.iter().map(|v| {
+        BackendMessage::DataRow(DataRow {
+            columns: vec![Some(Bytes::from(v.clone()))],
+        })
+    }));
+    answer.push(BackendMessage::CommandComplete { tag: tag.into() });
+    answer.push(BackendMessage::ReadyForQuery(status));
+    answer
 }
 
 fn summarize_sql(sql: &str) -> String {

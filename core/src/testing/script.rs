@@ -55,6 +55,8 @@ impl Machine {
 #[derive(Debug)]
 pub struct Script {
     pub(super) pipeline: Machine,
+    /// How the fake server answers an online copy's chunks and watermarks.
+    pub online: super::fake_pg::FakeOnline,
     /// `server_version` as the fake server reports it.
     pub(super) server_version: String,
     /// The slot's health as the fake server reports it.
@@ -263,6 +265,7 @@ impl Script {
             exit: None,
             confirmed,
             frozen: false,
+            online: Default::default(),
             chunk: 0,
             piece: 0,
             streams: std::collections::BTreeMap::new(),

@@ -41,6 +41,7 @@ pub(super) fn state_file(phase: SnapshotPhase, incarnation: &str) -> StateFile {
         published: None,
         leaves: Vec::new(),
         oid: None,
+        copied_through: None,
     };
     StateFile {
         version: FORMAT_VERSION,

@@ -444,9 +444,11 @@ impl Snapshotting {
 
     /// `START_REPLICATION` on the connection that held the snapshot.
     fn start_stream(&mut self, cx: &mut Cx<'_>) -> Step {
-        let Some(command) =
-            questions::start_replication_command(&cx.env.config.slot, &cx.env.config.publication)
-        else {
+        let Some(command) = questions::start_replication_command(
+            &cx.env.config.slot,
+            &cx.env.config.publication,
+            false,
+        ) else {
             return fail(
                 FailureKind::ConfigInvalid,
                 "a slot or publication name contains a NUL byte",
@@ -503,6 +505,7 @@ impl Snapshotting {
                         ready,
                         pending: events.collect(),
                         record: Some(self.start.state.clone()),
+                        online: Vec::new(),
                     })));
                 }
                 Event::DataRow(row) if self.stage == Stage::CreatingSlot => {

@@ -232,6 +232,8 @@ pub(crate) struct Conversation {
     pub(super) role: String,
     /// `server_version_num` of the server, as its startup parameters report it.
     pub(super) server_version: Option<u32>,
+    /// The stream carries logical decoding messages (an online copy's watermarks).
+    pub(crate) messages: bool,
     /// A survey's findings (`None`: a start, where refusals end the conversation).
     pub(super) survey: Option<Vec<Line>>,
     /// Survey: Feldera's schema cannot be had; the mappings are not checked.
@@ -322,6 +324,7 @@ impl Conversation {
             copies: true,
             role: String::new(),
             server_version: None,
+            messages: false,
             survey: None,
             schema_unavailable: false,
             publication_found: false,
@@ -556,7 +559,8 @@ impl Conversation {
     ) -> Result<(), ConversationError> {
         self.step = Step::StartReplication;
         let command =
-            questions::start_replication_command(&self.slot, &self.publication).ok_or_else(nul)?;
+            questions::start_replication_command(&self.slot, &self.publication, self.messages)
+                .ok_or_else(nul)?;
         self.ask(queue, link, command)
     }
 

@@ -30,6 +30,12 @@ impl Starting {
     }
 
     pub(crate) fn on_http(&mut self, cx: &mut Cx<'_>, id: HttpId, reply: Reply<'_>) -> Next {
+        if self.counts(id) {
+            return match self.on_count(cx, id, reply) {
+                Some(Err(failure)) => Next::Fail(failure),
+                _ => Next::Stay,
+            };
+        }
         if let Some((_, refusal)) = self.not_found.take_if(|(asked, _)| *asked == id) {
             let pipeline = &cx.env.config.feldera_pipeline;
             let listed = classify_pipeline_list(reply);

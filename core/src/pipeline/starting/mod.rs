@@ -17,6 +17,7 @@
 mod answers;
 pub(crate) mod conversation;
 mod feldera;
+mod online;
 mod phase;
 mod survey;
 

@@ -48,6 +48,9 @@ pub(super) enum Decision {
         copy: Vec<usize>,
         leftovers: Leftovers,
     },
+    /// Routes were added: their Feldera tables are counted to choose their online copy
+    /// (`online`).
+    Counting(super::online::Counting),
     /// Routes were added: the temporary slot whose snapshot copies them is being created.
     CreatingTemporarySlot {
         copy: Vec<usize>,
@@ -88,6 +91,8 @@ pub(crate) struct Starting {
     pub(super) pending_snapshot: Option<(crate::Lsn, Option<String>, Leftovers)>,
     /// With `pending_snapshot`: the copy is of added routes only, under a temporary slot.
     pub(super) added: Option<AddedCopy>,
+    /// Routes the stream copies online (docs/online-copy.md).
+    pub(super) online: Vec<crate::pipeline::streaming::OnlineCopy>,
 }
 
 impl From<ConversationError> for Failure {
@@ -209,6 +214,7 @@ impl Starting {
             unwritten: None,
             awaiting_write: false,
             added: None,
+            online: Vec::new(),
         })
     }
 
@@ -241,6 +247,7 @@ impl Starting {
                         ready,
                         pending: events.collect(),
                         record: self.recorded_file(cx).cloned(),
+                        online: std::mem::take(&mut self.online),
                     }));
                 }
                 Err(failure) => return Next::Fail(failure),
@@ -510,6 +517,16 @@ impl Starting {
                 self.decision = Decision::Streaming;
                 self.conversation
                     .start_replication(cx.queue, &mut self.repl)
+            } else if let Some(counting) = self.plan_online(cx, &copy, leftovers) {
+                let asked = !counting.asked.is_empty();
+                self.decision = Decision::Counting(counting);
+                if asked {
+                    return Next::Stay;
+                }
+                return match self.counted(cx) {
+                    Ok(()) => Next::Stay,
+                    Err(failure) => Next::Fail(failure),
+                };
             } else {
                 self.decision = Decision::CreatingTemporarySlot { copy, leftovers };
                 self.conversation

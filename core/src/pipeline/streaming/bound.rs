@@ -15,7 +15,9 @@ use bytes::Bytes;
 /// again). Within a process the plan compares the exact positions sent.
 pub(crate) const BOUND_AHEAD: u64 = 4 << 20;
 
-/// The state file's record of the bound, and a write of it under way.
+/// The state file's record of the bound, and a write of it under way. Every write of the
+/// file while streaming goes through here (the bound's, and a route's online copy
+/// recorded), one at a time, each carrying the other's latest change.
 #[derive(Debug, Default)]
 pub(crate) struct Bound {
     /// The state file as last written or read (`None`: no state file is kept,
@@ -23,8 +25,10 @@ pub(crate) struct Bound {
     record: Option<StateFile>,
     /// The timeline this session reads.
     timeline: Option<u32>,
-    /// The bound a write under way records.
-    writing: Option<Delivered>,
+    /// The file a write under way writes.
+    writing: Option<StateFile>,
+    /// A change of the routes waiting for the write under way to end.
+    changed: Option<StateFile>,
 }
 
 impl Bound {
@@ -33,6 +37,7 @@ impl Bound {
             record,
             timeline,
             writing: None,
+            changed: None,
         }
     }
 
@@ -61,9 +66,8 @@ impl Bound {
             timeline,
             through: Lsn(at.0.saturating_add(BOUND_AHEAD)).max(earlier),
         };
-        let mut file = record.clone();
+        let mut file = self.changed.take().unwrap_or_else(|| record.clone());
         file.delivered = Some(bound);
-        file.updated_at = Some(rfc3339_utc(queue.now.wall));
         queue.note(
             Level::Debug,
             Topic::Batch,
@@ -72,22 +76,55 @@ impl Bound {
                 bound.through
             ),
         );
+        self.write(queue, path, file);
+    }
+
+    /// Records a change of the file's routes (a route's online copy finished): written now,
+    /// or once the write under way ended.
+    pub(crate) fn change(
+        &mut self,
+        queue: &mut Queue,
+        path: &str,
+        change: impl FnOnce(&mut StateFile),
+    ) {
+        let Some(record) = self.record.as_ref() else {
+            return;
+        };
+        let mut file = self.changed.take().unwrap_or_else(|| record.clone());
+        change(&mut file);
+        if self.writing.is_some() {
+            self.changed = Some(file);
+        } else {
+            self.write(queue, path, file);
+        }
+    }
+
+    fn write(&mut self, queue: &mut Queue, path: &str, mut file: StateFile) {
+        file.updated_at = Some(rfc3339_utc(queue.now.wall));
         queue.push(Command::WriteState {
             path: path.to_owned(),
             contents: Bytes::from(file.encode()),
         });
-        self.writing = Some(bound);
+        self.writing = Some(file);
     }
 
     /// A write finished: `true` when it was this one's (the bound is recorded on success).
-    pub(crate) fn written(&mut self, result: &Result<(), String>) -> bool {
-        let Some(bound) = self.writing.take() else {
+    pub(crate) fn written(
+        &mut self,
+        queue: &mut Queue,
+        path: &str,
+        result: &Result<(), String>,
+    ) -> bool {
+        let Some(file) = self.writing.take() else {
             return false;
         };
         if result.is_ok() {
-            if let Some(record) = self.record.as_mut() {
-                record.delivered = Some(bound);
-            }
+            self.record = Some(file);
+        }
+        if let Some(mut changed) = self.changed.take() {
+            // Carries the bound just recorded (never one further than the record's).
+            changed.delivered = self.record.as_ref().and_then(|r| r.delivered);
+            self.write(queue, path, changed);
         }
         true
     }

@@ -25,17 +25,22 @@
 //!   and what happens to a change the session's catalog cannot place);
 //! - `skipping`: what the stream skips (routes copied apart, removed routes);
 //! - `bound`: the state file's bound on the WAL Feldera may hold, written before a batch
-//!   past it is sent.
+//!   past it is sent;
+//! - `copier`: routes copied online in chunks beside the stream (docs/online-copy.md),
+//!   whose chunks the phase emits as transactions at their watermarks.
 //!
 //! Owns the replication connection, the relation cache, the outbox and the sink for one
 //! session. The positions live in the run's ack tracker, which alone decides how far the
 //! flush position may move; this phase reports it.
 
 mod bound;
+mod copier;
+mod online;
 mod phase;
 mod placing;
 mod sending;
 mod skipping;
 
+pub(crate) use copier::OnlineCopy;
 pub(crate) use phase::Streaming;
 pub(crate) use skipping::Skips;

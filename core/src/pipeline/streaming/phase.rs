@@ -95,6 +95,10 @@ pub(crate) struct Streaming {
     pub(super) commit_times: crate::lag::BatchCommitTimes,
     /// The state file's bound on the WAL Feldera may hold (`bound`).
     pub(super) bound: super::bound::Bound,
+    /// Routes copied online beside the stream (`copier`).
+    pub(super) copier: Option<super::copier::Copier>,
+    /// Parses a chunk's COPY lines when they are emitted.
+    pub(super) copy_row: crate::copy::CopyRow,
 }
 
 pub(super) type Step = Result<(), Next>;
@@ -169,7 +173,12 @@ impl Streaming {
             commit_times: Default::default(),
             left_open_noted: false,
             bound: super::bound::Bound::new(start.record, cx.run.sent.timeline),
+            copier: None,
+            copy_row: crate::copy::CopyRow::new(),
         };
+        if let Err(next) = streaming.open_copier(cx, start.online) {
+            return (streaming, next);
+        }
         let next = next_of(streaming.pump(cx));
         (streaming, next)
     }
@@ -215,6 +224,7 @@ impl Streaming {
             || !self.outbox.is_empty()
             || ack.in_transaction()
             || ack.pending_commits() > 0
+            || self.copier.as_ref().is_some_and(|c| !c.done())
     }
 
     /// An ingress request of an ended session ended: lanes it held back may post now.
@@ -299,7 +309,7 @@ impl Streaming {
 
     /// A state file write ended: the bound's, which lets what waited for it go out.
     pub(crate) fn on_state_written(&mut self, cx: &mut Cx<'_>, result: Result<(), String>) -> Next {
-        if !self.bound.written(&result) {
+        if !self.bound.written(cx.queue, &cx.env.state_path, &result) {
             return Next::Stay;
         }
         if let Err(e) = result {
@@ -315,6 +325,7 @@ impl Streaming {
     /// Closes the replication connection; returns the last batch number used.
     pub(crate) fn close(mut self, queue: &mut Queue) -> BatchSeq {
         self.repl.close(queue);
+        self.close_copier(queue);
         self.outbox.last_cut_seq()
     }
 
@@ -362,6 +373,7 @@ impl Streaming {
 
     /// The end of handling an input: a stop's note about a transaction it leaves open.
     pub(super) fn after(&mut self, cx: &mut Cx<'_>, step: Step) -> Next {
+        let step = step.and_then(|()| self.copy_progress(cx));
         if step.is_ok() {
             self.note_left_open(cx.queue);
         }
@@ -491,6 +503,8 @@ impl Streaming {
 
     fn on_keepalive(&mut self, cx: &mut Cx<'_>, keepalive: PrimaryKeepalive) -> Step {
         cx.run.report.on_server_wal(keepalive.wal_end);
+        // A late chunk is placed before the keepalive may move the acknowledgement.
+        self.copier_at_keepalive(cx, keepalive.wal_end)?;
         let idle = self.outbox.is_empty() && self.quiet();
         let ack = &mut cx.run.ack;
         if idle && !ack.in_transaction() && ack.pending_commits() == 0 {
@@ -521,12 +535,17 @@ impl Streaming {
                 )
             }
         };
+        let step = self.on_message(cx, &message, xlog.wal_start);
+        step.and_then(|()| self.copier_after_message(cx, &message, xlog.wal_start))
+    }
+
+    fn on_message(&mut self, cx: &mut Cx<'_>, message: &Message<'_>, wal_start: Lsn) -> Step {
         match message {
             Message::Begin(begin) => {
                 self.transaction_at = begin.final_lsn;
                 self.read_at = StreamPos {
                     commit: begin.final_lsn,
-                    at: xlog.wal_start,
+                    at: wal_start,
                 };
                 self.skipping = self.skips.copied_before(begin.final_lsn);
                 if !self.skipping.is_empty() {
@@ -557,11 +576,11 @@ impl Streaming {
                 cx.run.ages.on_commit(commit.end_lsn, cx.run.ack.flush());
                 self.on_commit(cx, commit.end_lsn)
             }
-            Message::Relation(relation) => self.on_relation(cx, relation),
+            Message::Relation(relation) => self.on_relation(cx, relation.clone()),
             Message::Insert(_) | Message::Update(_) | Message::Delete(_) => {
-                self.on_row(cx, &message, xlog.wal_start)
+                self.on_row(cx, message, wal_start)
             }
-            Message::Truncate(truncate) => self.on_truncate(cx, &truncate, xlog.wal_start),
+            Message::Truncate(truncate) => self.on_truncate(cx, truncate, wal_start),
             Message::Type(_) | Message::Origin(_) | Message::Logical(_) => Ok(()),
         }
     }
@@ -586,7 +605,7 @@ impl Streaming {
         &self.tables[route]
     }
 
-    fn on_commit(&mut self, cx: &mut Cx<'_>, end_lsn: Lsn) -> Step {
+    pub(super) fn on_commit(&mut self, cx: &mut Cx<'_>, end_lsn: Lsn) -> Step {
         self.in_source_tx = false;
         let before = cx.run.ack.complete();
         if let Some(advance) = cx.run.ack.on_commit(end_lsn, self.outbox.seq_for_commit()) {
@@ -708,6 +727,7 @@ impl Streaming {
     /// Stops reading for good: from now on only what is buffered goes out.
     pub(crate) fn start_draining(&mut self, queue: &mut Queue) {
         self.draining = true;
+        self.close_copier(queue);
         self.repl.pause_read(queue);
         self.note_left_open(queue);
     }

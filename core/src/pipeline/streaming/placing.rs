@@ -197,6 +197,9 @@ impl Streaming {
                 Some(route) if self.skipping.contains(&route) => {}
                 Some(route) => {
                     routes.entry(route).or_default().insert(oid);
+                    if let Some(copier) = self.copier.as_mut() {
+                        copier.on_truncate(route);
+                    }
                 }
                 None if self.unplaced.contains_key(&oid) => {
                     unplaced.get_or_insert_with(|| relation.qualified_name());

@@ -133,6 +133,7 @@ mod tests {
             published: None,
             leaves: Vec::new(),
             oid: None,
+            copied_through: None,
         }
     }
 

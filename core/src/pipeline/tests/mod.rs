@@ -101,6 +101,7 @@ pub(super) fn state_route(
         published: None,
         leaves: Vec::new(),
         oid: None,
+        copied_through: None,
     }
 }
 

@@ -32,7 +32,17 @@ fn seeded() -> FakePg {
 }
 
 fn script(state: Vec<u8>, tables: &str) -> Script {
-    let mut pg = seeded();
+    script_with(seeded(), state, tables)
+}
+
+/// `pg` with items as a table the online copy cannot walk (REPLICA IDENTITY FULL): an
+/// added items is copied under a temporary slot's exported snapshot, before the stream.
+fn exported(mut pg: FakePg) -> FakePg {
+    pg.tables[1].relation.replica_identity = ReplicaIdentity::Full;
+    pg
+}
+
+fn script_with(mut pg: FakePg, state: Vec<u8>, tables: &str) -> Script {
     // The publication holds exactly the routed tables (startup checks that).
     pg.tables.truncate(tables.split(',').count());
     Script::with_state(
@@ -72,7 +82,8 @@ fn state_of(s: &Script) -> StateFile {
 
 #[test]
 fn an_added_route_is_copied_alone_and_its_earlier_transactions_are_skipped() {
-    let mut s = script(
+    let mut s = script_with(
+        exported(seeded()),
         copied(vec![route("public.users", "users", None)]),
         "users,public.items:lineitems",
     );
@@ -158,7 +169,8 @@ fn a_removed_route_is_recorded_and_its_changes_still_in_the_slot_are_skipped() {
 
 #[test]
 fn an_added_route_s_old_shape_in_transactions_its_copy_holds_is_never_mapped() {
-    let mut s = script(
+    let mut s = script_with(
+        exported(seeded()),
         copied(vec![route("public.users", "users", None)]),
         "users,public.items:lineitems",
     );
@@ -288,6 +300,15 @@ fn a_table_created_under_a_removed_route_s_name_is_another_table() {
 fn with_checkpoints_an_added_route_is_recorded_complete_only_once_a_checkpoint_holds_it() {
     let mut s = items_added(seeded(), |s| s.set_fault_tolerance("at_least_once"));
     run_until_streaming(&mut s);
+    // Copied online: its chunks are durable once a checkpoint (one a minute by default)
+    // holds them.
+    for _ in 0..120 {
+        s.settle();
+        if state_of(&s).routes[1].phase == Some(RoutePhase::Complete) {
+            break;
+        }
+        s.advance(1000);
+    }
     assert_eq!(s.exit(), None);
     let trace = s.take_trace();
     let checkpoint = trace.find("POST /checkpoint").expect("a checkpoint");
@@ -304,7 +325,7 @@ fn with_checkpoints_an_added_route_is_recorded_complete_only_once_a_checkpoint_h
 
 #[test]
 fn a_temporary_slot_still_held_by_an_earlier_connection_is_retried_not_fatal() {
-    let mut pg = seeded();
+    let mut pg = exported(seeded());
     pg.temporary_slot_taken = 1;
     let mut s = items_added(pg, |_| {});
     for _ in 0..400 {
@@ -324,4 +345,144 @@ fn a_temporary_slot_still_held_by_an_earlier_connection_is_retried_not_fatal() {
     assert!(trace.contains("session 2 starting"), "{trace}");
     assert_eq!(state_of(&s).routes[1].phase, Some(RoutePhase::Complete));
     assert_eq!(s.feldera.rows("lineitems"), 3);
+}
+
+/// A complete copy of users alone, items routed now and copied online in chunks of
+/// `chunk` rows; `tweak` sets up the fake servers before the first answer.
+fn items_added_online(chunk: &'static str, tweak: impl FnOnce(&mut Script)) -> Script {
+    let state = copied(vec![route("public.users", "users", None)]);
+    Script::new_tweaked(
+        &[
+            ("TABLES", "users,public.items:lineitems"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("COPY_CHUNK_ROWS", chunk),
+        ],
+        seeded(),
+        SCHEMA,
+        |s| {
+            s.state_file = Some(state);
+            tweak(s);
+        },
+    )
+}
+
+/// Settles the script in steps of 10 ms until `done` holds (at most 5 s).
+fn settle_until(s: &mut Script, done: impl Fn(&Script) -> bool) {
+    for _ in 0..500 {
+        s.settle();
+        if done(s) || s.exit().is_some() {
+            return;
+        }
+        s.advance(10);
+    }
+}
+
+fn qty_of(s: &Script, table: &str, sku: &str) -> Option<String> {
+    s.feldera
+        .contents(table)
+        .into_iter()
+        .find(|row| row["sku"] == sku)
+        .map(|row| row["qty"].to_string())
+}
+
+#[test]
+fn an_added_route_is_copied_online_beside_the_stream_and_a_newer_streamed_value_wins() {
+    let mut s = items_added_online("2", |s| {
+        // Transaction 7 runs while the chunks are read: their snapshots do not see it.
+        s.online.snapshot = "7:8:7".into();
+        s.online.hold = true;
+    });
+    run_until_streaming(&mut s);
+    settle_until(&mut s, |s| !s.online.held.is_empty());
+    assert_eq!(s.exit(), None);
+    assert_eq!(
+        s.online.held.len(),
+        1,
+        "chunk 0 read, its watermark written"
+    );
+    // While chunk 0 waits for its watermark, the stream delivers users at once, and
+    // transaction 7 (which the chunk did not see) changes sku1.
+    s.wal(
+        "tx 7: insert users 7, update items sku1 to 99",
+        &[
+            begin(0x4000, 7),
+            relation(&users(ReplicaIdentity::Default)),
+            insert(0x3E08, 16384, &[Some("7"), Some("n"), None]),
+            relation(&items()),
+            update(0x3E10, 16390, None, &[Some("sku1"), Some("99")]),
+            commit(0x4000, 0x4100),
+        ],
+    );
+    settle_until(&mut s, |s| s.feldera.rows("users") == 1);
+    assert_eq!(
+        s.feldera.rows("users"),
+        1,
+        "users is not held back by the copy"
+    );
+    assert_eq!(qty_of(&s, "lineitems", "sku1").as_deref(), Some("99"));
+    assert_eq!(
+        qty_of(&s, "lineitems", "sku0"),
+        None,
+        "chunk 0 waits for its watermark"
+    );
+    s.release_watermarks();
+    settle_until(&mut s, |s| !s.online.held.is_empty());
+    assert_eq!(qty_of(&s, "lineitems", "sku0").as_deref(), Some("0"));
+    assert_eq!(
+        qty_of(&s, "lineitems", "sku1").as_deref(),
+        Some("99"),
+        "the chunk's older sku1 is dropped: the stream's newer value stays"
+    );
+    assert_eq!(
+        state_of(&s).routes[1].copied_through,
+        Some(vec!["sku1".to_owned()])
+    );
+    assert_eq!(state_of(&s).routes[1].phase, Some(RoutePhase::Pending));
+    s.release_watermarks();
+    settle_until(&mut s, |s| {
+        state_of(s).routes[1].phase == Some(RoutePhase::Complete)
+    });
+    assert_eq!(s.exit(), None);
+    assert_eq!(s.feldera.rows("lineitems"), 3);
+    assert_eq!(qty_of(&s, "lineitems", "sku2").as_deref(), Some("2"));
+    let file = state_of(&s);
+    assert_eq!(file.routes[1].phase, Some(RoutePhase::Complete));
+    assert_eq!(file.routes[1].consistent_point, Some(START));
+    assert_eq!(file.routes[1].copied_through, None);
+    rule!(
+        "A route added since the copy whose table has a key, a Feldera table with a primary key that is empty: the stream starts at once (with logical messages), items is read on a connection of its own in chunks of 2 rows, each in a short transaction under its own snapshot and followed by a watermark message. Users' transaction is delivered while chunk 0 waits; it also changes sku1, which chunk 0's snapshot did not see, so at the watermark sku1 is dropped from the chunk (the streamed 99 stays) and sku0 is emitted as a transaction at the watermark. Once durable, the state file records the copy through sku1; the last chunk (sku2) completes the route, recorded complete from the slot's position.",
+        s.take_trace()
+    );
+}
+
+#[test]
+fn a_chunk_whose_watermark_the_stream_passed_first_is_judged_where_the_stream_stands() {
+    // The fake server's stream carries each watermark before the chunk's answer is read
+    // (`FakeOnline::hold` off): the stream passes the watermark first.
+    let mut s = items_added_online("2", |_| {});
+    run_until_streaming(&mut s);
+    s.wal(
+        "tx 8: update items sku2 to 42",
+        &[
+            begin(0x6000, 8),
+            relation(&items()),
+            update(0x5F10, 16390, None, &[Some("sku2"), Some("42")]),
+            commit(0x6000, 0x6100),
+        ],
+    );
+    settle_until(&mut s, |s| {
+        state_of(s).routes[1].phase == Some(RoutePhase::Complete)
+    });
+    assert_eq!(s.exit(), None);
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("the stream passed the chunk's watermark before its answer came"),
+        "{trace}"
+    );
+    assert_eq!(s.feldera.rows("lineitems"), 3);
+    assert_eq!(
+        qty_of(&s, "lineitems", "sku2").as_deref(),
+        Some("42"),
+        "tx 8 streamed after every chunk was emitted: its value ends last"
+    );
 }

@@ -1,0 +1,408 @@
+//! The online copy inside the Streaming phase (docs/online-copy.md): routes copied in
+//! primary-key chunks on a connection of their own while the stream runs. The copier owns
+//! that connection, the chunk reader and the table's record of the stream
+//! (`backfill::table_copy`); the phase feeds it every stream message, puts each chunk it
+//! judged into the outbox as a transaction committed at the chunk's high watermark, and
+//! tells it when the acknowledgement has passed a chunk, which is when the route's copy
+//! progress (and, after its last chunk, its completion) may be recorded.
+//!
+//! One route is copied at a time, one chunk at a time: at most one chunk's rows wait in
+//! memory.
+
+use crate::backfill::chunk::{Judge, ReadError, Reader, Source, TableSpec};
+use crate::backfill::key::{KeyColumns, RowKey};
+use crate::backfill::table_copy::{Emission, TableCopy};
+use crate::conn::Event;
+use crate::io::{Level, Topic};
+use crate::pgoutput::{Message, Relation};
+use crate::pipeline::pg_link::PgLink;
+use crate::pipeline::queue::Queue;
+use crate::Lsn;
+use bytes::Bytes;
+use std::collections::VecDeque;
+
+/// A route to copy online, as the start planned it.
+#[derive(Clone, Debug)]
+pub(crate) struct OnlineCopy {
+    pub(crate) route: usize,
+    pub(crate) spec: TableSpec,
+    pub(crate) key: KeyColumns,
+    /// The last key of the copy's last durable chunk (`None`: from the table's start).
+    pub(crate) after: Option<Vec<String>>,
+    /// Where the chunks are read (how they are judged).
+    pub(crate) source: Source,
+}
+
+/// The route being copied.
+#[derive(Debug)]
+struct Current {
+    route: usize,
+    relation: Relation,
+    reader: Reader,
+    table: TableCopy,
+    /// Rows emitted, and left to the stream, by this session's copy of the route.
+    emitted: u64,
+    dropped: u64,
+    rereads: u64,
+}
+
+/// A chunk put into the outbox, until the acknowledgement passes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Emitted {
+    pub(crate) route: usize,
+    /// Where its transaction is acknowledged.
+    pub(crate) at: Lsn,
+    pub(crate) end_key: Option<Vec<String>>,
+    pub(crate) last: bool,
+}
+
+/// What the copier asks of the phase.
+#[derive(Debug)]
+pub(crate) enum CopyStep {
+    /// Put these COPY lines of `route` into the stream here, as a transaction at `at`.
+    Emit {
+        route: usize,
+        /// The table as the chunk's COPY read it.
+        relation: Relation,
+        rows: Vec<(RowKey, Bytes)>,
+        emitted: Emitted,
+    },
+}
+
+/// The copier's connection failed, or its answers cannot be read: the session ends.
+#[derive(Debug)]
+pub(crate) struct CopyFailure(pub(crate) String);
+
+#[derive(Debug)]
+pub(crate) struct Copier {
+    pub(crate) link: PgLink,
+    ready: bool,
+    source: Source,
+    /// Names this session's watermarks.
+    run: String,
+    queue: VecDeque<OnlineCopy>,
+    current: Option<Current>,
+    /// Chunks emitted and not yet passed by the acknowledgement, oldest first.
+    emitted: VecDeque<Emitted>,
+    /// The furthest position of the stream read or acknowledged so far: a chunk's
+    /// transaction is placed past it.
+    seen: Lsn,
+    /// The chunk waiting was read after the stream had passed its watermark: it is judged
+    /// where the stream next stands between two transactions.
+    late: bool,
+}
+
+impl Copier {
+    pub(crate) fn new(
+        link: PgLink,
+        source: Source,
+        run: String,
+        copies: Vec<OnlineCopy>,
+    ) -> Copier {
+        Copier {
+            link,
+            ready: false,
+            source,
+            run,
+            queue: copies.into(),
+            current: None,
+            emitted: VecDeque::new(),
+            seen: Lsn::ZERO,
+            late: false,
+        }
+    }
+
+    /// The stream has been read (or acknowledged) up to `lsn`.
+    pub(crate) fn note_position(&mut self, lsn: Lsn) {
+        self.seen = self.seen.max(lsn);
+    }
+
+    pub(crate) fn owns(&self, conn: crate::io::ConnId) -> bool {
+        self.link.id == conn
+    }
+
+    /// Every route was copied and every chunk passed by the acknowledgement.
+    pub(crate) fn done(&self) -> bool {
+        self.current.is_none() && self.queue.is_empty() && self.emitted.is_empty()
+    }
+
+    /// Starts the next route's copy with the relations the session already announced of it
+    /// (the stream announces a relation once per session).
+    pub(crate) fn start_next<'r>(
+        &mut self,
+        queue: &mut Queue,
+        announced: impl Fn(usize) -> Vec<&'r Relation>,
+    ) {
+        if self.current.is_some() {
+            return;
+        }
+        let Some(copy) = self.queue.pop_front() else {
+            return;
+        };
+        let mut table = TableCopy::new(copy.key.clone());
+        for relation in announced(copy.route) {
+            table.on_relation(relation);
+        }
+        queue.log(
+            Level::Info,
+            format!(
+                "copying {}.{} online in chunks of {} rows{}",
+                copy.spec.heap.schema,
+                copy.spec.heap.table,
+                copy.spec.limit,
+                match &copy.after {
+                    Some(after) => format!(", after key ({})", after.join(", ")),
+                    None => String::new(),
+                }
+            ),
+        );
+        let run = format!("{}/{}", self.run, copy.route);
+        self.current = Some(Current {
+            route: copy.route,
+            relation: copy.spec.relation.clone(),
+            reader: Reader::new(copy.spec, self.source, run, copy.after),
+            table,
+            emitted: 0,
+            dropped: 0,
+            rereads: 0,
+        });
+    }
+
+    /// Sends the reader's next query when one is due and nothing waits for the stream.
+    pub(crate) fn read_more(&mut self, queue: &mut Queue) -> Result<(), CopyFailure> {
+        if !self.ready {
+            return Ok(());
+        }
+        let Some(current) = self.current.as_mut() else {
+            return Ok(());
+        };
+        if current.table.waiting() || current.reader.finished() && current.reader.idle() {
+            return Ok(());
+        }
+        match current.reader.next_query() {
+            Ok(Some(sql)) => self.link.query(queue, &sql).map_err(CopyFailure),
+            Ok(None) => Ok(()),
+            Err(e) => Err(CopyFailure(e.to_string())),
+        }
+    }
+
+    /// Events of the copier's connection. `read_at`: where the stream stands, `between`:
+    /// outside a transaction (a chunk whose watermark the stream already passed is judged
+    /// there, or at the next such point).
+    pub(crate) fn on_events(
+        &mut self,
+        queue: &mut Queue,
+        events: Vec<Event>,
+        read_at: Lsn,
+        between: bool,
+    ) -> Result<Vec<CopyStep>, CopyFailure> {
+        let mut steps = Vec::new();
+        for event in events {
+            match &event {
+                Event::Ready => {
+                    self.ready = true;
+                }
+                Event::Failed(error) => {
+                    return Err(CopyFailure(format!(
+                        "the online copy's connection failed: {error}"
+                    )))
+                }
+                Event::Notice(notice) => queue.log(Level::Info, format!("PostgreSQL: {notice}")),
+                _ => {}
+            }
+            let Some(current) = self.current.as_mut() else {
+                continue;
+            };
+            match current.reader.on_event(&event) {
+                Ok(Some(chunk)) => {
+                    queue.note(
+                        Level::Debug,
+                        Topic::Snapshot,
+                        format!(
+                            "chunk {} of route {} read: {} rows{}",
+                            chunk.number,
+                            current.route,
+                            chunk.rows.len(),
+                            if chunk.last { " (the last)" } else { "" }
+                        ),
+                    );
+                    let passed = match &chunk.judge {
+                        Judge::Snapshot { high, .. } => *high <= read_at,
+                        Judge::Positions { .. } => false,
+                    };
+                    let emission = current.table.on_chunk(chunk, read_at);
+                    steps.extend(self.on_emission(queue, emission));
+                    if passed {
+                        // The stream passed the watermark before the chunk's answer came:
+                        // judged where the stream next stands between transactions.
+                        queue.note(
+                            Level::Debug,
+                            Topic::Snapshot,
+                            "the stream passed the chunk's watermark before its answer came: it is judged where the stream stands",
+                        );
+                        self.late = true;
+                        if between {
+                            steps.extend(self.between(queue));
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(ReadError::Server(e)) => {
+                    queue.log(
+                        Level::Warn,
+                        format!("a chunk read failed and is read again: {e}"),
+                    );
+                }
+                Err(e) => return Err(CopyFailure(format!("the online copy: {e}"))),
+            }
+        }
+        self.read_more(queue)?;
+        Ok(steps)
+    }
+
+    /// The stream stands between two transactions: a late chunk is judged here.
+    pub(crate) fn between(&mut self, queue: &mut Queue) -> Option<CopyStep> {
+        if !std::mem::take(&mut self.late) {
+            return None;
+        }
+        let at = self.seen;
+        let emission = self.current.as_mut()?.table.judge_now(at);
+        self.on_emission(queue, emission)
+    }
+
+    /// A stream message (the phase has placed it: `route` is its route, when it has one),
+    /// read at `wal_start`.
+    pub(crate) fn on_message(
+        &mut self,
+        queue: &mut Queue,
+        message: &Message<'_>,
+        route: Option<usize>,
+        wal_start: Lsn,
+    ) -> Option<CopyStep> {
+        self.note_position(wal_start);
+        match message {
+            Message::Commit(commit) => self.note_position(commit.end_lsn),
+            Message::Logical(logical) => self.note_position(logical.lsn),
+            _ => {}
+        }
+        let current = self.current.as_mut()?;
+        let emission = match message {
+            Message::Begin(begin) => current.table.on_begin(begin.xid, begin.final_lsn),
+            Message::Commit(commit) => current.table.on_commit(commit.end_lsn),
+            Message::Logical(logical) => current.table.on_message(logical),
+            Message::Insert(_) | Message::Update(_) | Message::Delete(_)
+                if route == Some(current.route) =>
+            {
+                current.table.on_change(message);
+                None
+            }
+            Message::Relation(relation) if route == Some(current.route) => {
+                current.table.on_relation(relation);
+                None
+            }
+            _ => None,
+        };
+        let step = self.on_emission(queue, emission);
+        if step.is_none() && matches!(message, Message::Commit(_)) {
+            return self.between(queue);
+        }
+        step
+    }
+
+    /// A TRUNCATE of the route being copied, inside the open transaction.
+    pub(crate) fn on_truncate(&mut self, route: usize) {
+        if let Some(current) = self.current.as_mut().filter(|c| c.route == route) {
+            current.table.on_truncate();
+        }
+    }
+
+    fn on_emission(&mut self, queue: &mut Queue, emission: Option<Emission>) -> Option<CopyStep> {
+        let current = self.current.as_mut()?;
+        match emission? {
+            Emission::Rows {
+                number,
+                rows,
+                dropped,
+                at,
+                end_key,
+                last,
+            } => {
+                // The chunk's transaction is acknowledged one byte past the furthest
+                // position read or acknowledged (the watermark's record start, when the
+                // chunk's answer came before the stream reached it): past every commit and
+                // keepalive before it and before every one after it (those end on record
+                // boundaries further on), so the acknowledgement passes it only once its
+                // rows are durable.
+                self.late = false;
+                let at = Lsn(at.max(self.seen).0.saturating_add(1));
+                self.seen = at;
+                current.emitted += rows.len() as u64;
+                current.dropped += dropped as u64;
+                queue.note(
+                    Level::Debug,
+                    Topic::Snapshot,
+                    format!(
+                        "chunk {number} of route {} is emitted at {at}: {} rows, {dropped} left to the stream",
+                        current.route,
+                        rows.len()
+                    ),
+                );
+                let emitted = Emitted {
+                    route: current.route,
+                    at,
+                    end_key,
+                    last,
+                };
+                let route = current.route;
+                let relation = current.relation.clone();
+                if last {
+                    queue.log(
+                        Level::Info,
+                        format!(
+                            "route {route}'s online copy read its last chunk: {} rows emitted, {} left to the stream, {} chunk(s) read again",
+                            current.emitted, current.dropped, current.rereads
+                        ),
+                    );
+                    self.current = None;
+                }
+                self.emitted.push_back(emitted.clone());
+                Some(CopyStep::Emit {
+                    route,
+                    relation,
+                    rows,
+                    emitted,
+                })
+            }
+            Emission::Reread {
+                number,
+                after,
+                xids,
+            } => {
+                current.rereads += 1;
+                queue.note(
+                    Level::Debug,
+                    Topic::Snapshot,
+                    format!(
+                        "chunk {number} of route {} is read again: transactions {xids:?} stood in its way",
+                        current.route
+                    ),
+                );
+                current.reader.rewind(after);
+                None
+            }
+        }
+    }
+
+    /// The acknowledgement reached `flush`: the chunks it passed, oldest first.
+    pub(crate) fn passed(&mut self, flush: Lsn) -> Vec<Emitted> {
+        let mut passed = Vec::new();
+        while self.emitted.front().is_some_and(|e| e.at <= flush) {
+            passed.extend(self.emitted.pop_front());
+        }
+        passed
+    }
+
+    pub(crate) fn close(&mut self, queue: &mut Queue) {
+        self.link.close(queue);
+    }
+}
