@@ -234,6 +234,16 @@ pub struct Cli {
         default_value = default_of("RETRACT_PAGE_ROWS")
     )]
     pub retract_page_rows: Option<String>,
+    /// Rows an online copy reads in one chunk, in its own short transaction (1 to 1000000;
+    /// one chunk's rows wait in memory for its watermark)
+    #[arg(
+        long,
+        global = true,
+        help_heading = SNAPSHOT,
+        env = "COPY_CHUNK_ROWS",
+        default_value = default_of("COPY_CHUNK_ROWS")
+    )]
+    pub copy_chunk_rows: Option<String>,
     /// Flush a batch at this many rows (1 to 100000: a Feldera ingress endpoint pauses at
     /// 100000 queued records)
     #[arg(

@@ -2,10 +2,13 @@
 //! "Adding and removing tables"). Real PostgreSQL, the Feldera double, both shells.
 //!
 //! `users` streams; then `items` joins the publication and TABLES and slotline restarts:
-//! only `items` is copied, under a temporary slot's snapshot, and the stream goes on from
-//! the slot where it was, skipping the `items` transactions the copy already holds. Nothing
-//! of `users` is sent again. A route removed later is recorded as removed, its changes
-//! still in the slot are skipped, and added again it is copied again.
+//! only `items` is copied, online in chunks beside the stream (docs/online-copy.md), and
+//! the stream goes on from the slot where it was. Nothing of `users` is sent again. A table
+//! the online copy cannot walk (REPLICA IDENTITY FULL here) is copied under a temporary
+//! slot's snapshot instead, and the stream skips the `items` transactions that copy already
+//! holds. A route removed later is recorded as removed, its changes still in the slot are
+//! skipped, and added again it is copied again (the exported way: its Feldera table holds
+//! the old rows).
 
 use serde_json::{json, Value};
 use slotline_tests::e2e::{operation, Connector, Env, Shell, Writer};
@@ -93,12 +96,67 @@ fn stopped(connector: &mut Connector) {
 }
 
 /// No writer: the restart sends exactly the `users` changes made while slotline was
-/// down and the copy of `items`, nothing else; `items` changes committed before the copy
-/// (some after it joined the publication, so in the slot too) are not sent twice.
+/// down, the `items` changes the slot holds (committed after it joined the publication:
+/// the stream delivers them while the copy runs) and the online copy of `items`, nothing
+/// else.
 fn an_added_table_is_copied_alone(shell: Shell) {
     let env = Env::new("add_table", &setup(50_000, 3_000), schema());
     let mut connector = seeded(&env, shell, "users");
     stopped(&mut connector);
+    env.sql(
+        "UPDATE items SET qty = qty + 100 WHERE id <= 10; DELETE FROM items WHERE id = 3000;
+             UPDATE users SET name = 'down' WHERE id <= 5;",
+    );
+    env.sql("ALTER PUBLICATION pub ADD TABLE items");
+    env.sql("UPDATE items SET qty = -qty WHERE id <= 20; INSERT INTO items VALUES (5000, 5);");
+    env.feldera.clear_requests();
+
+    let mut connector = start(&env, shell, "users,items");
+    let route = route_reaches(&env, "public.items", Some("complete"));
+    let route = route.unwrap_or_else(|| panic!("items never complete:\n{}", connector.log_text()));
+    assert!(route["consistent_point"].is_string(), "{route}");
+    assert!(route.get("copied_through").is_none(), "{route}");
+    both_equal(&env, &connector);
+    assert_eq!(
+        env.ingress_rows_of("users"),
+        5,
+        "only the changes made while down"
+    );
+    assert_eq!(
+        env.ingress_rows_of("items"),
+        3_000 + 21,
+        "the copy (2,999 + id 5000) and the 21 changes of items the slot holds"
+    );
+    let log = connector.log_text();
+    assert!(log.contains("copying public.items online"), "{log}");
+    assert!(!log.contains("created temporary replication slot"), "{log}");
+    assert!(!log.contains("ERROR"), "{log}");
+    assert_eq!(env.slots(), env.slot_name(), "no temporary slot");
+    // The users route is still covered by the first copy, items by its own; `status`
+    // says so.
+    let state = env.state().unwrap();
+    assert!(state["routes"][0].get("phase").is_none(), "{state}");
+    let status = operation(shell, &env.config(&[]), &["status"]).stdout;
+    assert!(
+        status.contains("routes copied or removed since: public.items:items complete at"),
+        "{status}"
+    );
+
+    // Both stream on.
+    env.sql("UPDATE items SET qty = 0 WHERE id = 1; UPDATE users SET name = 'up' WHERE id = 6;");
+    both_equal(&env, &connector);
+    stopped(&mut connector);
+}
+
+/// The exported copy (a table whose replica identity is FULL cannot be walked by key):
+/// only `items` is copied, under a temporary slot's snapshot; `items` changes committed
+/// before that copy (some after it joined the publication, so in the slot too) are not
+/// sent twice.
+fn an_added_table_without_a_key_identity_is_copied_under_a_temporary_slot(shell: Shell) {
+    let env = Env::new("add_table_full", &setup(50_000, 3_000), schema());
+    let mut connector = seeded(&env, shell, "users");
+    stopped(&mut connector);
+    env.sql("ALTER TABLE items REPLICA IDENTITY FULL");
     env.sql(
         "UPDATE items SET qty = qty + 100 WHERE id <= 10; DELETE FROM items WHERE id = 3000;
              UPDATE users SET name = 'down' WHERE id <= 5;",
@@ -123,6 +181,10 @@ fn an_added_table_is_copied_alone(shell: Shell) {
         "the copy alone: 2,999 + id 5000"
     );
     let log = connector.log_text();
+    assert!(
+        log.contains("REPLICA IDENTITY full, not its primary key"),
+        "{log}"
+    );
     assert!(log.contains("created temporary replication slot"), "{log}");
     assert!(!log.contains("ERROR"), "{log}");
     assert_eq!(env.slots(), env.slot_name(), "the temporary slot is gone");
@@ -272,13 +334,15 @@ fn a_table_created_under_a_removed_route_s_name_is_not_skipped(shell: Shell) {
     );
 }
 
-/// The added table's copy crashes half way (`snapshot_mid_copy`): the state file says the
-/// route is `pending` and the slot has not moved; the restart copies it again, retracts
-/// what the broken copy left, and sends nothing of `users` again.
+/// The added table's exported copy (REPLICA IDENTITY FULL) crashes half way
+/// (`snapshot_mid_copy`): the state file says the route is `pending` and the slot has not
+/// moved; the restart copies it again, retracts what the broken copy left, and sends
+/// nothing of `users` again.
 fn an_interrupted_added_copy_is_done_again(shell: Shell) {
     let env = Env::new("add_crash", &setup(3_000, 20_000), schema());
     let mut connector = seeded(&env, shell, "users");
     stopped(&mut connector);
+    env.sql("ALTER TABLE items REPLICA IDENTITY FULL");
     let confirmed = env.slot_confirmed();
     env.sql("ALTER PUBLICATION pub ADD TABLE items");
     let mut crashing = env.start(
@@ -317,6 +381,101 @@ fn an_interrupted_added_copy_is_done_again(shell: Shell) {
     );
     assert_eq!(env.slots(), env.slot_name(), "no temporary slot is left");
     stopped(&mut connector);
+}
+
+/// The added table's online copy crashes after its fifth durable chunk
+/// (`snapshot_mid_copy`): the slot was acknowledged during the copy, the state file
+/// records the copy's last durable key; rows already copied are deleted and changed while
+/// it is down; the restart goes on after that key (never counted, never exported), and in
+/// all at most 1.25 times the table's rows were sent (the issue's bound).
+fn an_interrupted_online_copy_goes_on_from_its_last_durable_chunk(shell: Shell) {
+    let env = Env::new("add_online_crash", &setup(3_000, 20_000), schema());
+    let mut connector = seeded(&env, shell, "users");
+    stopped(&mut connector);
+    let confirmed = env.slot_confirmed();
+    env.sql("ALTER PUBLICATION pub ADD TABLE items");
+    env.feldera.clear_requests();
+    let mut crashing = env.start(
+        shell,
+        &[
+            ("TABLES", "users,items"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("COPY_CHUNK_ROWS", "1000"),
+            ("CRASH_AT", "snapshot_mid_copy"),
+            ("CRASH_AFTER_BATCHES", "5"),
+        ],
+    );
+    assert_eq!(
+        crashing.wait_exit(WAIT),
+        Some(70),
+        "{}",
+        crashing.log_text()
+    );
+    let state = env.state().unwrap();
+    let route = &state["routes"][1];
+    assert_eq!(route["phase"], "pending", "{state}");
+    let through: i64 = route["copied_through"][0]
+        .as_str()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("a recorded key: {state}"));
+    assert!((1_000..20_000).contains(&through), "{state}");
+    let lsn = |at: Option<String>| {
+        let at = at.expect("the slot");
+        let (high, low) = at.split_once('/').expect("an LSN");
+        (u64::from_str_radix(high, 16).unwrap() << 32) | u64::from_str_radix(low, 16).unwrap()
+    };
+    assert!(
+        lsn(env.slot_confirmed()) > lsn(confirmed),
+        "the slot is acknowledged while the copy runs"
+    );
+    let first = env.ingress_rows_of("items");
+    assert!(
+        (5_000..20_000).contains(&(first as i64)),
+        "{first} rows of items"
+    );
+    env.sql(
+        "DELETE FROM items WHERE id <= 500; UPDATE items SET qty = -1 WHERE id BETWEEN 900 AND 1100;
+         UPDATE items SET qty = -2 WHERE id > 19000; UPDATE users SET name = 'x' WHERE id = 1;",
+    );
+    env.feldera.clear_requests();
+
+    let mut connector = start(&env, shell, "users,items");
+    items_copied(&env, &connector);
+    both_equal(&env, &connector);
+    let log = connector.log_text();
+    assert!(log.contains(&format!("after key ({through})")), "{log}");
+    assert!(!log.contains("temporary replication slot"), "{log}");
+    let second = env.ingress_rows_of("items");
+    assert!(
+        first + second <= 25_000,
+        "{first} + {second} rows of items sent for a 20,000-row table"
+    );
+    assert_eq!(
+        env.ingress_rows_of("users"),
+        1,
+        "only the change made while down"
+    );
+    stopped(&mut connector);
+}
+
+#[test]
+fn tokio_an_interrupted_online_copy_goes_on_from_its_last_durable_chunk() {
+    an_interrupted_online_copy_goes_on_from_its_last_durable_chunk(Shell::Tokio);
+}
+
+#[test]
+fn blocking_an_interrupted_online_copy_goes_on_from_its_last_durable_chunk() {
+    an_interrupted_online_copy_goes_on_from_its_last_durable_chunk(Shell::Blocking);
+}
+
+#[test]
+fn tokio_an_added_table_without_a_key_identity_is_copied_under_a_temporary_slot() {
+    an_added_table_without_a_key_identity_is_copied_under_a_temporary_slot(Shell::Tokio);
+}
+
+#[test]
+fn blocking_an_added_table_without_a_key_identity_is_copied_under_a_temporary_slot() {
+    an_added_table_without_a_key_identity_is_copied_under_a_temporary_slot(Shell::Blocking);
 }
 
 #[test]

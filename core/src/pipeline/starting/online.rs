@@ -44,7 +44,11 @@ impl Starting {
         copy: &[usize],
         leftovers: Leftovers,
     ) -> Result<Vec<OnlineCopy>, String> {
-        if leftovers != Leftovers::IfTargetNotEmpty {
+        let recorded = self.recorded_progress(cx);
+        let resumed = |route: usize| recorded.iter().any(|(r, _)| *r == route);
+        if leftovers != Leftovers::IfTargetNotEmpty && !copy.iter().all(|&r| resumed(r)) {
+            // Feldera's table may hold rows PostgreSQL no longer has (a route added again,
+            // an exported copy interrupted): only the exported copy retracts them.
             return Err("their Feldera tables' leftovers are to be retracted".into());
         }
         if self.repl.parameter("in_hot_standby") == Some("on") {
@@ -57,7 +61,6 @@ impl Starting {
         let relations = self.conversation.relations();
         let tables = self.conversation.tables();
         let filters = self.conversation.row_filters();
-        let recorded = self.recorded_progress(cx);
         copy.iter()
             .map(|&route| {
                 let (relation, table) = (&relations[route], &tables[route]);
@@ -104,7 +107,8 @@ impl Starting {
                     after: recorded
                         .iter()
                         .find(|(r, _)| *r == route)
-                        .map(|(_, after)| after.clone()),
+                        .and_then(|(_, after)| (!after.is_empty()).then(|| after.clone())),
+                    resumed: resumed(route),
                     source: Source::Primary { flush },
                 })
             })
@@ -156,7 +160,7 @@ impl Starting {
             }
         };
         let mut asked = Vec::new();
-        for copy in online.iter().filter(|c| c.after.is_none()) {
+        for copy in online.iter().filter(|c| !c.resumed) {
             let table = &self.conversation.tables()[copy.route];
             let Ok(plan) = plan_keys(table) else {
                 return None;
@@ -244,9 +248,29 @@ impl Starting {
         );
         self.online = counting.online;
         self.conversation.messages = true;
-        self.conversation
-            .start_replication(cx.queue, &mut self.repl)
-            .map_err(Failure::from)
+        // Each route's record says its online copy began (on an empty Feldera table, or
+        // going on from the key it records) before anything of it is sent: a restart then
+        // goes on with it rather than copying it the exported way.
+        let Some(mut state) = self.state.take() else {
+            return self
+                .conversation
+                .start_replication(cx.queue, &mut self.repl)
+                .map_err(Failure::from);
+        };
+        for copy in &self.online {
+            let record = StateRoute::of(&cx.env.routes[copy.route]);
+            if let Some(route) = state.routes.iter_mut().find(|r| r.same_route(&record)) {
+                route.copied_through = Some(copy.after.clone().unwrap_or_default());
+            }
+        }
+        state.updated_at = Some(crate::snapshot::state::rfc3339_utc(cx.queue.now.wall));
+        cx.queue.push(crate::io::Command::WriteState {
+            path: cx.env.state_path.clone(),
+            contents: bytes::Bytes::from(state.encode()),
+        });
+        self.state = Some(state);
+        self.decision = Decision::RecordingOnline;
+        Ok(())
     }
 
     fn route_names(&self, routes: &[usize]) -> String {

@@ -51,6 +51,9 @@ pub(super) enum Decision {
     /// Routes were added: their Feldera tables are counted to choose their online copy
     /// (`online`).
     Counting(super::online::Counting),
+    /// Routes are copied online: the state file is being rewritten to say their copies
+    /// began; then the stream starts.
+    RecordingOnline,
     /// Routes were added: the temporary slot whose snapshot copies them is being created.
     CreatingTemporarySlot {
         copy: Vec<usize>,
@@ -533,6 +536,19 @@ impl Starting {
                     .create_temporary_slot(cx.queue, &mut self.repl)
             };
             return match step {
+                Ok(()) => Next::Stay,
+                Err(error) => Next::Fail(error.into()),
+            };
+        }
+        if let Decision::RecordingOnline = self.decision {
+            if let Err(e) = result {
+                return failed(e);
+            }
+            self.decision = Decision::Streaming;
+            return match self
+                .conversation
+                .start_replication(cx.queue, &mut self.repl)
+            {
                 Ok(()) => Next::Stay,
                 Err(error) => Next::Fail(error.into()),
             };

@@ -31,6 +31,8 @@ pub(crate) struct OnlineCopy {
     pub(crate) after: Option<Vec<String>>,
     /// Where the chunks are read (how they are judged).
     pub(crate) source: Source,
+    /// The state file records this online copy as begun: Feldera's table was not counted.
+    pub(crate) resumed: bool,
 }
 
 /// The route being copied.

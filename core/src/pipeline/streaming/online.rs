@@ -239,6 +239,10 @@ impl Streaming {
         let passed = copier.passed(cx.run.ack.flush());
         let since = self.slot_confirmed_at_start;
         for emitted in passed {
+            if !emitted.last && cx.crash_at(crate::config::CrashPoint::SnapshotMidCopy) {
+                // A chunk is durable and not yet recorded, the copy not finished.
+                return Err(Next::Crash(crate::config::CrashPoint::SnapshotMidCopy));
+            }
             let route = &cx.env.routes[emitted.route];
             let record = StateRoute::of(route);
             if emitted.last {

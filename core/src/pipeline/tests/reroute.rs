@@ -486,3 +486,36 @@ fn a_chunk_whose_watermark_the_stream_passed_first_is_judged_where_the_stream_st
         "tx 8 streamed after every chunk was emitted: its value ends last"
     );
 }
+
+#[test]
+fn an_interrupted_online_copy_goes_on_after_the_key_the_state_file_records() {
+    let mut items = route("public.items", "lineitems", Some(RoutePhase::Pending));
+    items.copied_through = Some(vec!["sku0".into()]);
+    let state = copied(vec![route("public.users", "users", None), items]);
+    let mut s = Script::new_tweaked(
+        &[
+            ("TABLES", "users,public.items:lineitems"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("COPY_CHUNK_ROWS", "10"),
+        ],
+        seeded(),
+        SCHEMA,
+        |s| s.state_file = Some(state),
+    );
+    run_until_streaming(&mut s);
+    settle_until(&mut s, |s| {
+        state_of(s).routes[1].phase == Some(RoutePhase::Complete)
+    });
+    assert_eq!(s.exit(), None);
+    let trace = s.take_trace();
+    assert!(
+        !trace.contains("COUNT(*)"),
+        "an online copy the file records is not counted:\n{trace}"
+    );
+    assert!(!trace.contains("TEMPORARY"), "{trace}");
+    assert!(
+        trace.contains(r#"WHERE ("sku") > ('sku0') ORDER BY "sku""#),
+        "the copy goes on after sku0:\n{trace}"
+    );
+    assert_eq!(s.feldera.rows("lineitems"), 2, "sku1 and sku2 only");
+}
