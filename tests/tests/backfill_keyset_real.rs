@@ -4,7 +4,8 @@
 //! index scan, a watermark answers an LSN, and a chunk's snapshot is its transaction's.
 
 use slotline_core::backfill::keyset::{
-    chunk_begin, chunk_copy, committed_but_running_query, snapshot_query, watermark,
+    chunk_begin, chunk_copy, committed_but_running_query, reads_every_wait_query, snapshot_query,
+    watermark,
 };
 use slotline_core::catalog::questions::{
     parse_published_tables, published_tables_query, QualifiedName, Row,
@@ -434,6 +435,10 @@ struct Session {
 
 impl Session {
     fn open(pg: &PgCluster, db: &str) -> Session {
+        Session::open_as(pg, db, "postgres")
+    }
+
+    fn open_as(pg: &PgCluster, db: &str, user: &str) -> Session {
         let local = find_pg_bin().unwrap().join("psql");
         let psql = if local.is_file() {
             local
@@ -451,7 +456,7 @@ impl Session {
                 "-h",
                 pg.host(),
             ])
-            .args(["-p", &pg.port().to_string(), "-U", "postgres", "-d", db])
+            .args(["-p", &pg.port().to_string(), "-U", user, "-d", db])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -575,18 +580,27 @@ fn a_chunk_reads_under_one_snapshot_that_its_transaction_answers_throughout() {
 }
 
 /// `committed_but_running_query` names the transactions the chunk's snapshot listed as in
-/// progress that have committed since, and only once they have left the proc array:
-/// `pg_xact_status` asks whether a transaction is still running before it reads the commit
-/// log. The §3 race made to last (a synchronous standby that never answers) shows it: the
-/// commit is in the commit log, `pg_xact_status` still says "in progress", first at the
-/// snapshot's `xmax` (the newest transaction), then in its list once a later one has
-/// completed; named once the wait is cancelled, inside the same chunk transaction.
+/// progress whose commit is written since. The §3 race made to last (a synchronous standby
+/// that never answers) shows its two tests: the commit is in the commit log while
+/// `pg_xact_status` still says "in progress" (it asks the proc array first), and the
+/// writer's backend waits on `SyncRep` with the transaction's xid. First at the snapshot's
+/// `xmax` (the newest transaction): not in the list, not named. Then in the list once a later
+/// one has completed: named while it waits, to a superuser and to a member of `pg_monitor`
+/// (who see every backend's wait), not to a plain replication role (who sees the writer's
+/// `backend_xid` but not its wait), nor in another database; named to all once the wait is
+/// cancelled, inside the same chunk transactions.
 #[test]
 fn committed_but_running_names_what_the_snapshot_listed_as_running_and_has_committed_since() {
     // No autovacuum: no other transaction takes an xid between the writer's and the chunk's.
     let pg = PgCluster::start_with(ClusterOptions::default().setting("autovacuum", "off"));
     let db = pg.create_database("keyset_race");
-    pg.psql(&db, "CREATE TABLE s (k int PRIMARY KEY);");
+    pg.psql(
+        &db,
+        "CREATE TABLE s (k int PRIMARY KEY); \
+         CREATE ROLE copier LOGIN REPLICATION; \
+         CREATE ROLE monitor LOGIN REPLICATION IN ROLE pg_monitor; \
+         GRANT SELECT ON s TO copier, monitor;",
+    );
     pg.psql(
         "postgres",
         "ALTER SYSTEM SET synchronous_standby_names = 'nosuch'",
@@ -631,31 +645,64 @@ fn committed_but_running_names_what_the_snapshot_listed_as_running_and_has_commi
         &db,
         "SET synchronous_commit = local; CREATE TABLE later (k int);",
     );
+    let named = [xid.to_string()];
     let listed = chunk.one(chunk_begin());
     assert!(
         listed.starts_with(&format!("{xid}:")) && listed.ends_with(&format!(":{xid}")),
         "in progress: {listed}"
     );
-    assert!(chunk.query(committed_but_running_query()).is_empty());
+    assert_eq!(
+        chunk.query(committed_but_running_query()),
+        named,
+        "its backend waits on SyncRep: named while it waits"
+    );
     assert!(chunk.query("SELECT k FROM s").is_empty(), "not visible");
+    assert_eq!(chunk.one(reads_every_wait_query()), "true", "a superuser");
 
-    // The wait ends (the commit stays), while the chunk's transaction is still open.
+    let mut monitor = Session::open_as(&pg, &db, "monitor");
+    assert_eq!(monitor.one(chunk_begin()), listed);
+    assert_eq!(monitor.query(committed_but_running_query()), named);
+    assert_eq!(monitor.one(reads_every_wait_query()), "true");
+
+    // A plain replication role sees the writer's xid but not its wait: the question still
+    // answers, without it.
+    let mut copier = Session::open_as(&pg, &db, "copier");
+    assert_eq!(copier.one(chunk_begin()), listed);
+    assert_eq!(
+        copier.query(
+            "SELECT coalesce(backend_xid::text, 'NULL') || ' ' || coalesce(wait_event, 'NULL') \
+             FROM pg_stat_activity WHERE backend_xid IS NOT NULL"
+        ),
+        [format!("{} NULL", xid & 0xffff_ffff)],
+        "backend_xid shown, wait_event hidden"
+    );
+    assert!(copier.query(committed_but_running_query()).is_empty());
+    assert!(copier.query("SELECT k FROM s").is_empty(), "not visible");
+    assert_eq!(copier.one(reads_every_wait_query()), "false");
+
+    // The writer is of another database than this chunk: its xid is listed (xids are the
+    // cluster's), its wait is not this database's.
+    let mut elsewhere = Session::open(&pg, "postgres");
+    assert_eq!(elsewhere.one(chunk_begin()), listed);
+    assert!(elsewhere.query(committed_but_running_query()).is_empty());
+    elsewhere.query("COMMIT");
+
+    // The wait ends (the commit stays), while the chunks' transactions are still open.
     pg.psql(
         &db,
         "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
     );
     writer.query("SELECT 1");
     assert_eq!(status(), "committed");
-    assert_eq!(chunk.one(snapshot_query()), listed);
-    assert_eq!(
-        chunk.query(committed_but_running_query()),
-        [xid.to_string()]
-    );
-    assert!(
-        chunk.query("SELECT k FROM s").is_empty(),
-        "still not visible to the chunk"
-    );
-    chunk.query("COMMIT");
+    for session in [&mut chunk, &mut monitor, &mut copier] {
+        assert_eq!(session.one(snapshot_query()), listed);
+        assert_eq!(session.query(committed_but_running_query()), named);
+        assert!(
+            session.query("SELECT k FROM s").is_empty(),
+            "still not visible to the chunk"
+        );
+        session.query("COMMIT");
+    }
     assert_eq!(pg.psql(&db, "SELECT k FROM s"), "1", "committed");
     pg.psql("postgres", "ALTER SYSTEM RESET synchronous_standby_names");
     pg.psql("postgres", "SELECT pg_reload_conf()");

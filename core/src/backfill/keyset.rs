@@ -44,21 +44,65 @@ pub fn snapshot_query() -> &'static str {
 }
 
 /// Inside a chunk's transaction, after its COPY: the xids (decimal `xid8` text, one a row,
-/// ascending) the transaction's snapshot lists as in progress that have committed since it
-/// was taken. The chunk did not see their rows, and their commits are in the WAL before
-/// this query's answer, so before a high watermark emitted after it (§3, "A primary-side
-/// race"; design implication 2). `pg_snapshot_xip` is itself a set-returning function
-/// (`unnest` of it does not exist). `pg_current_snapshot()` here is still the transaction's
-/// snapshot (see [`snapshot_query`]). `pg_xact_status` asks whether the transaction is still
-/// running before it reads the commit log, so a transaction whose commit is in the commit
-/// log but which has not yet left the proc array (the §3 race itself: waiting for a
-/// synchronous standby) reads "in progress" and is not named until it has; nor is one at or
-/// above the snapshot's `xmax` (the newest when the snapshot was taken), which no snapshot
-/// list holds. Both are invisible to the snapshot (`xid::TxSnapshot::sees`), which is what
-/// decides. Checked on 15.18, 17.10 and 18.4 by `tests/tests/backfill_keyset_real.rs`.
+/// in the snapshot's ascending order) the transaction's snapshot lists as in progress whose
+/// commit is written since it was taken. The chunk did not see their rows, and their
+/// commits are in the WAL before this query's answer, so before a high watermark emitted
+/// after it (§3, "A primary-side race"; design implication 2). `pg_current_snapshot()` here
+/// is still the transaction's snapshot (see [`snapshot_query`]); `pg_snapshot_xip` is itself
+/// a set-returning function (`unnest` of it does not exist).
+///
+/// Two tests, because `pg_xact_status` alone misses a case: it asks whether a transaction
+/// is still in the proc array before it reads the commit log, so one whose commit record is
+/// flushed and whose commit is in the commit log but which waits for a synchronous standby
+/// (`RecordTransactionCommit` marks the commit log, then waits, and only then does the
+/// transaction leave the proc array) reads "in progress" for as long as it waits. Its
+/// backend shows in `pg_stat_activity` with `wait_event_type = 'IPC'`, `wait_event =
+/// 'SyncRep'` and the transaction's xid as `backend_xid`, so an xid of the list is also
+/// named when a backend of this database waits there with it (one of another database
+/// cannot have changed this one's tables). The waits are read as they are when the query
+/// runs, not as of the snapshot.
+///
+/// - `backend_xid` is `xid`, the list `xid8`: they are compared by the low 32 bits (`x::xid`
+///   drops the epoch), which is exact, as the wraparound limit keeps every xid not yet
+///   frozen (the list's and every running backend's) within 2^31 of the next xid, so no
+///   two of them share their low 32 bits (checked with epoch 5 on 15.18).
+/// - `pg_snapshot_xip` prints top-level xids only (a snapshot keeps subtransactions' xids
+///   apart, overflowed or not), and `backend_xid` is the top-level xid, as pgoutput's Begin
+///   carries it (checked with 100 writing savepoints).
+/// - A backend finishing `COMMIT PREPARED` (or `ROLLBACK PREPARED`) shows no `backend_xid`
+///   while it waits: a prepared transaction's commit waiting for a standby is not named.
+/// - Nor is a transaction between its commit record's flush and the commit log's mark or
+///   its wait (microseconds), nor one at or above the snapshot's `xmax` (the newest when
+///   the snapshot was taken), which no snapshot list holds.
+///
+/// All of these are invisible to the snapshot (`xid::TxSnapshot::sees`), which is what
+/// decides which keys are dropped.
+///
+/// What a role sees of another role's backend: `backend_xid` always, but `wait_event_type`
+/// and `wait_event` (like `state`, `query` and the times) only when it has the privileges
+/// of that backend's role or of `pg_read_all_stats` (a superuser, a member of `pg_monitor`);
+/// otherwise they are NULL (15.18, 17.10, 18.4). Then that backend's wait is not named and
+/// the query still succeeds, answering what `pg_xact_status` alone answers: a commit older
+/// than a table's copy and still waiting when a chunk finishes makes the chunk stale
+/// (docs/online-copy.md, "Reconciling a chunk with the stream";
+/// [`reads_every_wait_query`] tells which case a session is in). Checked on 15.18, 17.10
+/// and 18.4 by `tests/tests/backfill_keyset_real.rs`.
 pub fn committed_but_running_query() -> &'static str {
     "SELECT x::text FROM pg_snapshot_xip(pg_current_snapshot()) AS x \
-     WHERE pg_xact_status(x) = 'committed'"
+     WHERE pg_xact_status(x) = 'committed' \
+     OR x::xid IN (SELECT backend_xid FROM pg_stat_activity \
+     WHERE wait_event_type = 'IPC' AND wait_event = 'SyncRep' \
+     AND datname = current_database())"
+}
+
+/// Whether the session's role sees every backend's wait in `pg_stat_activity` (`true` or
+/// `false`): it has the privileges of `pg_read_all_stats` (a superuser does, and so does a
+/// member of `pg_monitor`). Without them [`committed_but_running_query`] sees the waits of
+/// only the backends whose role's privileges it has (writers logging in as the copier's
+/// own role, say), and a commit of any other role waiting for a synchronous standby is not
+/// named.
+pub fn reads_every_wait_query() -> &'static str {
+    "SELECT pg_has_role('pg_read_all_stats', 'USAGE')::text"
 }
 
 /// `COPY (SELECT <every column of relation, in its order> FROM heap WHERE (<filter>) AND
@@ -300,8 +344,18 @@ mod tests {
         assert_eq!(snapshot_query(), "SELECT pg_current_snapshot()::text");
         assert_eq!(
             committed_but_running_query(),
-            "SELECT x::text FROM pg_snapshot_xip(pg_current_snapshot()) AS x WHERE pg_xact_status(x) = 'committed'"
+            "SELECT x::text FROM pg_snapshot_xip(pg_current_snapshot()) AS x \
+             WHERE pg_xact_status(x) = 'committed' \
+             OR x::xid IN (SELECT backend_xid FROM pg_stat_activity \
+             WHERE wait_event_type = 'IPC' AND wait_event = 'SyncRep' \
+             AND datname = current_database())"
         );
+        assert_eq!(
+            reads_every_wait_query(),
+            "SELECT pg_has_role('pg_read_all_stats', 'USAGE')::text"
+        );
+        // The reader sends them joined by "; " in one simple-query string.
+        assert!(!committed_but_running_query().contains(';'));
     }
 
     #[test]

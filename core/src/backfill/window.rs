@@ -19,13 +19,19 @@
 //! chunk is dropped ([`Retained::close_by_positions`]).
 //!
 //! The stream's transactions are kept from when the copy of a table begins (or the previous
-//! chunk closed) on. One older than that which the snapshot listed as running and which has
-//! finished since is reported by the chunk's `pg_xact_status` question: its keys are
-//! unknown, so the chunk is read again later ([`Verdict::Retry`]). `pg_xact_status` calls a
-//! transaction still running (one waiting for a synchronous standby among them) "in
-//! progress", so one older than the record and still waiting when the chunk finishes is not
-//! found (docs/online-copy.md names this gap). Transactions the last snapshot did not see are
-//! kept for the next chunk, so such a transaction costs one retry at most.
+//! chunk closed) on. One older than that which the snapshot listed as running and whose
+//! commit is written since is reported by the chunk's question
+//! (`keyset::committed_but_running_query`): its keys are unknown, so the chunk is read again
+//! later ([`Verdict::Retry`]), and again for as long as the transaction stays invisible (a
+//! copy begun during a wait for a synchronous standby waits for the standby too). The
+//! question names a transaction that has left the proc array committed (`pg_xact_status`)
+//! and one whose commit is written but which still waits for a synchronous standby (its
+//! backend in `pg_stat_activity`, waiting on `SyncRep`), the second only when the copier's
+//! role may see that backend's wait (the privileges of `pg_read_all_stats`, or of the
+//! writer's role). Without them, one older than the record and still waiting when the chunk
+//! finishes is not found and the chunk's row of its key is stale (docs/online-copy.md names
+//! what is left). Transactions the last snapshot did not see are kept for the next chunk, so
+//! one the stream delivered after the copy began is never taken for an older one.
 
 use super::xid::TxSnapshot;
 use crate::Lsn;
@@ -61,8 +67,9 @@ impl<K: Ord> Changed<K> {
 }
 
 /// What one chunk read returned: its rows by key, the snapshot it was read under, and the
-/// transactions running for that snapshot which the commit log already called committed
-/// (asked in the same transaction, after the rows).
+/// transactions running for that snapshot whose commit was written by the time the chunk's
+/// question was asked (in the same transaction, after the rows;
+/// `keyset::committed_but_running_query`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkRead<K, R> {
     pub rows: Vec<(K, R)>,

@@ -5,11 +5,12 @@
 //! Feldera equal to the table once every transaction is visible, and a chunk is read again
 //! only when a transaction it cannot judge exists.
 //!
-//! The model's commit-log answer is an ideal one: every transaction committed and not yet
-//! visible. PostgreSQL's `pg_xact_status` calls one still waiting (for a synchronous
-//! standby) "in progress", so a transaction committed before the copy began and still
-//! waiting when a chunk finishes is a case this model covers and the server does not: the
-//! gap docs/online-copy.md names.
+//! The chunk's question (`keyset::committed_but_running_query`) is asked after its rows,
+//! possibly after other transactions committed, and answers the transactions its snapshot
+//! listed as running whose commit record is written by then, visible or not: what the server
+//! answers when the copier's role sees every backend's wait ([`Answer::WithWaits`]). A role
+//! that does not see them gets only those that are visible ([`Answer::XactStatusOnly`]),
+//! and the model shows what that costs (the gap docs/online-copy.md names).
 
 use super::*;
 use proptest::prelude::*;
@@ -32,10 +33,25 @@ enum Step {
     Reveal { pick: usize },
     /// An open transaction aborts.
     Abort { pick: usize },
-    /// The copier reads the next chunk (snapshot, rows, commit log) ...
+    /// The copier reads the next chunk (snapshot, rows) ...
     Read,
-    /// ... and writes its high watermark.
+    /// ... asks which transactions its snapshot listed as running have committed since (if
+    /// not asked yet) ...
+    Ask,
+    /// ... and writes its high watermark (asking first if it has not).
     High,
+}
+
+/// What the chunk's question answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// The transactions of the snapshot's list whose commit record is written, visible or
+    /// not (`pg_xact_status` or a backend waiting on `SyncRep`, seen by a role that sees
+    /// every backend's wait).
+    WithWaits,
+    /// Only those that are visible (`pg_xact_status` alone: a role that does not see the
+    /// waiting backend's wait).
+    XactStatusOnly,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,6 +132,20 @@ impl Db {
             .collect()
     }
 
+    /// The chunk's question, asked now about the transactions `snapshot` listed as running.
+    fn ask(&self, snapshot: &TxSnapshot, answer: Answer) -> BTreeSet<u64> {
+        self.txs
+            .iter()
+            .filter(|t| snapshot.xip.contains(&t.xid))
+            .filter(|t| match (answer, &t.state) {
+                (Answer::WithWaits, TxState::Committed { .. }) => true,
+                (Answer::XactStatusOnly, TxState::Committed { visible }) => *visible,
+                _ => false,
+            })
+            .map(|t| t.xid)
+            .collect()
+    }
+
     fn final_table(&self) -> BTreeMap<u8, u8> {
         let mut table = BTreeMap::new();
         for &i in &self.committed {
@@ -134,8 +164,8 @@ fn apply(table: &mut BTreeMap<u8, u8>, writes: &Writes) {
     }
 }
 
-/// A chunk read, and the transactions committed before the copy began that were running
-/// for its snapshot.
+/// A chunk read, and the transactions committed before the copy began that its question
+/// named.
 type Read = (ChunkRead<u8, u8>, BTreeSet<u64>);
 
 /// How the run ended for one chunk.
@@ -157,8 +187,9 @@ struct Run {
 
 /// Plays `pre` (before the copy of the table begins: Feldera does not hold these
 /// transactions, as for a table just added) then `steps`, with two chunks, keys `0..4` and
-/// `4..8`, each read at the first `Read` after the previous chunk's `High`.
-fn play(pre: &[Step], steps: &[Step], first_xid: u64) -> Run {
+/// `4..8`, each read at the first `Read` after the previous chunk's `High`, its question
+/// answered as `answer` says.
+fn play(pre: &[Step], steps: &[Step], first_xid: u64, answer: Answer) -> Run {
     let mut db = Db::new(first_xid);
     let mut pre_commits = BTreeSet::new();
     for step in pre {
@@ -166,39 +197,47 @@ fn play(pre: &[Step], steps: &[Step], first_xid: u64) -> Run {
             pre_commits.insert(i);
         }
     }
+    let pre_xids: BTreeSet<u64> = pre_commits.iter().map(|&i| db.txs[i].xid).collect();
     let begin_at = db.wal.len();
     let ranges = [0..4u8, 4..KEYS];
     let mut reads: Vec<Read> = Vec::new();
-    let mut reading: Option<usize> = None;
+    // The chunk being read, and whether its question was asked.
+    let mut reading: Option<(usize, bool)> = None;
+    // Asks the chunk's question, once.
+    let ask = |db: &Db, read: &mut Read, asked: &mut bool| {
+        if !*asked {
+            *asked = true;
+            read.0.committed_in_progress = db.ask(&read.0.snapshot, answer);
+            read.1 = read
+                .0
+                .committed_in_progress
+                .intersection(&pre_xids)
+                .copied()
+                .collect();
+        }
+    };
     for step in steps {
         match step {
             Step::Read if reading.is_none() && reads.len() < ranges.len() => {
                 let chunk = reads.len();
-                let snapshot = db.snapshot();
-                let rows = db.read(ranges[chunk].clone());
-                let committed_in_progress: BTreeSet<u64> = db
-                    .txs
-                    .iter()
-                    .filter(|t| t.state == TxState::Committed { visible: false })
-                    .map(|t| t.xid)
-                    .collect();
-                let pre_running: BTreeSet<u64> = pre_commits
-                    .iter()
-                    .map(|&i| db.txs[i].xid)
-                    .filter(|x| committed_in_progress.contains(x))
-                    .collect();
                 reads.push((
                     ChunkRead {
-                        rows,
-                        snapshot,
-                        committed_in_progress,
+                        rows: db.read(ranges[chunk].clone()),
+                        snapshot: db.snapshot(),
+                        committed_in_progress: BTreeSet::new(),
                     },
-                    pre_running,
+                    BTreeSet::new(),
                 ));
-                reading = Some(chunk);
+                reading = Some((chunk, false));
+            }
+            Step::Ask => {
+                if let Some((chunk, asked)) = reading.as_mut() {
+                    ask(&db, &mut reads[*chunk], asked);
+                }
             }
             Step::High => {
-                if let Some(chunk) = reading.take() {
+                if let Some((chunk, mut asked)) = reading.take() {
+                    ask(&db, &mut reads[chunk], &mut asked);
                     db.wal.push(Record::High(chunk));
                 }
             }
@@ -207,7 +246,8 @@ fn play(pre: &[Step], steps: &[Step], first_xid: u64) -> Run {
             }
         }
     }
-    if let Some(chunk) = reading.take() {
+    if let Some((chunk, mut asked)) = reading.take() {
+        ask(&db, &mut reads[chunk], &mut asked);
         db.wal.push(Record::High(chunk));
     }
 
@@ -296,7 +336,7 @@ fn do_tx_step(db: &mut Db, step: &Step) -> Option<usize> {
             db.txs[i].state = TxState::Aborted;
             None
         }
-        Step::Read | Step::High => None,
+        Step::Read | Step::Ask | Step::High => None,
     }
 }
 
@@ -333,6 +373,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => any::<usize>().prop_map(|pick| Step::Reveal { pick }),
         1 => any::<usize>().prop_map(|pick| Step::Abort { pick }),
         1 => Just(Step::Read),
+        1 => Just(Step::Ask),
         1 => Just(Step::High),
     ]
 }
@@ -346,13 +387,52 @@ proptest! {
         steps in proptest::collection::vec(step(), 0..40),
         first_xid in prop_oneof![Just(700u64), Just((1u64 << 32) - 3)],
     ) {
-        let run = play(&pre, &steps, first_xid);
+        let run = play(&pre, &steps, first_xid, Answer::WithWaits);
         let (want, got) = judged(&run);
         prop_assert_eq!(want, got, "outcomes {:?}", run.outcomes);
         for justified in &run.justified {
             prop_assert!(*justified, "a retry without a transaction older than the copy running");
         }
     }
+}
+
+/// The gap, in the model: a commit written before the copy began and still waiting (not
+/// visible) when the chunks are read. A question that sees the wait names it and the chunks
+/// are read again; one that does not (a role without the privileges to see the waiting
+/// backend's wait) lets the first chunk emit the key's older value over the newer one the
+/// table holds, which the stream delivered before the copy began.
+#[test]
+fn a_commit_older_than_the_copy_still_waiting_is_a_retry_only_when_its_wait_is_seen() {
+    let pre = [
+        Step::Begin([(1, Some(0))].into()),
+        Step::Commit {
+            pick: 0,
+            visible: true,
+        },
+        Step::Begin([(1, Some(9))].into()),
+        Step::Commit {
+            pick: 0,
+            visible: false,
+        },
+    ];
+    let steps = [Step::Read, Step::High, Step::Read, Step::High];
+    let seen = play(&pre, &steps, 700, Answer::WithWaits);
+    assert!(
+        matches!(seen.outcomes[..], [Outcome::Retried, Outcome::Retried]),
+        "{:?}",
+        seen.outcomes
+    );
+    assert_eq!(seen.justified, [true, true]);
+
+    let blind = play(&pre, &steps, 700, Answer::XactStatusOnly);
+    assert!(
+        matches!(blind.outcomes[..], [Outcome::Emitted, Outcome::Emitted]),
+        "{:?}",
+        blind.outcomes
+    );
+    let (table, feldera) = judged(&blind);
+    assert_eq!(table.get(&1), Some(&9));
+    assert_eq!(feldera.get(&1), Some(&0), "the chunk's older value, stale");
 }
 
 /// docs/online-copy-facts.md §3, reproduced: a transaction's commit record is in the WAL
