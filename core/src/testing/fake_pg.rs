@@ -157,6 +157,9 @@ pub struct FakeOnline {
     pub hold: bool,
     /// Watermark messages held back.
     pub held: Vec<(Lsn, String)>,
+    /// The copier's role sees every backend's wait (`pg_read_all_stats`).
+    pub sees_waits: bool,
+    pub synchronous_standby_names: String,
 }
 
 impl Default for FakeOnline {
@@ -167,6 +170,8 @@ impl Default for FakeOnline {
             next_watermark: Lsn(0x5000),
             hold: false,
             held: Vec::new(),
+            sees_waits: true,
+            synchronous_standby_names: String::new(),
         }
     }
 }
@@ -440,6 +445,20 @@ impl Script {
             } else {
                 self.send_watermarks(vec![(at, content)]);
             }
+            return Some(answer);
+        }
+        if sql.starts_with("SELECT pg_has_role('pg_read_all_stats'") {
+            let sees = if self.online.sees_waits {
+                "true"
+            } else {
+                "false"
+            };
+            let row = vec![
+                Some(Bytes::from(sees)),
+                Some(Bytes::from(self.online.synchronous_standby_names.clone())),
+            ];
+            let mut answer = single_column(&[], "SELECT 1", TransactionStatus::Idle);
+            answer.insert(1, BackendMessage::DataRow(DataRow { columns: row }));
             return Some(answer);
         }
         if !sql.starts_with(crate::backfill::keyset::chunk_begin()) {

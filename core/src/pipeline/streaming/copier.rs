@@ -92,7 +92,15 @@ pub(crate) struct Copier {
     /// The chunk waiting was read after the stream had passed its watermark: it is judged
     /// where the stream next stands between two transactions.
     late: bool,
+    /// The first question of the connection (`PROBE`) is under way, and its answer.
+    probing: bool,
+    probe: Vec<String>,
 }
+
+/// Whether the copier's role sees every backend's wait (`keyset::reads_every_wait_query`),
+/// and whether commits may wait for a synchronous standby at all.
+const PROBE: &str = "SELECT pg_has_role('pg_read_all_stats', 'USAGE')::text, \
+     current_setting('synchronous_standby_names')";
 
 impl Copier {
     pub(crate) fn new(
@@ -111,6 +119,8 @@ impl Copier {
             emitted: VecDeque::new(),
             seen: Lsn::ZERO,
             late: false,
+            probing: false,
+            probe: Vec::new(),
         }
     }
 
@@ -126,6 +136,51 @@ impl Copier {
     /// Every route was copied and every chunk passed by the acknowledgement.
     pub(crate) fn done(&self) -> bool {
         self.current.is_none() && self.queue.is_empty() && self.emitted.is_empty()
+    }
+
+    /// The probe's answer: a warning when a commit waiting for a synchronous standby could
+    /// go unseen (docs/online-copy.md, "Reconciling a chunk with the stream").
+    fn on_probe_event(&mut self, queue: &mut Queue, event: &Event) -> Result<(), CopyFailure> {
+        match event {
+            Event::DataRow(row) => {
+                self.probe = row
+                    .columns
+                    .iter()
+                    .map(|c| {
+                        c.as_ref()
+                            .map(|c| String::from_utf8_lossy(c).into_owned())
+                            .unwrap_or_default()
+                    })
+                    .collect();
+            }
+            Event::QueryError(e) => {
+                return Err(CopyFailure(format!(
+                    "the online copy's first question failed: {e}"
+                )))
+            }
+            Event::Failed(error) => {
+                return Err(CopyFailure(format!(
+                    "the online copy's connection failed: {error}"
+                )))
+            }
+            Event::QueryDone { .. } => {
+                self.probing = false;
+                if let [sees, standbys] = self.probe.as_slice() {
+                    if sees != "true" && !standbys.trim().is_empty() {
+                        queue.log(
+                            Level::Warn,
+                            format!(
+                                "synchronous_standby_names is {standbys:?} and the online copy's role cannot see other roles' waits in pg_stat_activity: \
+                                 a commit streamed before a chunk and still waiting for a standby when the chunk is read would go unseen, and the chunk's older row win. \
+                                 GRANT pg_read_all_stats (or pg_monitor) to the role slotline connects as"
+                            ),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Starts the next route's copy with the relations the session already announced of it
@@ -200,9 +255,19 @@ impl Copier {
     ) -> Result<Vec<CopyStep>, CopyFailure> {
         let mut steps = Vec::new();
         for event in events {
+            if self.probing {
+                self.on_probe_event(queue, &event)?;
+                if !self.probing {
+                    self.ready = true;
+                }
+                continue;
+            }
             match &event {
                 Event::Ready => {
-                    self.ready = true;
+                    // First: can this role see a commit waiting for a synchronous standby?
+                    self.probing = true;
+                    self.link.query(queue, PROBE).map_err(CopyFailure)?;
+                    continue;
                 }
                 Event::Failed(error) => {
                     return Err(CopyFailure(format!(

@@ -519,3 +519,23 @@ fn an_interrupted_online_copy_goes_on_after_the_key_the_state_file_records() {
     );
     assert_eq!(s.feldera.rows("lineitems"), 2, "sku1 and sku2 only");
 }
+
+#[test]
+fn an_online_copy_whose_role_cannot_see_synchronous_waits_says_so() {
+    let mut s = items_added_online("10", |s| {
+        s.online.sees_waits = false;
+        s.online.synchronous_standby_names = "standby1".into();
+    });
+    run_until_streaming(&mut s);
+    settle_until(&mut s, |s| {
+        state_of(s).routes[1].phase == Some(RoutePhase::Complete)
+    });
+    assert_eq!(s.exit(), None);
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("cannot see other roles' waits")
+            && trace.contains("GRANT pg_read_all_stats"),
+        "{trace}"
+    );
+    assert_eq!(s.feldera.rows("lineitems"), 3);
+}
