@@ -539,3 +539,33 @@ fn an_online_copy_whose_role_cannot_see_synchronous_waits_says_so() {
     );
     assert_eq!(s.feldera.rows("lineitems"), 3);
 }
+
+#[test]
+fn a_stop_during_an_online_copy_keeps_what_is_durable_and_the_restart_goes_on_from_it() {
+    let mut s = items_added_online("1", |s| s.online.hold = true);
+    run_until_streaming(&mut s);
+    settle_until(&mut s, |s| !s.online.held.is_empty());
+    s.release_watermarks();
+    // Chunk 0 (sku0) is emitted and recorded; chunk 1 (sku1) waits for its watermark.
+    settle_until(&mut s, |s| {
+        state_of(s).routes[1].copied_through == Some(vec!["sku0".to_owned()])
+            && !s.online.held.is_empty()
+    });
+    assert_eq!(s.feldera.rows("lineitems"), 1);
+    s.shutdown();
+    settle_until(&mut s, |s| s.exit().is_some());
+    assert_eq!(s.exit().map(|(code, _)| *code), Some(0), "a graceful stop");
+    let file = state_of(&s);
+    assert_eq!(file.routes[1].phase, Some(RoutePhase::Pending));
+    assert_eq!(file.routes[1].copied_through, Some(vec!["sku0".to_owned()]));
+    assert_eq!(
+        s.feldera.rows("lineitems"),
+        1,
+        "the waiting chunk is not sent"
+    );
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("pg#2 close") || trace.contains("pg#2 terminate"),
+        "{trace}"
+    );
+}
