@@ -9,6 +9,7 @@
 //! cargo run --release -p slotline-tests --bin e2e-bench -- idle     [options]
 //! cargo run --release -p slotline-tests --bin e2e-bench -- retract  [options]
 //! cargo run --release -p slotline-tests --bin e2e-bench -- latency  [options]
+//! cargo run --release -p slotline-tests --bin e2e-bench -- add-table [options]
 //! ```
 //! - `stream`: catching up on WAL already written, divided by `pg_recvlogical`'s time on
 //!   the same WAL (`support/bench/stream.rs`); with `--durability completion,checkpoint
@@ -21,7 +22,11 @@
 //!   leftovers, divided by the time the same N deletes take streamed from a `DELETE`
 //!   (`support/bench/retract.rs`), with the queries the double answered;
 //! - `latency`: a single-row commit's way to the double at a steady commit rate, from just
-//!   before its INSERT is sent to when the double showed the row (`support/bench/latency.rs`).
+//!   before its INSERT is sent to when the double showed the row (`support/bench/latency.rs`);
+//! - `add-table`: a table added to a running deployment, copied online and (REPLICA IDENTITY
+//!   FULL) exported, while another table's commits stream: their latency during the copy,
+//!   the age of the snapshots slotline holds, and the copy against `psql -c "COPY t TO
+//!   STDOUT"` of the same table (`support/bench/add_table.rs`).
 //!
 //! Every suite takes `--binaries DIR` (the connectors in DIR instead of this build's) and
 //! `--baseline DIR` (also the connectors in DIR, labelled `@base`, alternating run by run
@@ -34,6 +39,7 @@ mod support;
 #[path = "support/bench/mod.rs"]
 mod bench;
 
+use bench::add_table::{AddTableArgs, Mode};
 use bench::latency::{LatencyArgs, Rate};
 use bench::retract::{RetractArgs, Scenario};
 use bench::snapshot::{Sink, SnapshotArgs};
@@ -176,6 +182,31 @@ enum Suite {
         /// Runs of each binary, delay and rate; the summary shows the medians.
         #[arg(long, default_value_t = 1)]
         repeat: u32,
+    },
+    /// A table added while another streams: the other's commit -> applied latency during
+    /// the copy, the snapshots slotline holds, the copy against `psql COPY` (issue 30).
+    AddTable {
+        #[command(flatten)]
+        shared: Shared,
+        /// Rows of the added table `items`.
+        #[arg(long, default_value_t = 800_000)]
+        rows: u64,
+        /// Rows of the streaming table `users` before the writer starts.
+        #[arg(long, default_value_t = 10_000)]
+        users_rows: u64,
+        /// Commits per second of the `users` writer during the copy.
+        #[arg(long, default_value_t = 50)]
+        rate: u32,
+        /// Seconds the writer goes on after the copy's end.
+        #[arg(long, default_value_t = 5)]
+        after_secs: u64,
+        /// Copy modes, each run for every shell: online (chunks beside the stream),
+        /// exported (REPLICA IDENTITY FULL forces the exported snapshot's copy).
+        #[arg(long, value_delimiter = ',', default_value = "online,exported")]
+        modes: Vec<String>,
+        /// Also write the runs as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// CPU of caught-up, idle connectors, and the binaries' sizes.
     Idle {
@@ -399,6 +430,34 @@ fn run(args: Args) -> Result<(), String> {
             print_header(&pg, &args.binaries, &args.common);
             bench::latency::print_settings(&args);
             bench::latency::print_summary(&runs, args.repeat);
+        }
+        Suite::AddTable {
+            shared,
+            rows,
+            users_rows,
+            rate,
+            after_secs,
+            modes,
+            json,
+        } => {
+            let modes = modes
+                .iter()
+                .map(|m| Mode::parse(m))
+                .collect::<Result<Vec<_>, _>>()?;
+            let args = AddTableArgs {
+                binaries: shared.binaries()?,
+                modes,
+                rows,
+                users_rows,
+                rate: rate.max(1),
+                after: Duration::from_secs(after_secs),
+                json,
+                common: shared.common(),
+            };
+            let runs = bench::add_table::run(&pg, &args)?;
+            print_header(&pg, &args.binaries, &args.common);
+            bench::add_table::print_settings(&args);
+            bench::add_table::print_summary(&runs);
         }
         Suite::Idle { shared, idle_secs } => {
             let binaries = shared.binaries()?;

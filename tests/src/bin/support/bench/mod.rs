@@ -5,6 +5,7 @@
 //! commands, and starting a connector for one measured run. Never asserts a figure: the
 //! programs print what they measured and a person compares.
 
+pub mod add_table;
 pub mod idle;
 pub mod latency;
 pub mod retract;
