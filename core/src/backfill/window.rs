@@ -96,6 +96,11 @@ pub struct Retained<K> {
     /// Every transaction read since the last close (any table): how a committed-but-running
     /// xid is known to have been seen.
     seen: BTreeSet<u32>,
+    /// The `xmax` of the first chunk's snapshot: every xid at or above it was assigned after
+    /// this record began, so its commit is in the record if the stream carries it at all.
+    /// Such an xid missing from the record wrote nothing the stream publishes (only
+    /// unpublished tables): it does not make a chunk be read again.
+    began_before: Option<u64>,
 }
 
 impl<K: Ord + Clone> Default for Retained<K> {
@@ -111,6 +116,7 @@ impl<K: Ord + Clone> Retained<K> {
         Retained {
             changed: Vec::new(),
             seen: BTreeSet::new(),
+            began_before: None,
         }
     }
 
@@ -153,12 +159,13 @@ impl<K: Ord + Clone> Retained<K> {
     /// are kept.
     pub fn close_by_snapshot<R>(&mut self, read: ChunkRead<K, R>) -> Verdict<K, R> {
         let snapshot = &read.snapshot;
+        let began_before = *self.began_before.get_or_insert(snapshot.xmax);
         let seen: BTreeSet<u64> = self.seen.iter().map(|&x| snapshot.widen(x)).collect();
         let mut unknown: Vec<u64> = read
             .committed_in_progress
             .iter()
             .copied()
-            .filter(|x| !seen.contains(x))
+            .filter(|x| !seen.contains(x) && *x < began_before)
             .collect();
         let unseen: Vec<&Changed<K>> = self
             .changed

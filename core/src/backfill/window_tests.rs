@@ -619,3 +619,38 @@ fn a_truncate_the_chunk_did_not_see_drops_every_row_and_an_unknown_key_retries()
         Verdict::Retry { xids: vec![2] }
     );
 }
+
+/// A transaction that writes only unpublished tables leaves nothing in the stream. One
+/// assigned its xid before the copy began (below the first chunk's `xmax`) and committed
+/// during a read may be a commit older than the record, so the chunk is read again; one
+/// assigned after cannot be (its commit would be in the record if it published anything),
+/// so it does not stand in the way: a database busy with other tables does not keep a
+/// chunk from being judged.
+#[test]
+fn a_transaction_outside_the_publication_costs_a_retry_only_if_it_began_before_the_copy() {
+    let mut retained: Retained<u8> = Retained::new();
+    // The first chunk: 800 (older than the copy) committed during the read, unseen.
+    let first = ChunkRead {
+        rows: vec![(1, "a")],
+        snapshot: TxSnapshot::parse("800:805:800").unwrap(),
+        committed_in_progress: [800].into(),
+    };
+    assert_eq!(
+        retained.close_by_snapshot(first),
+        Verdict::Retry { xids: vec![800] }
+    );
+    // Read again: 810 and 811 (assigned after the first snapshot) committed during the
+    // read and wrote only unpublished tables; the stream carried nothing of them.
+    let again = ChunkRead {
+        rows: vec![(1, "a")],
+        snapshot: TxSnapshot::parse("810:812:810,811").unwrap(),
+        committed_in_progress: [810, 811].into(),
+    };
+    assert_eq!(
+        retained.close_by_snapshot(again),
+        Verdict::Emit {
+            rows: vec![(1, "a")],
+            dropped: 0
+        }
+    );
+}
