@@ -268,6 +268,14 @@ impl Pipeline {
                     {
                         self.queue.note(Level::Info, Topic::Progress, line);
                     }
+                    let copying = match &self.phase {
+                        Phase::Streaming(s) => s.copy_description(now),
+                        Phase::Retracting(s) => s.streaming().copy_description(now),
+                        _ => None,
+                    };
+                    if let Some(line) = copying {
+                        self.queue.note(Level::Info, Topic::Progress, line);
+                    }
                     Next::Stay
                 }
                 TimerKind::FelderaWatch | TimerKind::Checkpoint => match self.keeper.as_mut() {

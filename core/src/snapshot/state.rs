@@ -443,9 +443,16 @@ impl StateFile {
             .iter()
             .filter_map(|route| {
                 let phase = route.phase?;
-                Some(match route.consistent_point {
-                    Some(point) => format!("{route} {phase} at {point}"),
-                    None => format!("{route} {phase}"),
+                Some(match (route.consistent_point, &route.copied_through) {
+                    (Some(point), _) => format!("{route} {phase} at {point}"),
+                    (None, Some(key)) if key.is_empty() => {
+                        format!("{route} {phase} (copying online, no chunk durable yet)")
+                    }
+                    (None, Some(key)) => format!(
+                        "{route} {phase} (copying online, durable through key ({}))",
+                        key.join(", ")
+                    ),
+                    (None, None) => format!("{route} {phase}"),
                 })
             })
             .collect();

@@ -433,6 +433,20 @@ fn routes_with_their_own_phase_are_listed_for_operators() {
         file.own_phases().as_deref(),
         Some("public.users:users removed, \"Sales\".\"Items\":\"LineItems\" complete at 0/3000")
     );
+    file.routes[1].phase = Some(RoutePhase::Pending);
+    file.routes[1].consistent_point = None;
+    file.routes[1].copied_through = Some(Vec::new());
+    assert_eq!(
+        file.own_phases().as_deref(),
+        Some("public.users:users removed, \"Sales\".\"Items\":\"LineItems\" pending (copying online, no chunk durable yet)")
+    );
+    file.routes[1].copied_through = Some(vec!["42".into(), "a b".into()]);
+    assert!(file
+        .own_phases()
+        .unwrap()
+        .ends_with("pending (copying online, durable through key (42, a b))"));
+    // The record round-trips.
+    assert_eq!(StateFile::parse(&file.encode()).unwrap(), file);
 }
 
 #[test]

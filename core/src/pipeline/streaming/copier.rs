@@ -40,6 +40,8 @@ pub(crate) struct OnlineCopy {
 struct Current {
     route: usize,
     relation: Relation,
+    /// When this session's copy of the route began.
+    started: crate::time::Mono,
     reader: Reader,
     table: TableCopy,
     /// Rows emitted, and left to the stream, by this session's copy of the route.
@@ -217,12 +219,37 @@ impl Copier {
         self.current = Some(Current {
             route: copy.route,
             relation: copy.spec.relation.clone(),
+            started: queue.now.mono,
             reader: Reader::new(copy.spec, self.source, run, copy.after),
             table,
             emitted: 0,
             dropped: 0,
             rereads: 0,
         });
+    }
+
+    /// The copy's progress, for the periodic progress line: rows and chunks read of the
+    /// route being copied (this session), their rate, and the routes still to copy.
+    pub(crate) fn describe(&self, now: crate::time::Mono) -> Option<String> {
+        let current = self.current.as_ref()?;
+        let secs = now.since(current.started) as f64 / 1e6;
+        let rate = if secs > 0.0 {
+            format!(", {:.0} rows/s", current.reader.rows_read as f64 / secs)
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "copying {}.{} online: {} rows read in {} chunk(s) ({} emitted, {} left to the stream, {} read again) in {:.0} s{rate}; {} route(s) after it",
+            current.relation.namespace,
+            current.relation.name,
+            current.reader.rows_read,
+            current.reader.chunks_read,
+            current.emitted,
+            current.dropped,
+            current.rereads,
+            secs,
+            self.queue.len()
+        ))
     }
 
     /// Sends the reader's next query when one is due and nothing waits for the stream.

@@ -283,6 +283,11 @@ impl Streaming {
         Ok(())
     }
 
+    /// The online copy's progress, for the progress line.
+    pub(crate) fn copy_description(&self, now: crate::time::Mono) -> Option<String> {
+        self.copier.as_ref()?.describe(now)
+    }
+
     /// The copier's connection closes with the stream's.
     pub(super) fn close_copier(&mut self, queue: &mut crate::pipeline::queue::Queue) {
         if let Some(copier) = self.copier.as_mut() {

@@ -569,3 +569,34 @@ fn a_stop_during_an_online_copy_keeps_what_is_durable_and_the_restart_goes_on_fr
         "{trace}"
     );
 }
+
+#[test]
+fn the_progress_line_says_how_far_an_online_copy_is() {
+    let state = copied(vec![route("public.users", "users", None)]);
+    let mut s = Script::new_tweaked(
+        &[
+            ("TABLES", "users,public.items:lineitems"),
+            ("SNAPSHOT_MODE", "initial"),
+            ("COPY_CHUNK_ROWS", "2"),
+            ("PROGRESS_INTERVAL_SECS", "5"),
+        ],
+        seeded(),
+        SCHEMA,
+        |s| {
+            s.state_file = Some(state);
+            s.online.hold = true;
+        },
+    );
+    run_until_streaming(&mut s);
+    settle_until(&mut s, |s| !s.online.held.is_empty());
+    s.take_trace();
+    for _ in 0..6 {
+        s.advance(1000);
+        s.settle();
+    }
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("copying public.items online: 2 rows read in 1 chunk(s) (0 emitted, 0 left to the stream, 0 read again)"),
+        "{trace}"
+    );
+}
