@@ -41,10 +41,12 @@ pub enum TimerKind {
     /// Time to ask whether Feldera runs again, or to let a quarantined table go (a request
     /// to it ended without the pipeline's answer: `pipeline::feldera_link::quarantine`).
     Quarantine,
+    /// An online copy's chunk that had to be read again may be read now.
+    CopyRetry,
 }
 
 impl TimerKind {
-    pub const ALL: [TimerKind; 15] = [
+    pub const ALL: [TimerKind; 16] = [
         TimerKind::StatusInterval,
         TimerKind::Linger,
         TimerKind::CompletionPoll,
@@ -60,6 +62,7 @@ impl TimerKind {
         TimerKind::FelderaWatch,
         TimerKind::Checkpoint,
         TimerKind::Quarantine,
+        TimerKind::CopyRetry,
     ];
 
     fn index(self) -> usize {

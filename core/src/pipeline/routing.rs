@@ -291,6 +291,14 @@ impl Pipeline {
                     }
                     None => Next::Stay,
                 },
+                TimerKind::CopyRetry => {
+                    let (mut cx, phase) = self.cx();
+                    match phase {
+                        Phase::Streaming(s) => s.on_copy_retry(&mut cx),
+                        Phase::Retracting(s) => s.streaming_mut().on_copy_retry(&mut cx),
+                        _ => Next::Stay,
+                    }
+                }
                 TimerKind::Quarantine => {
                     let (mut cx, phase) = self.cx();
                     if cx.link.on_quarantine_timer(cx.queue) {

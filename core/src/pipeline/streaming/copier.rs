@@ -94,10 +94,20 @@ pub(crate) struct Copier {
     /// The chunk waiting was read after the stream had passed its watermark: it is judged
     /// where the stream next stands between two transactions.
     late: bool,
+    /// A chunk read again waits until then (`None`: none waits); the wait doubles with each
+    /// read again in a row, from `RETRY_FIRST_US` to `RETRY_MAX_US`.
+    retry_at: Option<crate::time::Mono>,
+    rereads_in_a_row: u32,
     /// The first question of the connection (`PROBE`) is under way, and its answer.
     probing: bool,
     probe: Vec<String>,
 }
+
+/// The wait before a chunk is read again, first and at most: what stood in its way (a
+/// transaction not yet visible) usually ends within milliseconds; one waiting for a
+/// synchronous standby may not, and is not asked about more often than once a second.
+const RETRY_FIRST_US: u64 = 20_000;
+const RETRY_MAX_US: u64 = 1_000_000;
 
 /// Whether the copier's role sees every backend's wait (`keyset::reads_every_wait_query`),
 /// and whether commits may wait for a synchronous standby at all.
@@ -121,6 +131,8 @@ impl Copier {
             emitted: VecDeque::new(),
             seen: Lsn::ZERO,
             late: false,
+            retry_at: None,
+            rereads_in_a_row: 0,
             probing: false,
             probe: Vec::new(),
         }
@@ -228,6 +240,11 @@ impl Copier {
         });
     }
 
+    /// When a chunk read again may be read.
+    pub(crate) fn retry_at(&self) -> Option<crate::time::Mono> {
+        self.retry_at.filter(|_| self.current.is_some())
+    }
+
     /// The copy's progress, for the periodic progress line: rows and chunks read of the
     /// route being copied (this session), their rate, and the routes still to copy.
     pub(crate) fn describe(&self, now: crate::time::Mono) -> Option<String> {
@@ -256,6 +273,12 @@ impl Copier {
     pub(crate) fn read_more(&mut self, queue: &mut Queue) -> Result<(), CopyFailure> {
         if !self.ready {
             return Ok(());
+        }
+        if let Some(at) = self.retry_at {
+            if queue.now.mono < at {
+                return Ok(());
+            }
+            self.retry_at = None;
         }
         let Some(current) = self.current.as_mut() else {
             return Ok(());
@@ -428,6 +451,7 @@ impl Copier {
                 // boundaries further on), so the acknowledgement passes it only once its
                 // rows are durable.
                 self.late = false;
+                self.rereads_in_a_row = 0;
                 let at = Lsn(at.max(self.seen).0.saturating_add(1));
                 self.seen = at;
                 current.emitted += rows.len() as u64;
@@ -482,6 +506,11 @@ impl Copier {
                     ),
                 );
                 current.reader.rewind(after);
+                let wait = RETRY_FIRST_US
+                    .saturating_mul(1 << self.rereads_in_a_row.min(10))
+                    .min(RETRY_MAX_US);
+                self.rereads_in_a_row += 1;
+                self.retry_at = Some(crate::time::Mono(queue.now.mono.0 + wait));
                 None
             }
         }

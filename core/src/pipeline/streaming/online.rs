@@ -283,6 +283,20 @@ impl Streaming {
         Ok(())
     }
 
+    /// A chunk that had to be read again may be read now.
+    pub(crate) fn on_copy_retry(&mut self, cx: &mut Cx<'_>) -> Next {
+        let step = match self.copier.as_mut() {
+            Some(copier) => copier.read_more(cx.queue).or_else(copy_failed),
+            None => Ok(()),
+        };
+        self.after(cx, step)
+    }
+
+    /// When a chunk that had to be read again may be read (`TimerKind::CopyRetry`).
+    pub(crate) fn copy_retry_at(&self) -> Option<crate::time::Mono> {
+        self.copier.as_ref()?.retry_at()
+    }
+
     /// The online copy's progress, for the progress line.
     pub(crate) fn copy_description(&self, now: crate::time::Mono) -> Option<String> {
         self.copier.as_ref()?.describe(now)

@@ -247,6 +247,9 @@ impl Streaming {
 
     pub(crate) fn arm(&self, timers: &mut TimerTable) {
         timers.set(TimerKind::StatusInterval, self.status.next_at());
+        if let Some(at) = self.copy_retry_at() {
+            timers.set(TimerKind::CopyRetry, at);
+        }
         if self.can_send() {
             if let Some(at) = self.outbox.linger_deadline() {
                 timers.set(TimerKind::Linger, at);

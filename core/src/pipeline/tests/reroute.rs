@@ -600,3 +600,36 @@ fn the_progress_line_says_how_far_an_online_copy_is() {
         "{trace}"
     );
 }
+
+#[test]
+fn a_chunk_read_again_waits_longer_each_time_and_is_emitted_once_nothing_stands_in_its_way() {
+    // Transaction 50 is named committed but running by every read, and the stream never
+    // carries it (an older commit the record lacks): each read is followed by another,
+    // after 20 ms, 40 ms, 80 ms, ...
+    let mut s = items_added_online("10", |s| {
+        s.online.snapshot = "50:100:50".into();
+        s.online.committed = vec![50];
+    });
+    run_until_streaming(&mut s);
+    s.take_trace();
+    for _ in 0..32 {
+        s.settle();
+        s.advance(10);
+    }
+    let trace = s.take_trace();
+    let reads = trace
+        .matches("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .count();
+    assert!(
+        (3..=6).contains(&reads),
+        "in 320 ms, reads at about 0, 20, 60, 140 and 300 ms: {reads}\n{trace}"
+    );
+    assert_eq!(s.feldera.rows("lineitems"), 0);
+    // 50 is visible now: the next read is emitted.
+    s.online.snapshot = "100:100:".into();
+    s.online.committed.clear();
+    settle_until(&mut s, |s| {
+        state_of(s).routes[1].phase == Some(RoutePhase::Complete)
+    });
+    assert_eq!(s.feldera.rows("lineitems"), 3);
+}
