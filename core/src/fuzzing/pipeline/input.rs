@@ -79,9 +79,12 @@ pub struct Setup {
     pub state: u8,
     /// How many rows the tables hold before the run (`PRE_EXISTING`).
     pub rows: u8,
-    /// `SNAPSHOT_WORKERS` 3 instead of 1.
+    /// `SNAPSHOT_WORKERS` 3 instead of 1; with bit 1 of `spread`, the online copy's chunk
+    /// size (`Setup::chunk_rows`).
     pub workers: bool,
     /// How far apart rows lie in the heap (`BLOCKS_PER_ROW`): how many ranges a copy cuts.
+    /// Bit 0 with `CompleteWithoutItems` empties Feldera's items (`StateFile`); bit 1 and
+    /// `workers` pick the online copy's chunk size.
     pub spread: u8,
     /// Feldera holds rows the copy must replace: stale values and keys PostgreSQL never had
     /// (only where the run begins with a copy to make, see `StateFile`).
@@ -102,8 +105,14 @@ pub enum StateFile {
     CompleteEarlierIncarnation,
     /// A finished copy of `users` alone: `items` was added to the routes since, and its
     /// Feldera table holds stale rows its own copy must replace (`Complete` with `stale`,
-    /// which `Complete` alone ignores: docs/snapshot.md, "Adding and removing tables").
+    /// which `Complete` alone ignores, and an even `spread`: docs/snapshot.md, "Adding and
+    /// removing tables"). The start counts them and copies items under a temporary slot's
+    /// exported snapshot.
     CompleteWithoutItems,
+    /// `CompleteWithoutItems` with Feldera's items empty (`Complete` with `stale` and an odd
+    /// `spread`, which no committed seed had): the start counts it empty and copies items
+    /// online, in chunks beside the stream (docs/online-copy.md).
+    CompleteWithoutItemsEmpty,
 }
 
 const STATE_FILES: [StateFile; 4] = [
@@ -117,6 +126,9 @@ const PRE_EXISTING: [(u64, usize); 4] = [(0, 0), (2, 1), (4, 3), (7, 4)];
 /// Heap blocks between consecutive rows (users by id, items by sku number): 0 keeps every
 /// table in one range; the others cut ranges of a table (at least 1024 blocks each).
 const BLOCKS_PER_ROW: [u64; 4] = [0, 1024, 300, 2500];
+/// `COPY_CHUNK_ROWS` of a snapshot run, by bit 1 of `spread` and `workers`
+/// (`Setup::chunk_rows`): only an online copy reads chunks, so the other runs ignore it.
+const COPY_CHUNK_ROWS: [&str; 4] = ["1", "3", "2", "10000"];
 
 const WAL_SENDER_TIMEOUT: [&str; 4] = ["60s", "1s", "0", "5s"];
 const SHUTDOWN_CONFIRM_MS: [&str; 4] = ["5000", "0", "300", "1000"];
@@ -217,6 +229,9 @@ impl Setup {
     pub(super) fn state_file(&self) -> StateFile {
         match self.snapshot {
             true => match pick(&STATE_FILES, self.state) {
+                StateFile::Complete if self.stale && self.spread & 1 != 0 => {
+                    StateFile::CompleteWithoutItemsEmpty
+                }
                 StateFile::Complete if self.stale => StateFile::CompleteWithoutItems,
                 file => file,
             },
@@ -235,6 +250,13 @@ impl Setup {
 
     pub(super) fn blocks_per_row(&self) -> u64 {
         pick(&BLOCKS_PER_ROW, self.spread)
+    }
+
+    /// Rows per chunk of an online copy: 1 or 3 with `spread` 1 (and 0), 2 or 10,000 with
+    /// 3 (and 2), by `workers`; the items table holds at most four rows, so the smaller
+    /// ones read it in several chunks.
+    pub(super) fn chunk_rows(&self) -> &'static str {
+        pick(&COPY_CHUNK_ROWS, (self.spread & 2) | u8::from(self.workers))
     }
 
     pub(super) fn wal_sender_timeout(&self) -> &'static str {
@@ -316,6 +338,7 @@ impl Setup {
         if self.snapshot {
             let workers = if self.workers { "3" } else { "1" };
             pairs.push(("SNAPSHOT_WORKERS", workers.to_owned()));
+            pairs.push(("COPY_CHUNK_ROWS", self.chunk_rows().to_owned()));
         }
         if self.fault_tolerance {
             pairs.push((
@@ -595,6 +618,32 @@ mod tests {
         assert!(setup.snapshot && setup.workers && !setup.stale);
         assert_eq!(setup.state_file(), StateFile::CompleteEarlierIncarnation);
         assert_eq!(Event::read(&mut input), Event::Deliver(5));
+    }
+
+    #[test]
+    fn an_odd_spread_empties_feldera_s_items_for_an_added_route_and_picks_the_chunk_size() {
+        let setup = |spread, workers| Setup {
+            snapshot: true,
+            state: 2,
+            stale: true,
+            spread,
+            workers,
+            ..Setup::default()
+        };
+        assert_eq!(setup(0, true).state_file(), StateFile::CompleteWithoutItems);
+        assert_eq!(
+            setup(2, false).state_file(),
+            StateFile::CompleteWithoutItems
+        );
+        for (spread, workers, rows) in [(1, false, "1"), (1, true, "3"), (3, false, "2")] {
+            let setup = setup(spread, workers);
+            assert_eq!(setup.state_file(), StateFile::CompleteWithoutItemsEmpty);
+            let pairs = setup.variables();
+            assert!(
+                pairs.contains(&("COPY_CHUNK_ROWS", rows.to_owned())),
+                "{pairs:?}"
+            );
+        }
     }
 
     #[test]

@@ -54,6 +54,16 @@
 //!   slot's copy is recorded complete (without fault tolerance, for Feldera's current
 //!   incarnation: another one came back empty and is copied again); state-file reads and
 //!   writes may fail, and a failed write leaves the old file;
+//! - with a route added since the state file's copy and Feldera's table of it empty, the
+//!   start copies it online, in chunks read beside the stream (`pg::online`): each chunk is
+//!   read as of the transactions committed when its query arrives, its watermark enters the
+//!   WAL when it is asked for, and the answers wait for deliveries like the stream's bytes,
+//!   so transactions change the chunk's keys between its read and its watermark and the
+//!   stream may carry the watermark before its answer arrives. A chunk is a transaction the
+//!   pipeline places one byte past a position it read: a flush there is checked like any
+//!   other. The route recorded complete names a position a stream started from, and every
+//!   key of its table then holds, as a restart would bring it back, a value the key had at
+//!   or after the slot's position (`snapshot::check_online_copies`);
 //! - with a publication that filters rows or lists columns (`publication`, chosen by the
 //!   setup): every oracle above compares Feldera with what the publication publishes (the
 //!   rows inside the filter, without the column the list leaves out), no request to
@@ -220,6 +230,19 @@ pub struct PipelineRun {
     pub orphans_landed: u32,
     /// The last process's exit.
     pub exit: Option<i32>,
+    /// Online copy chunks read, and their watermarks written (`pg::online`).
+    pub online_chunks: u32,
+    pub watermarks: u32,
+    /// Transactions that changed a key of a chunk between its read and its watermark.
+    pub window_changes: u32,
+    /// Watermarks the stream delivered before the copier had their answer.
+    pub late_watermarks: u32,
+    /// Whether the first one was (`None`: neither arrived).
+    pub first_chunk_late: Option<bool>,
+    /// A connection's first chunk read went on after a key.
+    pub resumed_reads: u32,
+    /// Routes recorded copied online (each checked against PostgreSQL).
+    pub online_completes: u32,
 }
 
 /// The fuzz target: any input returns normally unless the pipeline breaks an invariant.
@@ -252,6 +275,13 @@ pub fn run_pipeline(data: &[u8]) -> PipelineRun {
     harness.run.feldera_pauses = harness.feldera.pauses;
     harness.run.orphans_landed = harness.feldera.orphans_landed;
     harness.run.exports = harness.pg.exports.len() as u32;
+    let online = &harness.pg.online;
+    harness.run.online_chunks = online.chunks;
+    harness.run.watermarks = online.watermarks;
+    harness.run.window_changes = online.window_changes;
+    harness.run.late_watermarks = online.late;
+    harness.run.first_chunk_late = online.first_late;
+    harness.run.resumed_reads = online.resumed_reads;
     harness.run
 }
 
@@ -722,7 +752,12 @@ impl Harness {
     }
 
     fn check_row(&self, key: &workload::Key, confirmed: Option<Lsn>) {
-        let now = self.feldera.tables.get(key);
+        self.check_value(key, self.feldera.tables.get(key), confirmed);
+    }
+
+    /// `now`, what Feldera holds of `key`, is a value PostgreSQL's key had at or after
+    /// `confirmed` (see `check_tables`).
+    fn check_value(&self, key: &workload::Key, now: Option<&Value>, confirmed: Option<Lsn>) {
         let Some(versions) = self.pg.workload.history.get(key) else {
             assert!(
                 now.is_none(),
@@ -1016,8 +1051,10 @@ impl Harness {
     /// before it, which may be higher (a server restored to an earlier position).
     fn check_life_flush(&self, flush: Lsn, source: &str) {
         let start = self.pg.life_start;
+        let told = self.pg.life_told.contains(&flush)
+            || self.pg.online.placed(flush, &self.pg.life_told, true);
         assert!(
-            flush >= start && self.pg.life_told.contains(&flush),
+            flush >= start && told,
             "{source} has flush {flush}, but the slot it streams from began at {start} and never told it {flush}: the position of an earlier slot?"
         );
         // Nothing of a copy is acknowledged: the slot stays at its consistent point until
@@ -1033,12 +1070,18 @@ impl Harness {
     /// transactions, and every commit up to it is durable.
     fn check_flush(&mut self, flush: Lsn, source: &str) {
         self.sync_life();
+        // An online copy's chunk is a transaction placed one byte past a position the
+        // pipeline read, between two of the stream's transactions: what its flush covers is
+        // checked below like any other.
+        let placed = self.pg.online.placed(flush, &self.pg.told, false);
         assert!(
-            self.pg.told.contains(&flush),
+            self.pg.told.contains(&flush) || placed,
             "{source} has flush {flush}: not a commit end, idle keepalive or slot position the pipeline received"
         );
         assert!(
-            self.pg.busy_positions.contains(&flush) || self.idle_keepalives.contains(&flush),
+            self.pg.busy_positions.contains(&flush)
+                || self.idle_keepalives.contains(&flush)
+                || placed,
             "{source} has flush {flush}: a keepalive's position, but every keepalive there came while a transaction was open"
         );
         // A restart that emptied Feldera (no fault tolerance) voids what every earlier
@@ -1120,7 +1163,8 @@ impl Harness {
             }
         } else {
             assert!(
-                self.pg.told.contains(&status.flush),
+                self.pg.told.contains(&status.flush)
+                    || self.pg.online.placed(status.flush, &self.pg.told, false),
                 "health() has flush {}: a position no slot ever told the pipeline",
                 status.flush
             );

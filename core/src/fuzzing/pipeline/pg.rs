@@ -18,6 +18,11 @@
 //! copying connections import that snapshot and read it (`export`). Their COPY rows wait
 //! for the fuzz input's deliveries like the stream, so they arrive in chunks of any size,
 //! interleaved between workers.
+//!
+//! A route copied online has a connection of its own (`online`): its chunks are read as of
+//! the committed state when the query arrives, and each chunk's watermark is a logical
+//! message appended to the WAL when it is asked for, which the stream then carries in
+//! order; its answers wait for deliveries like the stream's bytes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -38,6 +43,8 @@ use crate::wire::testing::{
 };
 use crate::wire::{PrimaryKeepalive, ReplicationMessage, XLogData};
 use crate::Lsn;
+
+mod online;
 
 pub(super) const USERS: u32 = 16384;
 pub(super) const ITEMS: u32 = 16390;
@@ -62,6 +69,10 @@ enum Mark {
     Commit(Lsn),
     /// A keepalive between transactions: the pipeline may acknowledge it when idle.
     Idle(Lsn),
+    /// An online copy's watermark message at this position, in the stream.
+    Watermark(Lsn),
+    /// The end of the answer to the watermark at this position, on the copier's connection.
+    WatermarkAnswer(Lsn),
 }
 
 /// A WAL message of a transaction, in stream order.
@@ -183,6 +194,10 @@ pub(super) struct FakePg {
     blocks_per_row: u64,
     /// Which connection with bytes waiting the next delivery serves.
     deliver_turn: usize,
+    /// The online copy's connection, chunks and watermarks (`online`).
+    pub(super) online: online::Online,
+    /// The slot positions `START_REPLICATION` streamed from.
+    pub(super) stream_starts: BTreeSet<Lsn>,
 }
 
 impl FakePg {
@@ -220,6 +235,8 @@ impl FakePg {
             temporary_holder: None,
             blocks_per_row: 0,
             deliver_turn: 0,
+            online: online::Online::default(),
+            stream_starts: BTreeSet::new(),
         }
     }
 
@@ -376,6 +393,8 @@ impl FakePg {
                     }
                     self.keepalives_read.push((at, conn.open_tx));
                 }
+                Mark::Watermark(at) => self.online.on_watermark_read(at, conn.life == life),
+                Mark::WatermarkAnswer(at) => self.online.on_watermark_answered(at),
             }
         }
         let eof = conn.eof_after && conn.out.is_empty();
@@ -522,6 +541,9 @@ impl FakePg {
 
     fn on_query(&mut self, id: ConnId, sql: &str) {
         let replication = self.conns.get(&id).and_then(|c| c.replication) == Some(true);
+        if !replication && self.on_online_query(id, sql) {
+            return;
+        }
         let worker = self
             .conns
             .get(&id)
@@ -601,6 +623,7 @@ impl FakePg {
             self.created_below |= at < self.highest_confirmed;
             self.life_start = at;
             self.life_told = BTreeSet::from([at]);
+            self.online.new_life();
             self.told.insert(at);
             self.busy_positions.insert(at);
             let head = at.to_string();
@@ -751,6 +774,7 @@ impl FakePg {
             })],
         );
         self.streams_started += 1;
+        self.stream_starts.insert(confirmed);
         let (head, life) = (self.head, self.life);
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
@@ -896,7 +920,10 @@ impl FakePg {
             payload: encode::commit(commit, end, commit_time),
             mark: Mark::Commit(end),
         });
+        let before = self.head;
         self.head = end;
+        self.online
+            .on_commit(&self.workload.changed_between(Some(before), end));
         let tx = Tx {
             end,
             commit,

@@ -20,6 +20,12 @@
 //!   read, with exactly that snapshot's rows of its table durable from records of its copy
 //!   (`check_route_copies`); until every route is copied, the tables are outside the row
 //!   checks.
+//! - A route copied online (`CompleteWithoutItemsEmpty`: Feldera's items counted empty) is
+//!   recorded complete at a position the stream started from, with every key of its table
+//!   holding, as a restart would bring it back, a value PostgreSQL's key had at or after
+//!   the slot's position (`check_online_copies`); until then the tables are outside the
+//!   row checks, and the streamed changes of it that a flush passes must be durable like
+//!   any others.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -95,7 +101,7 @@ pub(super) fn before_the_run(
             let file = state_file(SnapshotPhase::Complete, "incarnation-0");
             (Some(file), all, slot_exists)
         }
-        input::StateFile::CompleteWithoutItems => {
+        input::StateFile::CompleteWithoutItems | input::StateFile::CompleteWithoutItemsEmpty => {
             let users = published
                 .iter()
                 .filter(|(key, _)| key.0 == "users")
@@ -223,11 +229,23 @@ impl Harness {
             })
             .map(|route| route.target.clone())
             .collect();
+        // Of those, the ones the file recorded as copied online (`copied_through`).
+        let (online, exported): (Vec<String>, Vec<String>) =
+            newly_copied.iter().cloned().partition(|table| {
+                self.disk.as_ref().is_some_and(|(_, old)| {
+                    old.routes
+                        .iter()
+                        .any(|o| o.target == *table && o.copied_through.is_some())
+                })
+            });
         let own_copy = file.routes.iter().any(|route| route.phase.is_some());
         if file.phase == SnapshotPhase::Complete {
             match own_copy {
                 false => self.check_complete(&file),
-                true => self.check_route_copies(&file, &newly_copied),
+                true => {
+                    self.check_route_copies(&file, &exported);
+                    self.check_online_copies(&file, &online);
+                }
             }
         }
         if let Some(error) = self.state_failure() {
@@ -240,6 +258,7 @@ impl Harness {
         if !newly_copied.is_empty() {
             self.run.completes += 1;
         }
+        self.run.online_completes += online.len() as u32;
         self.disk = Some((contents.to_vec(), file));
         Ok(())
     }
@@ -298,6 +317,46 @@ impl Harness {
                 key.0,
                 key.1
             );
+        }
+    }
+
+    /// Routes copied online (the file recorded their copy begun, `copied_through`) and just
+    /// recorded complete: each names a position a session of the slot streamed from, and
+    /// every key of its Feldera table, as a restart would bring it back, holds a value
+    /// PostgreSQL's key had at or after the slot's position (or none where that allows
+    /// none): no key the chunks missed, no chunk's value older than a change the slot
+    /// passed, no key PostgreSQL never had.
+    fn check_online_copies(&self, file: &StateFile, tables: &[String]) {
+        if tables.is_empty() {
+            return;
+        }
+        for route in file.routes.iter().filter(|r| tables.contains(&r.target)) {
+            assert!(
+                route
+                    .consistent_point
+                    .is_some_and(|point| self.pg.stream_starts.contains(&point)),
+                "route {route} recorded copied online at {:?}, which no stream started from",
+                route.consistent_point
+            );
+        }
+        let checkpointing = self.feldera.checkpointing();
+        if !checkpointing
+            && file.feldera_incarnation.as_deref() != Some(&self.feldera.incarnation_name())
+        {
+            return;
+        }
+        let durable = self.feldera.durable_tables();
+        let keys: std::collections::BTreeSet<&Key> = self
+            .pg
+            .workload
+            .history
+            .keys()
+            .chain(durable.keys())
+            .filter(|key| tables.iter().any(|t| *t == key.0))
+            .collect();
+        let confirmed = self.pg.confirmed();
+        for key in keys {
+            self.check_value(key, durable.get(key), confirmed);
         }
     }
 
