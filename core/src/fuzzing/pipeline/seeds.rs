@@ -879,7 +879,102 @@ fn seeds() -> Vec<Seed> {
                 run.exports == 1 && run.queries >= 4 && run.completes == 1 && run.converged
             },
         },
+        Seed {
+            // Items added since the state file's copy of users, Feldera's items empty: the
+            // start counts it and copies it online, one row a chunk. Item s0 is overwritten
+            // after the first chunk read it and before its watermark: the stream carries the
+            // newer value before the watermark, whose answer reaches the copier before the
+            // stream does, and the chunk must leave s0 to it. Then the chunks go on beside
+            // changes of keys they read later.
+            name: "hand-online-copy-window",
+            setup: online_setup(false),
+            events: [
+                vec![GOOD, GOOD, GOOD, Tx(vec![0x01])],
+                // The stream's first byte, the chunk's answer (its watermark is written), one
+                // byte more, the watermark's answer, then the stream up to the watermark.
+                vec![Deliver(1), Deliver(0), Deliver(1), Deliver(0), Deliver(0)],
+                vec![GOOD, GOOD, TickAtDeadline(0), GOOD, GOOD],
+                tx(&[0x21, 0x36]).into(),
+                copy_rounds(6, 0),
+            ]
+            .concat(),
+            reached: |run| {
+                run.online_chunks >= 4
+                    && run.window_changes >= 1
+                    && run.first_chunk_late == Some(false)
+                    && run.online_completes == 1
+                    && run.exports == 0
+                    && run.streams == 1
+                    && run.converged
+            },
+        },
+        Seed {
+            // The online copy, one row a chunk: the first chunk (s0) is durable and recorded
+            // (`copied_through`), the second read, when the process is killed. The new one
+            // reads the state file and goes on after s0 without counting Feldera's items
+            // (it holds the first chunk); s1 changes inside the window of its chunk there.
+            name: "hand-online-copy-resumed",
+            setup: online_setup(false),
+            events: [
+                vec![GOOD, GOOD, GOOD],
+                vec![Deliver(0), Deliver(0), Deliver(0), Deliver(0)],
+                vec![GOOD, GOOD, TickAtDeadline(0), GOOD, GOOD, Deliver(0)],
+                vec![ProcessRestart(0), GOOD, GOOD, Tx(vec![0x11])],
+                copy_rounds(8, 0),
+            ]
+            .concat(),
+            reached: |run| {
+                run.process_restarts == 1
+                    && run.resumed_reads >= 1
+                    && run.window_changes >= 1
+                    && run.online_completes == 1
+                    && run.exports == 0
+                    && run.converged
+            },
+        },
+        Seed {
+            // Two rows a chunk: the first chunk (s0, s1) is read, s1 is deleted and s0
+            // overwritten, and the stream delivers those and the chunk's watermark before
+            // the watermark's answer reaches the copier: the chunk is judged where the
+            // stream stands (late), leaving both keys to the stream.
+            name: "hand-online-copy-late",
+            setup: online_setup(true),
+            events: [
+                vec![GOOD, GOOD, GOOD, Tx(vec![0x16, 0x01])],
+                vec![Deliver(0), Deliver(0), Deliver(0), Deliver(0), Deliver(0)],
+                copy_rounds(6, 0),
+            ]
+            .concat(),
+            reached: |run| {
+                run.first_chunk_late == Some(true)
+                    && run.window_changes >= 1
+                    && run.online_completes == 1
+                    && run.converged
+            },
+        },
+        Seed {
+            // The online copy of a publication that filters items (s1 left out) and lists
+            // only users' key: the chunks read inside the filter; s1 is inserted and s2
+            // overwritten while the copy goes on.
+            name: "hand-online-copy-filtered",
+            setup: published(2, online_setup(false)),
+            events: [
+                vec![GOOD, GOOD, GOOD, Tx(vec![0x21])],
+                vec![Deliver(0), Deliver(0), Deliver(0), Deliver(0)],
+                tx(&[0x11, 0x21]).into(),
+                copy_rounds(6, 0),
+            ]
+            .concat(),
+            reached: |run| run.online_chunks >= 3 && run.online_completes == 1 && run.converged,
+        },
     ]
+}
+
+/// A state file that copied users alone, items added since and empty in Feldera
+/// (`CompleteWithoutItemsEmpty`), four skus and seven users before the run: items is copied
+/// online, one row a chunk (two with `two`).
+fn online_setup(two: bool) -> Setup {
+    snapshot_setup(2, 3, false, if two { 3 } else { 1 }, true)
 }
 
 fn seed_dir() -> PathBuf {
