@@ -194,7 +194,7 @@ impl fmt::Display for Action {
                 if !copy.is_empty() {
                     write!(
                         f,
-                        "copy only {} under a temporary slot's snapshot ({}), then ",
+                        "copy only {} online or under a temporary slot's snapshot ({}), then ",
                         route_list(copy),
                         match leftovers {
                             Leftovers::Retract => "retract leftovers",
@@ -764,8 +764,9 @@ impl Planner<'_> {
         if !copy.is_empty() {
             self.trace.push(format!(
                 "state complete + slot present + route(s) {} not copied yet (added, added again, or their own copy \
-                 interrupted): copy only them under a temporary slot's exported snapshot; the stream skips their \
-                 transactions committed before it, and nothing of the other routes is sent again",
+                 interrupted): copy only them, online beside the stream when they can be (docs/online-copy.md), else \
+                 under a temporary slot's exported snapshot, whose transactions committed before it the stream skips; \
+                 nothing of the other routes is sent again",
                 route_list(&copy)
             ));
         }
