@@ -198,6 +198,12 @@ impl Reader {
         matches!(self.stage, Stage::Idle | Stage::Finished) && !self.rollback
     }
 
+    /// A chunk's read or its watermark is under way on the connection (a rewind waits for
+    /// it: the read's end would move the reader past the rewind).
+    pub fn reading(&self) -> bool {
+        !matches!(self.stage, Stage::Idle | Stage::Finished)
+    }
+
     /// Reads again from `after` (a chunk that had to be read again, or an emission that did
     /// not become durable before a session ended).
     pub fn rewind(&mut self, after: Option<Vec<String>>) {

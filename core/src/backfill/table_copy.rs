@@ -14,7 +14,7 @@ use super::window::{ChunkRead, Retained, Touch, Verdict};
 use crate::pgoutput::{LogicalMessage, Message, Relation};
 use crate::Lsn;
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// What the stream must do at the point a chunk is judged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,8 +48,10 @@ pub struct TableCopy {
     retained: Retained<RowKey>,
     /// The open transaction's xid and what it touched of the table.
     open: Option<(u32, Vec<Touch<RowKey>>)>,
-    /// The chunk read and waiting for the stream to reach its high watermark.
-    pending: Option<Chunk>,
+    /// The chunks read and waiting for the stream to reach their high watermarks, oldest
+    /// first (their watermarks are in the WAL in this order: one connection reads and marks
+    /// them one after the other).
+    pending: VecDeque<Chunk>,
 }
 
 impl TableCopy {
@@ -61,13 +63,19 @@ impl TableCopy {
             positions: BTreeMap::new(),
             retained: Retained::new(),
             open: None,
-            pending: None,
+            pending: VecDeque::new(),
         }
     }
 
-    /// A chunk waits for its high watermark.
-    pub fn waiting(&self) -> bool {
-        self.pending.is_some()
+    /// How many chunks wait for their high watermarks.
+    pub fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Forgets every chunk that waits (the chunk before them is read again, so theirs are
+    /// read again too).
+    pub fn discard_waiting(&mut self) {
+        self.pending.clear();
     }
 
     /// Transactions kept for judging chunks.
@@ -85,15 +93,14 @@ impl TableCopy {
     /// the stream may be past it already (`read_at`: where the stream stands), and it is
     /// judged at once.
     pub fn on_chunk(&mut self, chunk: Chunk, read_at: Lsn) -> Option<Emission> {
-        debug_assert!(self.pending.is_none(), "one chunk at a time");
-        self.pending = Some(chunk);
+        self.pending.push_back(chunk);
         self.on_position(read_at)
     }
 
     /// A Begin: `final_lsn` is where its commit record starts. On a standby, a transaction
     /// whose commit lies past the chunk's read is not in it: the chunk is judged before it.
     pub fn on_begin(&mut self, xid: u32, final_lsn: Lsn) -> Option<Emission> {
-        let emission = match &self.pending {
+        let emission = match self.pending.front() {
             Some(Chunk {
                 judge: Judge::Positions { after_read, .. },
                 ..
@@ -138,7 +145,7 @@ impl TableCopy {
         if message.transactional || message.prefix != WATERMARK_PREFIX {
             return None;
         }
-        match &self.pending {
+        match self.pending.front() {
             Some(Chunk {
                 judge: Judge::Snapshot { content, .. },
                 ..
@@ -150,7 +157,7 @@ impl TableCopy {
     /// The stream stands at `lsn` (a commit's end, a keepalive's WAL end): a standby's
     /// chunk read before it is judged.
     pub fn on_position(&mut self, lsn: Lsn) -> Option<Emission> {
-        match &self.pending {
+        match self.pending.front() {
             Some(Chunk {
                 judge: Judge::Positions { after_read, .. },
                 ..
@@ -167,8 +174,17 @@ impl TableCopy {
         self.judge(at)
     }
 
+    /// Whether the oldest waiting chunk's watermark is at or before `read`, where the stream
+    /// stands: the stream passed it before the chunk's answer came (`judge_now`).
+    pub fn passed(&self, read: Lsn) -> bool {
+        matches!(
+            self.pending.front(),
+            Some(Chunk { judge: Judge::Snapshot { high, .. }, .. }) if *high <= read
+        )
+    }
+
     fn judge(&mut self, at: Lsn) -> Option<Emission> {
-        let chunk = self.pending.take()?;
+        let chunk = self.pending.pop_front()?;
         let end_key = chunk.end_key();
         let verdict = match chunk.judge {
             Judge::Snapshot {

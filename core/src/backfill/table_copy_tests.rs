@@ -97,7 +97,7 @@ fn a_primary_s_chunk_is_judged_at_its_own_watermark_only() {
         ),
         None
     );
-    assert!(copy.waiting());
+    assert_eq!(copy.waiting(), 1);
     let foreign = LogicalMessage {
         prefix: "someone-else",
         ..watermark("chunk r 3", false)
@@ -130,7 +130,7 @@ fn a_primary_s_chunk_is_judged_at_its_own_watermark_only() {
             last: false,
         }
     );
-    assert!(!copy.waiting());
+    assert_eq!(copy.waiting(), 0);
 }
 
 #[test]

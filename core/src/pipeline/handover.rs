@@ -49,7 +49,7 @@ pub(crate) struct StreamStart {
     /// writes its `delivered` bound further (`streaming::bound`).
     pub(crate) record: Option<StateFile>,
     /// Routes to copy online while streaming (docs/online-copy.md), in order.
-    pub(crate) online: Vec<crate::pipeline::streaming::OnlineCopy>,
+    pub(crate) online: Vec<OnlineCopy>,
 }
 
 /// What the session learnt before streaming.
@@ -131,4 +131,18 @@ pub(crate) struct TableJob {
     pub(crate) keys: KeyPlan,
     /// For leftovers: how to ask PostgreSQL which keys exist.
     pub(crate) leftovers: Option<LeftoverPlan>,
+}
+
+/// A route to copy online, as the start planned it.
+#[derive(Clone, Debug)]
+pub(crate) struct OnlineCopy {
+    pub(crate) route: usize,
+    pub(crate) spec: crate::backfill::chunk::TableSpec,
+    pub(crate) key: crate::backfill::key::KeyColumns,
+    /// The last key of the copy's last durable chunk (`None`: from the table's start).
+    pub(crate) after: Option<Vec<String>>,
+    /// Where the chunks are read (how they are judged).
+    pub(crate) source: crate::backfill::chunk::Source,
+    /// The state file records this online copy as begun: Feldera's table was not counted.
+    pub(crate) resumed: bool,
 }

@@ -11,7 +11,7 @@
 //! file records (`copied_through`), which the copy goes on from. Otherwise every route of
 //! the start is copied the exported way, with a line saying why.
 
-use super::phase::{Decision, Starting};
+use super::phase::{Counting, Decision, Starting};
 use crate::backfill::chunk::{Source, TableSpec};
 use crate::backfill::key::KeyColumns;
 use crate::catalog::questions::QualifiedName;
@@ -25,16 +25,6 @@ use crate::pipeline::streaming::OnlineCopy;
 use crate::retract::plan_keys;
 use crate::snapshot::plan::Leftovers;
 use crate::snapshot::state::{RoutePhase, StateRoute};
-
-/// Routes to copy online whose Feldera tables are being counted.
-#[derive(Debug)]
-pub(crate) struct Counting {
-    pub(crate) copy: Vec<usize>,
-    pub(crate) leftovers: Leftovers,
-    pub(crate) online: Vec<OnlineCopy>,
-    /// The count asked of each route's Feldera table, and its answer.
-    pub(crate) asked: Vec<(usize, HttpId, Option<u64>)>,
-}
 
 impl Starting {
     /// The online copy of `copy` (route indexes), or why it cannot be.

@@ -50,7 +50,7 @@ pub(super) enum Decision {
     },
     /// Routes were added: their Feldera tables are counted to choose their online copy
     /// (`online`).
-    Counting(super::online::Counting),
+    Counting(Counting),
     /// Routes are copied online: the state file is being rewritten to say their copies
     /// began; then the stream starts.
     RecordingOnline,
@@ -63,6 +63,16 @@ pub(super) enum Decision {
     CreatingToStream,
     /// `START_REPLICATION` was sent.
     Streaming,
+}
+
+/// Routes to copy online whose Feldera tables are being counted.
+#[derive(Debug)]
+pub(crate) struct Counting {
+    pub(crate) copy: Vec<usize>,
+    pub(crate) leftovers: Leftovers,
+    pub(crate) online: Vec<crate::pipeline::handover::OnlineCopy>,
+    /// The count asked of each route's Feldera table, and its answer.
+    pub(crate) asked: Vec<(usize, HttpId, Option<u64>)>,
 }
 
 #[derive(Debug)]
@@ -95,7 +105,7 @@ pub(crate) struct Starting {
     /// With `pending_snapshot`: the copy is of added routes only, under a temporary slot.
     pub(super) added: Option<AddedCopy>,
     /// Routes the stream copies online (docs/online-copy.md).
-    pub(super) online: Vec<crate::pipeline::streaming::OnlineCopy>,
+    pub(super) online: Vec<crate::pipeline::handover::OnlineCopy>,
 }
 
 impl From<ConversationError> for Failure {

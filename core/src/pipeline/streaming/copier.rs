@@ -9,31 +9,18 @@
 //! One route is copied at a time, one chunk at a time: at most one chunk's rows wait in
 //! memory.
 
-use crate::backfill::chunk::{Judge, ReadError, Reader, Source, TableSpec};
-use crate::backfill::key::{KeyColumns, RowKey};
+use crate::backfill::chunk::{ReadError, Reader, Source};
+use crate::backfill::key::RowKey;
 use crate::backfill::table_copy::{Emission, TableCopy};
 use crate::conn::Event;
 use crate::io::{Level, Topic};
 use crate::pgoutput::{Message, Relation};
+pub(crate) use crate::pipeline::handover::OnlineCopy;
 use crate::pipeline::pg_link::PgLink;
 use crate::pipeline::queue::Queue;
 use crate::Lsn;
 use bytes::Bytes;
 use std::collections::VecDeque;
-
-/// A route to copy online, as the start planned it.
-#[derive(Clone, Debug)]
-pub(crate) struct OnlineCopy {
-    pub(crate) route: usize,
-    pub(crate) spec: TableSpec,
-    pub(crate) key: KeyColumns,
-    /// The last key of the copy's last durable chunk (`None`: from the table's start).
-    pub(crate) after: Option<Vec<String>>,
-    /// Where the chunks are read (how they are judged).
-    pub(crate) source: Source,
-    /// The state file records this online copy as begun: Feldera's table was not counted.
-    pub(crate) resumed: bool,
-}
 
 /// The route being copied.
 #[derive(Debug)]
@@ -91,9 +78,9 @@ pub(crate) struct Copier {
     /// The furthest position of the stream read or acknowledged so far: a chunk's
     /// transaction is placed past it.
     seen: Lsn,
-    /// The chunk waiting was read after the stream had passed its watermark: it is judged
-    /// where the stream next stands between two transactions.
-    late: bool,
+    /// A chunk must be read again from this key (`Some(None)`: from the start) once the
+    /// read under way ended (its chunk is dropped).
+    rewind_to: Option<Option<Vec<String>>>,
     /// A chunk read again waits until then (`None`: none waits); the wait doubles with each
     /// read again in a row, from `RETRY_FIRST_US` to `RETRY_MAX_US`.
     retry_at: Option<crate::time::Mono>,
@@ -102,6 +89,11 @@ pub(crate) struct Copier {
     probing: bool,
     probe: Vec<String>,
 }
+
+/// Chunks read ahead of their watermarks: the next chunk is read while the one before waits
+/// for the stream, so reading and the watermark's trip overlap. At most this many chunks'
+/// rows wait in memory.
+const DEPTH: usize = 2;
 
 /// The wait before a chunk is read again, first and at most: what stood in its way (a
 /// transaction not yet visible) usually ends within milliseconds; one waiting for a
@@ -130,7 +122,7 @@ impl Copier {
             current: None,
             emitted: VecDeque::new(),
             seen: Lsn::ZERO,
-            late: false,
+            rewind_to: None,
             retry_at: None,
             rereads_in_a_row: 0,
             probing: false,
@@ -283,7 +275,14 @@ impl Copier {
         let Some(current) = self.current.as_mut() else {
             return Ok(());
         };
-        if current.table.waiting() || current.reader.finished() && current.reader.idle() {
+        if let Some(after) = self.rewind_to.take() {
+            if current.reader.reading() {
+                self.rewind_to = Some(after);
+                return Ok(());
+            }
+            current.reader.rewind(after);
+        }
+        if current.table.waiting() >= DEPTH || current.reader.finished() && current.reader.idle() {
             return Ok(());
         }
         match current.reader.next_query() {
@@ -332,6 +331,18 @@ impl Copier {
             };
             match current.reader.on_event(&event) {
                 Ok(Some(chunk)) => {
+                    if self.rewind_to.is_some() {
+                        // Read ahead of a chunk that is read again: read again after it.
+                        queue.note(
+                            Level::Debug,
+                            Topic::Snapshot,
+                            format!(
+                                "chunk {} of route {} is dropped: a chunk before it is read again",
+                                chunk.number, current.route
+                            ),
+                        );
+                        continue;
+                    }
                     queue.note(
                         Level::Debug,
                         Topic::Snapshot,
@@ -343,24 +354,10 @@ impl Copier {
                             if chunk.last { " (the last)" } else { "" }
                         ),
                     );
-                    let passed = match &chunk.judge {
-                        Judge::Snapshot { high, .. } => *high <= read_at,
-                        Judge::Positions { .. } => false,
-                    };
                     let emission = current.table.on_chunk(chunk, read_at);
                     steps.extend(self.on_emission(queue, emission));
-                    if passed {
-                        // The stream passed the watermark before the chunk's answer came:
-                        // judged where the stream next stands between transactions.
-                        queue.note(
-                            Level::Debug,
-                            Topic::Snapshot,
-                            "the stream passed the chunk's watermark before its answer came: it is judged where the stream stands",
-                        );
-                        self.late = true;
-                        if between {
-                            steps.extend(self.between(queue));
-                        }
+                    if between {
+                        steps.extend(self.between(queue));
                     }
                 }
                 Ok(None) => {}
@@ -377,14 +374,29 @@ impl Copier {
         Ok(steps)
     }
 
-    /// The stream stands between two transactions: a late chunk is judged here.
-    pub(crate) fn between(&mut self, queue: &mut Queue) -> Option<CopyStep> {
-        if !std::mem::take(&mut self.late) {
-            return None;
+    /// The stream stands between two transactions: every waiting chunk whose watermark it
+    /// already passed (the chunk's answer came after the stream read it) is judged here,
+    /// oldest first.
+    pub(crate) fn between(&mut self, queue: &mut Queue) -> Vec<CopyStep> {
+        let mut steps = Vec::new();
+        loop {
+            let Some(current) = self.current.as_mut() else {
+                return steps;
+            };
+            if !current.table.passed(self.seen) {
+                return steps;
+            }
+            queue.note(
+                Level::Debug,
+                Topic::Snapshot,
+                "the stream passed the chunk's watermark before its answer came: it is judged where the stream stands",
+            );
+            let emission = current.table.judge_now(self.seen);
+            match self.on_emission(queue, emission) {
+                Some(step) => steps.push(step),
+                None => return steps,
+            }
         }
-        let at = self.seen;
-        let emission = self.current.as_mut()?.table.judge_now(at);
-        self.on_emission(queue, emission)
     }
 
     /// A stream message (the phase has placed it: `route` is its route, when it has one),
@@ -395,14 +407,16 @@ impl Copier {
         message: &Message<'_>,
         route: Option<usize>,
         wal_start: Lsn,
-    ) -> Option<CopyStep> {
+    ) -> Vec<CopyStep> {
         self.note_position(wal_start);
         match message {
             Message::Commit(commit) => self.note_position(commit.end_lsn),
             Message::Logical(logical) => self.note_position(logical.lsn),
             _ => {}
         }
-        let current = self.current.as_mut()?;
+        let Some(current) = self.current.as_mut() else {
+            return Vec::new();
+        };
         let emission = match message {
             Message::Begin(begin) => current.table.on_begin(begin.xid, begin.final_lsn),
             Message::Commit(commit) => current.table.on_commit(commit.end_lsn),
@@ -419,11 +433,11 @@ impl Copier {
             }
             _ => None,
         };
-        let step = self.on_emission(queue, emission);
-        if step.is_none() && matches!(message, Message::Commit(_)) {
-            return self.between(queue);
+        let mut steps: Vec<CopyStep> = self.on_emission(queue, emission).into_iter().collect();
+        if matches!(message, Message::Commit(_)) {
+            steps.extend(self.between(queue));
         }
-        step
+        steps
     }
 
     /// A TRUNCATE of the route being copied, inside the open transaction.
@@ -450,7 +464,6 @@ impl Copier {
                 // keepalive before it and before every one after it (those end on record
                 // boundaries further on), so the acknowledgement passes it only once its
                 // rows are durable.
-                self.late = false;
                 self.rereads_in_a_row = 0;
                 let at = Lsn(at.max(self.seen).0.saturating_add(1));
                 self.seen = at;
@@ -505,7 +518,13 @@ impl Copier {
                         current.route
                     ),
                 );
-                current.reader.rewind(after);
+                // The chunks read ahead of it are read again after it.
+                current.table.discard_waiting();
+                if current.reader.reading() {
+                    self.rewind_to = Some(after);
+                } else {
+                    current.reader.rewind(after);
+                }
                 let wait = RETRY_FIRST_US
                     .saturating_mul(1 << self.rereads_in_a_row.min(10))
                     .min(RETRY_MAX_US);

@@ -130,8 +130,8 @@ impl Streaming {
             _ => None,
         };
         copier.note_position(cx.run.ack.complete());
-        let step = copier.on_message(cx.queue, message, route, wal_start);
-        self.on_copy_steps(cx, step.into_iter().collect())
+        let steps = copier.on_message(cx.queue, message, route, wal_start);
+        self.on_copy_steps(cx, steps)
     }
 
     /// A keepalive: the stream stands at `wal_end`, between transactions unless one is
@@ -144,8 +144,8 @@ impl Streaming {
         if self.in_source_tx || self.held || self.draining {
             return Ok(());
         }
-        let step = copier.between(cx.queue);
-        self.on_copy_steps(cx, step.into_iter().collect())
+        let steps = copier.between(cx.queue);
+        self.on_copy_steps(cx, steps)
     }
 
     fn on_copy_steps(&mut self, cx: &mut Cx<'_>, steps: Vec<CopyStep>) -> Step {

@@ -366,6 +366,14 @@ fn items_added_online(chunk: &'static str, tweak: impl FnOnce(&mut Script)) -> S
     )
 }
 
+/// The stream carries the oldest watermark held back; the others stay held.
+fn release_first_watermark(s: &mut Script) {
+    let mut rest = s.online.held.split_off(1);
+    s.release_watermarks();
+    rest.append(&mut s.online.held);
+    s.online.held = rest;
+}
+
 /// Settles the script in steps of 10 ms until `done` holds (at most 5 s).
 fn settle_until(s: &mut Script, done: impl Fn(&Script) -> bool) {
     for _ in 0..500 {
@@ -397,11 +405,11 @@ fn an_added_route_is_copied_online_beside_the_stream_and_a_newer_streamed_value_
     assert_eq!(s.exit(), None);
     assert_eq!(
         s.online.held.len(),
-        1,
-        "chunk 0 read, its watermark written"
+        2,
+        "chunks 0 and 1 read (the second while the first waits), their watermarks written"
     );
-    // While chunk 0 waits for its watermark, the stream delivers users at once, and
-    // transaction 7 (which the chunk did not see) changes sku1.
+    // While the chunks wait for their watermarks, the stream delivers users at once, and
+    // transaction 7 (which the chunks did not see) changes sku1.
     s.wal(
         "tx 7: insert users 7, update items sku1 to 99",
         &[
@@ -426,22 +434,15 @@ fn an_added_route_is_copied_online_beside_the_stream_and_a_newer_streamed_value_
         "chunk 0 waits for its watermark"
     );
     s.release_watermarks();
-    settle_until(&mut s, |s| !s.online.held.is_empty());
+    settle_until(&mut s, |s| {
+        state_of(s).routes[1].phase == Some(RoutePhase::Complete)
+    });
     assert_eq!(qty_of(&s, "lineitems", "sku0").as_deref(), Some("0"));
     assert_eq!(
         qty_of(&s, "lineitems", "sku1").as_deref(),
         Some("99"),
         "the chunk's older sku1 is dropped: the stream's newer value stays"
     );
-    assert_eq!(
-        state_of(&s).routes[1].copied_through,
-        Some(vec!["sku1".to_owned()])
-    );
-    assert_eq!(state_of(&s).routes[1].phase, Some(RoutePhase::Pending));
-    s.release_watermarks();
-    settle_until(&mut s, |s| {
-        state_of(s).routes[1].phase == Some(RoutePhase::Complete)
-    });
     assert_eq!(s.exit(), None);
     assert_eq!(s.feldera.rows("lineitems"), 3);
     assert_eq!(qty_of(&s, "lineitems", "sku2").as_deref(), Some("2"));
@@ -450,7 +451,7 @@ fn an_added_route_is_copied_online_beside_the_stream_and_a_newer_streamed_value_
     assert_eq!(file.routes[1].consistent_point, Some(START));
     assert_eq!(file.routes[1].copied_through, None);
     rule!(
-        "A route added since the copy whose table has a key, a Feldera table with a primary key that is empty: the stream starts at once (with logical messages), items is read on a connection of its own in chunks of 2 rows, each in a short transaction under its own snapshot and followed by a watermark message. Users' transaction is delivered while chunk 0 waits; it also changes sku1, which chunk 0's snapshot did not see, so at the watermark sku1 is dropped from the chunk (the streamed 99 stays) and sku0 is emitted as a transaction at the watermark. Once durable, the state file records the copy through sku1; the last chunk (sku2) completes the route, recorded complete from the slot's position.",
+        "A route added since the copy whose table has a key, a Feldera table with a primary key that is empty: the stream starts at once (with logical messages), items is read on a connection of its own in chunks of 2 rows, each in a short transaction under its own snapshot and followed by a watermark message, the second read while the first waits for its watermark. Users' transaction is delivered while the chunks wait; it also changes sku1, which chunk 0's snapshot did not see, so at the watermark sku1 is dropped from the chunk (the streamed 99 stays) and sku0 is emitted as a transaction at the watermark, then the last chunk (sku2) at its own. Once durable, the state file records the copy through sku1, then the route complete from the slot's position.",
         s.take_trace()
     );
 }
@@ -545,7 +546,7 @@ fn a_stop_during_an_online_copy_keeps_what_is_durable_and_the_restart_goes_on_fr
     let mut s = items_added_online("1", |s| s.online.hold = true);
     run_until_streaming(&mut s);
     settle_until(&mut s, |s| !s.online.held.is_empty());
-    s.release_watermarks();
+    release_first_watermark(&mut s);
     // Chunk 0 (sku0) is emitted and recorded; chunk 1 (sku1) waits for its watermark.
     settle_until(&mut s, |s| {
         state_of(s).routes[1].copied_through == Some(vec!["sku0".to_owned()])
@@ -596,7 +597,7 @@ fn the_progress_line_says_how_far_an_online_copy_is() {
     }
     let trace = s.take_trace();
     assert!(
-        trace.contains("copying public.items online: 2 rows read in 1 chunk(s) (0 emitted, 0 left to the stream, 0 read again)"),
+        trace.contains("copying public.items online: 3 rows read in 2 chunk(s) (0 emitted, 0 left to the stream, 0 read again)"),
         "{trace}"
     );
 }
@@ -632,4 +633,41 @@ fn a_chunk_read_again_waits_longer_each_time_and_is_emitted_once_nothing_stands_
         state_of(s).routes[1].phase == Some(RoutePhase::Complete)
     });
     assert_eq!(s.feldera.rows("lineitems"), 3);
+}
+
+#[test]
+fn a_chunk_read_again_takes_the_chunk_read_ahead_of_it_along() {
+    // Every read names transaction 50 committed but running (never streamed) until it is
+    // visible: chunk 0 is read again, and chunk 1, read while chunk 0 waited, is dropped
+    // and read again after it.
+    let mut s = items_added_online("1", |s| {
+        s.online.snapshot = "50:100:50".into();
+        s.online.committed = vec![50];
+        s.online.hold = true;
+    });
+    run_until_streaming(&mut s);
+    settle_until(&mut s, |s| s.online.held.len() == 2);
+    assert_eq!(s.online.held.len(), 2, "chunk 0 and the one read ahead");
+    s.online.snapshot = "100:100:".into();
+    s.online.committed.clear();
+    s.online.hold = false;
+    s.release_watermarks();
+    settle_until(&mut s, |s| {
+        state_of(s).routes[1].phase == Some(RoutePhase::Complete)
+    });
+    assert_eq!(s.exit(), None);
+    let trace = s.take_trace();
+    assert!(
+        trace.contains("chunk 0 of route 1 is read again"),
+        "{trace}"
+    );
+    assert_eq!(
+        trace.matches(r#"WHERE ("sku") > ('sku0')"#).count(),
+        2,
+        "chunk 1 is read twice: ahead of chunk 0, and again after it\n{trace}"
+    );
+    assert_eq!(s.feldera.rows("lineitems"), 3);
+    for (sku, qty) in [("sku0", "0"), ("sku1", "1"), ("sku2", "2")] {
+        assert_eq!(qty_of(&s, "lineitems", sku).as_deref(), Some(qty));
+    }
 }
