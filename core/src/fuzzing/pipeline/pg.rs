@@ -99,6 +99,9 @@ pub(super) struct Tx {
     /// One text per change that Feldera must hold once this commit is acknowledged, with
     /// the table it belongs to.
     pub(super) markers: Vec<(&'static str, String)>,
+    /// Those of `markers` that are a TRUNCATE's deletes (of every key its tables held when
+    /// the transaction began).
+    pub(super) retracted: Vec<(&'static str, String)>,
     pieces: Vec<Piece>,
 }
 
@@ -868,6 +871,11 @@ impl FakePg {
         Some(update.flush)
     }
 
+    /// The server's WAL insert position.
+    pub(super) fn head(&self) -> Lsn {
+        self.head
+    }
+
     /// The slot's confirmed position, `None` while it does not exist.
     pub(super) fn confirmed(&self) -> Option<Lsn> {
         self.confirmed
@@ -891,6 +899,7 @@ impl FakePg {
             mark: Mark::Begin,
         }];
         let mut markers: Vec<(&'static str, String)> = Vec::new();
+        let mut retracted: Vec<(&'static str, String)> = Vec::new();
         self.workload.begin();
         for (i, byte) in changes.iter().enumerate() {
             let at = Lsn(start.0 + RECORD * (i as u64 + 1));
@@ -908,6 +917,9 @@ impl FakePg {
             // The rows this transaction wrote to a table before truncating it may never
             // leave slotline; the TRUNCATE's own markers stand for what must be gone.
             markers.retain(|(table, _)| !written.truncated.contains(table));
+            if !written.truncated.is_empty() {
+                retracted.extend(written.markers.iter().cloned());
+            }
             markers.extend(written.markers);
             if byte & 8 != 0 {
                 pieces.push(Piece::Keepalive(at));
@@ -928,6 +940,7 @@ impl FakePg {
             end,
             commit,
             markers,
+            retracted,
             pieces,
         };
         let publication = self.workload.publication;

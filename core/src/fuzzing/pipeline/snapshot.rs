@@ -259,6 +259,9 @@ impl Harness {
             self.run.completes += 1;
         }
         self.run.online_completes += online.len() as u32;
+        if !online.is_empty() {
+            self.online_done = Some((self.pg.life, self.pg.head()));
+        }
         self.disk = Some((contents.to_vec(), file));
         Ok(())
     }
@@ -358,6 +361,17 @@ impl Harness {
         for key in keys {
             self.check_value(key, durable.get(key), confirmed);
         }
+    }
+
+    /// Whether the state file records `table`'s online copy as under way.
+    pub(super) fn online_copying(&self, table: &str) -> bool {
+        self.disk.as_ref().is_some_and(|(_, file)| {
+            file.routes.iter().any(|route| {
+                route.target == table
+                    && route.copied_through.is_some()
+                    && route.phase != Some(RoutePhase::Complete)
+            })
+        })
     }
 
     /// A copy recorded `complete` (see the module docs).

@@ -315,6 +315,7 @@ impl FakePg {
             end: Lsn(at.0 + 1),
             commit: at,
             markers: Vec::new(),
+            retracted: Vec::new(),
             pieces: vec![Piece::Message {
                 at,
                 relations: Vec::new(),
