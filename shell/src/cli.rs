@@ -235,7 +235,7 @@ pub struct Cli {
     )]
     pub retract_page_rows: Option<String>,
     /// Rows an online copy reads in one chunk, in its own short transaction (1 to 1000000;
-    /// one chunk's rows wait in memory for its watermark)
+    /// at most two chunks' rows wait in memory for their watermarks)
     #[arg(
         long,
         global = true,

@@ -6,8 +6,8 @@
 //! tells it when the acknowledgement has passed a chunk, which is when the route's copy
 //! progress (and, after its last chunk, its completion) may be recorded.
 //!
-//! One route is copied at a time, one chunk at a time: at most one chunk's rows wait in
-//! memory.
+//! One route is copied at a time; the next chunk is read while the one before waits for
+//! its watermark (`DEPTH`), so at most two chunks' rows wait in memory.
 
 use crate::backfill::chunk::{ReadError, Reader, Source};
 use crate::backfill::key::RowKey;
